@@ -1,0 +1,43 @@
+import { z } from 'zod';
+import { durationMs, resourceName } from '../../config/zod-helpers.ts';
+
+export const kvmHostSchema = z.strictObject({
+  name: resourceName,
+  address: z.string().min(1),
+  port: z.number().int().min(1).max(65535).default(22),
+  user: z.string().min(1).default('root'),
+  /** Path of the SSH private key file. Read at dial time, never logged. */
+  privateKeyFile: z.string().min(1),
+  /** Path of an OpenSSH known_hosts file; the host key must be in it. */
+  knownHostsFile: z.string().min(1).optional(),
+  /** Skip host key verification. For tests only: logged as a warning at every dial. */
+  insecureIgnoreHostKey: z.boolean().default(false),
+  /** The libvirt storage pool that proxy volumes live in. */
+  pool: z.string().min(1).default('default'),
+  /** libvirt's socket on the host, reached over an SSH streamlocal channel. */
+  socketPath: z.string().min(1).default('/var/run/libvirt/libvirt-sock'),
+  /** The libvirt connection URI opened on that socket. */
+  uri: z.string().min(1).default('qemu:///system'),
+});
+
+export const kvmProviderSchema = z
+  .strictObject({
+    name: resourceName,
+    type: z.literal('kvm'),
+    hosts: z.array(kvmHostSchema).min(1),
+    /** Pooled connections unused for this long are closed. */
+    idleTimeout: durationMs.default(300_000),
+  })
+  .superRefine((provider, ctx) => {
+    const seen = new Set<string>();
+    provider.hosts.forEach((host, i) => {
+      if (seen.has(host.name)) ctx.addIssue({ code: 'custom', path: ['hosts', i, 'name'], message: `duplicate host name "${host.name}"` });
+      seen.add(host.name);
+      if (!host.knownHostsFile && !host.insecureIgnoreHostKey) {
+        ctx.addIssue({ code: 'custom', path: ['hosts', i, 'knownHostsFile'], message: 'required unless insecureIgnoreHostKey is true' });
+      }
+    });
+  });
+
+export type KvmHostConfig = z.infer<typeof kvmHostSchema>;
+export type KvmProviderConfig = z.infer<typeof kvmProviderSchema>;

@@ -1,0 +1,27 @@
+import type { Registry } from 'prom-client';
+import type { ProviderType } from '../config/providers.ts';
+import type { HealthCheck } from '../health/types.ts';
+import type { Logger } from '../logging.ts';
+
+/** What every provider is given when it is built. Providers own their clients and close them. */
+export interface ProviderDeps {
+  logger: Logger;
+  /** The process's own prom-client registry (prefix `proxy_operator_`). */
+  registry: Registry;
+  /** The orchestrator's data directory (`./.egress` by default). */
+  dataDir: string;
+}
+
+/**
+ * The provider port. It carries no SDK or connection types, so the scheduler, workers and
+ * publisher never learn how a provider talks to its backend. `check` is required: the type
+ * system guarantees that every provider has a health check.
+ */
+export interface Provider extends HealthCheck {
+  readonly name: string;
+  readonly type: ProviderType;
+  /** The targets a check reports on, in order; used to report `Timeout` for a check that never returns. */
+  targets(): string[];
+  /** Releases clients and pooled connections. Idempotent. */
+  close(): Promise<void>;
+}
