@@ -1,0 +1,27 @@
+import type {} from 'vitest';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { TestProject } from 'vitest/node';
+import { startRedisChild, type RedisChild } from '../../src/redis/redis-server.ts';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    redisUrl: string;
+  }
+}
+
+let redis: RedisChild | undefined;
+let dir: string | undefined;
+
+/** One private redis-server for the whole run; tests isolate themselves by key prefix. */
+export async function setup(project: TestProject): Promise<void> {
+  dir = await mkdtemp(join(tmpdir(), 'egress-test-redis-'));
+  redis = await startRedisChild({ dir, appendOnly: false });
+  project.provide('redisUrl', redis.url);
+}
+
+export async function teardown(): Promise<void> {
+  await redis?.stop();
+  if (dir) await rm(dir, { recursive: true, force: true });
+}
