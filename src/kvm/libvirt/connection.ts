@@ -1,0 +1,309 @@
+/**
+ * A libvirt remote-protocol connection over any Duplex (an ssh2 streamlocal channel, a unix
+ * socket, an in-memory pair). Typed procedure methods are thin wrappers over one observed path
+ * (`observe`) that logs every call at debug level and records it in the RPC histogram.
+ */
+import { performance } from 'node:perf_hooks';
+import type { Duplex } from 'node:stream';
+import type { Logger } from '../../logging.ts';
+import { MessageType, REMOTE_PROGRAM, Proc } from './constants.ts';
+import { ConnectionClosedError, LibvirtProtocolError } from './errors.ts';
+import { DEFAULT_KEEPALIVE, type KeepaliveOptions } from './keepalive.ts';
+import { outcomeOf, type LibvirtMetrics } from './metrics.ts';
+import { lifecycleEventCodec, PROCEDURES, type ArgsOf, type ProcedureDef, type ProcedureKey, type ResultOf } from './procedures.ts';
+import { RpcCore } from './rpc.ts';
+import type {
+  DomainInfo,
+  DomainInterface,
+  DomainRef,
+  DomainStateResult,
+  LifecycleEvent,
+  StoragePoolInfo,
+  StoragePoolRef,
+  StorageVolInfo,
+  StorageVolRef,
+  UploadResult,
+  UploadSource,
+} from './types.ts';
+import { runUpload } from './upload.ts';
+import { decodeXdr, encodeXdr } from './xdr.ts';
+
+export interface LibvirtConnectionOptions {
+  logger: Logger;
+  metrics?: LibvirtMetrics;
+  /** Client keepalive; `false` turns it off (PINGs from the peer are still answered). */
+  keepalive?: KeepaliveOptions | false;
+  /** Calls in flight per connection; more wait in a queue. Default 4 (libvirtd stalls past 5). */
+  maxInFlight?: number;
+  /** Bound on the CONNECT_CLOSE reply and on the stream's close during `close()`. Default 2000 ms. */
+  closeTimeoutMs?: number;
+}
+
+export const DEFAULT_MAX_IN_FLIGHT = 4;
+
+export interface SetMetadataArgs {
+  /** MetadataType: 0 description, 1 title, 2 element. */
+  type: number;
+  /** The XML element (type 2) or text; null removes it. */
+  metadata: string | null;
+  /** XML namespace prefix (type 2). */
+  key: string | null;
+  /** XML namespace URI (type 2). */
+  uri: string | null;
+  /** ModificationImpact: 1 live, 2 config. */
+  flags: number;
+}
+
+export interface UploadOptions {
+  /** Byte offset in the volume. Default 0. */
+  offset?: number;
+  /** Bytes to write; 0 (default) = until the stream ends. */
+  length?: number;
+  flags?: number;
+}
+
+export class LibvirtConnection {
+  private readonly core: RpcCore;
+  private readonly logger: Logger;
+  private readonly metrics: LibvirtMetrics | undefined;
+  private readonly closeTimeoutMs: number;
+  private closing: Promise<void> | undefined;
+  /** False until AUTH_LIST / AUTH_POLKIT succeeded (39/7 then means "authentication required"). */
+  authenticated = false;
+
+  constructor(stream: Duplex, options: LibvirtConnectionOptions) {
+    this.logger = options.logger;
+    this.metrics = options.metrics;
+    this.closeTimeoutMs = options.closeTimeoutMs ?? 2_000;
+    const maxInFlight = options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
+    if (!Number.isInteger(maxInFlight) || maxInFlight < 1) throw new RangeError(`maxInFlight must be a positive integer, got ${maxInFlight}`);
+    this.core = new RpcCore(stream, {
+      logger: this.logger,
+      maxInFlight,
+      keepalive: options.keepalive === false ? false : { ...DEFAULT_KEEPALIVE, ...options.keepalive },
+    });
+  }
+
+  get closed(): boolean {
+    return this.core.closed;
+  }
+
+  /** Why the connection closed (ConnectionClosedError after `close()`), once it has. */
+  get closeReason(): Error | undefined {
+    return this.core.closeReason;
+  }
+
+  /** Calls in flight (tombstones of aborted calls included, the daemon still counts them), queued calls, open streams. */
+  stats(): { inFlight: number; queued: number; tombstones: number; streams: number } {
+    return this.core.stats();
+  }
+
+  /** `listener` hears the close reason once (asynchronously at once if already closed). */
+  onClose(listener: (reason: Error) => void): void {
+    this.core.onClose(listener);
+  }
+
+  /** CONNECT_CLOSE (bounded wait), then ends the stream. Idempotent; never rejects. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      if (this.core.closed) return;
+      this.core.closingByClient = true;
+      this.core.rejectQueued(new ConnectionClosedError());
+      try {
+        await this.invoke(PROCEDURES.connectClose, undefined, AbortSignal.timeout(this.closeTimeoutMs), true);
+      } catch {
+        // best effort
+      }
+      await this.core.shutdown(this.closeTimeoutMs);
+    })();
+    return this.closing;
+  }
+
+  /** Immediate teardown: pending calls fail with ConnectionLostError caused by `err`. */
+  destroy(err?: Error): void {
+    this.core.fail(err ?? new ConnectionClosedError());
+  }
+
+  /** Calls any procedure of the table by key. */
+  call<K extends ProcedureKey>(key: K, args: ArgsOf<K>, signal: AbortSignal): Promise<ResultOf<K>> {
+    const def = PROCEDURES[key] as unknown as ProcedureDef<ArgsOf<K>, ResultOf<K>>;
+    if (def.stream) return Promise.reject(new TypeError(`${def.name} is a stream procedure; use its method`));
+    return this.invoke(def, args, signal);
+  }
+
+  private invoke<A, R>(def: ProcedureDef<A, R>, args: A, signal: AbortSignal, priority = false): Promise<R> {
+    return this.observe(def, async (trace) => {
+      const payload = encodeXdr(args, def.args.write);
+      const reply = await this.core.call(def.proc, def.name, payload, signal, { trace, priority, authenticated: this.isAuthed });
+      try {
+        return decodeXdr(reply, def.ret.read);
+      } catch (err) {
+        throw new LibvirtProtocolError(`${def.name}: undecodable reply`, { cause: err });
+      }
+    });
+  }
+
+  private readonly isAuthed = (): boolean => this.authenticated;
+
+  /** The single path every procedure goes through: debug log line and histogram sample. */
+  private async observe<A, R, T>(def: ProcedureDef<A, R>, run: (trace: { serial?: number }) => Promise<T>): Promise<T> {
+    const started = performance.now();
+    const trace: { serial?: number } = {};
+    let outcome = 'ok';
+    try {
+      return await run(trace);
+    } catch (err) {
+      outcome = outcomeOf(err);
+      throw err;
+    } finally {
+      const ms = performance.now() - started;
+      this.logger.debug({ procedure: def.name, serial: trace.serial, durationMs: Math.round(ms * 1000) / 1000, outcome }, 'libvirt call');
+      this.metrics?.observeCall(def.name, outcome, ms / 1000);
+    }
+  }
+
+  // ---- connection ----
+  authList(signal: AbortSignal): Promise<number[]> {
+    return this.invoke(PROCEDURES.authList, undefined, signal);
+  }
+  /** Returns libvirt's `complete` flag (non-zero on success). */
+  authPolkit(signal: AbortSignal): Promise<number> {
+    return this.invoke(PROCEDURES.authPolkit, undefined, signal);
+  }
+  supportsFeature(feature: number, signal: AbortSignal): Promise<boolean> {
+    return this.invoke(PROCEDURES.connectSupportsFeature, { feature }, signal);
+  }
+  connectOpen(uri: string | null, flags: number, signal: AbortSignal): Promise<void> {
+    return this.invoke(PROCEDURES.connectOpen, { name: uri, flags }, signal);
+  }
+  getType(signal: AbortSignal): Promise<string> {
+    return this.invoke(PROCEDURES.getType, undefined, signal);
+  }
+  /** Hypervisor version, major·10⁶ + minor·10³ + micro. */
+  getVersion(signal: AbortSignal): Promise<number> {
+    return this.invoke(PROCEDURES.getVersion, undefined, signal);
+  }
+  /** libvirt library version, major·10⁶ + minor·10³ + micro (9000000 = 9.0.0). */
+  getLibVersion(signal: AbortSignal): Promise<number> {
+    return this.invoke(PROCEDURES.getLibVersion, undefined, signal);
+  }
+  getHostname(signal: AbortSignal): Promise<string> {
+    return this.invoke(PROCEDURES.getHostname, undefined, signal);
+  }
+
+  // ---- domains ----
+  /** flags: 0 all, 1 active, 2 inactive, 4 persistent, 8 transient, 16 running, 64 shutoff. */
+  async listAllDomains(flags: number, signal: AbortSignal): Promise<DomainRef[]> {
+    return (await this.invoke(PROCEDURES.listAllDomains, { needResults: 1, flags }, signal)).domains;
+  }
+  domainLookupByName(name: string, signal: AbortSignal): Promise<DomainRef> {
+    return this.invoke(PROCEDURES.domainLookupByName, { name }, signal);
+  }
+  /** DEFINE_XML_FLAGS; flags: VALIDATE = 1. */
+  domainDefineXml(xml: string, flags: number, signal: AbortSignal): Promise<DomainRef> {
+    return this.invoke(PROCEDURES.domainDefineXml, { xml, flags }, signal);
+  }
+  /** CREATE_WITH_FLAGS (start); returns the domain with its id set. */
+  domainCreate(dom: DomainRef, flags: number, signal: AbortSignal): Promise<DomainRef> {
+    return this.invoke(PROCEDURES.domainCreate, { dom, flags }, signal);
+  }
+  domainGetState(dom: DomainRef, signal: AbortSignal): Promise<DomainStateResult> {
+    return this.invoke(PROCEDURES.domainGetState, { dom, flags: 0 }, signal);
+  }
+  domainGetInfo(dom: DomainRef, signal: AbortSignal): Promise<DomainInfo> {
+    return this.invoke(PROCEDURES.domainGetInfo, { dom }, signal);
+  }
+  /** DESTROY_FLAGS; flags: GRACEFUL = 1. */
+  domainDestroy(dom: DomainRef, flags: number, signal: AbortSignal): Promise<void> {
+    return this.invoke(PROCEDURES.domainDestroy, { dom, flags }, signal);
+  }
+  /** UNDEFINE_FLAGS; flags: MANAGED_SAVE 1, SNAPSHOTS_METADATA 2, NVRAM 4, … */
+  domainUndefine(dom: DomainRef, flags: number, signal: AbortSignal): Promise<void> {
+    return this.invoke(PROCEDURES.domainUndefine, { dom, flags }, signal);
+  }
+  domainGetXmlDesc(dom: DomainRef, flags: number, signal: AbortSignal): Promise<string> {
+    return this.invoke(PROCEDURES.domainGetXmlDesc, { dom, flags }, signal);
+  }
+  domainSetMetadata(dom: DomainRef, args: SetMetadataArgs, signal: AbortSignal): Promise<void> {
+    return this.invoke(PROCEDURES.domainSetMetadata, { dom, ...args }, signal);
+  }
+  /** Fails with kind 'not-found' (code 80) when the domain carries no such metadata. */
+  domainGetMetadata(dom: DomainRef, args: { type: number; uri: string | null; flags: number }, signal: AbortSignal): Promise<string> {
+    return this.invoke(PROCEDURES.domainGetMetadata, { dom, ...args }, signal);
+  }
+  /** source: 0 DHCP lease, 1 guest agent, 2 ARP. */
+  domainInterfaceAddresses(dom: DomainRef, source: number, signal: AbortSignal): Promise<DomainInterface[]> {
+    return this.invoke(PROCEDURES.domainInterfaceAddresses, { dom, source, flags: 0 }, signal);
+  }
+  domainEventRegisterAny(eventId: number, dom: DomainRef | null, signal: AbortSignal): Promise<number> {
+    return this.invoke(PROCEDURES.domainEventRegisterAny, { eventId, dom }, signal);
+  }
+  domainEventDeregisterAny(callbackId: number, signal: AbortSignal): Promise<void> {
+    return this.invoke(PROCEDURES.domainEventDeregisterAny, { callbackId }, signal);
+  }
+  /** Lifecycle events (MESSAGE 318) after domainEventRegisterAny(0, …); returns an unsubscribe function. */
+  onDomainLifecycle(listener: (event: LifecycleEvent) => void): () => void {
+    return this.core.onMessage(REMOTE_PROGRAM, Proc.DOMAIN_EVENT_CALLBACK_LIFECYCLE, (frame) => {
+      if (frame.type !== MessageType.MESSAGE) return;
+      try {
+        listener(decodeXdr(frame.payload, lifecycleEventCodec.read));
+      } catch (err) {
+        this.logger.warn({ err }, 'undecodable libvirt lifecycle event dropped');
+      }
+    });
+  }
+
+  // ---- storage ----
+  storagePoolLookupByName(name: string, signal: AbortSignal): Promise<StoragePoolRef> {
+    return this.invoke(PROCEDURES.storagePoolLookupByName, { name }, signal);
+  }
+  storagePoolGetInfo(pool: StoragePoolRef, signal: AbortSignal): Promise<StoragePoolInfo> {
+    return this.invoke(PROCEDURES.storagePoolGetInfo, { pool }, signal);
+  }
+  storagePoolIsActive(pool: StoragePoolRef, signal: AbortSignal): Promise<boolean> {
+    return this.invoke(PROCEDURES.storagePoolIsActive, { pool }, signal);
+  }
+  storagePoolRefresh(pool: StoragePoolRef, signal: AbortSignal): Promise<void> {
+    return this.invoke(PROCEDURES.storagePoolRefresh, { pool, flags: 0 }, signal);
+  }
+  /** Creates and starts a transient pool. */
+  storagePoolCreateXml(xml: string, flags: number, signal: AbortSignal): Promise<StoragePoolRef> {
+    return this.invoke(PROCEDURES.storagePoolCreateXml, { xml, flags }, signal);
+  }
+  storagePoolDestroy(pool: StoragePoolRef, signal: AbortSignal): Promise<void> {
+    return this.invoke(PROCEDURES.storagePoolDestroy, { pool }, signal);
+  }
+  storageVolCreateXml(pool: StoragePoolRef, xml: string, flags: number, signal: AbortSignal): Promise<StorageVolRef> {
+    return this.invoke(PROCEDURES.storageVolCreateXml, { pool, xml, flags }, signal);
+  }
+  storageVolCreateXmlFrom(
+    pool: StoragePoolRef,
+    xml: string,
+    clonevol: StorageVolRef,
+    flags: number,
+    signal: AbortSignal,
+  ): Promise<StorageVolRef> {
+    return this.invoke(PROCEDURES.storageVolCreateXmlFrom, { pool, xml, clonevol, flags }, signal);
+  }
+  storageVolLookupByName(pool: StoragePoolRef, name: string, signal: AbortSignal): Promise<StorageVolRef> {
+    return this.invoke(PROCEDURES.storageVolLookupByName, { pool, name }, signal);
+  }
+  storageVolGetInfo(vol: StorageVolRef, signal: AbortSignal): Promise<StorageVolInfo> {
+    return this.invoke(PROCEDURES.storageVolGetInfo, { vol }, signal);
+  }
+  storageVolDelete(vol: StorageVolRef, flags: number, signal: AbortSignal): Promise<void> {
+    return this.invoke(PROCEDURES.storageVolDelete, { vol, flags }, signal);
+  }
+  /**
+   * Streams `source` into the volume and resolves once the daemon confirmed the data. A STREAM
+   * error from the daemon rejects with its LibvirtError; an abort tells the daemon and rejects.
+   */
+  storageVolUpload(vol: StorageVolRef, source: UploadSource, options: UploadOptions, signal: AbortSignal): Promise<UploadResult> {
+    const def = PROCEDURES.storageVolUpload;
+    const args = { vol, offset: options.offset ?? 0, length: options.length ?? 0, flags: options.flags ?? 0 };
+    return this.observe(def, (trace) => {
+      const payload = encodeXdr(args, def.args.write);
+      return runUpload(this.core, def.proc, def.name, payload, source, signal, { trace, authenticated: this.isAuthed });
+    });
+  }
+}
