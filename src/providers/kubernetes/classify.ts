@@ -1,0 +1,58 @@
+import { ApiException, FetchError } from '@kubernetes/client-node';
+import type { Reason } from '../../health/reasons.ts';
+
+export interface Classified {
+  reason: Reason;
+  message: string;
+}
+
+/** The longest message a check reports; the publisher truncates to 1024 too. */
+export const MAX_MESSAGE = 1024;
+
+export function truncate(message: string, max = MAX_MESSAGE): string {
+  return message.length <= max ? message : `${message.slice(0, max - 1)}…`;
+}
+
+/** The `message` of a Kubernetes Status body, which client-node hands over as a string. */
+export function statusMessage(body: unknown): string | undefined {
+  if (typeof body !== 'string' || body === '') return undefined;
+  try {
+    const parsed = JSON.parse(body) as { message?: unknown };
+    return typeof parsed.message === 'string' && parsed.message !== '' ? parsed.message : undefined;
+  } catch {
+    return body;
+  }
+}
+
+/** The Status `reason` (NotFound, AlreadyExists, Conflict, Expired, …) of an ApiException, if any. */
+export function statusReason(err: unknown): string | undefined {
+  if (!(err instanceof ApiException) || typeof err.body !== 'string') return undefined;
+  try {
+    const reason = (JSON.parse(err.body) as { reason?: unknown }).reason;
+    return typeof reason === 'string' ? reason : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Maps a client-node failure to a health reason, by HTTP status or by transport error type, never by
+ * message text: 401 → Unauthorized, 403 → Forbidden, other HTTP statuses → Error (with the Status
+ * message), a transport failure (refused, reset, DNS, TLS, premature close) → Unreachable.
+ * The caller reports Timeout instead once its signal has ended.
+ */
+export function classifyKubeError(err: unknown): Classified {
+  if (err instanceof ApiException) {
+    const code = Number(err.code);
+    const detail = statusMessage(err.body);
+    if (code === 401) return { reason: 'Unauthorized', message: `the API server rejected the credentials (HTTP 401)${detail ? `: ${detail}` : ''}` };
+    if (code === 403) return { reason: 'Forbidden', message: detail ?? 'forbidden (HTTP 403)' };
+    return { reason: 'Error', message: `HTTP ${code}: ${detail ?? 'no Status message'}` };
+  }
+  if (err instanceof FetchError) {
+    const code = typeof err.code === 'string' ? err.code : undefined;
+    if (err.type === 'system') return { reason: 'Unreachable', message: code ? `${code}: ${err.message}` : err.message };
+    return { reason: 'Error', message: err.message };
+  }
+  return { reason: 'Error', message: err instanceof Error ? err.message : String(err) };
+}

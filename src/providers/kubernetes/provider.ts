@@ -1,0 +1,74 @@
+import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import type { TargetResult } from '../../health/types.ts';
+import type { Provider, ProviderDeps } from '../types.ts';
+import { classifyKubeError, truncate } from './classify.ts';
+import type { KubernetesProviderConfig } from './config.ts';
+import { apiHost, buildKubeConfig } from './kubeconfig.ts';
+import { MANAGED_LABEL_SELECTOR } from './labels.ts';
+import { withSignal } from './request-options.ts';
+
+export const KUBERNETES_TARGET = 'apiserver';
+
+export interface KubernetesProviderOptions {
+  /** A ready KubeConfig instead of building one from the config (tests, embedding). */
+  kubeConfig?: KubeConfig;
+}
+
+/**
+ * The kubernetes provider. Its health check lists at most one managed Pod cluster-wide: the same verb,
+ * scope and selector the lifecycle and GC work use, so a check that passes proves their RBAC too.
+ * Throws ConfigError at creation when the kubeconfig, context or token file is unusable.
+ */
+export function createKubernetesProvider(
+  config: KubernetesProviderConfig,
+  deps: ProviderDeps,
+  options: KubernetesProviderOptions = {},
+): Provider {
+  const kc = options.kubeConfig ?? buildKubeConfig(config, `providers.${config.name}`);
+  const host = apiHost(kc);
+  const api = kc.makeApiClient(CoreV1Api);
+  const log = deps.logger.child({ provider: config.name, type: 'kubernetes', host });
+  let closed = false;
+
+  async function check(signal: AbortSignal): Promise<TargetResult[]> {
+    const started = performance.now();
+    const result = (ready: boolean, reason: TargetResult['reason'], message: string): TargetResult[] => [
+      {
+        target: KUBERNETES_TARGET,
+        ready,
+        reason,
+        message: truncate(message),
+        details: { host },
+        durationSeconds: (performance.now() - started) / 1000,
+      },
+    ];
+    if (closed) return result(false, 'Error', 'provider is closed');
+    try {
+      const list = await api.listPodForAllNamespaces(
+        { labelSelector: MANAGED_LABEL_SELECTOR, limit: 1 },
+        withSignal(signal),
+      );
+      const seen = list.items.length > 0 ? 'at least one managed Pod' : 'no managed Pods';
+      return result(true, 'Ok', `listed Pods cluster-wide (${seen})`);
+    } catch (err) {
+      if (signal.aborted) {
+        log.debug({ err }, 'health check ended by its signal');
+        return result(false, 'Timeout', `no answer from the API server at ${host} before the check timed out`);
+      }
+      const { reason, message } = classifyKubeError(err);
+      log.debug({ reason, err }, 'health check failed');
+      return result(false, reason, message);
+    }
+  }
+
+  return {
+    name: config.name,
+    type: 'kubernetes',
+    check,
+    targets: () => [KUBERNETES_TARGET],
+    close: async () => {
+      closed = true;
+      await Promise.resolve();
+    },
+  };
+}

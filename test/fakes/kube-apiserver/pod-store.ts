@@ -1,0 +1,250 @@
+/**
+ * The fake apiserver's state: namespaces and Pods under one global resourceVersion, kept in etcd key order
+ * (namespace/name). No kubelet and no scheduler: a Pod stays `Pending` until a test sets its phase.
+ */
+import { randomUUID } from 'node:crypto';
+import { alreadyExists, badRequest, invalid, notFound, status, StatusError } from './status.ts';
+
+/** A Pod as JSON. The fake keeps whatever the client sent, plus the fields the apiserver sets. */
+export interface FakePod {
+  apiVersion?: string;
+  kind?: string;
+  metadata: {
+    name: string;
+    namespace: string;
+    uid: string;
+    resourceVersion: string;
+    creationTimestamp: string;
+    generation?: number;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    finalizers?: string[];
+    deletionTimestamp?: string;
+    deletionGracePeriodSeconds?: number;
+    generateName?: string;
+    [k: string]: unknown;
+  };
+  spec: { containers: { name: string; image?: string; [k: string]: unknown }[]; nodeName?: string; [k: string]: unknown };
+  status: {
+    phase?: string;
+    podIP?: string;
+    podIPs?: { ip: string }[];
+    conditions?: { type: string; status: string; lastTransitionTime?: string; [k: string]: unknown }[];
+    [k: string]: unknown;
+  };
+}
+
+export interface PodStatusUpdate {
+  phase?: 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Unknown';
+  podIP?: string;
+  ready?: boolean;
+  /** Scheduled node; set to `fake-node` when a phase other than Pending is set without one. */
+  nodeName?: string;
+  reason?: string;
+  message?: string;
+}
+
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+const clone = <T>(v: T): T => structuredClone(v);
+const now = (): string => new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+
+export type DeletionMode = 'auto' | 'graceful' | 'immediate';
+
+export class PodStore {
+  private rv = 1000;
+  private readonly pods = new Map<string, FakePod>();
+  readonly namespaces = new Set<string>(['default', 'kube-system', 'kube-public']);
+  /**
+   * `auto` (the real behaviour): a Pod bound to a node (`spec.nodeName`) is deleted gracefully, keeping
+   * `deletionTimestamp` until `finishDeletion`; an unbound one vanishes at once. `graceful` / `immediate` force it.
+   */
+  deletionMode: DeletionMode = 'auto';
+
+  /** The current global resourceVersion (an opaque string to clients). */
+  resourceVersion(): string {
+    return String(this.rv);
+  }
+
+  private bump(): string {
+    this.rv += 1;
+    return String(this.rv);
+  }
+
+  private key(ns: string, name: string): string {
+    return `${ns}/${name}`;
+  }
+
+  get(ns: string, name: string): FakePod | undefined {
+    const p = this.pods.get(this.key(ns, name));
+    return p ? clone(p) : undefined;
+  }
+
+  /** Pods in key order, optionally in one namespace. Returned objects are copies. */
+  list(ns?: string): FakePod[] {
+    return [...this.pods.entries()]
+      .filter(([, p]) => ns === undefined || p.metadata.namespace === ns)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([, p]) => clone(p));
+  }
+
+  /** Creates a Pod the way POST does (validation, defaults, conflicts); `dryRun` stores nothing. */
+  create(ns: string, body: unknown, dryRun = false): FakePod {
+    if (!body || typeof body !== 'object' || Array.isArray(body)) throw badRequest('the body of the request was in an unknown format');
+    const obj = clone(body) as Partial<FakePod> & { metadata?: Partial<FakePod['metadata']> };
+    const meta = (obj.metadata ?? {}) as Partial<FakePod['metadata']>;
+    if (meta.namespace && meta.namespace !== ns) {
+      throw badRequest('the namespace of the provided object does not match the namespace sent on the request');
+    }
+    if (meta.resourceVersion) {
+      throw new StatusError(status(500, '', 'resourceVersion should not be set on objects to be created'));
+    }
+    let name = meta.name;
+    if (!name && meta.generateName) name = meta.generateName + randomUUID().replace(/-/g, '').slice(0, 5);
+    if (!name) throw invalid('Pod', '', [{ field: 'metadata.name', message: 'Required value: name or generateName is required', reason: 'FieldValueRequired' }]);
+    if (name.length > 253 || !DNS_SUBDOMAIN.test(name)) {
+      throw invalid('Pod', name, [
+        { field: 'metadata.name', message: `Invalid value: "${name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character` },
+      ]);
+    }
+    const containers = obj.spec?.containers;
+    if (!Array.isArray(containers) || containers.length === 0) {
+      throw invalid('Pod', name, [{ field: 'spec.containers', message: 'Required value', reason: 'FieldValueRequired' }]);
+    }
+    const causes: { field: string; message: string; reason?: string }[] = [];
+    containers.forEach((c, i) => {
+      if (!c.name) causes.push({ field: `spec.containers[${i}].name`, message: 'Required value', reason: 'FieldValueRequired' });
+      else if (!DNS_LABEL.test(c.name)) causes.push({ field: `spec.containers[${i}].name`, message: `Invalid value: "${c.name}": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'` });
+      if (!c.image) causes.push({ field: `spec.containers[${i}].image`, message: 'Required value', reason: 'FieldValueRequired' });
+    });
+    if (causes.length) throw invalid('Pod', name, causes);
+    if (!this.namespaces.has(ns)) {
+      throw new StatusError(status(404, 'NotFound', `namespaces "${ns}" not found`, { name: ns, kind: 'namespaces' }));
+    }
+    if (this.pods.has(this.key(ns, name))) throw alreadyExists('pods', name);
+    const pod: FakePod = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      ...obj,
+      metadata: {
+        ...meta,
+        name,
+        namespace: ns,
+        uid: randomUUID(),
+        resourceVersion: dryRun ? '' : this.bump(),
+        creationTimestamp: now(),
+      },
+      spec: applySpecDefaults(obj.spec!),
+      status: { phase: 'Pending', qosClass: 'BestEffort' },
+    };
+    delete pod.metadata.deletionTimestamp;
+    if (!dryRun) this.pods.set(this.key(ns, name), pod);
+    return clone(pod);
+  }
+
+  /** DELETE semantics: immediate, or graceful (deletionTimestamp set, Pod kept) per `deletionMode`. */
+  delete(ns: string, name: string, gracePeriodSeconds?: number, dryRun = false): FakePod {
+    const key = this.key(ns, name);
+    const pod = this.pods.get(key);
+    if (!pod) throw notFound('pods', name);
+    if (dryRun) return clone(pod);
+    const grace = gracePeriodSeconds ?? (typeof pod.spec.terminationGracePeriodSeconds === 'number' ? pod.spec.terminationGracePeriodSeconds : 30);
+    const hasFinalizers = (pod.metadata.finalizers?.length ?? 0) > 0;
+    const graceful =
+      grace > 0 && (this.deletionMode === 'graceful' || (this.deletionMode === 'auto' && Boolean(pod.spec.nodeName)));
+    if (pod.metadata.deletionTimestamp) {
+      // Already terminating: a force delete (gracePeriodSeconds=0) removes it unless finalizers remain.
+      if (grace === 0 && !hasFinalizers) {
+        this.pods.delete(key);
+        this.bump();
+      }
+      return clone(pod);
+    }
+    if (graceful || hasFinalizers) {
+      pod.metadata.deletionTimestamp = new Date(Date.now() + (graceful ? grace : 0) * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z');
+      pod.metadata.deletionGracePeriodSeconds = graceful ? grace : 0;
+      pod.metadata.resourceVersion = this.bump();
+      return clone(pod);
+    }
+    this.pods.delete(key);
+    pod.metadata.resourceVersion = this.bump();
+    return clone(pod);
+  }
+
+  /** Test access: inserts a Pod directly (no validation beyond a name), setting server fields when absent. */
+  seed(pod: { metadata: { name: string; namespace?: string; [k: string]: unknown }; spec?: unknown; status?: unknown }): FakePod {
+    const ns = pod.metadata.namespace ?? 'default';
+    this.namespaces.add(ns);
+    const p = clone(pod) as unknown as FakePod;
+    p.apiVersion = 'v1';
+    p.kind = 'Pod';
+    p.metadata.namespace = ns;
+    p.metadata.uid ??= randomUUID();
+    p.metadata.creationTimestamp ??= now();
+    p.metadata.resourceVersion = this.bump();
+    p.spec ??= { containers: [{ name: 'proxy', image: 'proxy:1' }] };
+    p.status ??= { phase: 'Pending' };
+    this.pods.set(this.key(ns, p.metadata.name), p);
+    return clone(p);
+  }
+
+  /** Test access: plays kubelet. Sets phase, IP and the Ready condition; bumps the resourceVersion. */
+  setStatus(ns: string, name: string, update: PodStatusUpdate): FakePod {
+    const pod = this.pods.get(this.key(ns, name));
+    if (!pod) throw notFound('pods', name);
+    const s = pod.status;
+    if (update.nodeName) pod.spec.nodeName = update.nodeName;
+    if (update.phase) {
+      s.phase = update.phase;
+      if (update.phase !== 'Pending' && !pod.spec.nodeName) pod.spec.nodeName = 'fake-node';
+      if (update.phase === 'Running' && !s.startTime) s.startTime = now();
+    }
+    if (update.reason !== undefined) s.reason = update.reason;
+    if (update.message !== undefined) s.message = update.message;
+    if (update.podIP !== undefined) {
+      s.podIP = update.podIP;
+      s.podIPs = [{ ip: update.podIP }];
+    }
+    if (update.ready !== undefined) {
+      const conditions = (s.conditions ??= []);
+      const value = update.ready ? 'True' : 'False';
+      for (const type of ['Ready', 'ContainersReady']) {
+        const c = conditions.find((x) => x.type === type);
+        if (!c) conditions.push({ type, status: value, lastTransitionTime: now() });
+        else if (c.status !== value) Object.assign(c, { status: value, lastTransitionTime: now() });
+      }
+    }
+    pod.metadata.resourceVersion = this.bump();
+    return clone(pod);
+  }
+
+  /** Test access: plays kubelet/controllers finishing a graceful deletion (or dropping finalizers). */
+  finishDeletion(ns: string, name: string): void {
+    const key = this.key(ns, name);
+    const pod = this.pods.get(key);
+    if (!pod) throw notFound('pods', name);
+    if (!pod.metadata.deletionTimestamp) throw new Error(`pod ${key} is not being deleted`);
+    this.pods.delete(key);
+    this.bump();
+  }
+}
+
+function applySpecDefaults(spec: FakePod['spec']): FakePod['spec'] {
+  const s = clone(spec);
+  s.restartPolicy ??= 'Always';
+  s.terminationGracePeriodSeconds ??= 30;
+  s.dnsPolicy ??= 'ClusterFirst';
+  s.schedulerName ??= 'default-scheduler';
+  s.enableServiceLinks ??= true;
+  s.securityContext ??= {};
+  for (const c of s.containers) {
+    c.terminationMessagePath ??= '/dev/termination-log';
+    c.terminationMessagePolicy ??= 'File';
+    const image = c.image ?? '';
+    const tagged = /:[^/]+$/.test(image) || image.includes('@');
+    c.imagePullPolicy ??= !tagged || image.endsWith(':latest') ? 'Always' : 'IfNotPresent';
+    c.resources ??= {};
+  }
+  return s;
+}
