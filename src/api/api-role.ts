@@ -1,0 +1,92 @@
+import type { AddressInfo } from 'node:net';
+import { serve, type ServerType } from '@hono/node-server';
+import { Queue, QueueEvents } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Registry } from 'prom-client';
+import { redisOptions } from '../../queues/connection.ts';
+import { ALL_QUEUES, QUEUES } from '../../queues/names.ts';
+import { defaultJobOptions } from '../../queues/options.ts';
+import type { AppConfig } from '../config/app.ts';
+import { JobInspector } from '../jobs/job-inspection.ts';
+import type { Logger } from '../logging.ts';
+import { registerProviderGauges } from '../metrics/provider-gauges.ts';
+import { registerQueueGauges } from '../metrics/queue-gauges.ts';
+import type { StatusStore } from '../store/status-store.ts';
+import { createApiApp } from './app.ts';
+
+export interface ApiRoleDeps {
+  config: AppConfig;
+  redisUrl: string;
+  redis: Redis;
+  store: StatusStore;
+  registry: Registry;
+  logger: Logger;
+}
+
+export interface ApiRole {
+  /** The base URL it listens on (`http://127.0.0.1:8080`). */
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+/** `egress api`: the HTTP API, Bull Board and /metrics. */
+export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
+  const { config, logger } = deps;
+  const queues = ALL_QUEUES.map(
+    (name) =>
+      new Queue(name, {
+        connection: redisOptions(deps.redisUrl, 'producer'),
+        prefix: config.redis.prefix,
+        defaultJobOptions: defaultJobOptions(config),
+      }),
+  );
+  for (const q of queues) q.on('error', (err) => logger.warn({ queue: q.name, err: err.message }, 'queue connection error'));
+  const checks = queues.find((q) => q.name === QUEUES.checks) as Queue;
+  const checkEvents = new QueueEvents(QUEUES.checks, { connection: redisOptions(deps.redisUrl, 'worker'), prefix: config.redis.prefix });
+  checkEvents.on('error', (err) => logger.warn({ err: err.message }, 'queue events connection error'));
+  await checkEvents.waitUntilReady();
+
+  registerProviderGauges(deps.registry, deps.store);
+  registerQueueGauges(deps.registry, queues);
+  const app = createApiApp({
+    store: deps.store,
+    providers: config.providers.map((p) => p.name),
+    checks,
+    checkEvents,
+    queues,
+    inspector: new JobInspector(queues),
+    registry: deps.registry,
+    tokens: config.api.tokens,
+    ping: async (signal) => {
+      signal.throwIfAborted();
+      await deps.redis.ping();
+    },
+    checkWaitMs: config.checks.timeoutMs + 30_000,
+    logger,
+  });
+
+  const server = await new Promise<ServerType>((resolve, reject) => {
+    const s = serve({ fetch: app.fetch, hostname: config.api.host, port: config.api.port }, () => resolve(s));
+    s.once('error', reject);
+  });
+  const address = server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  const url = `http://${host}:${address.port}`;
+  logger.info({ url, auth: config.api.tokens.length > 0 }, 'api listening');
+
+  let closing: Promise<void> | undefined;
+  return {
+    url,
+    close() {
+      closing ??= (async () => {
+        await new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          if ('closeAllConnections' in server) server.closeAllConnections();
+        });
+        await checkEvents.close();
+        await Promise.all(queues.map((q) => q.close()));
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,56 @@
+import type { Queue, QueueEvents } from 'bullmq';
+import { Hono } from 'hono';
+import type { Registry } from 'prom-client';
+import type { JobInspector } from '../jobs/job-inspection.ts';
+import type { Logger } from '../logging.ts';
+import type { StatusStore } from '../store/status-store.ts';
+import { requireToken } from './auth.ts';
+import { mountBullBoard } from './bull-board.ts';
+import { errorResponse } from './http-errors.ts';
+import { jobRoutes } from './routes/jobs.ts';
+import { providerHealthRoutes } from './routes/provider-health.ts';
+
+export interface ApiDeps {
+  store: StatusStore;
+  providers: readonly string[];
+  checks: Queue;
+  checkEvents: QueueEvents;
+  /** Every queue, for Bull Board and job inspection. */
+  queues: readonly Queue[];
+  inspector: JobInspector;
+  registry: Registry;
+  tokens: readonly string[];
+  /** Answers whether Redis is reachable, for /readyz. */
+  ping: (signal: AbortSignal) => Promise<void>;
+  checkWaitMs: number;
+  logger: Logger;
+}
+
+/** The HTTP API as a Hono app (served by @hono/node-server in api-server.ts). */
+export function createApiApp(deps: ApiDeps): Hono {
+  const app = new Hono();
+  app.onError((err, c) => errorResponse(err, c, deps.logger));
+  app.notFound((c) => c.json({ error: 'ERR_NOT_FOUND', message: `no route for ${c.req.method} ${c.req.path}` }, 404));
+  app.use('*', requireToken(deps.tokens));
+
+  app.get('/healthz', (c) => c.text('ok'));
+  app.get('/readyz', async (c) => {
+    try {
+      await deps.ping(AbortSignal.timeout(2000));
+      return c.text('ok');
+    } catch (err) {
+      return c.json({ error: 'NotReady', message: `redis is not reachable: ${(err as Error).message}` }, 503);
+    }
+  });
+  app.get('/metrics', async (c) => {
+    const body = await deps.registry.metrics();
+    return c.body(body, 200, { 'Content-Type': deps.registry.contentType });
+  });
+  app.route(
+    '/v1',
+    providerHealthRoutes({ store: deps.store, providers: deps.providers, checks: deps.checks, checkEvents: deps.checkEvents, waitMs: deps.checkWaitMs }),
+  );
+  app.route('/v1', jobRoutes(deps.inspector));
+  mountBullBoard(app, deps.queues);
+  return app;
+}

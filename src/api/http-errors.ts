@@ -1,0 +1,34 @@
+import type { Context } from 'hono';
+import { HTTPException } from 'hono/http-exception';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import { EgressError } from '../errors.ts';
+import type { Logger } from '../logging.ts';
+
+/** A request the server cannot act on: answered 400 with a message. */
+export class BadRequestError extends EgressError {
+  constructor(message: string) {
+    super('ERR_BAD_REQUEST', message);
+  }
+}
+
+const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
+  ERR_BAD_REQUEST: 400,
+  ERR_JOB_DATA: 400,
+  ERR_NOT_FOUND: 404,
+  ERR_JOB_AMBIGUOUS: 409,
+  ERR_JOB_NOT_FAILED: 409,
+  ERR_CHECK_FAILED: 502,
+  ERR_CHECK_WAIT_TIMEOUT: 504,
+};
+
+/** Every error becomes JSON `{error, message}`; never a stack trace. */
+export function errorResponse(err: Error, c: Context, logger: Logger): Response {
+  if (err instanceof HTTPException) return c.json({ error: 'HTTPError', message: err.message }, err.status);
+  if (err instanceof EgressError) {
+    const status = STATUS_BY_CODE[err.code] ?? 500;
+    if (status >= 500) logger.warn({ code: err.code, err: err.message }, 'request failed');
+    return c.json({ error: err.code, message: err.message }, status);
+  }
+  logger.error({ err: err.message, stack: err.stack }, 'unexpected error serving a request');
+  return c.json({ error: 'Internal', message: 'internal error; see the server log' }, 500);
+}

@@ -1,0 +1,45 @@
+import type { Queue, QueueEvents } from 'bullmq';
+import { Hono } from 'hono';
+import { requestCheck, waitForCheck } from '../../checks/request-check.ts';
+import { NotFoundError } from '../../errors.ts';
+import type { StatusStore } from '../../store/status-store.ts';
+import { BadRequestError } from '../http-errors.ts';
+
+export interface ProviderHealthRouteDeps {
+  store: StatusStore;
+  providers: readonly string[];
+  checks: Queue;
+  checkEvents: QueueEvents;
+  /** How long `?wait=true` waits for a result. */
+  waitMs: number;
+}
+
+function parseBool(name: string, value: string | undefined): boolean {
+  if (value === undefined || value === 'false' || value === '0') return false;
+  if (value === 'true' || value === '1' || value === '') return true;
+  throw new BadRequestError(`query parameter "${name}" must be true or false, got "${value}"`);
+}
+
+/** `GET /v1/providerhealths[/{name}]` and `POST /v1/providers/{name}/checks[?wait=true]`. */
+export function providerHealthRoutes(deps: ProviderHealthRouteDeps): Hono {
+  const app = new Hono();
+  app.get('/providerhealths', async (c) => c.json({ items: await deps.store.listProviderHealth() }));
+  app.get('/providerhealths/:name', async (c) => {
+    const name = c.req.param('name');
+    const ph = await deps.store.getProviderHealth(name);
+    if (!ph) throw new NotFoundError('providerhealth', name);
+    return c.json(ph);
+  });
+  app.post('/providers/:name/checks', async (c) => {
+    const name = c.req.param('name');
+    const wait = parseBool('wait', c.req.query('wait'));
+    if (!deps.providers.includes(name)) {
+      throw new NotFoundError('provider', name);
+    }
+    const jobId = await requestCheck(deps.checks, name);
+    if (!wait) return c.json({ provider: name, jobId }, 202);
+    const result = await waitForCheck(deps.checks, deps.checkEvents, jobId, AbortSignal.any([c.req.raw.signal, AbortSignal.timeout(deps.waitMs)]));
+    return c.json({ provider: name, jobId, result });
+  });
+  return app;
+}

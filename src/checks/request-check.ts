@@ -1,0 +1,71 @@
+import type { Queue, QueueEvents } from 'bullmq';
+import { checkResultSchema, type CheckJobData, type CheckResultData } from '../../queues/jobs.ts';
+import { EgressError } from '../errors.ts';
+
+/** The dedup id that coalesces "check this provider now" requests while one is waiting. */
+export function checkNowDedupId(provider: string): string {
+  return `check-now-${provider}`;
+}
+
+export class CheckFailedError extends EgressError {
+  constructor(jobId: string, reason: string) {
+    super('ERR_CHECK_FAILED', `check job ${jobId} failed: ${reason}`);
+  }
+}
+
+export class CheckWaitTimeoutError extends EgressError {
+  constructor(jobId: string, cause: unknown) {
+    super('ERR_CHECK_WAIT_TIMEOUT', `check job ${jobId} did not finish in time (are workers running for the checks queue?)`, {
+      retryable: true,
+      cause,
+    });
+  }
+}
+
+/**
+ * Enqueues an ad-hoc check. While one for the same provider is still waiting, the request
+ * joins it instead of adding a second one.
+ */
+export async function requestCheck(checks: Queue, provider: string): Promise<string> {
+  const data: CheckJobData = { provider, trigger: 'adhoc' };
+  const job = await checks.add('check', data, { deduplication: { id: checkNowDedupId(provider) } });
+  return job.id ?? '';
+}
+
+/**
+ * Waits for a check job's result, until `signal` ends. Subscribes to the queue's events
+ * before reading the job's state, so a job that finishes in between is not missed.
+ */
+export async function waitForCheck(checks: Queue, events: QueueEvents, jobId: string, signal: AbortSignal): Promise<CheckResultData> {
+  let cleanup = (): void => undefined;
+  const finished = new Promise<unknown>((resolve, reject) => {
+    const onCompleted = (args: { jobId: string; returnvalue: unknown }): void => {
+      if (args.jobId === jobId) resolve(args.returnvalue);
+    };
+    const onFailed = (args: { jobId: string; failedReason: string }): void => {
+      if (args.jobId === jobId) reject(new CheckFailedError(jobId, args.failedReason));
+    };
+    const onAbort = (): void => reject(new CheckWaitTimeoutError(jobId, signal.reason));
+    events.on('completed', onCompleted);
+    events.on('failed', onFailed);
+    signal.addEventListener('abort', onAbort, { once: true });
+    cleanup = () => {
+      events.off('completed', onCompleted);
+      events.off('failed', onFailed);
+      signal.removeEventListener('abort', onAbort);
+    };
+  });
+  finished.catch(() => undefined);
+  try {
+    signal.throwIfAborted();
+    const job = await checks.getJob(jobId);
+    if (!job) throw new CheckFailedError(jobId, 'the job is gone (removed before it could be awaited)');
+    const state = await job.getState();
+    if (state === 'completed') return checkResultSchema.parse(job.returnvalue);
+    if (state === 'failed') throw new CheckFailedError(jobId, job.failedReason);
+    const value = await finished;
+    return checkResultSchema.parse(typeof value === 'string' ? JSON.parse(value) : value);
+  } finally {
+    cleanup();
+  }
+}

@@ -1,0 +1,69 @@
+import { readFile } from 'node:fs/promises';
+import { EgressError } from '../errors.ts';
+
+export class ApiRequestError extends EgressError {
+  readonly status: number;
+  constructor(status: number, message: string) {
+    super(status === 404 ? 'ERR_NOT_FOUND' : 'ERR_API', message, { retryable: status >= 500 });
+    this.status = status;
+  }
+}
+
+export class ApiUnreachableError extends EgressError {
+  constructor(url: string, cause: unknown) {
+    super('ERR_API_UNREACHABLE', `cannot reach the egress API at ${url} (is \`egress up\` or \`egress api\` running? set --api-url or EGRESS_API_URL)`, {
+      cause,
+      retryable: true,
+    });
+  }
+}
+
+export interface ApiClientOptions {
+  baseUrl: string;
+  token?: string;
+}
+
+/** Reads a token for the CLI: from a file (first non-comment line) or as given. */
+export async function resolveToken(tokenFile: string | undefined, token: string | undefined): Promise<string | undefined> {
+  if (tokenFile) {
+    const text = await readFile(tokenFile, 'utf8');
+    return text.split('\n').map((l) => l.trim()).find((l) => l && !l.startsWith('#'));
+  }
+  return token || undefined;
+}
+
+/** The CLI's small client of the HTTP API. */
+export class ApiClient {
+  readonly #base: string;
+  readonly #token: string | undefined;
+
+  constructor(options: ApiClientOptions) {
+    this.#base = options.baseUrl.replace(/\/+$/, '');
+    this.#token = options.token;
+  }
+
+  async request<T>(method: 'GET' | 'POST' | 'DELETE' | 'PUT', path: string, signal: AbortSignal, body?: unknown): Promise<T> {
+    const headers: Record<string, string> = { accept: 'application/json' };
+    if (this.#token) headers.authorization = `Bearer ${this.#token}`;
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    let res: Response;
+    try {
+      res = await fetch(this.#base + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal });
+    } catch (err) {
+      if (signal.aborted) throw err;
+      throw new ApiUnreachableError(this.#base, err);
+    }
+    const text = await res.text();
+    let parsed: unknown;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      parsed = undefined;
+    }
+    if (!res.ok) {
+      const message = (parsed as { message?: string } | undefined)?.message ?? (text || res.statusText);
+      throw new ApiRequestError(res.status, message);
+    }
+    return parsed as T;
+  }
+}

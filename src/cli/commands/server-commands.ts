@@ -1,0 +1,90 @@
+import type { Command } from 'commander';
+import { createLogger, type Logger } from '../../logging.ts';
+import { runRoles, type RoleName, type RunRolesOptions } from '../run-roles.ts';
+import { buildServerConfig, SERVER_FLAG_DEFAULTS, type ServerFlags } from '../server-config.ts';
+import type { CliIO } from '../output.ts';
+
+export interface ServerEnv {
+  REDIS_URL?: string;
+  EGRESS_LOG_LEVEL?: string;
+}
+
+const ROLES_OF: Record<string, readonly RoleName[]> = {
+  up: ['publisher', 'worker', 'scheduler', 'api'],
+  scheduler: ['scheduler'],
+  worker: ['worker'],
+  publisher: ['publisher'],
+  api: ['api'],
+};
+
+/** Adds the options a long-running command takes; the role decides which matter. */
+export function addServerOptions(cmd: Command, env: ServerEnv, role: string): Command {
+  const d = SERVER_FLAG_DEFAULTS;
+  cmd
+    .option('--config <file>', 'YAML configuration file of providers')
+    .option('--provider-check-interval <duration>', 'how often each provider is checked; 0 turns checks off (at least 10s)', d.providerCheckInterval)
+    .option('--provider-check-timeout <duration>', 'deadline of one check; 0 means min(15s, interval)', d.providerCheckTimeout)
+    .option('--redis-url <url>', 'Redis to use (env REDIS_URL)', env.REDIS_URL)
+    .option('--prefix <prefix>', 'hash-tagged key prefix of every queue and key', d.prefix)
+    .option('--data-dir <dir>', 'where local state lives', d.dataDir)
+    .option('--log-level <level>', 'trace, debug, info, warn, error or silent (env EGRESS_LOG_LEVEL)', env.EGRESS_LOG_LEVEL ?? d.logLevel)
+    .option('--shutdown-grace <duration>', 'how long running jobs get at shutdown before they are aborted', d.shutdownGrace);
+  if (role === 'up' || role === 'api') {
+    cmd
+      .option('--host <address>', 'address the API binds; a non-loopback one requires --api-token-file', d.host)
+      .option('--port <n>', 'API port', d.port)
+      .option('--api-token-file <file>', 'file of bearer tokens the API accepts, one a line');
+  }
+  if (role === 'up' || role === 'worker') {
+    cmd
+      .option('--queues <list>', 'queues this worker processes, comma-separated', d.queues)
+      .option('--concurrency <n>', 'jobs processed at once per queue', d.concurrency)
+      .option('--lock-duration <duration>', 'job lock; a crashed worker’s job is taken over after about this long', d.lockDuration)
+      .option('--stalled-interval <duration>', 'how often stalled jobs are looked for', d.stalledInterval);
+  }
+  if (role === 'up' || role === 'scheduler') {
+    cmd.option('--lease <duration>', 'scheduler leadership lease; a standby takes over within it', d.lease);
+  }
+  return cmd;
+}
+
+function waitForSignal(logger: Logger): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    const onSignal = (signal: NodeJS.Signals): void => {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+      // A second signal while shutting down means "now".
+      const force = (): void => {
+        logger.warn('second signal: exiting at once');
+        process.exit(1);
+      };
+      process.once('SIGINT', force);
+      process.once('SIGTERM', force);
+      resolve(signal);
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+  });
+}
+
+/** Runs a long-running command until SIGINT/SIGTERM, then shuts down within bounds and exits 0. */
+export async function runServerCommand(role: string, flags: ServerFlags, io: CliIO, options: RunRolesOptions = {}): Promise<number> {
+  const roles = ROLES_OF[role] ?? [];
+  const config = await buildServerConfig({ ...SERVER_FLAG_DEFAULTS, ...flags }, { defaultProviders: role === 'up' });
+  const logger = createLogger({ level: config.logLevel });
+  const running = await runRoles(config, roles, logger, options);
+  if (role === 'up' && running.api) {
+    io.err(`egress is up: API ${running.api.url}, Bull Board ${running.api.url}/admin/queues, metrics ${running.api.url}/metrics\n`);
+  }
+  const signal = await waitForSignal(logger);
+  logger.info({ signal }, 'shutting down');
+  const hardStop = setTimeout(() => {
+    logger.error('shutdown did not finish in time: exiting');
+    process.exit(1);
+  }, config.shutdownGraceMs * 2 + 15_000);
+  hardStop.unref();
+  await running.close();
+  clearTimeout(hardStop);
+  logger.info('stopped');
+  return 0;
+}

@@ -1,0 +1,119 @@
+import { Command, CommanderError, Option } from 'commander';
+import { ConfigError, EgressError, UsageError } from '../errors.ts';
+import { ApiClient, resolveToken } from './api-client.ts';
+import { checkProvider, getProviderHealth, listJobs, retryJobs } from './commands/client-commands.ts';
+import { addServerOptions, runServerCommand } from './commands/server-commands.ts';
+import type { CliIO } from './output.ts';
+import type { ServerFlags } from './server-config.ts';
+
+export interface CliEnv {
+  REDIS_URL?: string;
+  EGRESS_LOG_LEVEL?: string;
+  EGRESS_API_URL?: string;
+  EGRESS_API_TOKEN?: string;
+  EGRESS_API_TOKEN_FILE?: string;
+}
+
+const DEFAULT_IO: CliIO = {
+  out: (text) => process.stdout.write(text),
+  err: (text) => process.stderr.write(text),
+};
+
+interface ClientFlags {
+  apiUrl: string;
+  tokenFile?: string;
+}
+
+function addClientOptions(cmd: Command, env: CliEnv): Command {
+  return cmd
+    .option('--api-url <url>', 'the egress API (env EGRESS_API_URL)', env.EGRESS_API_URL ?? 'http://127.0.0.1:8080')
+    .option('--token-file <file>', 'file holding an API token (env EGRESS_API_TOKEN_FILE; or EGRESS_API_TOKEN)', env.EGRESS_API_TOKEN_FILE);
+}
+
+async function clientOf(flags: ClientFlags, env: CliEnv): Promise<ApiClient> {
+  try {
+    new URL(flags.apiUrl);
+  } catch {
+    throw new UsageError(`--api-url: not a URL: "${flags.apiUrl}"`);
+  }
+  return new ApiClient({ baseUrl: flags.apiUrl, token: await resolveToken(flags.tokenFile, env.EGRESS_API_TOKEN) });
+}
+
+/** Builds the `egress` command tree; actions store their exit code in `result`. */
+function buildProgram(env: CliEnv, io: CliIO, result: { code: number }): Command {
+  const program = new Command('egress')
+    .description('Orchestrator for fleets of egress proxies used by web crawlers')
+    .exitOverride()
+    .configureOutput({ writeOut: io.out, writeErr: io.err })
+    .showHelpAfterError('(run with --help for usage)');
+  const signal = AbortSignal.timeout(10 * 60_000);
+
+  for (const [name, what] of [
+    ['up', 'run every role in one process (starts its own redis-server without REDIS_URL)'],
+    ['scheduler', 'run the scheduler (one leads, others stand by)'],
+    ['worker', 'run a worker for the chosen queues'],
+    ['publisher', 'run the publisher of results into status and metrics'],
+    ['api', 'run the HTTP API, Bull Board and /metrics'],
+  ] as const) {
+    addServerOptions(program.command(name).description(what), env, name).action(async (flags: ServerFlags) => {
+      result.code = await runServerCommand(name, flags, io);
+    });
+  }
+
+  addClientOptions(program.command('check').description('enqueue an ad-hoc health check of a provider'), env)
+    .argument('<provider>', 'provider name')
+    .option('--wait', 'wait for the result and print it (exit 1 when a target is not ready)')
+    .addOption(new Option('-o, --output <format>', 'json or yaml'))
+    .action(async (provider: string, flags: ClientFlags & { wait?: boolean; output?: string }) => {
+      result.code = await checkProvider(await clientOf(flags, env), io, provider, flags.wait ?? false, flags.output, signal);
+    });
+
+  const get = program.command('get').description('show resources');
+  addClientOptions(get.command('providerhealth').alias('ph').description('show ProviderHealth objects'), env)
+    .argument('[name]', 'one provider')
+    .addOption(new Option('-o, --output <format>', 'json, yaml or wide'))
+    .action(async (name: string | undefined, flags: ClientFlags & { output?: string }) => {
+      result.code = await getProviderHealth(await clientOf(flags, env), io, name, flags.output, signal);
+    });
+
+  const jobs = addClientOptions(program.command('jobs').description('list jobs (failed, active, waiting, delayed by default)'), env)
+    .option('--state <states>', 'comma-separated states: failed, active, waiting, delayed, completed, prioritized')
+    .option('--queue <name>', 'one queue')
+    .addOption(new Option('-o, --output <format>', 'json or yaml'))
+    .action(async (flags: ClientFlags & { state?: string; queue?: string; output?: string }) => {
+      result.code = await listJobs(await clientOf(flags, env), io, flags, signal);
+    });
+  addClientOptions(jobs.command('retry').description('retry a failed job, or every failed job'), env)
+    .argument('[id]', 'job id')
+    .option('--all-failed', 'retry every failed job')
+    .option('--queue <name>', 'the queue of the job, when its id is in several')
+    .action(async (id: string | undefined, flags: ClientFlags & { allFailed?: boolean; queue?: string }) => {
+      result.code = await retryJobs(await clientOf(flags, env), io, id, flags, signal);
+    });
+  return program;
+}
+
+/**
+ * Runs `egress` with the given arguments and returns the exit code: 0 on success, 1 on a
+ * runtime failure, 2 on bad usage or bad configuration, always with a one-line message.
+ */
+export async function main(argv: readonly string[], env: CliEnv, io: CliIO = DEFAULT_IO): Promise<number> {
+  const result = { code: 0 };
+  const program = buildProgram(env, io, result);
+  try {
+    await program.parseAsync([...argv], { from: 'user' });
+    return result.code;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      return err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help' ? 0 : 2;
+    }
+    if (err instanceof ConfigError || err instanceof UsageError) {
+      io.err(`error: ${err.message}\n`);
+      return 2;
+    }
+    const message = err instanceof Error ? err.message : String(err);
+    const code = err instanceof EgressError ? ` (${err.code})` : '';
+    io.err(`error: ${message}${code}\n`);
+    return 1;
+  }
+}

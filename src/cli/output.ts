@@ -1,0 +1,33 @@
+import { stringify } from 'yaml';
+
+export type OutputFormat = 'table' | 'json' | 'yaml' | 'wide';
+
+/** Where command output goes; injected so tests read it without a child process. */
+export interface CliIO {
+  out: (text: string) => void;
+  err: (text: string) => void;
+}
+
+/** Renders rows as a `kubectl get`-style table: upper-case headers, columns padded by three spaces. */
+export function renderTable(headers: readonly string[], rows: readonly (readonly string[])[]): string {
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: readonly string[]): string =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0)))
+      .join('   ')
+      .trimEnd();
+  return [line(headers), ...rows.map(line)].join('\n') + '\n';
+}
+
+export function renderStructured(value: unknown, format: 'json' | 'yaml'): string {
+  return format === 'json' ? JSON.stringify(value, null, 2) + '\n' : stringify(value);
+}
+
+/** `5s`, `3m`, `2h`, `4d` since an ISO time, as kubectl's AGE column. */
+export function age(iso: string, now: Date = new Date()): string {
+  const s = Math.max(0, Math.floor((now.getTime() - Date.parse(iso)) / 1000));
+  if (s < 120) return `${s}s`;
+  if (s < 7200) return `${Math.floor(s / 60)}m`;
+  if (s < 172_800) return `${Math.floor(s / 3600)}h`;
+  return `${Math.floor(s / 86_400)}d`;
+}

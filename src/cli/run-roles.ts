@@ -1,0 +1,111 @@
+import { join } from 'node:path';
+import type { Redis } from 'ioredis';
+import { startApiRole, type ApiRole } from '../api/api-role.ts';
+import type { AppConfig } from '../config/app.ts';
+import type { Logger } from '../logging.ts';
+import { createJobMetrics } from '../metrics/job-metrics.ts';
+import { createRegistry } from '../metrics/registry.ts';
+import { createProviders, type ProviderFactory } from '../providers/create-provider.ts';
+import type { Provider } from '../providers/types.ts';
+import { startPublisherRole } from '../publisher/publisher-role.ts';
+import { closeRedis, createRedis, warnUnlessNoEviction } from '../redis/connections.ts';
+import { startRedisChild, type RedisChild } from '../redis/redis-server.ts';
+import { SchedulerRole } from '../scheduler/scheduler-role.ts';
+import { RedisStatusStore } from '../store/redis-status-store.ts';
+import { startWorkerRole } from '../../workers/worker-role.ts';
+
+export type RoleName = 'scheduler' | 'worker' | 'publisher' | 'api';
+
+export interface RunningRoles {
+  readonly redisUrl: string;
+  readonly api: ApiRole | undefined;
+  readonly scheduler: SchedulerRole | undefined;
+  readonly providers: ReadonlyMap<string, Provider>;
+  /** Closes roles in reverse start order, then connections, then the private Redis. */
+  close(): Promise<void>;
+}
+
+export interface RunRolesOptions {
+  /** Tests inject providers with hanging or failing checks; the product has no fake provider. */
+  providerFactory?: ProviderFactory;
+}
+
+/**
+ * The composition root of a long-running process: builds what the chosen roles need, starts
+ * them, and returns one handle that closes everything (each step guarded, so one failure does
+ * not leak the rest).
+ */
+export async function runRoles(config: AppConfig, roles: readonly RoleName[], logger: Logger, options: RunRolesOptions = {}): Promise<RunningRoles> {
+  const closers: (() => Promise<void>)[] = [];
+  const closeAll = async (): Promise<void> => {
+    for (const close of closers.reverse()) {
+      try {
+        await close();
+      } catch (err) {
+        logger.warn({ err: (err as Error).message }, 'error while shutting down');
+      }
+    }
+  };
+  try {
+    let redisChild: RedisChild | undefined;
+    let redisUrl = config.redis.url;
+    if (redisUrl === undefined) {
+      redisChild = await startRedisChild({ dir: join(config.dataDir, 'redis'), appendOnly: true });
+      closers.push(() => redisChild?.stop() ?? Promise.resolve());
+      redisUrl = redisChild.url;
+      logger.info({ url: redisUrl, dir: join(config.dataDir, 'redis') }, 'started a private redis-server');
+    }
+    const redis: Redis = createRedis(redisUrl, 'worker', logger.child({ component: 'redis' }));
+    closers.push(() => closeRedis(redis));
+    await warnUnlessNoEviction(redis, logger);
+    const store = new RedisStatusStore(redis, config.redis.prefix);
+    closers.push(() => store.close());
+    const registry = createRegistry();
+    const jobMetrics = createJobMetrics(registry);
+
+    let providers: ReadonlyMap<string, Provider> = new Map();
+    if (roles.includes('worker')) {
+      const built = await createProviders(config.providers, { logger, registry, dataDir: config.dataDir }, options.providerFactory);
+      providers = built;
+      closers.push(async () => {
+        await Promise.allSettled([...built.values()].map((p) => p.close()));
+      });
+    }
+    let api: ApiRole | undefined;
+    let scheduler: SchedulerRole | undefined;
+    for (const role of roles) {
+      const log = logger.child({ role });
+      if (role === 'worker') {
+        const w = await startWorkerRole({ config, redisUrl, providers, logger: log, jobMetrics });
+        closers.push(() => w.close());
+      } else if (role === 'publisher') {
+        const p = await startPublisherRole({ config, redisUrl, store, logger: log, jobMetrics });
+        closers.push(() => p.close());
+      } else if (role === 'scheduler') {
+        const s = new SchedulerRole({ config, redisUrl, redis, store, logger: log });
+        s.on('error', () => undefined);
+        s.start();
+        scheduler = s;
+        closers.push(() => s.close());
+      } else {
+        const a = await startApiRole({ config, redisUrl, redis, store, registry, logger: log });
+        api = a;
+        closers.push(() => a.close());
+      }
+    }
+    let closing: Promise<void> | undefined;
+    return {
+      redisUrl,
+      api,
+      scheduler,
+      providers,
+      close() {
+        closing ??= closeAll();
+        return closing;
+      },
+    };
+  } catch (err) {
+    await closeAll();
+    throw err;
+  }
+}

@@ -1,0 +1,134 @@
+import { readFile } from 'node:fs/promises';
+import { isIP } from 'node:net';
+import { resolve } from 'node:path';
+import { DEFAULT_PREFIX } from '../../queues/names.ts';
+import { freezeConfig, QUEUE_SET, type AppConfig, type WorkQueue } from '../config/app.ts';
+import { resolveCheckSchedule } from '../config/checks.ts';
+import { parseDuration } from '../config/duration.ts';
+import { DEFAULT_CONFIG_FILE, loadConfigFile } from '../config/file.ts';
+import { ConfigError } from '../errors.ts';
+
+/** Options shared by the long-running commands, as commander hands them over (strings). */
+export interface ServerFlags {
+  config?: string;
+  providerCheckInterval: string;
+  providerCheckTimeout: string;
+  redisUrl?: string;
+  prefix: string;
+  dataDir: string;
+  logLevel: string;
+  shutdownGrace: string;
+  host: string;
+  port: string;
+  apiTokenFile?: string;
+  queues: string;
+  concurrency: string;
+  lockDuration: string;
+  stalledInterval: string;
+  lease: string;
+}
+
+export const SERVER_FLAG_DEFAULTS = {
+  providerCheckInterval: '1m',
+  providerCheckTimeout: '0',
+  prefix: DEFAULT_PREFIX,
+  dataDir: '.egress',
+  logLevel: 'info',
+  shutdownGrace: '10s',
+  host: '127.0.0.1',
+  port: '8080',
+  queues: 'checks',
+  concurrency: '10',
+  lockDuration: '30s',
+  stalledInterval: '30s',
+  lease: '15s',
+} as const;
+
+const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
+
+function positiveDuration(flag: string, text: string): number {
+  const ms = parseDuration(text);
+  if (ms === undefined || ms <= 0) throw new ConfigError(flag, `expected a positive duration such as 30s, got "${text}"`);
+  return ms;
+}
+
+function integer(flag: string, text: string, min: number, max: number): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < min || n > max) throw new ConfigError(flag, `expected an integer from ${min} to ${max}, got "${text}"`);
+  return n;
+}
+
+function isLoopback(host: string): boolean {
+  if (host === 'localhost') return true;
+  if (isIP(host) === 4) return host.startsWith('127.');
+  return host === '::1';
+}
+
+async function readTokens(file: string): Promise<string[]> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError('--api-token-file', `cannot read ${file}: ${(err as Error).message}`, { cause: err });
+  }
+  const tokens = text.split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+  if (tokens.length === 0) throw new ConfigError('--api-token-file', `${file} holds no token (one token a line)`);
+  if (tokens.some((t) => t.length < 16)) throw new ConfigError('--api-token-file', `every token in ${file} must be at least 16 characters`);
+  return tokens;
+}
+
+function parseQueues(text: string): WorkQueue[] {
+  const queues = text.split(',').map((q) => q.trim()).filter(Boolean);
+  if (queues.length === 0) throw new ConfigError('--queues', 'expected at least one queue');
+  for (const q of queues) {
+    if (!(QUEUE_SET as readonly string[]).includes(q)) throw new ConfigError('--queues', `unknown queue "${q}" (known: ${QUEUE_SET.join(', ')})`);
+  }
+  return [...new Set(queues)] as WorkQueue[];
+}
+
+function parseRedisUrl(text: string | undefined): string | undefined {
+  if (text === undefined || text === '') return undefined;
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new ConfigError('REDIS_URL', `not a URL: "${text}"`);
+  }
+  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') throw new ConfigError('REDIS_URL', `expected redis:// or rediss://, got "${url.protocol}"`);
+  return text;
+}
+
+/**
+ * Turns flags (and the configuration file they name) into the frozen AppConfig. Everything is
+ * validated here, before any connection is made: the check flags first, as the seed requires.
+ */
+export async function buildServerConfig(flags: ServerFlags, options: { defaultProviders: boolean }): Promise<AppConfig> {
+  const checks = resolveCheckSchedule(flags.providerCheckInterval, flags.providerCheckTimeout);
+  const port = integer('--port', flags.port, 0, 65535);
+  if (!LOG_LEVELS.includes(flags.logLevel)) throw new ConfigError('--log-level', `expected one of ${LOG_LEVELS.join(', ')}, got "${flags.logLevel}"`);
+  if (!/^\{[^{}]+\}/.test(flags.prefix)) throw new ConfigError('--prefix', `must start with a hash tag such as {egress} so that Redis Cluster keeps every key in one slot, got "${flags.prefix}"`);
+  const tokens = flags.apiTokenFile ? await readTokens(flags.apiTokenFile) : [];
+  if (!isLoopback(flags.host) && tokens.length === 0) {
+    throw new ConfigError('--host', `binding ${flags.host} (not loopback) requires --api-token-file`);
+  }
+  const file = flags.config ? await loadConfigFile(flags.config) : options.defaultProviders ? DEFAULT_CONFIG_FILE : { providers: [] };
+  const config: AppConfig = {
+    providers: file.providers,
+    checks,
+    redis: { url: parseRedisUrl(flags.redisUrl), prefix: flags.prefix },
+    api: { host: flags.host, port, tokens },
+    worker: {
+      queues: parseQueues(flags.queues),
+      concurrency: integer('--concurrency', flags.concurrency, 1, 1000),
+      lockDurationMs: positiveDuration('--lock-duration', flags.lockDuration),
+      stalledIntervalMs: positiveDuration('--stalled-interval', flags.stalledInterval),
+    },
+    dataDir: resolve(flags.dataDir),
+    logLevel: flags.logLevel,
+    shutdownGraceMs: positiveDuration('--shutdown-grace', flags.shutdownGrace),
+    leaseMs: positiveDuration('--lease', flags.lease),
+    backoffMs: 1000,
+    retention: { completed: 1000, failed: 5000 },
+  };
+  return freezeConfig(config);
+}

@@ -1,0 +1,56 @@
+import type { ProviderConfig } from './providers.ts';
+import type { CheckSchedule } from './checks.ts';
+
+/** Queues a worker can process. `reconcile` and `gc` (names in queues/names.ts) join with proxy lifecycle. */
+export const QUEUE_SET = ['checks'] as const;
+export type WorkQueue = (typeof QUEUE_SET)[number];
+
+export interface RedisSettings {
+  /** Undefined means `egress up` starts its own redis-server. */
+  url: string | undefined;
+  /** The hash-tagged key prefix shared by every queue and key (`{egress}`). */
+  prefix: string;
+}
+
+export interface ApiSettings {
+  host: string;
+  port: number;
+  /** Bearer tokens accepted by the API; empty means no auth (only allowed on loopback). */
+  tokens: readonly string[];
+}
+
+export interface WorkerSettings {
+  queues: readonly WorkQueue[];
+  concurrency: number;
+  /** BullMQ lock duration; a crashed worker's job is taken over after about this long. */
+  lockDurationMs: number;
+  stalledIntervalMs: number;
+}
+
+/** The whole configuration of a process: parsed once at start, validated, frozen, passed down. */
+export interface AppConfig {
+  providers: readonly ProviderConfig[];
+  checks: CheckSchedule;
+  redis: RedisSettings;
+  api: ApiSettings;
+  worker: WorkerSettings;
+  dataDir: string;
+  logLevel: string;
+  /** How long a role waits for running jobs at shutdown before aborting them. */
+  shutdownGraceMs: number;
+  /** Scheduler lease length; a standby takes over at most this long after the leader dies. */
+  leaseMs: number;
+  /** Retry backoff base for jobs. */
+  backoffMs: number;
+  /** Completed and failed job retention. */
+  retention: { completed: number; failed: number };
+}
+
+/** Deep-freezes a configuration object so that nothing below the entry point can change it. */
+export function freezeConfig<T>(value: T): T {
+  if (value && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const inner of Object.values(value as Record<string, unknown>)) freezeConfig(inner);
+  }
+  return value;
+}

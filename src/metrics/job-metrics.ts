@@ -1,0 +1,41 @@
+import { Counter, Histogram, type Registry } from 'prom-client';
+
+export type JobOutcome = 'completed' | 'failed' | 'retried' | 'timeout';
+
+export interface JobMetrics {
+  observe(queue: string, outcome: JobOutcome, seconds: number): void;
+  /** Time from a job's creation to the start of its processing. */
+  observeWait(queue: string, seconds: number): void;
+}
+
+export function createJobMetrics(registry: Registry): JobMetrics {
+  const duration = new Histogram({
+    name: 'proxy_operator_job_duration_seconds',
+    help: 'How long jobs ran, by queue and outcome.',
+    labelNames: ['queue', 'outcome'],
+    buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+    registers: [registry],
+  });
+  const outcomes = new Counter({
+    name: 'proxy_operator_jobs_total',
+    help: 'Jobs processed, by queue and outcome.',
+    labelNames: ['queue', 'outcome'],
+    registers: [registry],
+  });
+  const wait = new Histogram({
+    name: 'proxy_operator_job_wait_seconds',
+    help: 'Time from a job being added (or becoming due) to its processing start, by queue.',
+    labelNames: ['queue'],
+    buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120],
+    registers: [registry],
+  });
+  return {
+    observe(queue, outcome, seconds) {
+      duration.observe({ queue, outcome }, seconds);
+      outcomes.inc({ queue, outcome });
+    },
+    observeWait(queue, seconds) {
+      wait.observe({ queue }, Math.max(0, seconds));
+    },
+  };
+}

@@ -1,0 +1,85 @@
+import { UnrecoverableError, Worker, type Job } from 'bullmq';
+import { redisOptions } from '../../queues/connection.ts';
+import { checkResultSchema, JobDataError, parseJobData } from '../../queues/jobs.ts';
+import { QUEUES } from '../../queues/names.ts';
+import type { AppConfig } from '../config/app.ts';
+import { nextProviderHealth } from '../health/next-status.ts';
+import type { ProviderHealth } from '../health/provider-health.ts';
+import type { Logger } from '../logging.ts';
+import type { JobMetrics } from '../metrics/job-metrics.ts';
+import { closeWorkerBounded } from '../runtime/bounded-close.ts';
+import type { StatusStore } from '../store/status-store.ts';
+import { instrumentWorker } from '../../workers/instrument.ts';
+
+export interface PublisherDeps {
+  config: AppConfig;
+  redisUrl: string;
+  store: StatusStore;
+  logger: Logger;
+  jobMetrics: JobMetrics;
+  now?: () => Date;
+}
+
+export interface PublisherRole {
+  readonly worker: Worker;
+  close(): Promise<void>;
+}
+
+/**
+ * Applies one result to the store. Idempotent: the same result delivered twice writes
+ * nothing the second time. Results for providers no longer configured are dropped, so a
+ * late result cannot bring back a ProviderHealth the scheduler deleted.
+ */
+export async function publishResult(
+  data: unknown,
+  deps: { store: StatusStore; configured: ReadonlySet<string>; now: () => Date; logger: Logger },
+  signal?: AbortSignal,
+): Promise<ProviderHealth | undefined> {
+  const result = parseJobData(checkResultSchema, QUEUES.results, data);
+  if (!deps.configured.has(result.provider)) {
+    deps.logger.info({ provider: result.provider }, 'dropping a result for a provider that is no longer configured');
+    return undefined;
+  }
+  return deps.store.updateProviderHealth(result.provider, (current) => nextProviderHealth(current, result, deps.now()), signal);
+}
+
+/** `egress publisher`: consumes the durable `results` queue into ProviderHealth status. */
+export async function startPublisherRole(deps: PublisherDeps): Promise<PublisherRole> {
+  const { config, logger } = deps;
+  const configured = new Set(config.providers.map((p) => p.name));
+  const now = deps.now ?? (() => new Date());
+  const worker = new Worker(
+    QUEUES.results,
+    async (job: Job, _token: string | undefined, signal: AbortSignal | undefined) => {
+      const log = logger.child({ jobId: job.id, queue: QUEUES.results });
+      try {
+        const stored = await publishResult(job.data, { store: deps.store, configured, now, logger: log }, signal);
+        if (stored) log.debug({ provider: stored.name, ready: stored.status.ready }, 'published provider health');
+      } catch (err) {
+        if (err instanceof JobDataError) throw new UnrecoverableError((err as Error).message);
+        log.warn({ err: (err as Error).message }, 'status write failed; the result will be retried');
+        throw err;
+      }
+    },
+    {
+      connection: redisOptions(deps.redisUrl, 'worker'),
+      prefix: config.redis.prefix,
+      concurrency: 1,
+      lockDuration: config.worker.lockDurationMs,
+      stalledInterval: config.worker.stalledIntervalMs,
+      autorun: false,
+    },
+  );
+  instrumentWorker(worker, deps.jobMetrics, logger);
+  worker.run().catch((err: unknown) => logger.error({ err: (err as Error).message }, 'publisher stopped'));
+  await worker.waitUntilReady();
+  logger.info('publisher started');
+  let closing: Promise<void> | undefined;
+  return {
+    worker,
+    close() {
+      closing ??= closeWorkerBounded(worker, config.shutdownGraceMs, logger);
+      return closing;
+    },
+  };
+}

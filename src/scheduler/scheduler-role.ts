@@ -1,0 +1,117 @@
+import { EventEmitter } from 'node:events';
+import { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { redisOptions } from '../../queues/connection.ts';
+import type { CheckJobData } from '../../queues/jobs.ts';
+import { QUEUES } from '../../queues/names.ts';
+import { defaultJobOptions } from '../../queues/options.ts';
+import type { AppConfig } from '../config/app.ts';
+import type { Logger } from '../logging.ts';
+import type { StatusStore } from '../store/status-store.ts';
+import { checkNowDedupId } from '../checks/request-check.ts';
+import { syncCheckSchedules, type ScheduleSync } from './check-schedules.ts';
+import { Lease } from './lease.ts';
+
+export interface SchedulerDeps {
+  config: AppConfig;
+  redisUrl: string;
+  /** A connection for the lease; the caller owns it. */
+  redis: Redis;
+  store: StatusStore;
+  logger: Logger;
+}
+
+export interface LeadershipRound {
+  schedules: ScheduleSync;
+  deletedHealth: string[];
+  /** Providers a check was started for at once. */
+  checkedNow: string[];
+}
+
+export interface SchedulerEvents {
+  leading: [LeadershipRound];
+  standby: [];
+  error: [Error];
+}
+
+/**
+ * `egress scheduler`: one active at a time through a lease in Redis; the others wait as
+ * standby. On taking the lead it syncs the check job schedulers, deletes the ProviderHealth
+ * of providers no longer configured, and starts a check round at once.
+ */
+export class SchedulerRole extends EventEmitter<SchedulerEvents> {
+  readonly #deps: SchedulerDeps;
+  readonly #checks: Queue;
+  readonly #lease: Lease;
+  #closing: Promise<void> | undefined;
+
+  constructor(deps: SchedulerDeps) {
+    super();
+    this.#deps = deps;
+    const { config } = deps;
+    this.#checks = new Queue(QUEUES.checks, {
+      connection: redisOptions(deps.redisUrl, 'worker'),
+      prefix: config.redis.prefix,
+      defaultJobOptions: defaultJobOptions(config),
+    });
+    this.#checks.on('error', (err) => deps.logger.warn({ err: err.message }, 'checks queue connection error'));
+    this.#lease = new Lease(deps.redis, `${config.redis.prefix}:scheduler:lease`, config.leaseMs, deps.logger);
+    this.#lease.on('acquired', () => {
+      deps.logger.info({ leaseId: this.#lease.id }, 'scheduler is now the leader');
+      this.#lead().then(
+        (round) => this.emit('leading', round),
+        (err: unknown) => {
+          deps.logger.error({ err: (err as Error).message }, 'taking the lead failed');
+          this.emit('error', err as Error);
+        },
+      );
+    });
+    this.#lease.on('lost', () => {
+      deps.logger.warn('scheduler lost the lease; standing by');
+      this.emit('standby');
+    });
+  }
+
+  get leader(): boolean {
+    return this.#lease.held;
+  }
+
+  start(): void {
+    this.#deps.logger.info({ leaseId: this.#lease.id }, 'scheduler started; trying for the lease');
+    this.#lease.start();
+  }
+
+  async #lead(): Promise<LeadershipRound> {
+    const { config, store, logger } = this.#deps;
+    const names = config.providers.map((p) => p.name);
+    const schedules = await syncCheckSchedules(this.#checks, names, config.checks.intervalMs, defaultJobOptions(config));
+    const deletedHealth: string[] = [];
+    for (const ph of await store.listProviderHealth()) {
+      if (!names.includes(ph.name) && (await store.deleteProviderHealth(ph.name))) deletedHealth.push(ph.name);
+    }
+    // A newly created scheduler produces its first job at once; the others get one now.
+    const checkedNow: string[] = [];
+    if (config.checks.intervalMs > 0) {
+      for (const provider of names) {
+        if (schedules.created.includes(provider)) {
+          checkedNow.push(provider);
+          continue;
+        }
+        const data: CheckJobData = { provider, trigger: 'startup' };
+        await this.#checks.add('check', data, { deduplication: { id: checkNowDedupId(provider) } });
+        checkedNow.push(provider);
+      }
+    }
+    logger.info({ ...schedules, deletedHealth, checkedNow }, 'scheduler synced');
+    return { schedules, deletedHealth, checkedNow };
+  }
+
+  /** Hands the lease back (a standby takes over at once) and closes the queue. */
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      await this.#lease.stop();
+      await this.#checks.close();
+    })();
+    return this.#closing;
+  }
+}

@@ -1,0 +1,58 @@
+import { UnrecoverableError, type Job, type Queue } from 'bullmq';
+import { checkJobSchema, parseJobData, type CheckResultData } from '../queues/jobs.ts';
+import { QUEUES, safeJobId } from '../queues/names.ts';
+import { EgressError } from '../src/errors.ts';
+import { runCheck } from '../src/health/run-check.ts';
+import type { Logger } from '../src/logging.ts';
+import type { Provider } from '../src/providers/types.ts';
+
+export interface CheckProcessorDeps {
+  providers: ReadonlyMap<string, Provider>;
+  results: Queue;
+  /** The per-check deadline (`--provider-check-timeout`, resolved). */
+  timeoutMs: number;
+  logger: Logger;
+}
+
+/** The job itself was cancelled (shutdown, a lost lock): not a verdict on the provider, so it is retried. */
+export class CheckInterruptedError extends EgressError {
+  constructor(cause: unknown) {
+    super('ERR_CHECK_INTERRUPTED', 'the check job was cancelled before it finished', { cause, retryable: true });
+  }
+}
+
+/**
+ * Processes one `checks` job: runs the provider's check under the job's deadline (its own
+ * AbortSignal combined with the check timeout) and puts the result on the durable `results`
+ * queue. A target that runs past the deadline is a `Timeout` result, not a failed job.
+ *
+ * BullMQ creates the job's AbortSignal only for processors that declare three parameters,
+ * so the returned function keeps that arity.
+ */
+export function createCheckProcessor(deps: CheckProcessorDeps) {
+  return async function processCheck(job: Job, _token: string | undefined, signal: AbortSignal | undefined): Promise<CheckResultData> {
+    let data;
+    try {
+      data = parseJobData(checkJobSchema, QUEUES.checks, job.data);
+    } catch (err) {
+      throw new UnrecoverableError((err as Error).message);
+    }
+    const provider = deps.providers.get(data.provider);
+    if (!provider) throw new UnrecoverableError(`provider "${data.provider}" is not configured in this worker`);
+    const jobId = job.id ?? 'unknown';
+    const log = deps.logger.child({ jobId, queue: QUEUES.checks, provider: provider.name, trigger: data.trigger });
+
+    const deadline = AbortSignal.timeout(deps.timeoutMs);
+    const combined = signal ? AbortSignal.any([signal, deadline]) : deadline;
+    const checkedAt = new Date().toISOString();
+    const targets = await runCheck(provider, combined);
+    if (signal?.aborted) throw new CheckInterruptedError(signal.reason);
+
+    const result: CheckResultData = { provider: provider.name, checkJobId: jobId, checkedAt, targets };
+    await deps.results.add('result', result, { jobId: safeJobId('result', jobId) });
+    for (const t of targets) {
+      log.info({ target: t.target, ready: t.ready, reason: t.reason, durationSeconds: t.durationSeconds }, 'checked target');
+    }
+    return result;
+  };
+}

@@ -1,0 +1,72 @@
+import { Queue, Worker } from 'bullmq';
+import { redisOptions } from '../queues/connection.ts';
+import { QUEUES } from '../queues/names.ts';
+import { defaultJobOptions } from '../queues/options.ts';
+import type { AppConfig } from '../src/config/app.ts';
+import type { Logger } from '../src/logging.ts';
+import type { JobMetrics } from '../src/metrics/job-metrics.ts';
+import type { Provider } from '../src/providers/types.ts';
+import { closeWorkerBounded } from '../src/runtime/bounded-close.ts';
+import { createCheckProcessor } from './check-processor.ts';
+import { instrumentWorker } from './instrument.ts';
+
+export interface WorkerRoleDeps {
+  config: AppConfig;
+  redisUrl: string;
+  providers: ReadonlyMap<string, Provider>;
+  logger: Logger;
+  jobMetrics: JobMetrics;
+}
+
+export interface WorkerRole {
+  readonly workers: readonly Worker[];
+  /** Stops taking jobs, waits the grace period, aborts the rest, closes connections. */
+  close(): Promise<void>;
+}
+
+/** `egress worker`: BullMQ workers for the configured queues, holding provider clients for life. */
+export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole> {
+  const { config, logger } = deps;
+  const prefix = config.redis.prefix;
+  const results = new Queue(QUEUES.results, {
+    connection: redisOptions(deps.redisUrl, 'worker'),
+    prefix,
+    defaultJobOptions: defaultJobOptions(config),
+  });
+  results.on('error', (err) => logger.warn({ err: err.message }, 'results queue connection error'));
+  const workers: Worker[] = [];
+  for (const queue of config.worker.queues) {
+    if (queue !== 'checks') continue;
+    const worker = new Worker(
+      QUEUES.checks,
+      createCheckProcessor({ providers: deps.providers, results, timeoutMs: config.checks.timeoutMs, logger }),
+      {
+        connection: redisOptions(deps.redisUrl, 'worker'),
+        prefix,
+        concurrency: config.worker.concurrency,
+        lockDuration: config.worker.lockDurationMs,
+        stalledInterval: config.worker.stalledIntervalMs,
+        autorun: false,
+      },
+    );
+    instrumentWorker(worker, deps.jobMetrics, logger);
+    workers.push(worker);
+  }
+  for (const w of workers) {
+    w.run().catch((err: unknown) => logger.error({ queue: w.name, err: (err as Error).message }, 'worker stopped'));
+    await w.waitUntilReady();
+  }
+  logger.info({ queues: config.worker.queues, concurrency: config.worker.concurrency }, 'worker started');
+
+  let closing: Promise<void> | undefined;
+  return {
+    workers,
+    close() {
+      closing ??= (async () => {
+        await Promise.all(workers.map((w) => closeWorkerBounded(w, config.shutdownGraceMs, logger)));
+        await results.close();
+      })();
+      return closing;
+    },
+  };
+}
