@@ -118,14 +118,16 @@ export class FrameDecoder {
     }
     const frame = Buffer.allocUnsafe(n);
     let got = 0;
+    let used = 0;
     while (got < n) {
-      const c = this.chunks[0]!;
+      const c = this.chunks[used]!;
       const k = Math.min(n - got, c.length);
       c.copy(frame, got, 0, k);
       got += k;
-      if (k === c.length) this.chunks.shift();
-      else this.chunks[0] = c.subarray(k);
+      if (k === c.length) used++;
+      else this.chunks[used] = c.subarray(k);
     }
+    this.chunks.splice(0, used);
     this.buffered -= n;
     return frame;
   }

@@ -58,7 +58,7 @@ const domainInfoCodec: Codec<DomainInfo> = struct<DomainInfo>({
   maxMemKiB: uhyperNumber('maxMem'),
   memoryKiB: uhyperNumber('memory'),
   nrVirtCpu: uintCodec, // unsigned short: 4 bytes on the wire
-  cpuTimeNs: uhyperNumber('cpuTime'),
+  cpuTimeNs: { write: (w, v) => void w.uhyper(v), read: (r) => r.uhyper() },
 });
 
 const poolInfoCodec: Codec<StoragePoolInfo> = {

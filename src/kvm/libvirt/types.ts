@@ -2,8 +2,8 @@
  * Public shapes of libvirt objects and procedure results.
  *
  * Hyper values travel as bigint in the codec. Results expose `number` where the value always
- * fits below 2^53 in practice (bytes, KiB, versions, CPU nanoseconds); the conversion throws an
- * XdrError rather than silently losing precision.
+ * fits below 2^53 in practice (bytes, KiB, versions); the conversion throws an XdrError rather
+ * than silently losing precision. CPU time stays bigint.
  */
 
 /** `remote_nonnull_domain`. `id` is −1 when the domain is not running. */
@@ -47,8 +47,8 @@ export interface DomainInfo {
   /** KiB. */
   memoryKiB: number;
   nrVirtCpu: number;
-  /** Nanoseconds. */
-  cpuTimeNs: number;
+  /** Nanoseconds, as bigint: the test driver reports wall-clock time here (beyond 2^53). */
+  cpuTimeNs: bigint;
 }
 
 export type StoragePoolStateWord = 'inactive' | 'building' | 'running' | 'degraded' | 'inaccessible' | 'unknown';
