@@ -32,6 +32,15 @@ export async function syncCheckSchedules(
       sync.removed.push(provider);
     }
   }
+  if (sync.removed.length > 0) {
+    // Checks the removed schedulers already produced would only fail in workers that no
+    // longer know the provider.
+    const removed = new Set(sync.removed);
+    for (const job of await checks.getJobs(['waiting', 'delayed', 'prioritized'])) {
+      const provider = (job.data as Partial<CheckJobData> | undefined)?.provider;
+      if (provider !== undefined && removed.has(provider)) await job.remove().catch(() => undefined);
+    }
+  }
   for (const provider of wanted) {
     const id = checkSchedulerId(provider);
     const data: CheckJobData = { provider, trigger: 'schedule' };

@@ -60,7 +60,10 @@ export class Lease extends EventEmitter<LeaseEvents> {
       // Without Redis we cannot know whether we still hold it: act as if we do not.
       if (this.#held) this.#setHeld(false);
     }
-    if (!this.#stopped) this.#timer = setTimeout(() => void this.#tick(), Math.max(50, Math.floor(this.#leaseMs / 3)));
+    // The holder renews at a third of the lease; a standby asks every second at most, so a
+    // lease handed back at shutdown is taken over promptly even when leases are long.
+    const every = this.#held ? this.#leaseMs / 3 : Math.min(this.#leaseMs / 3, 1000);
+    if (!this.#stopped) this.#timer = setTimeout(() => void this.#tick(), Math.max(50, Math.floor(every)));
   }
 
   #setHeld(held: boolean): void {

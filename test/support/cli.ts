@@ -1,0 +1,83 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { resolve } from 'node:path';
+import { main, type CliEnv } from '../../src/cli/main.ts';
+
+export const ROOT = resolve(import.meta.dirname, '../..');
+export const EGRESS_BIN = resolve(ROOT, 'bin/egress.js');
+
+export interface CliRun {
+  code: number;
+  out: string;
+  err: string;
+}
+
+/** Runs `egress` in this process, capturing its output. */
+export async function runCli(args: string[], env: CliEnv = {}): Promise<CliRun> {
+  let out = '';
+  let err = '';
+  const code = await main(args, env, { out: (t) => void (out += t), err: (t) => void (err += t) });
+  return { code, out, err };
+}
+
+export interface EgressProcess {
+  child: ChildProcess;
+  /** Everything written to stderr (logs) so far. */
+  logs(): string;
+  /** Resolves when a log line contains `text`. */
+  waitForLog(text: string, timeoutMs?: number): Promise<void>;
+  /** SIGTERM and wait for the exit code. */
+  stop(): Promise<number | null>;
+  exited: Promise<number | null>;
+}
+
+/** Starts `node <script> args…` as a child process (the real `egress` binary by default). */
+export function spawnEgress(args: string[], env: Record<string, string> = {}, script = EGRESS_BIN): EgressProcess {
+  const child = spawn(process.execPath, [script, ...args], {
+    cwd: ROOT,
+    env: { ...process.env, EGRESS_LOG_LEVEL: 'debug', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let logs = '';
+  const listeners = new Set<() => void>();
+  const onData = (chunk: Buffer): void => {
+    logs += chunk.toString();
+    for (const l of listeners) l();
+  };
+  child.stderr?.on('data', onData);
+  child.stdout?.on('data', onData);
+  const exited = once(child, 'exit').then(([code]) => code as number | null);
+  return {
+    child,
+    logs: () => logs,
+    exited,
+    waitForLog(text, timeoutMs = 30_000) {
+      if (logs.includes(text)) return Promise.resolve();
+      return new Promise((resolvePromise, reject) => {
+        const timer = setTimeout(() => {
+          listeners.delete(check);
+          reject(new Error(`timed out waiting for "${text}" in the logs of ${args.join(' ')}:\n${logs.slice(-3000)}`));
+        }, timeoutMs);
+        const check = (): void => {
+          if (logs.includes(text)) {
+            clearTimeout(timer);
+            listeners.delete(check);
+            resolvePromise();
+          }
+        };
+        listeners.add(check);
+        void exited.then(() => {
+          if (!logs.includes(text)) {
+            clearTimeout(timer);
+            listeners.delete(check);
+            reject(new Error(`process exited before "${text}" appeared:\n${logs.slice(-3000)}`));
+          }
+        });
+      });
+    },
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      return exited;
+    },
+  };
+}

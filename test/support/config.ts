@@ -1,0 +1,41 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { inject } from 'vitest';
+import { freezeConfig, type AppConfig } from '../../src/config/app.ts';
+import type { ProviderConfig } from '../../src/config/providers.ts';
+
+/** A hash-tagged prefix of its own for every test, so tests never see each other's keys. */
+export function uniquePrefix(): string {
+  return `{t-${randomUUID().slice(0, 8)}}`;
+}
+
+export interface TestConfigOverrides {
+  providers?: ProviderConfig[];
+  intervalMs?: number;
+  timeoutMs?: number;
+  prefix?: string;
+  port?: number;
+  tokens?: string[];
+  concurrency?: number;
+  leaseMs?: number;
+  dataDir?: string;
+}
+
+/** An AppConfig for in-process tests: the run's Redis, a fresh prefix, short locks and backoff. */
+export function testConfig(o: TestConfigOverrides = {}): AppConfig {
+  return freezeConfig({
+    providers: o.providers ?? [{ name: 'local', type: 'local' }],
+    checks: { intervalMs: o.intervalMs ?? 0, timeoutMs: o.timeoutMs ?? 2000 },
+    redis: { url: inject('redisUrl'), prefix: o.prefix ?? uniquePrefix() },
+    api: { host: '127.0.0.1', port: o.port ?? 0, tokens: o.tokens ?? [] },
+    worker: { queues: ['checks'], concurrency: o.concurrency ?? 4, lockDurationMs: 1000, stalledIntervalMs: 500 },
+    dataDir: o.dataDir ?? mkdtempSync(join(tmpdir(), 'egress-test-data-')),
+    logLevel: 'silent',
+    shutdownGraceMs: 1000,
+    leaseMs: o.leaseMs ?? 600,
+    backoffMs: 50,
+    retention: { completed: 100, failed: 100 },
+  } satisfies AppConfig);
+}
