@@ -44,6 +44,7 @@ function buildProgram(env: CliEnv, io: CliIO, result: { code: number }): Command
   const program = new Command('egress')
     .description('Orchestrator for fleets of egress proxies used by web crawlers')
     .exitOverride()
+    .enablePositionalOptions()
     .configureOutput({ writeOut: io.out, writeErr: io.err })
     .showHelpAfterError('(run with --help for usage)');
   const signal = AbortSignal.timeout(10 * 60_000);
@@ -76,7 +77,7 @@ function buildProgram(env: CliEnv, io: CliIO, result: { code: number }): Command
       result.code = await getProviderHealth(await clientOf(flags, env), io, name, flags.output, signal);
     });
 
-  const jobs = addClientOptions(program.command('jobs').description('list jobs (failed, active, waiting, delayed by default)'), env)
+  const jobs = addClientOptions(program.command('jobs').description('list jobs (failed, active, waiting, delayed by default)').enablePositionalOptions(), env)
     .option('--state <states>', 'comma-separated states: failed, active, waiting, delayed, completed, prioritized')
     .option('--queue <name>', 'one queue')
     .addOption(new Option('-o, --output <format>', 'json or yaml'))

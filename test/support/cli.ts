@@ -33,7 +33,8 @@ export interface EgressProcess {
 
 /** Starts `node <script> args…` as a child process (the real `egress` binary by default). */
 export function spawnEgress(args: string[], env: Record<string, string> = {}, script = EGRESS_BIN): EgressProcess {
-  const child = spawn(process.execPath, [script, ...args], {
+  const nodeArgs = script.endsWith('.ts') ? ['--import', 'tsx', script] : [script];
+  const child = spawn(process.execPath, [...nodeArgs, ...args], {
     cwd: ROOT,
     env: { ...process.env, EGRESS_LOG_LEVEL: 'debug', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
