@@ -8,8 +8,8 @@ import type { DomainRef, NetworkRef, StoragePoolRef, StorageVolRef } from './typ
 import { XdrError, type XdrReader, type XdrWriter } from './xdr.ts';
 
 export interface Codec<T> {
-  write(w: XdrWriter, v: T): void;
-  read(r: XdrReader): T;
+  readonly write: (w: XdrWriter, v: T) => void;
+  readonly read: (r: XdrReader) => T;
 }
 
 export const UUID_BYTES = 16;

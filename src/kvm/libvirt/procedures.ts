@@ -206,14 +206,14 @@ export const PROCEDURES = {
 
 export type ProcedureTable = typeof PROCEDURES;
 export type ProcedureKey = keyof ProcedureTable;
-export type ArgsOf<K extends ProcedureKey> = ProcedureTable[K] extends ProcedureDef<infer A, unknown> ? A : never;
-export type ResultOf<K extends ProcedureKey> = ProcedureTable[K] extends ProcedureDef<unknown, infer R> ? R : never;
+export type ArgsOf<K extends ProcedureKey> = ProcedureTable[K] extends ProcedureDef<infer A, infer _R> ? A : never;
+export type ResultOf<K extends ProcedureKey> = ProcedureTable[K] extends ProcedureDef<infer _A, infer R> ? R : never;
 
-const BY_NUMBER = new Map<number, ProcedureDef<unknown, unknown>>(
-  Object.values(PROCEDURES).map((d) => [d.proc, d as ProcedureDef<unknown, unknown>]),
-);
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- heterogeneous table
+type AnyProcedure = ProcedureDef<any, any>;
+const BY_NUMBER = new Map<number, AnyProcedure>(Object.values(PROCEDURES).map((d: AnyProcedure) => [d.proc, d]));
 
 /** The table entry for a procedure number, if this client knows it. */
-export function procedureByNumber(proc: number): ProcedureDef<unknown, unknown> | undefined {
+export function procedureByNumber(proc: number): AnyProcedure | undefined {
   return BY_NUMBER.get(proc);
 }

@@ -41,6 +41,8 @@ export async function runUpload(
   const failure = failureSlot();
   let confirm!: () => void;
   const confirmed = new Promise<void>((resolve) => (confirm = resolve));
+  /** Read through a function: the closures below set `failed` behind the compiler's back. */
+  const failedNow = (): Error | undefined => failed;
   const setFailed = (err: Error): void => {
     failed ??= err;
     failure.reject(failed);
@@ -77,7 +79,8 @@ export async function runUpload(
   let bytes = 0;
   try {
     for (;;) {
-      if (failed) throw failed;
+      const early = failedNow();
+      if (early) throw early;
       const next = await Promise.race([it.next(), failure.promise]);
       if (next.done) break;
       const chunk = next.value;
@@ -88,13 +91,14 @@ export async function runUpload(
         bytes += piece.length;
       }
     }
-    if (failed) throw failed;
+    const late = failedNow();
+    if (late) throw late;
     finishing = true;
     await Promise.race([core.sendStream(serial, proc, MessageStatus.OK), failure.promise]);
     await Promise.race([confirmed, failure.promise]);
     return { bytes };
   } catch (err) {
-    if (!failed) {
+    if (!failedNow()) {
       // The source threw: tell the daemon to abandon the stream.
       core.dropStream(serial);
       void core.sendStream(serial, proc, MessageStatus.ERROR).catch(() => undefined);
@@ -103,6 +107,6 @@ export async function runUpload(
   } finally {
     signal.removeEventListener('abort', onAbort);
     core.dropStream(serial);
-    if (!finishing || failed) void Promise.resolve(it.return?.()).catch(() => undefined);
+    if (!finishing || failedNow()) void Promise.resolve(it.return?.()).catch(() => undefined);
   }
 }

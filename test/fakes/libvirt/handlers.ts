@@ -124,7 +124,7 @@ const downloadArgs = struct({ vol: volRefCodec, offset: uhyperNumber('offset'), 
 
 /** The fake's implementation of a procedure number, or undefined (→ "unknown procedure"). */
 export function fakeProcedure(proc: number): FakeProcedure | undefined {
-  const handle = HANDLERS[proc];
+  const handle = HANDLERS[proc] ?? (AUTH_PROCS.has(proc) ? () => undefined : undefined);
   if (!handle) return undefined;
   if (proc === Proc.STORAGE_VOL_DOWNLOAD) return { name: 'storage_vol_download', args: downloadArgs, ret: voidCodec, handle };
   const def = procedureByNumber(proc);
