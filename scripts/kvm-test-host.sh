@@ -1,0 +1,337 @@
+#!/usr/bin/env bash
+# KVM test host for egress-proxies integration tests and benchmarks.
+#
+#   bash scripts/kvm-test-host.sh up     # make this Debian 12 machine a KVM test host (idempotent)
+#   bash scripts/kvm-test-host.sh env    # print the coordinates (KEY=value lines)
+#   bash scripts/kvm-test-host.sh down   # stop what `up` started
+#
+# Runs as root on Debian 12 without systemd. `up` installs the packages it needs (only when
+# missing), creates the libvirt-qemu user, a test-host qemu.conf and libvirt's directories,
+# starts virtlogd then libvirtd (pidfiles under /run), warms the QEMU capability probe,
+# makes a running `default` dir pool and an inactive `egress-inactive` pool, and starts a
+# private sshd on 127.0.0.1:2222 with its own host key, a client key, authorized_keys and
+# a known_hosts file. State lives in /var/lib/egress-kvm-test-host/; the coordinates are
+# written to /var/lib/egress-kvm-test-host/env. A second `up` with everything running only
+# checks and rewrites the env file.
+set -euo pipefail
+
+STATE=/var/lib/egress-kvm-test-host
+ENV_FILE=$STATE/env
+SSH_DIR=$STATE/ssh
+POOLS_DIR=$STATE/pools
+STARTED_DIR=$STATE/started
+
+SSH_HOST=127.0.0.1
+SSH_PORT=2222
+SSH_USER=root
+URI=qemu:///system
+SOCKET=/run/libvirt/libvirt-sock
+POOL=default
+INACTIVE_POOL=egress-inactive
+
+VIRTLOGD=/usr/sbin/virtlogd
+LIBVIRTD=/usr/sbin/libvirtd
+SSHD=/usr/sbin/sshd
+VIRTLOGD_PIDFILE=/run/virtlogd.pid
+LIBVIRTD_PIDFILE=/run/libvirtd.pid
+SSHD_PIDFILE=/run/egress-kvm-test-host-sshd.pid
+
+PACKAGES=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86 qemu-utils openssh-server)
+
+log() { printf 'kvm-test-host: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# ---------------------------------------------------------------------------------------
+# Processes: a daemon counts as ours when its pidfile names a live process whose
+# executable is the expected binary (a zombie counts as exited).
+
+pid_alive() { # pid exe
+  local pid=$1 exe=$2 state
+  [[ $pid =~ ^[0-9]+$ ]] || return 1
+  [[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$exe" ]] || return 1
+  state=$(awk '/^State:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
+  [[ -n $state && $state != Z ]]
+}
+
+pidfile_pid() { # pidfile -> prints the pid or nothing
+  [[ -r $1 ]] && tr -dc '0-9' <"$1" || true
+}
+
+running() { # pidfile exe
+  pid_alive "$(pidfile_pid "$1")" "$2"
+}
+
+wait_for() { # description tries command...  (tries of 20 ms each)
+  local what=$1 tries=$2
+  shift 2
+  for ((i = 0; i < tries; i++)); do
+    if "$@" 2>/dev/null; then return 0; fi
+    sleep 0.02
+  done
+  die "timed out waiting for $what"
+}
+
+stop_pid() { # name pidfile exe : SIGTERM, then SIGKILL after ~10 s; only our own process
+  local name=$1 pidfile=$2 exe=$3 pid marker
+  pid=$(pidfile_pid "$pidfile")
+  marker=$(cat "$STARTED_DIR/$name" 2>/dev/null || true)
+  if [[ -z $pid || $pid != "$marker" ]]; then
+    [[ -n $pid ]] && pid_alive "$pid" "$exe" && log "$name (pid $pid) was not started by this script; leaving it"
+    rm -f "$STARTED_DIR/$name"
+    return 0
+  fi
+  if pid_alive "$pid" "$exe"; then
+    kill -TERM "$pid" 2>/dev/null || true
+    kill -CONT "$pid" 2>/dev/null || true # a test may have left it stopped
+    for ((i = 0; i < 500; i++)); do pid_alive "$pid" "$exe" || break; sleep 0.02; done
+    if pid_alive "$pid" "$exe"; then
+      log "$name (pid $pid) ignored SIGTERM; sending SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    log "stopped $name (pid $pid)"
+  fi
+  rm -f "$STARTED_DIR/$name" "$pidfile"
+}
+
+# ---------------------------------------------------------------------------------------
+# up
+
+ensure_packages() {
+  local missing=() pkg status
+  declare -A installed=()
+  # One dpkg-query for all; it prints nothing for a package it has never heard of.
+  while read -r pkg status; do
+    [[ $status == ii ]] && installed[$pkg]=1
+  done < <(dpkg-query -W -f='${Package} ${db:Status-Abbrev}\n' "${PACKAGES[@]}" 2>/dev/null || true)
+  for pkg in "${PACKAGES[@]}"; do
+    [[ -n ${installed[$pkg]:-} ]] || missing+=("$pkg")
+  done
+  [[ ${#missing[@]} -eq 0 ]] && return 0
+  log "installing ${missing[*]}"
+  local made_policy=0
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    # Keep maintainer scripts from starting services (sshd on :22) during the install.
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+    chmod 0755 /usr/sbin/policy-rc.d
+    made_policy=1
+  fi
+  local rc=0
+  {
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}"
+  } >&2 || rc=$?
+  [[ $made_policy -eq 1 ]] && rm -f /usr/sbin/policy-rc.d
+  [[ $rc -eq 0 ]] || die "apt-get failed (exit $rc)"
+}
+
+ensure_user() {
+  getent group libvirt-qemu >/dev/null || groupadd --system libvirt-qemu
+  getent passwd libvirt-qemu >/dev/null ||
+    useradd --system --gid libvirt-qemu --no-create-home --home-dir /var/lib/libvirt \
+      --shell /usr/sbin/nologin libvirt-qemu
+}
+
+# Writes $2 to $1 when the content differs; returns 0 when it wrote.
+write_if_changed() {
+  local file=$1 content=$2
+  if [[ -f $file ]] && [[ "$(cat "$file")" == "$content" ]]; then return 1; fi
+  printf '%s\n' "$content" >"$file.tmp.$$"
+  mv -f "$file.tmp.$$" "$file"
+  return 0
+}
+
+QEMU_CONF='# Written by egress-proxies scripts/kvm-test-host.sh: a test host, not a production one.
+user = "root"
+group = "root"
+swtpm_user = "root"
+swtpm_group = "root"
+security_driver = "none"'
+
+ensure_dirs_and_config() {
+  mkdir -p /etc/libvirt /var/log/libvirt /var/lib/libvirt /var/cache/libvirt /run/libvirt /run/sshd
+  install -d -m 0700 "$STATE" "$SSH_DIR" "$STARTED_DIR"
+  install -d -m 0711 "$POOLS_DIR"
+  install -d -m 0755 "$POOLS_DIR/$POOL" "$POOLS_DIR/$INACTIVE_POOL"
+  if [[ -f /etc/libvirt/qemu.conf && ! -f $STATE/qemu.conf.orig ]] && ! grep -q '^# Written by egress-proxies' /etc/libvirt/qemu.conf; then
+    cp -p /etc/libvirt/qemu.conf "$STATE/qemu.conf.orig"
+  fi
+  QEMU_CONF_CHANGED=0
+  if write_if_changed /etc/libvirt/qemu.conf "$QEMU_CONF"; then QEMU_CONF_CHANGED=1; fi
+}
+
+start_virtlogd() {
+  running "$VIRTLOGD_PIDFILE" "$VIRTLOGD" && return 0
+  rm -f "$VIRTLOGD_PIDFILE"
+  "$VIRTLOGD" --daemon --pid-file="$VIRTLOGD_PIDFILE" 9>&-
+  wait_for virtlogd 250 running "$VIRTLOGD_PIDFILE" "$VIRTLOGD"
+  pidfile_pid "$VIRTLOGD_PIDFILE" >"$STARTED_DIR/virtlogd"
+  wait_for "virtlogd socket" 250 test -S /run/libvirt/virtlogd-sock
+  log "started virtlogd (pid $(pidfile_pid "$VIRTLOGD_PIDFILE"))"
+}
+
+start_libvirtd() {
+  if running "$LIBVIRTD_PIDFILE" "$LIBVIRTD"; then
+    [[ $QEMU_CONF_CHANGED -eq 1 ]] || return 0
+    log "qemu.conf changed; restarting libvirtd"
+    stop_pid libvirtd "$LIBVIRTD_PIDFILE" "$LIBVIRTD"
+    running "$LIBVIRTD_PIDFILE" "$LIBVIRTD" && die "libvirtd runs but was not started by this script; cannot apply qemu.conf"
+  fi
+  rm -f "$LIBVIRTD_PIDFILE"
+  # No --timeout: a long-lived system daemon must not exit when idle.
+  "$LIBVIRTD" --daemon --pid-file="$LIBVIRTD_PIDFILE" 9>&-
+  wait_for libvirtd 500 running "$LIBVIRTD_PIDFILE" "$LIBVIRTD"
+  pidfile_pid "$LIBVIRTD_PIDFILE" >"$STARTED_DIR/libvirtd"
+  wait_for "libvirtd socket" 500 test -S "$SOCKET"
+  log "started libvirtd (pid $(pidfile_pid "$LIBVIRTD_PIDFILE"))"
+}
+
+virsh_q() { virsh -q -c "$URI" "$@"; }
+
+# One virsh call reads the pool list (and, on a fresh daemon, pays the ~8 s QEMU
+# capability probe once so that no test pays it inside its timeout).
+ensure_pools() {
+  local listing name state
+  listing=$(virsh_q "version; pool-list --all") || die "virsh cannot reach $URI"
+  declare -A pools=()
+  while read -r name state _; do
+    [[ -n $name ]] && pools[$name]=$state
+  done < <(printf '%s\n' "$listing" | awk 'NF >= 3 && ($2 == "active" || $2 == "inactive") {print $1, $2}')
+
+  local cmds=()
+  if [[ -z ${pools[$POOL]:-} ]]; then
+    cmds+=("pool-define-as $POOL dir --target $POOLS_DIR/$POOL" "pool-autostart $POOL" "pool-start $POOL")
+  elif [[ ${pools[$POOL]} != active ]]; then
+    cmds+=("pool-start $POOL")
+  fi
+  if [[ -z ${pools[$INACTIVE_POOL]:-} ]]; then
+    cmds+=("pool-define-as $INACTIVE_POOL dir --target $POOLS_DIR/$INACTIVE_POOL")
+  elif [[ ${pools[$INACTIVE_POOL]} == active ]]; then
+    # A libvirtd restart revives a defined dir pool whose target exists: stop it again.
+    cmds+=("pool-destroy $INACTIVE_POOL")
+  fi
+  if [[ ${#cmds[@]} -gt 0 ]]; then
+    local joined
+    joined=$(printf '%s; ' "${cmds[@]}")
+    virsh_q "$joined" >/dev/null || die "virsh failed: $joined"
+  fi
+  # The default pool may predate this script with another target: report the real one.
+  POOL_DIR=$(virsh_q pool-dumpxml "$POOL" | sed -n 's:.*<path>\(.*\)</path>.*:\1:p' | head -n1)
+  [[ -n $POOL_DIR ]] || die "cannot read the target path of pool $POOL"
+}
+
+ensure_ssh_material() {
+  [[ -f $SSH_DIR/host_ed25519_key ]] || ssh-keygen -q -t ed25519 -N '' -C egress-kvm-test-host -f "$SSH_DIR/host_ed25519_key"
+  [[ -f $SSH_DIR/id_ed25519 ]] || ssh-keygen -q -t ed25519 -N '' -C egress-kvm-test-client -f "$SSH_DIR/id_ed25519"
+  write_if_changed "$SSH_DIR/authorized_keys" "$(cat "$SSH_DIR/id_ed25519.pub")" || true
+  chmod 0600 "$SSH_DIR/authorized_keys"
+  write_if_changed "$SSH_DIR/known_hosts" "[$SSH_HOST]:$SSH_PORT $(cut -d' ' -f1,2 "$SSH_DIR/host_ed25519_key.pub")" || true
+  SSHD_CONF_CHANGED=0
+  if write_if_changed "$SSH_DIR/sshd_config" "# Written by egress-proxies scripts/kvm-test-host.sh
+ListenAddress $SSH_HOST
+Port $SSH_PORT
+HostKey $SSH_DIR/host_ed25519_key
+PidFile $SSHD_PIDFILE
+AuthorizedKeysFile $SSH_DIR/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+AllowTcpForwarding local
+AllowStreamLocalForwarding yes
+AllowAgentForwarding no
+X11Forwarding no
+PermitTTY no
+MaxStartups 200:30:400
+MaxSessions 64
+LogLevel VERBOSE"; then SSHD_CONF_CHANGED=1; fi
+}
+
+sshd_listening() { (exec 3<>"/dev/tcp/$SSH_HOST/$SSH_PORT") 2>/dev/null; }
+
+start_sshd() {
+  if running "$SSHD_PIDFILE" "$SSHD"; then
+    if [[ $SSHD_CONF_CHANGED -eq 1 ]]; then
+      "$SSHD" -t -f "$SSH_DIR/sshd_config" || die "sshd_config does not pass sshd -t"
+      kill -HUP "$(pidfile_pid "$SSHD_PIDFILE")" 9>&-
+      log "sshd_config changed; sshd reloaded"
+    fi
+    return 0
+  fi
+  rm -f "$SSHD_PIDFILE"
+  "$SSHD" -t -f "$SSH_DIR/sshd_config" || die "sshd_config does not pass sshd -t"
+  # Absolute paths: sshd re-executes itself from / on SIGHUP.
+  "$SSHD" -f "$SSH_DIR/sshd_config" -E "$SSH_DIR/sshd.log" 9>&-
+  wait_for sshd 250 running "$SSHD_PIDFILE" "$SSHD"
+  pidfile_pid "$SSHD_PIDFILE" >"$STARTED_DIR/sshd"
+  wait_for "sshd on $SSH_HOST:$SSH_PORT" 250 sshd_listening
+  log "started sshd on $SSH_HOST:$SSH_PORT (pid $(pidfile_pid "$SSHD_PIDFILE"))"
+}
+
+write_env() {
+  write_if_changed "$ENV_FILE" "KVM_TEST_SOCKET=$SOCKET
+KVM_TEST_URI=$URI
+KVM_TEST_POOL=$POOL
+KVM_TEST_POOL_DIR=$POOL_DIR
+KVM_TEST_INACTIVE_POOL=$INACTIVE_POOL
+KVM_TEST_SSH_HOST=$SSH_HOST
+KVM_TEST_SSH_PORT=$SSH_PORT
+KVM_TEST_SSH_USER=$SSH_USER
+KVM_TEST_SSH_KEY=$SSH_DIR/id_ed25519
+KVM_TEST_KNOWN_HOSTS=$SSH_DIR/known_hosts
+KVM_TEST_LIBVIRTD_PIDFILE=$LIBVIRTD_PIDFILE
+KVM_TEST_SSHD_PIDFILE=$SSHD_PIDFILE" || true
+}
+
+cmd_up() {
+  ensure_packages
+  ensure_user
+  ensure_dirs_and_config
+  start_virtlogd
+  # A test may have left libvirtd stopped (SIGSTOP); never leave it frozen.
+  local lpid
+  lpid=$(pidfile_pid "$LIBVIRTD_PIDFILE")
+  pid_alive "$lpid" "$LIBVIRTD" && kill -CONT "$lpid" 2>/dev/null || true
+  start_libvirtd
+  ensure_pools
+  ensure_ssh_material
+  start_sshd
+  write_env
+}
+
+cmd_down() {
+  if running "$LIBVIRTD_PIDFILE" "$LIBVIRTD" && [[ "$(pidfile_pid "$LIBVIRTD_PIDFILE")" == "$(cat "$STARTED_DIR/libvirtd" 2>/dev/null || true)" ]]; then
+    kill -CONT "$(pidfile_pid "$LIBVIRTD_PIDFILE")" 2>/dev/null || true
+    # QEMU processes outlive libvirtd: destroy running guests first.
+    local dom
+    while read -r dom; do
+      [[ -n $dom ]] || continue
+      virsh_q destroy "$dom" >/dev/null && log "destroyed guest $dom" || log "could not destroy guest $dom"
+    done < <(virsh_q list --name 2>/dev/null || true)
+  fi
+  stop_pid sshd "$SSHD_PIDFILE" "$SSHD"
+  stop_pid libvirtd "$LIBVIRTD_PIDFILE" "$LIBVIRTD"
+  stop_pid virtlogd "$VIRTLOGD_PIDFILE" "$VIRTLOGD"
+  rm -f "$ENV_FILE"
+}
+
+cmd_env() {
+  [[ -f $ENV_FILE ]] || die "no $ENV_FILE: run '$0 up' first"
+  cat "$ENV_FILE"
+}
+
+main() {
+  [[ $(id -u) -eq 0 ]] || die "must run as root"
+  local cmd=${1:-}
+  case $cmd in
+    up | down) ;;
+    env) cmd_env; return ;;
+    *) die "usage: $0 up|down|env" ;;
+  esac
+  mkdir -p "$STATE" && chmod 0700 "$STATE"
+  # Serialise concurrent runs (several test processes may call `up` at once).
+  exec 9>"$STATE/lock"
+  flock 9
+  "cmd_$cmd"
+}
+
+main "$@"
