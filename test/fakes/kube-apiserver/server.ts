@@ -41,6 +41,8 @@ export interface KubeRequest {
   body: string;
   /** The HTTP status written, once written. */
   status?: number;
+  /** The response body written (JSON text), once written. */
+  responseBody?: string;
   /** `served`, `client-aborted` (the client closed the socket first), `destroyed` (a fault). */
   outcome: 'pending' | 'served' | 'client-aborted' | 'destroyed';
 }
@@ -243,6 +245,7 @@ export class FakeKubeApiserver extends EventEmitter {
     entry.status = code;
     entry.outcome = 'served';
     const text = JSON.stringify(body);
+    entry.responseBody = text;
     res.writeHead(code, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text) });
     res.end(text);
   }

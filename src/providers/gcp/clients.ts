@@ -1,0 +1,87 @@
+import { readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { InstancesClient, ZoneOperationsClient } from '@google-cloud/compute';
+import { OAuth2Client } from 'google-auth-library';
+import { ConfigError } from '../../errors.ts';
+import type { GcpProviderConfig } from './config.ts';
+
+/** How long a token read from `accessTokenFile` is used before the file is read again. */
+const TOKEN_REREAD_MS = 60_000;
+
+type ComputeClientOptions = NonNullable<ConstructorParameters<typeof InstancesClient>[0]>;
+
+export type ComputeConnectionConfig = Pick<GcpProviderConfig, 'credentialsFile' | 'accessTokenFile' | 'apiEndpoint' | 'port' | 'protocol'>;
+
+/**
+ * Client options shared by every Compute client of a provider: the endpoint (for a fake: host, a
+ * separate port and `protocol: 'http'`; `apiEndpoint: 'host:port'` would not work) and the credentials:
+ * - `accessTokenFile`: an OAuth2Client sending `Bearer <token>`, the file re-read every minute;
+ * - `credentialsFile`: a service-account key, handed to google-auth-library;
+ * - neither: Application Default Credentials.
+ * Files are checked now so a typo fails at start with a ConfigError naming the field. REST is the
+ * client's default (`fallback`), and must stay so: Compute has no gRPC endpoint.
+ */
+export function computeClientOptions(config: ComputeConnectionConfig, path = 'provider'): ComputeClientOptions {
+  const options: ComputeClientOptions = {};
+  if (config.apiEndpoint) options.apiEndpoint = config.apiEndpoint;
+  if (config.port !== undefined) options.port = config.port;
+  if (config.protocol) options.protocol = config.protocol;
+  if (config.accessTokenFile) {
+    checkReadable(config.accessTokenFile, `${path}.accessTokenFile`);
+    options.authClient = tokenFileAuthClient(config.accessTokenFile);
+  } else if (config.credentialsFile) {
+    checkReadable(config.credentialsFile, `${path}.credentialsFile`);
+    options.keyFilename = config.credentialsFile;
+  }
+  return options;
+}
+
+/**
+ * An OAuth2Client whose token comes from a file. The token carries an expiry, so the client re-reads the
+ * file through `refreshHandler` when it lapses, and never retries a 401/403 on its own (a retry would
+ * break the health check's one-request guarantee).
+ */
+export function tokenFileAuthClient(file: string): OAuth2Client {
+  const client = new OAuth2Client();
+  const read = async () => ({
+    access_token: (await readFile(file, 'utf8')).trim(),
+    expiry_date: Date.now() + client.eagerRefreshThresholdMillis + TOKEN_REREAD_MS,
+  });
+  client.refreshHandler = read;
+  return client;
+}
+
+/** The endpoint a provider talks to, for details and logs: `host[:port]`. */
+export function computeEndpoint(config: Pick<GcpProviderConfig, 'apiEndpoint' | 'port' | 'protocol'>): string {
+  const host = config.apiEndpoint ?? 'compute.googleapis.com';
+  const port = config.port ?? 443;
+  const protocol = config.protocol ?? 'https';
+  return (protocol === 'https' && port === 443) || (protocol === 'http' && port === 80) ? host : `${host}:${port}`;
+}
+
+export interface ComputeClients {
+  instances: InstancesClient;
+  zoneOperations: ZoneOperationsClient;
+  close(): Promise<void>;
+}
+
+/** Both Compute clients a provider needs, sharing options (and so one auth client). Slow: build once. */
+export function createComputeClients(options: ComputeClientOptions): ComputeClients {
+  const instances = new InstancesClient({ ...options });
+  const zoneOperations = new ZoneOperationsClient({ ...options });
+  return {
+    instances,
+    zoneOperations,
+    close: async () => {
+      await Promise.allSettled([instances.close(), zoneOperations.close()]);
+    },
+  };
+}
+
+function checkReadable(file: string, path: string): void {
+  try {
+    readFileSync(file);
+  } catch (err) {
+    throw new ConfigError(path, `cannot read "${file}": ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+  }
+}

@@ -1,0 +1,218 @@
+import { InstancesClient, ZoneOperationsClient } from '@google-cloud/compute';
+import { OAuth2Client, PassThroughClient } from 'google-auth-library';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { FilterError, matchesFilter, parseFilter, startFakeCompute, type FakeCompute } from './index.ts';
+
+// Each test gets a fresh fake and clients built against it (one shared auth client).
+let compute: FakeCompute;
+let instances: InstancesClient;
+let operations: ZoneOperationsClient;
+const auth = new OAuth2Client();
+auth.setCredentials({ access_token: 'fake-access-token' });
+const P = 'egress-test';
+const Z = 'us-central1-a';
+
+beforeEach(async () => {
+  compute = await startFakeCompute({ project: P });
+  instances = new InstancesClient({ ...compute.clientOptions(), authClient: auth });
+  operations = new ZoneOperationsClient({ ...compute.clientOptions(), authClient: auth });
+});
+afterEach(async () => {
+  await instances.close();
+  await operations.close();
+  await compute.close();
+});
+
+/** Runs a call that must fail and returns its GaxiosError-shaped error. */
+async function failure(call: Promise<unknown>): Promise<Error & { code?: unknown; status?: unknown }> {
+  try {
+    await call;
+  } catch (e) {
+    return e as Error & { code?: unknown; status?: unknown };
+  }
+  throw new Error('expected the call to fail');
+}
+
+const reasonOf = (e: Error): string => (JSON.parse(e.message) as { error: { errors: { reason: string }[] } }).error.errors[0]!.reason;
+
+describe('fake Compute API through @google-cloud/compute', () => {
+  it('inserts an instance whose operation stays RUNNING for N polls, then DONE and RUNNING', async () => {
+    compute.setOperationPolls(2);
+    const [lro] = await instances.insert({
+      project: P,
+      zone: Z,
+      instanceResource: { name: 'proxy-1', machineType: `zones/${Z}/machineTypes/e2-micro`, labels: { 'managed-by': 'egress-proxies' }, networkInterfaces: [{ accessConfigs: [{ name: 'nat' }] }] },
+    });
+    const opName = lro.latestResponse.name;
+    expect(compute.getInstance(Z, 'proxy-1')?.status).toBe('PROVISIONING');
+    const statuses: unknown[] = [];
+    for (;;) {
+      const [op] = await operations.wait({ project: P, zone: Z, operation: opName });
+      statuses.push(op.status);
+      if (op.status === 'DONE') {
+        expect(op.error).toBeFalsy();
+        break;
+      }
+    }
+    expect(statuses).toEqual(['RUNNING', 'RUNNING', 'DONE']);
+    const [inst] = await instances.get({ project: P, zone: Z, instance: 'proxy-1' });
+    expect(inst.status).toBe('RUNNING');
+    expect(inst.networkInterfaces?.[0]?.accessConfigs?.[0]?.natIP).toMatch(/^34\./);
+    expect(inst.zone).toBe(`${compute.url}/compute/v1/projects/${P}/zones/${Z}`);
+
+    const insertReq = compute.requests.find((r) => r.method === 'POST' && r.path.endsWith('/instances'))!;
+    expect(insertReq.contentType).toBe('application/json');
+    expect(JSON.parse(insertReq.body)).toMatchObject({ name: 'proxy-1', labels: { 'managed-by': 'egress-proxies' } });
+    const waitReq = compute.requests.find((r) => r.path.endsWith('/wait'))!;
+    expect(waitReq.method).toBe('POST');
+    expect(waitReq.path).toBe(`/compute/v1/projects/${P}/zones/${Z}/operations/${opName}/wait`);
+  });
+
+  it('reports a provisioning failure as HTTP 200 + DONE + error, and leaves no instance', async () => {
+    compute.failNextOperation({ code: 'QUOTA_EXCEEDED' });
+    const [lro] = await instances.insert({ project: P, zone: Z, instanceResource: { name: 'proxy-q', machineType: 'zones/x/machineTypes/e2-micro' } });
+    const [op] = await operations.get({ project: P, zone: Z, operation: lro.latestResponse.name });
+    expect(op.status).toBe('DONE');
+    expect(op.error?.errors?.[0]?.code).toBe('QUOTA_EXCEEDED');
+    expect(op.httpErrorStatusCode).toBe(403);
+    expect(compute.getInstance(Z, 'proxy-q')).toBeUndefined();
+    expect(compute.requests.at(-1)!.status).toBe(200);
+  });
+
+  it('deletes through STOPPING, and stops to TERMINATED', async () => {
+    compute.seedInstance(Z, { name: 'a' });
+    compute.seedInstance(Z, { name: 'b' });
+    compute.setOperationPolls(1);
+    const [del] = await instances.delete({ project: P, zone: Z, instance: 'a' });
+    expect(compute.getInstance(Z, 'a')?.status).toBe('STOPPING');
+    const [stop] = await instances.stop({ project: P, zone: Z, instance: 'b' });
+    for (const lro of [del, stop]) {
+      let status: unknown;
+      while (status !== 'DONE') [{ status }] = await operations.wait({ project: P, zone: Z, operation: lro.latestResponse.name });
+    }
+    expect(compute.getInstance(Z, 'a')).toBeUndefined();
+    expect(compute.getInstance(Z, 'b')?.status).toBe('TERMINATED');
+  });
+
+  it('answers errors as GaxiosError with the HTTP code and the Apiary body as message', async () => {
+    compute.seedInstance(Z, { name: 'dup' });
+    const dup = await failure(instances.insert({ project: P, zone: Z, instanceResource: { name: 'dup', machineType: 'zones/x/machineTypes/e2-micro' } }));
+    expect(dup.constructor.name).toBe('GaxiosError');
+    expect(dup.code).toBe(409);
+    expect(dup.status).toBe(409);
+    expect(reasonOf(dup)).toBe('alreadyExists');
+
+    const bad = await failure(instances.insert({ project: P, zone: Z, instanceResource: { name: 'Bad_Name', machineType: 'zones/x/machineTypes/e2-micro' } }));
+    expect([bad.code, reasonOf(bad)]).toEqual([400, 'invalid']);
+
+    const missing = await failure(instances.get({ project: P, zone: Z, instance: 'nope' }));
+    expect([missing.code, reasonOf(missing)]).toEqual([404, 'notFound']);
+    expect(JSON.parse(missing.message).error.message).toBe(`The resource 'projects/${P}/zones/${Z}/instances/nope' was not found`);
+
+    const zone = await failure(instances.get({ project: P, zone: 'mars-north1-a', instance: 'x' }));
+    expect(zone.code).toBe(404);
+
+    const other = await failure(instances.get({ project: 'other', zone: Z, instance: 'x' }));
+    expect([other.code, reasonOf(other)]).toEqual([403, 'forbidden']);
+  });
+
+  it('answers 401 to a request without credentials', async () => {
+    const anonymous = new InstancesClient({ ...compute.clientOptions(), authClient: new PassThroughClient() });
+    try {
+      const e = await failure(anonymous.get({ project: P, zone: Z, instance: 'x' }));
+      expect([e.code, reasonOf(e)]).toEqual([401, 'required']);
+      expect(compute.requests[0]!.authorization).toBeUndefined();
+    } finally {
+      await anonymous.close();
+    }
+  });
+
+  it('does not retry one-shot 503 and 429 faults, then serves normally', async () => {
+    compute.seedInstance(Z, { name: 'x' });
+    compute.injectFault({ status: 503 });
+    compute.injectFault({ status: 429 });
+    expect(reasonOf(await failure(instances.get({ project: P, zone: Z, instance: 'x' })))).toBe('backendError');
+    expect(reasonOf(await failure(instances.get({ project: P, zone: Z, instance: 'x' })))).toBe('rateLimitExceeded');
+    await instances.get({ project: P, zone: Z, instance: 'x' });
+    expect(compute.requests.map((r) => r.status)).toEqual([503, 429, 200]);
+  });
+
+  it('pages the aggregated list with an opaque token and NO_RESULTS_ON_PAGE warnings', async () => {
+    for (let i = 0; i < 5; i++) compute.seedInstance(i < 3 ? Z : 'europe-west1-b', { name: `p${i}`, labels: { 'managed-by': 'egress-proxies' } });
+    compute.seedInstance(Z, { name: 'other', labels: { 'managed-by': 'someone' } });
+    const names: string[] = [];
+    const warnings = new Set<string>();
+    for await (const [scope, list] of instances.aggregatedListAsync({ project: P, filter: 'labels.managed-by = "egress-proxies"', maxResults: 2 }, { autoPaginate: false })) {
+      for (const i of list.instances ?? []) names.push(i.name!);
+      if (list.warning?.code === 'NO_RESULTS_ON_PAGE') warnings.add(scope);
+    }
+    expect(names.sort()).toEqual(['p0', 'p1', 'p2', 'p3', 'p4']);
+    expect(warnings.has('zones/us-central1-b')).toBe(true);
+    expect(compute.requests).toHaveLength(3);
+    expect(compute.requests[0]!.query.pageToken).toBeUndefined();
+    expect(compute.requests[1]!.query.pageToken).toBeTruthy();
+    expect(compute.requests.every((r) => r.query.filter === 'labels.managed-by = "egress-proxies"')).toBe(true);
+  });
+
+  it('omits items in an empty zonal list and pages a zonal list by hand', async () => {
+    const [empty] = await instances.list({ project: P, zone: Z }, { autoPaginate: false });
+    expect(empty).toEqual([]);
+    expect(JSON.parse(compute.requests[0]!.responseBody!).items).toBeUndefined();
+
+    for (let i = 0; i < 3; i++) compute.seedInstance(Z, { name: `z${i}` });
+    const [page1, next] = await instances.list({ project: P, zone: Z, maxResults: 2 }, { autoPaginate: false });
+    expect(page1.map((i) => i.name)).toEqual(['z0', 'z1']);
+    const [page2, last] = await instances.list(next!, { autoPaginate: false });
+    expect(page2.map((i) => i.name)).toEqual(['z2']);
+    expect(last).toBeNull();
+
+    const tooMany = await failure(instances.list({ project: P, zone: Z, maxResults: 501 }, { autoPaginate: false }));
+    expect([tooMany.code, reasonOf(tooMany)]).toEqual([400, 'invalid']);
+  });
+
+  it('filters by labels, status and name regex; a bad filter is 400', async () => {
+    compute.seedInstance(Z, { name: 'proxy-eu', labels: { pool: 'eu', 'managed-by': 'egress-proxies' } });
+    compute.seedInstance(Z, { name: 'proxy-us', labels: { pool: 'us', 'managed-by': 'egress-proxies' }, status: 'TERMINATED' });
+    compute.seedInstance(Z, { name: 'web', labels: { pool: 'eu' } });
+    const names = async (filter: string) => (await instances.list({ project: P, zone: Z, filter }, { autoPaginate: false }))[0].map((i) => i.name);
+    expect(await names('labels.pool = "eu"')).toEqual(['proxy-eu', 'web']);
+    expect(await names('labels.pool = "eu" labels.managed-by = "egress-proxies"')).toEqual(['proxy-eu']);
+    expect(await names('(labels.managed-by = "egress-proxies") AND (status = RUNNING)')).toEqual(['proxy-eu']);
+    expect(await names('labels.pool != "eu"')).toEqual(['proxy-us']);
+    expect(await names("name eq 'proxy-.*'")).toEqual(['proxy-eu', 'proxy-us']);
+    expect(await names('labels.managed-by:*')).toEqual(['proxy-eu', 'proxy-us']);
+    const bad = await failure(names('labels.pool = '));
+    expect([bad.code, reasonOf(bad)]).toEqual([400, 'invalid']);
+  });
+
+  it('answers 403 accessNotConfigured while the API is disabled', async () => {
+    compute.disableApi();
+    const e = await failure(instances.get({ project: P, zone: Z, instance: 'x' }));
+    expect([e.code, reasonOf(e)]).toEqual([403, 'accessNotConfigured']);
+    compute.enableApi();
+    expect((await failure(instances.get({ project: P, zone: Z, instance: 'x' }))).code).toBe(404);
+  });
+});
+
+describe('filter grammar', () => {
+  const inst = { name: 'proxy-1', status: 'RUNNING', zone: 'https://x/zones/us-central1-a', labels: { a: '1', b: 'two' } };
+  const m = (f: string) => matchesFilter(parseFilter(f), inst);
+
+  it('evaluates comparisons and combinations', () => {
+    expect(m('')).toBe(true);
+    expect(m('labels.a = "1" AND labels.b = two')).toBe(true);
+    expect(m('labels.a = "2" OR labels.b = "two"')).toBe(true);
+    expect(m('NOT labels.a = "1"')).toBe(false);
+    expect(m('-labels.a = "1"')).toBe(false);
+    expect(m('zone = us-central1-a')).toBe(true);
+    expect(m('labels.c != "x"')).toBe(true);
+    expect(m('name ne "proxy-\\d"')).toBe(false);
+    expect(m('labels.b : "tw"')).toBe(true);
+  });
+
+  it('rejects malformed filters', () => {
+    for (const bad of ['labels.a =', '= "x"', '(labels.a = "1"', 'labels.a "1"', 'labels.a = "1', 'name eq "("']) {
+      expect(() => m(bad), bad).toThrow(FilterError);
+    }
+  });
+});

@@ -1,0 +1,191 @@
+/** Request routing and handlers of the fake Compute API (see server.ts for the scope and deviations). */
+import { computeError, invalid, notFound } from './errors.ts';
+import { FilterError, matchesFilter, parseFilter, type Filter } from './filter.ts';
+import type { ComputeRequest } from './server.ts';
+import type { ComputeState, FakeInstance } from './state.ts';
+
+const NAME = /^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const LABEL_KEY = /^[\p{Ll}\p{Lo}][\p{Ll}\p{Lo}\p{N}_-]{0,62}$/u;
+const LABEL_VALUE = /^[\p{Ll}\p{Lo}\p{N}_-]{0,63}$/u;
+const MAX_RESULTS = 500;
+
+type Result = [number, unknown];
+
+export function route(state: ComputeState, e: ComputeRequest, project: string): Result {
+  const parts = e.path.split('/').filter(Boolean).map(decodeURIComponent);
+  if (parts[0] !== 'compute' || parts[1] !== 'v1' || parts[2] !== 'projects' || !parts[3]) throw notFound(e.path);
+  const p = parts[3];
+  const rest = parts.slice(4);
+  const last = rest[rest.length - 1];
+  const collection = last === 'instances' || last === 'operations';
+  const verb =
+    e.method === 'DELETE' ? 'delete' : e.method === 'GET' ? (collection ? 'list' : 'get') : collection ? 'create' : (last ?? 'get');
+  if (p !== project) {
+    throw computeError(403, 'forbidden', `Required 'compute.instances.${verb}' permission for 'projects/${p}'`);
+  }
+  if (rest[0] === 'aggregated' && rest[1] === 'instances' && rest.length === 2 && e.method === 'GET') {
+    return aggregatedList(state, e);
+  }
+  if (rest[0] !== 'zones' || !rest[1]) throw notFound(`projects/${p}/${rest.join('/')}`);
+  const zone = rest[1];
+  if (!state.zones.includes(zone)) throw notFound(`projects/${p}/zones/${zone}`);
+  const [kind, name, action] = rest.slice(2);
+  if (kind === 'instances') {
+    if (name === undefined) {
+      if (e.method === 'GET') return zonalList(state, e, zone);
+      if (e.method === 'POST') return insert(state, e, zone);
+    } else if (action === undefined) {
+      if (e.method === 'GET') return [200, instanceOr404(state, p, zone, name)];
+      if (e.method === 'DELETE') return lifecycle(state, p, zone, name, 'delete');
+    } else if (e.method === 'POST' && (action === 'stop' || action === 'start') && rest.length === 5) {
+      return lifecycle(state, p, zone, name, action);
+    }
+  }
+  if (kind === 'operations' && name !== undefined) {
+    const isWait = action === 'wait' && e.method === 'POST' && rest.length === 5;
+    if ((action === undefined && e.method === 'GET') || isWait) {
+      const op = state.poll(zone, name);
+      if (!op) throw notFound(`projects/${p}/zones/${zone}/operations/${name}`);
+      return [200, op];
+    }
+  }
+  throw notFound(`projects/${p}/${rest.join('/')}`);
+}
+
+function instanceOr404(state: ComputeState, p: string, zone: string, name: string): FakeInstance {
+  const i = state.instances.get(state.key(zone, name));
+  if (!i) throw notFound(`projects/${p}/zones/${zone}/instances/${name}`);
+  return structuredClone(i);
+}
+
+interface Page {
+  filter: Filter;
+  offset: number;
+  max: number;
+}
+
+function pageParams(e: ComputeRequest): Page & { token: (offset: number) => string } {
+  const rawFilter = e.query.filter ?? '';
+  let filter: Filter;
+  try {
+    filter = parseFilter(rawFilter);
+  } catch (err) {
+    if (err instanceof FilterError) throw invalid('filter', rawFilter, 'Invalid list filter expression.');
+    throw err;
+  }
+  let max = MAX_RESULTS;
+  if (e.query.maxResults !== undefined) {
+    max = Number(e.query.maxResults);
+    if (!Number.isInteger(max) || max < 0) throw invalid('maxResults', e.query.maxResults, 'Must be a non-negative integer.');
+    if (max > MAX_RESULTS) throw invalid('maxResults', e.query.maxResults, `Must be less than or equal to ${MAX_RESULTS}`);
+    if (max === 0) max = MAX_RESULTS;
+  }
+  let offset = 0;
+  if (e.query.pageToken) {
+    try {
+      const t = JSON.parse(Buffer.from(e.query.pageToken, 'base64url').toString('utf8')) as { o: number; f: string };
+      if (typeof t.o !== 'number' || t.f !== rawFilter) throw new Error('mismatch');
+      offset = t.o;
+    } catch {
+      throw invalid('pageToken', e.query.pageToken, 'Invalid page token.');
+    }
+  }
+  return { filter, offset, max, token: (o) => Buffer.from(JSON.stringify({ o, f: rawFilter })).toString('base64url') };
+}
+
+function select(all: FakeInstance[], e: ComputeRequest): { page: FakeInstance[]; next?: string } {
+  const { filter, offset, max, token } = pageParams(e);
+  const matching = all.filter((i) => matchesFilter(filter, i));
+  const page = matching.slice(offset, offset + max).map((i) => structuredClone(i));
+  return offset + max < matching.length ? { page, next: token(offset + max) } : { page };
+}
+
+function aggregatedList(state: ComputeState, e: ComputeRequest): Result {
+  const { page, next } = select(state.list(), e);
+  const items: Record<string, unknown> = {};
+  for (const zone of state.zones) {
+    const here = page.filter((i) => i.zone.endsWith(`/zones/${zone}`));
+    items[`zones/${zone}`] = here.length
+      ? { instances: here }
+      : {
+          warning: {
+            code: 'NO_RESULTS_ON_PAGE',
+            message: `There are no results for scope 'zones/${zone}' on this page.`,
+            data: [{ key: 'scope', value: `zones/${zone}` }],
+          },
+        };
+  }
+  const base = `${state.base}/compute/v1/projects/${state.project}/aggregated/instances`;
+  return [200, { kind: 'compute#instanceAggregatedList', id: `projects/${state.project}/aggregated/instances`, items, ...(next ? { nextPageToken: next } : {}), selfLink: base }];
+}
+
+function zonalList(state: ComputeState, e: ComputeRequest, zone: string): Result {
+  const { page, next } = select(state.list(zone), e);
+  return [
+    200,
+    {
+      kind: 'compute#instanceList',
+      id: `projects/${state.project}/zones/${zone}/instances`,
+      ...(page.length ? { items: page } : {}),
+      ...(next ? { nextPageToken: next } : {}),
+      selfLink: `${state.zoneUrl(zone)}/instances`,
+    },
+  ];
+}
+
+const requestIds = new WeakMap<ComputeState, Map<string, unknown>>();
+
+function insert(state: ComputeState, e: ComputeRequest, zone: string): Result {
+  const ids = requestIds.get(state) ?? new Map<string, unknown>();
+  requestIds.set(state, ids);
+  const rid = e.query.requestId;
+  if (rid && ids.has(rid)) return [200, ids.get(rid)];
+  let body: Record<string, unknown>;
+  try {
+    body = JSON.parse(e.body) as Record<string, unknown>;
+  } catch {
+    throw computeError(400, 'parseError', 'This API does not support parsing form-encoded input.');
+  }
+  const name = typeof body.name === 'string' ? body.name : '';
+  if (!name) throw computeError(400, 'required', "Required field 'resource.name' not specified");
+  if (!NAME.test(name)) throw invalid('resource.name', name, "Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'");
+  if (!body.machineType) throw computeError(400, 'required', "Required field 'resource.machineType' not specified");
+  const labels = (body.labels ?? {}) as Record<string, unknown>;
+  for (const [k, v] of Object.entries(labels)) {
+    if (!LABEL_KEY.test(k)) throw invalid(`labels`, k, 'Label keys must start with a lowercase letter and contain only lowercase letters, digits, underscores and dashes (max 63).');
+    if (typeof v !== 'string' || !LABEL_VALUE.test(v)) throw invalid(`labels.${k}`, String(v), 'Label values may contain only lowercase letters, digits, underscores and dashes (max 63).');
+  }
+  if (state.instances.has(state.key(zone, name))) {
+    throw computeError(409, 'alreadyExists', `The resource 'projects/${state.project}/zones/${zone}/instances/${name}' already exists`);
+  }
+  const inst = state.build(zone, body);
+  state.instances.set(state.key(zone, name), inst);
+  const op = state.startOperation(zone, 'insert', inst, () => {
+    inst.status = 'RUNNING';
+  });
+  if (rid) ids.set(rid, op);
+  return [200, op];
+}
+
+function lifecycle(state: ComputeState, p: string, zone: string, name: string, action: 'delete' | 'stop' | 'start'): Result {
+  const key = state.key(zone, name);
+  const inst = state.instances.get(key);
+  if (!inst) throw notFound(`projects/${p}/zones/${zone}/instances/${name}`);
+  if (action === 'start') {
+    inst.status = 'STAGING';
+    return [200, state.startOperation(zone, 'start', inst, () => void (inst.status = 'RUNNING'))];
+  }
+  const before = inst.status;
+  inst.status = 'STOPPING';
+  const op = state.startOperation(
+    zone,
+    action,
+    inst,
+    () => {
+      if (action === 'delete') state.instances.delete(key);
+      else inst.status = 'TERMINATED';
+    },
+    () => void (inst.status = before),
+  );
+  return [200, op];
+}

@@ -1,0 +1,270 @@
+/**
+ * A fake Compute Engine v1 REST server for tests: a real HTTP server on 127.0.0.1:0, driven by the real
+ * @google-cloud/compute 6.15 (gax REST fallback, `$alt=json;enum-encoding=int`), stateful.
+ *
+ * Implemented (under /compute/v1/projects/{project}): aggregated/instances and zones/{z}/instances lists
+ * with `filter` (see filter.ts), `maxResults` ≤ 500 and an opaque `nextPageToken` tied to the filter,
+ * per-zone NO_RESULTS_ON_PAGE warnings; instances get, insert (name and label checks, 409 on duplicates,
+ * `requestId` idempotency), delete, stop, start; zone operations get and wait; operations that stay RUNNING
+ * for `operationPolls` polls; provisioning failures as HTTP 200 + DONE + `error`; bearer-token or API-key
+ * authentication (401), 403 for other projects, a "Compute API disabled" 403; one-shot faults; a request log.
+ *
+ * Deviations from the real API:
+ * - Only instances and zone operations; no regions, disks, images, machine-type or network validation.
+ * - Lists serve the current state on every page (the real pages come from a snapshot); aggregated lists
+ *   cover zones only (no regional scopes) and page over instances in zone/name order.
+ * - `wait` answers at once (one poll) instead of blocking up to 2 minutes; `orderBy` is ignored.
+ * - Instances do not change state by themselves (no preemption) unless a test calls setInstanceStatus.
+ * - Filter fields that do not exist match nothing (the real API may answer 400); URL fields also match
+ *   on their last path segment (`zone = us-central1-a`).
+ * - Enum fields are strings (`"RUNNING"`), as the real server sends them despite `enum-encoding=int`.
+ */
+import { EventEmitter, once } from 'node:events';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { apiDisabled, ComputeHttpError, computeError, defaultFaultReason, unauthenticated } from './errors.ts';
+import { route } from './routes.ts';
+import { ComputeState, type FakeInstance, type InstanceStatus, type OperationFailure } from './state.ts';
+
+export interface ComputeRequest {
+  method: string;
+  path: string;
+  query: Record<string, string>;
+  rawQuery: string;
+  contentType: string | undefined;
+  authorization: string | undefined;
+  apiKey: string | undefined;
+  /** `x-goog-api-client` and `x-goog-request-params`, for contract tests. */
+  apiClient: string | undefined;
+  requestParams: string | undefined;
+  body: string;
+  status?: number;
+  /** The response body written (JSON text), once written. */
+  responseBody?: string;
+  outcome: 'pending' | 'served' | 'client-aborted' | 'destroyed';
+}
+
+export interface ComputeFault {
+  match?: { method?: string; path?: string | RegExp };
+  latencyMs?: number;
+  destroySocket?: boolean;
+  status?: number;
+  reason?: string;
+  message?: string;
+}
+
+export interface FakeComputeOptions {
+  project?: string;
+  /** The project number shown in the "API disabled" message. */
+  projectNumber?: string;
+  zones?: string[];
+  /** Accepted bearer tokens. Default `['fake-access-token']`. */
+  tokens?: string[];
+  /** Accepted API keys (`x-goog-api-key`). Default none. */
+  apiKeys?: string[];
+}
+
+export class FakeCompute extends EventEmitter {
+  readonly requests: ComputeRequest[] = [];
+  readonly project: string;
+  readonly projectNumber: string;
+  readonly tokens: Set<string>;
+  readonly apiKeys: Set<string>;
+  state!: ComputeState;
+  private readonly zones: string[];
+  private readonly faults: ComputeFault[] = [];
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private apiEnabled = true;
+  private server!: Server;
+  port = 0;
+  url = '';
+
+  constructor(options: FakeComputeOptions = {}) {
+    super();
+    this.project = options.project ?? 'egress-test';
+    this.projectNumber = options.projectNumber ?? '123456789012';
+    this.zones = options.zones ?? ['europe-west1-b', 'us-central1-a', 'us-central1-b'];
+    this.tokens = new Set(options.tokens ?? ['fake-access-token']);
+    this.apiKeys = new Set(options.apiKeys ?? []);
+  }
+
+  async start(): Promise<this> {
+    this.server = createServer((req, res) => void this.handle(req, res));
+    this.server.listen(0, '127.0.0.1');
+    await once(this.server, 'listening');
+    this.port = (this.server.address() as AddressInfo).port;
+    this.url = `http://127.0.0.1:${this.port}`;
+    this.state = new ComputeState(this.project, this.zones, this.url);
+    return this;
+  }
+
+  async close(): Promise<void> {
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+    if (!this.server?.listening) return;
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    this.server.closeAllConnections();
+    await closed;
+  }
+
+  /** Endpoint options for `new InstancesClient({...})` (add an auth client). */
+  clientOptions(): { apiEndpoint: string; port: number; protocol: 'http' } {
+    return { apiEndpoint: '127.0.0.1', port: this.port, protocol: 'http' };
+  }
+
+  /** Knob: every call answers 403 accessNotConfigured ("Compute Engine API has not been used …"). */
+  disableApi(): void {
+    this.apiEnabled = false;
+  }
+
+  enableApi(): void {
+    this.apiEnabled = true;
+  }
+
+  injectFault(fault: ComputeFault): void {
+    this.faults.push(fault);
+  }
+
+  /** Knob: polls an operation stays RUNNING before DONE (default 0: the first poll completes it). */
+  setOperationPolls(n: number): void {
+    this.state.operationPolls = n;
+  }
+
+  /** Knob: the next operation completes as HTTP 200 + DONE + error (e.g. QUOTA_EXCEEDED). */
+  failNextOperation(f: OperationFailure): void {
+    this.state.failNextOperation(f);
+  }
+
+  nextRequest(): Promise<ComputeRequest> {
+    return once(this, 'request').then(([r]) => r as ComputeRequest);
+  }
+
+  nextClientAbort(): Promise<ComputeRequest> {
+    return once(this, 'client-abort').then(([r]) => r as ComputeRequest);
+  }
+
+  // Direct state access.
+  seedInstance(zone: string, instance: { name: string; labels?: Record<string, string>; status?: InstanceStatus; [k: string]: unknown }): FakeInstance {
+    if (!this.zones.includes(zone)) throw new Error(`unknown zone ${zone}`);
+    const { status, ...body } = instance;
+    const inst = this.state.build(zone, body, status ?? 'RUNNING');
+    this.state.instances.set(this.state.key(zone, inst.name), inst);
+    return structuredClone(inst);
+  }
+
+  getInstance(zone: string, name: string): FakeInstance | undefined {
+    const i = this.state.instances.get(this.state.key(zone, name));
+    return i ? structuredClone(i) : undefined;
+  }
+
+  listInstances(zone?: string): FakeInstance[] {
+    return this.state.list(zone).map((i) => structuredClone(i));
+  }
+
+  setInstanceStatus(zone: string, name: string, status: InstanceStatus): void {
+    const i = this.state.instances.get(this.state.key(zone, name));
+    if (!i) throw new Error(`no instance ${zone}/${name}`);
+    i.status = status;
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const url = new URL(req.url ?? '/', 'http://fake');
+    const header = (n: string): string | undefined => {
+      const v = req.headers[n];
+      return Array.isArray(v) ? v.join(', ') : v;
+    };
+    const entry: ComputeRequest = {
+      method: req.method ?? 'GET',
+      path: url.pathname,
+      query: Object.fromEntries(url.searchParams),
+      rawQuery: url.search.replace(/^\?/, ''),
+      contentType: header('content-type'),
+      authorization: header('authorization'),
+      apiKey: header('x-goog-api-key'),
+      apiClient: header('x-goog-api-client'),
+      requestParams: header('x-goog-request-params'),
+      body: Buffer.concat(chunks).toString('utf8'),
+      outcome: 'pending',
+    };
+    this.requests.push(entry);
+    this.emit('request', entry);
+    res.on('close', () => {
+      if (entry.outcome === 'pending' && !res.writableFinished) {
+        entry.outcome = 'client-aborted';
+        this.emit('client-abort', entry);
+      }
+    });
+    const fault = this.takeFault(entry);
+    if (fault?.latencyMs) {
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(() => {
+          this.timers.delete(t);
+          resolve();
+        }, fault.latencyMs);
+        this.timers.add(t);
+        res.once('close', () => {
+          clearTimeout(t);
+          this.timers.delete(t);
+          resolve();
+        });
+      });
+      if (entry.outcome !== 'pending') return;
+    }
+    if (fault?.destroySocket) {
+      entry.outcome = 'destroyed';
+      req.socket.destroy();
+      return;
+    }
+    try {
+      if (fault?.status) {
+        throw computeError(fault.status, fault.reason ?? defaultFaultReason(fault.status), fault.message ?? `fault injected: ${fault.status}`);
+      }
+      this.authenticate(entry);
+      if (!this.apiEnabled) throw apiDisabled(this.projectNumber);
+      const [code, body] = route(this.state, entry, this.project);
+      this.send(res, entry, code, body);
+    } catch (e) {
+      if (e instanceof ComputeHttpError) this.send(res, entry, e.code, e.body);
+      else this.send(res, entry, 500, computeError(500, 'backendError', `Internal error: ${String(e)}`).body);
+    }
+  }
+
+  private authenticate(e: ComputeRequest): void {
+    if (e.apiKey !== undefined) {
+      if (this.apiKeys.has(e.apiKey)) return;
+      throw computeError(400, 'badRequest', 'API key not valid. Please pass a valid API key.', { status: 'INVALID_ARGUMENT' });
+    }
+    if (!e.authorization) throw unauthenticated(true);
+    const token = e.authorization.startsWith('Bearer ') ? e.authorization.slice(7) : undefined;
+    if (token === undefined || !this.tokens.has(token)) throw unauthenticated(false);
+  }
+
+  private takeFault(entry: ComputeRequest): ComputeFault | undefined {
+    const i = this.faults.findIndex((f) => {
+      const m = f.match;
+      if (!m) return true;
+      if (m.method && m.method.toUpperCase() !== entry.method) return false;
+      if (typeof m.path === 'string' && m.path !== entry.path) return false;
+      if (m.path instanceof RegExp && !m.path.test(entry.path)) return false;
+      return true;
+    });
+    return i >= 0 ? this.faults.splice(i, 1)[0] : undefined;
+  }
+
+  private send(res: ServerResponse, entry: ComputeRequest, code: number, body: unknown): void {
+    if (res.destroyed) return;
+    entry.status = code;
+    entry.outcome = 'served';
+    const text = JSON.stringify(body);
+    entry.responseBody = text;
+    res.writeHead(code, { 'Content-Type': 'application/json; charset=UTF-8', 'Content-Length': Buffer.byteLength(text) });
+    res.end(text);
+  }
+}
+
+/** Starts a fake Compute API on an ephemeral port. Close it with `close()` in afterEach/afterAll. */
+export async function startFakeCompute(options: FakeComputeOptions = {}): Promise<FakeCompute> {
+  return new FakeCompute(options).start();
+}

@@ -1,0 +1,195 @@
+/**
+ * The fake Compute project's state: zonal instances and zone operations. Operations stay RUNNING for
+ * `operationPolls` polls (get or wait) and then complete, applying their effect (the instance becomes
+ * RUNNING, TERMINATED or disappears), or fail as HTTP 200 + DONE + `error` when a failure was queued.
+ */
+import { randomBytes } from 'node:crypto';
+
+export const INSTANCE_STATUSES = ['PROVISIONING', 'STAGING', 'RUNNING', 'STOPPING', 'STOPPED', 'SUSPENDING', 'SUSPENDED', 'REPAIRING', 'TERMINATED'] as const;
+export type InstanceStatus = (typeof INSTANCE_STATUSES)[number];
+
+export interface FakeInstance {
+  kind: 'compute#instance';
+  id: string;
+  name: string;
+  zone: string;
+  machineType: string;
+  status: InstanceStatus;
+  labels?: Record<string, string>;
+  labelFingerprint: string;
+  networkInterfaces: { name: string; network: string; networkIP: string; accessConfigs?: { name: string; type: string; natIP?: string; kind: string }[] }[];
+  creationTimestamp: string;
+  selfLink: string;
+  [k: string]: unknown;
+}
+
+export interface FakeOperation {
+  kind: 'compute#operation';
+  id: string;
+  name: string;
+  operationType: string;
+  status: 'PENDING' | 'RUNNING' | 'DONE';
+  progress: number;
+  zone: string;
+  targetLink: string;
+  targetId: string;
+  user: string;
+  insertTime: string;
+  startTime: string;
+  endTime?: string;
+  selfLink: string;
+  error?: { errors: { code: string; message: string }[] };
+  httpErrorStatusCode?: number;
+  httpErrorMessage?: string;
+}
+
+export interface OperationFailure {
+  code: string;
+  message?: string;
+  /** HTTP status the operation reports (`httpErrorStatusCode`); default 403 for quota, 503 otherwise. */
+  httpStatus?: number;
+}
+
+interface OpRecord {
+  op: FakeOperation;
+  pollsLeft: number;
+  complete: () => void;
+  onFail?: () => void;
+  fail?: OperationFailure;
+}
+
+/** Compute's timestamp format: RFC 3339 with milliseconds and an offset. */
+export const computeTime = (d = new Date()): string => d.toISOString().replace('Z', '-00:00');
+
+let idCounter = 4_000_000_000_000_000_000n;
+const nextId = (): string => String((idCounter += 7919n));
+
+export class ComputeState {
+  readonly instances = new Map<string, FakeInstance>();
+  readonly operations = new Map<string, OpRecord>();
+  private readonly failures: OperationFailure[] = [];
+  private ipCounter = 2;
+  /** How many polls (get or wait) an operation reports RUNNING before it is DONE. */
+  operationPolls = 0;
+
+  constructor(
+    readonly project: string,
+    readonly zones: string[],
+    readonly base: string,
+  ) {}
+
+  zoneUrl(zone: string): string {
+    return `${this.base}/compute/v1/projects/${this.project}/zones/${zone}`;
+  }
+
+  key(zone: string, name: string): string {
+    return `${zone}/${name}`;
+  }
+
+  /** Instances in zone order, then name order. */
+  list(zone?: string): FakeInstance[] {
+    return this.zones
+      .filter((z) => zone === undefined || z === zone)
+      .flatMap((z) => [...this.instances.values()].filter((i) => i.zone.endsWith(`/zones/${z}`)).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)));
+  }
+
+  /** Builds an instance the way insert does (status PROVISIONING), without storing it. */
+  build(zone: string, body: Record<string, unknown>, status: InstanceStatus = 'PROVISIONING'): FakeInstance {
+    const name = String(body.name);
+    const mt = typeof body.machineType === 'string' ? body.machineType : `zones/${zone}/machineTypes/e2-micro`;
+    const nics = Array.isArray(body.networkInterfaces) && body.networkInterfaces.length > 0 ? (body.networkInterfaces as Record<string, unknown>[]) : [{}];
+    const inst: FakeInstance = {
+      ...body,
+      kind: 'compute#instance',
+      id: nextId(),
+      name,
+      zone: this.zoneUrl(zone),
+      machineType: mt.startsWith('http') ? mt : `${this.base}/compute/v1/projects/${this.project}/${mt}`,
+      status,
+      labelFingerprint: randomBytes(8).toString('base64'),
+      networkInterfaces: nics.map((n, i) => ({
+        ...n,
+        name: `nic${i}`,
+        network: typeof n.network === 'string' ? n.network : `${this.base}/compute/v1/projects/${this.project}/global/networks/default`,
+        networkIP: `10.128.0.${this.ipCounter++}`,
+        ...(Array.isArray(n.accessConfigs)
+          ? { accessConfigs: (n.accessConfigs as Record<string, unknown>[]).map((a) => ({ ...a, kind: 'compute#accessConfig', type: 'ONE_TO_ONE_NAT', name: typeof a.name === 'string' ? a.name : 'External NAT', natIP: `34.0.0.${this.ipCounter++}` })) }
+          : {}),
+      })),
+      creationTimestamp: computeTime(),
+      selfLink: `${this.zoneUrl(zone)}/instances/${name}`,
+    };
+    if (body.labels) inst.labels = { ...(body.labels as Record<string, string>) };
+    return inst;
+  }
+
+  /** Queues a failure for the next operation that is created. */
+  failNextOperation(f: OperationFailure): void {
+    this.failures.push(f);
+  }
+
+  startOperation(zone: string, type: string, target: FakeInstance, complete: () => void, onFail?: () => void): FakeOperation {
+    const now = Date.now();
+    const name = `operation-${now}-${randomBytes(6).toString('hex')}`;
+    const op: FakeOperation = {
+      kind: 'compute#operation',
+      id: nextId(),
+      name,
+      operationType: type,
+      status: 'RUNNING',
+      progress: 0,
+      zone: this.zoneUrl(zone),
+      targetLink: target.selfLink,
+      targetId: target.id,
+      user: 'egress@fake.iam.gserviceaccount.com',
+      insertTime: computeTime(new Date(now)),
+      startTime: computeTime(new Date(now)),
+      selfLink: `${this.zoneUrl(zone)}/operations/${name}`,
+    };
+    const fail = this.failures.shift();
+    this.operations.set(this.key(zone, name), { op, pollsLeft: this.operationPolls, complete, ...(onFail ? { onFail } : {}), ...(fail ? { fail } : {}) });
+    return structuredClone(op);
+  }
+
+  /** One poll (operations.get or wait): counts down, then completes the operation. */
+  poll(zone: string, name: string): FakeOperation | undefined {
+    const rec = this.operations.get(this.key(zone, name));
+    if (!rec) return undefined;
+    if (rec.op.status !== 'DONE') {
+      if (rec.pollsLeft > 0) rec.pollsLeft -= 1;
+      else this.finish(rec);
+    }
+    return structuredClone(rec.op);
+  }
+
+  /** Completes every pending operation at once (test access). */
+  finishAllOperations(): void {
+    for (const rec of this.operations.values()) if (rec.op.status !== 'DONE') this.finish(rec);
+  }
+
+  private finish(rec: OpRecord): void {
+    rec.op.status = 'DONE';
+    rec.op.progress = 100;
+    rec.op.endTime = computeTime();
+    if (rec.fail) {
+      const f = rec.fail;
+      const http = f.httpStatus ?? (f.code === 'QUOTA_EXCEEDED' ? 403 : 503);
+      rec.op.error = { errors: [{ code: f.code, message: f.message ?? defaultFailureMessage(f.code) }] };
+      rec.op.httpErrorStatusCode = http;
+      rec.op.httpErrorMessage = http === 403 ? 'FORBIDDEN' : http === 503 ? 'SERVICE UNAVAILABLE' : 'ERROR';
+      // A failed insert leaves no instance behind; a failed delete/stop leaves the instance as it was.
+      if (rec.op.operationType === 'insert') {
+        for (const [k, i] of this.instances) if (i.id === rec.op.targetId) this.instances.delete(k);
+      }
+      rec.onFail?.();
+      return;
+    }
+    rec.complete();
+  }
+}
+
+function defaultFailureMessage(code: string): string {
+  if (code === 'QUOTA_EXCEEDED') return "Quota 'CPUS' exceeded.  Limit: 8.0 in region us-central1.";
+  if (code === 'ZONE_RESOURCE_POOL_EXHAUSTED') return 'The zone does not have enough resources available to fulfill the request.  Try a different zone, or try again later.';
+  return `operation failed: ${code}`;
+}
