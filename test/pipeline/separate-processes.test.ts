@@ -1,0 +1,104 @@
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { Queue, QueueEvents } from 'bullmq';
+import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
+import { redisOptions } from '../../queues/connection.ts';
+import { QUEUES } from '../../queues/names.ts';
+import type { ProviderHealth } from '../../src/health/provider-health.ts';
+import { freePort } from '../../src/redis/redis-server.ts';
+import { ROOT, runCli, spawnEgress, type EgressProcess } from '../support/cli.ts';
+import { uniquePrefix } from '../support/config.ts';
+import { waitFor } from '../support/wait.ts';
+
+const HANGING_WORKER = resolve(ROOT, 'test/support/hanging-worker.ts');
+
+async function configFile(providers: string[]): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'egress-e2e-'));
+  const file = join(dir, 'egress.yaml');
+  await writeFile(file, `providers:\n${providers.map((p) => `  - { name: ${p}, type: local }\n`).join('')}`);
+  return file;
+}
+
+describe('the roles as separate processes', () => {
+  const procs: EgressProcess[] = [];
+  let api: string;
+  let common: string[];
+  const env = { REDIS_URL: inject('redisUrl') };
+
+  function start(args: string[], script?: string, extraEnv: Record<string, string> = {}): EgressProcess {
+    const p = spawnEgress(args, { ...env, ...extraEnv }, script);
+    procs.push(p);
+    return p;
+  }
+
+  beforeAll(async () => {
+    const file = await configFile(['local', 'slow']);
+    const dataDir = await mkdtemp(join(tmpdir(), 'egress-e2e-data-'));
+    common = ['--config', file, '--prefix', uniquePrefix(), '--data-dir', dataDir];
+    const port = await freePort();
+    api = `http://127.0.0.1:${port}`;
+    const roles = [
+      start(['scheduler', ...common, '--provider-check-interval', '10s']),
+      start(['publisher', ...common]),
+      start(['api', ...common, '--port', String(port)]),
+    ];
+    await Promise.all([roles[0]?.waitForLog('scheduler synced'), roles[1]?.waitForLog('publisher started'), roles[2]?.waitForLog('api listening')]);
+  });
+
+  afterAll(async () => {
+    const codes = await Promise.all(procs.map((p) => p.stop()));
+    // Every role shut down cleanly on SIGTERM (the SIGKILLed one excepted).
+    expect(codes.filter((c) => c !== 0 && c !== null)).toEqual([]);
+  });
+
+  test('ProviderHealth appears Ready and an ad-hoc check runs through the CLI', async () => {
+    // BullMQ runs the stalled-job check once per interval across all workers (a key in Redis
+    // with that expiry), so every worker of the queue gets the same short interval.
+    const worker = start(['worker', ...common, '--lock-duration', '1s', '--stalled-interval', '500ms']);
+    await worker.waitForLog('worker started');
+    const ph = await waitFor('local to be Ready', async () => {
+      const run = await runCli(['get', 'ph', 'local', '-o', 'json', '--api-url', api]);
+      const parsed = run.code === 0 ? (JSON.parse(run.out) as ProviderHealth) : undefined;
+      return parsed?.status.ready ? parsed : undefined;
+    });
+    expect(ph.status.targets[0]).toMatchObject({ name: 'localhost', reason: 'Ok' });
+    const check = await runCli(['check', 'local', '--wait', '--api-url', api]);
+    expect(check.code).toBe(0);
+    expect(check.out).toMatch(/\nlocalhost\s+true\s+Ok\s/);
+    // Stopped with SIGTERM, the worker shuts down cleanly (it must not hold the next test's jobs).
+    expect(await worker.stop()).toBe(0);
+  });
+
+  test('a worker killed with SIGKILL mid-job: another worker finishes the job', async () => {
+    const events = new QueueEvents(QUEUES.checks, { connection: redisOptions(env.REDIS_URL, 'worker'), prefix: common[3] });
+    const checks = new Queue(QUEUES.checks, { connection: redisOptions(env.REDIS_URL, 'producer'), prefix: common[3] });
+    try {
+      await events.waitUntilReady();
+      // The first worker hangs in every check of `slow`, with a short lock so its death is noticed soon.
+      const doomed = start([...common, '--lock-duration', '1s', '--stalled-interval', '500ms'], HANGING_WORKER, { HANG_PROVIDERS: 'slow' });
+      await doomed.waitForLog('worker started');
+      const enqueue = await runCli(['check', 'slow', '--api-url', api, '-o', 'json']);
+      const { jobId } = JSON.parse(enqueue.out) as { jobId: string };
+      await doomed.waitForLog('CHECK_STARTED slow');
+      doomed.child.kill('SIGKILL');
+      expect(await doomed.exited).toBe(null);
+
+      const completed = new Promise<{ jobId: string; returnvalue: unknown }>((resolveDone) => {
+        events.on('completed', (args) => {
+          if (args.jobId === jobId) resolveDone(args);
+        });
+      });
+      const rescuer = start(['worker', ...common, '--lock-duration', '1s', '--stalled-interval', '500ms']);
+      const done = await completed;
+      const result = (typeof done.returnvalue === 'string' ? JSON.parse(done.returnvalue) : done.returnvalue) as { targets: { reason: string }[] };
+      expect(result.targets[0]?.reason).toBe('Ok');
+      expect(rescuer.logs()).toContain(`"jobId":"${jobId}"`);
+      const job = await checks.getJob(jobId);
+      expect(job?.stalledCounter).toBe(1);
+    } finally {
+      await events.close();
+      await checks.close();
+    }
+  });
+});
