@@ -26,6 +26,7 @@ export interface ServerFlags {
   lockDuration: string;
   stalledInterval: string;
   lease: string;
+  checkConfig?: boolean;
 }
 
 export const SERVER_FLAG_DEFAULTS = {

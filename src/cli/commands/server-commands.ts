@@ -28,7 +28,8 @@ export function addServerOptions(cmd: Command, env: ServerEnv, role: string): Co
     .option('--prefix <prefix>', 'hash-tagged key prefix of every queue and key', d.prefix)
     .option('--data-dir <dir>', 'where local state lives', d.dataDir)
     .option('--log-level <level>', 'trace, debug, info, warn, error or silent (env EGRESS_LOG_LEVEL)', env.EGRESS_LOG_LEVEL ?? d.logLevel)
-    .option('--shutdown-grace <duration>', 'how long running jobs get at shutdown before they are aborted', d.shutdownGrace);
+    .option('--shutdown-grace <duration>', 'how long running jobs get at shutdown before they are aborted', d.shutdownGrace)
+    .option('--check-config', 'validate the flags and the configuration file, print a summary and exit');
   if (role === 'up' || role === 'api') {
     cmd
       .option('--host <address>', 'address the API binds; a non-loopback one requires --api-token-file', d.host)
@@ -71,6 +72,10 @@ function waitForSignal(logger: Logger): Promise<NodeJS.Signals> {
 export async function runServerCommand(role: string, flags: ServerFlags, io: CliIO, options: RunRolesOptions = {}): Promise<number> {
   const roles = ROLES_OF[role] ?? [];
   const config = await buildServerConfig({ ...SERVER_FLAG_DEFAULTS, ...flags }, { defaultProviders: role === 'up' });
+  if (flags.checkConfig) {
+    io.out(`configuration OK: ${role}, providers ${config.providers.map((p) => `${p.name} (${p.type})`).join(', ') || 'none'}\n`);
+    return 0;
+  }
   const logger = createLogger({ level: config.logLevel });
   const running = await runRoles(config, roles, logger, options);
   if (role === 'up' && running.api) {
