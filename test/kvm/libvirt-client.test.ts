@@ -376,6 +376,7 @@ describe('uploads', () => {
     expect(result.bytes).toBe(data.length);
     expect(h.server.state.volume('default', 'up.img').content.equals(data)).toBe(true);
     expect(h.server.uploads).toMatchObject([{ vol: 'up.img', bytes: data.length, aborted: false }]);
+    expect(h.server.uploads[0]!.maxPacket).toBeLessThanOrEqual(262_120);
     const info = await h.conn.storageVolGetInfo(vol, sig());
     expect(info.allocation).toBe(data.length);
   });

@@ -60,6 +60,8 @@ export interface UploadRecord {
   serial: number;
   vol: string;
   bytes: number;
+  /** Largest STREAM data packet received. */
+  maxPacket: number;
   aborted: boolean;
 }
 

@@ -30,6 +30,7 @@ interface UploadState {
   length: number;
   chunks: Buffer[];
   bytes: number;
+  maxPacket: number;
   failAfter: number | undefined;
 }
 
@@ -219,7 +220,7 @@ export class FakeSession {
       serial,
       hostname: this.server.options.hostname,
       startUpload: (vol, offset, length) => {
-        this.uploads.set(serial, { vol, offset, length, chunks: [], bytes: 0, failAfter: this.server.faults.takeUploadFailure() });
+        this.uploads.set(serial, { vol, offset, length, chunks: [], bytes: 0, maxPacket: 0, failAfter: this.server.faults.takeUploadFailure() });
       },
       startDownload: (vol, offset, length) => setAfter(() => this.download(serial, vol, offset, length)),
       registerEvents: () => {
@@ -246,6 +247,7 @@ export class FakeSession {
     if (!up) return;
     if (f.status === MessageStatus.CONTINUE) {
       up.bytes += f.payload.length;
+      up.maxPacket = Math.max(up.maxPacket, f.payload.length);
       if ((up.length > 0 && up.bytes > up.length) || (up.failAfter !== undefined && up.bytes > up.failAfter)) {
         this.uploads.delete(f.serial);
         const err: RemoteError = remoteError(ErrorCode.SYSTEM_ERROR, ErrorDomain.STREAMS, 'cannot write to stream: No space left on device');
@@ -264,9 +266,9 @@ export class FakeSession {
       old.copy(next);
       data.copy(next, up.offset);
       up.vol.content = next;
-      this.server.recordUpload({ session: this.id, serial: f.serial, vol: up.vol.name, bytes: data.length, aborted: false });
+      this.server.recordUpload({ session: this.id, serial: f.serial, vol: up.vol.name, bytes: data.length, maxPacket: up.maxPacket, aborted: false });
     } else {
-      this.server.recordUpload({ session: this.id, serial: f.serial, vol: up.vol.name, bytes: up.bytes, aborted: true });
+      this.server.recordUpload({ session: this.id, serial: f.serial, vol: up.vol.name, bytes: up.bytes, maxPacket: up.maxPacket, aborted: true });
     }
     this.send(this.streamFrame(f.serial, f.proc, MessageStatus.OK));
   }
