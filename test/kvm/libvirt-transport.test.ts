@@ -1,4 +1,5 @@
-import { Writable } from 'node:stream';
+import type { Socket } from 'node:net';
+import { Writable, type Duplex } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openLibvirtConnection, type LibvirtConnection } from '../../src/kvm/libvirt/index.ts';
 import { WriteQueue } from '../../src/kvm/libvirt/write-queue.ts';
@@ -8,7 +9,7 @@ import { openOnFake, waitFor, type FakeHarness } from '../fakes/libvirt/harness.
 import { FakeLibvirtServer } from '../fakes/libvirt/server.ts';
 
 const sig = (): AbortSignal => AbortSignal.timeout(20_000);
-let cleanup: (() => Promise<void> | void)[] = [];
+const cleanup: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
   for (const c of cleanup.splice(0).reverse()) await c();
 });
@@ -31,7 +32,7 @@ describe('writes', () => {
         callbacks.push(() => cb());
       },
     });
-    const duplexLike = sink as unknown as import('node:stream').Duplex;
+    const duplexLike = sink as unknown as Duplex;
     const q = new WriteQueue(duplexLike);
     let firstDone = false;
     const first = q.pushAndWait(Buffer.alloc(8, 1)).then(() => (firstDone = true));
@@ -69,7 +70,7 @@ describe('writes', () => {
     await gate.untilHeld(1);
     h.session.stream.pause();
     gate.release();
-    const clientSock = h.conn['core'].stream as import('node:net').Socket;
+    const clientSock = h.conn['core'].stream as Socket;
     await waitFor(() => clientSock.writableNeedDrain, 'the client socket to fill');
     // Let the event loop turn: an upload ignoring backpressure would pull everything by now.
     for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
