@@ -64,7 +64,9 @@ export async function startPublisherRole(deps: PublisherDeps): Promise<Publisher
     {
       connection: redisOptions(deps.redisUrl, 'worker'),
       prefix: config.redis.prefix,
-      concurrency: 1,
+      // Transactions on one provider's object serialise in the store; concurrency overlaps the
+      // queue round trips of different results.
+      concurrency: 8,
       lockDuration: config.worker.lockDurationMs,
       stalledInterval: config.worker.stalledIntervalMs,
       autorun: false,

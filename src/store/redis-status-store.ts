@@ -11,6 +11,15 @@ export class StoreConflictError extends EgressError {
   }
 }
 
+type Updater = (current: ProviderHealth | undefined) => ProviderHealth | undefined;
+
+interface PendingUpdate {
+  update: Updater;
+  signal: AbortSignal | undefined;
+  resolve: (value: ProviderHealth | undefined) => void;
+  reject: (reason: unknown) => void;
+}
+
 function throwIfAborted(signal: AbortSignal | undefined): void {
   signal?.throwIfAborted();
 }
@@ -26,6 +35,7 @@ export class RedisStatusStore implements StatusStore {
   /** WATCH needs a connection of its own, used by one transaction at a time. */
   #txConn: Redis | undefined;
   #txQueue: Promise<unknown> = Promise.resolve();
+  readonly #pending = new Map<string, PendingUpdate[]>();
 
   constructor(redis: Redis, prefix: string) {
     this.#redis = redis;
@@ -62,40 +72,60 @@ export class RedisStatusStore implements StatusStore {
     return texts.flatMap((t) => (t === null ? [] : [JSON.parse(t) as ProviderHealth]));
   }
 
-  async updateProviderHealth(
+  updateProviderHealth(
     name: string,
     update: (current: ProviderHealth | undefined) => ProviderHealth | undefined,
     signal?: AbortSignal,
   ): Promise<ProviderHealth | undefined> {
-    const run = this.#txQueue.catch(() => undefined).then(() => this.#transact(name, update, signal));
-    this.#txQueue = run;
-    return run;
+    return new Promise((resolve, reject) => {
+      let batch = this.#pending.get(name);
+      if (!batch) {
+        batch = [];
+        this.#pending.set(name, batch);
+        // Updates of one object that queue up while a transaction runs are applied together,
+        // in arrival order, in the next one: one WATCH/GET/MULTI for many results.
+        const run = this.#txQueue.catch(() => undefined).then(() => this.#flush(name));
+        this.#txQueue = run;
+      }
+      batch.push({ update, signal, resolve, reject });
+    });
   }
 
-  async #transact(
-    name: string,
-    update: (current: ProviderHealth | undefined) => ProviderHealth | undefined,
-    signal?: AbortSignal,
-  ): Promise<ProviderHealth | undefined> {
+  async #flush(name: string): Promise<void> {
+    const batch = (this.#pending.get(name) ?? []).filter((u) => {
+      if (!u.signal?.aborted) return true;
+      u.reject(u.signal.reason);
+      return false;
+    });
+    this.#pending.delete(name);
+    if (batch.length === 0) return;
+    try {
+      const states = await this.#transact(name, batch.map((u) => u.update));
+      batch.forEach((u, i) => u.resolve(states[i]));
+    } catch (err) {
+      for (const u of batch) u.reject(err);
+    }
+  }
+
+  /** Applies `updates` in order to the stored object in one optimistic transaction; returns the state after each. */
+  async #transact(name: string, updates: readonly Updater[]): Promise<(ProviderHealth | undefined)[]> {
     const key = this.#key(name);
     const conn = (this.#txConn ??= this.#redis.duplicate());
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      throwIfAborted(signal);
       await conn.watch(key);
       const text = await conn.get(key);
-      const current = text === null ? undefined : (JSON.parse(text) as ProviderHealth);
-      const next = update(current);
-      if (next === undefined) {
-        await conn.unwatch();
+      let current = text === null ? undefined : (JSON.parse(text) as ProviderHealth);
+      const states = updates.map((update) => {
+        current = update(current) ?? current;
         return current;
-      }
-      const nextText = JSON.stringify(next);
-      if (nextText === text) {
+      });
+      const nextText = current === undefined ? null : JSON.stringify(current);
+      if (nextText === null || nextText === text) {
         await conn.unwatch();
-        return current;
+        return states;
       }
       const done = await conn.multi().set(key, nextText).sadd(this.#index, name).exec();
-      if (done !== null) return next;
+      if (done !== null) return states;
     }
     throw new StoreConflictError(key);
   }

@@ -1,0 +1,171 @@
+/**
+ * The check pipeline against raw BullMQ, on one private redis-server, in one run.
+ *
+ *   npm run bench -- pipeline            (or: node --import tsx bench/pipeline.bench.ts)
+ *
+ * - throughput: N check jobs added in bulk, timed until N results are published to the status
+ *   store (checks worker → results queue → publisher), beside N no-op jobs through a plain
+ *   BullMQ Worker with the same concurrency;
+ * - add-to-start latency: one job at a time into an idle worker, from `add` to the processor
+ *   starting (for the pipeline: to the checker being called).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Queue, Worker } from 'bullmq';
+import { redisOptions } from '../queues/connection.ts';
+import { QUEUES } from '../queues/names.ts';
+import { runRoles } from '../src/cli/run-roles.ts';
+import { freezeConfig, type AppConfig } from '../src/config/app.ts';
+import { silentLogger } from '../src/logging.ts';
+import type { Provider } from '../src/providers/types.ts';
+import { startRedisChild } from '../src/redis/redis-server.ts';
+import { fmt, summarize } from './stats.ts';
+
+const N = Number(process.env.BENCH_JOBS ?? 5000);
+const LATENCY_SAMPLES = Number(process.env.BENCH_SAMPLES ?? 300);
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 10);
+
+function config(redisUrl: string, prefix: string, dataDir: string): AppConfig {
+  return freezeConfig({
+    providers: [{ name: 'noop', type: 'local' }],
+    checks: { intervalMs: 0, timeoutMs: 15_000 },
+    redis: { url: redisUrl, prefix },
+    api: { host: '127.0.0.1', port: 0, tokens: [] },
+    worker: { queues: ['checks'], concurrency: CONCURRENCY, lockDurationMs: 30_000, stalledIntervalMs: 30_000 },
+    dataDir,
+    logLevel: 'silent',
+    shutdownGraceMs: 2000,
+    leaseMs: 15_000,
+    backoffMs: 1000,
+    retention: { completed: 1000, failed: 1000 },
+  } satisfies AppConfig);
+}
+
+async function rawBullmq(redisUrl: string): Promise<{ jobsPerSecond: number; latency: { p50: number; p99: number; n: number } }> {
+  const prefix = '{bench-raw}';
+  const queue = new Queue('raw', { connection: redisOptions(redisUrl, 'producer'), prefix, defaultJobOptions: { removeOnComplete: { count: 1000 } } });
+  let done = 0;
+  let onDone: (() => void) | undefined;
+  let started: ((t: number) => void) | undefined;
+  const worker = new Worker(
+    'raw',
+    async () => {
+      started?.(performance.now());
+      if (++done === N) onDone?.();
+    },
+    { connection: redisOptions(redisUrl, 'worker'), prefix, concurrency: CONCURRENCY },
+  );
+  await worker.waitUntilReady();
+  const all = new Promise<void>((resolve) => (onDone = resolve));
+  const t0 = performance.now();
+  for (let i = 0; i < N; i += 500) await queue.addBulk(Array.from({ length: Math.min(500, N - i) }, () => ({ name: 'noop', data: {} })));
+  await all;
+  const jobsPerSecond = N / ((performance.now() - t0) / 1000);
+  const samples: number[] = [];
+  for (let i = 0; i < LATENCY_SAMPLES; i++) {
+    const start = new Promise<number>((resolve) => (started = resolve));
+    const t = performance.now();
+    await queue.add('noop', {});
+    samples.push((await start) - t);
+  }
+  await worker.close();
+  await queue.obliterate({ force: true });
+  await queue.close();
+  return { jobsPerSecond, latency: summarize(samples) };
+}
+
+async function pipeline(
+  redisUrl: string,
+  dataDir: string,
+  publisherProcess: boolean,
+): Promise<{ jobsPerSecond: number; latency: { p50: number; p99: number; n: number } }> {
+  const cfg = config(redisUrl, publisherProcess ? '{bench-pipeline-2p}' : '{bench-pipeline}', dataDir);
+  let started: ((t: number) => void) | undefined;
+  const noop: Provider = {
+    name: 'noop',
+    type: 'local',
+    targets: () => ['localhost'],
+    check: () => {
+      started?.(performance.now());
+      return Promise.resolve([{ target: 'localhost', ready: true, reason: 'Ok', message: 'ok', details: {}, durationSeconds: 0 }]);
+    },
+    close: () => Promise.resolve(),
+  };
+  const roles = await runRoles(cfg, publisherProcess ? ['worker'] : ['publisher', 'worker'], silentLogger(), { providerFactory: () => noop });
+  // As deployed: `egress publisher` in a process of its own.
+  let publisher: ChildProcess | undefined;
+  if (publisherProcess) {
+    const file = join(dataDir, 'bench.yaml');
+    await writeFile(file, 'providers:\n  - { name: noop, type: local }\n');
+    publisher = spawn(process.execPath, ['bin/egress.js', 'publisher', '--config', file, '--prefix', cfg.redis.prefix, '--log-level', 'info'], {
+      env: { ...process.env, REDIS_URL: redisUrl },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    await new Promise<void>((resolve) => publisher?.stderr?.on('data', (d: Buffer) => d.toString().includes('publisher started') && resolve()));
+  }
+  const checks = new Queue(QUEUES.checks, { connection: redisOptions(redisUrl, 'producer'), prefix: cfg.redis.prefix, defaultJobOptions: { removeOnComplete: { count: 1000 } } });
+  const results = new Queue(QUEUES.results, { connection: redisOptions(redisUrl, 'producer'), prefix: cfg.redis.prefix });
+  const published = async (): Promise<number> => {
+    const c = await results.getJobCounts('completed', 'waiting', 'active');
+    return c.completed ?? 0;
+  };
+  const t0 = performance.now();
+  for (let i = 0; i < N; i += 500) {
+    await checks.addBulk(Array.from({ length: Math.min(500, N - i) }, () => ({ name: 'check', data: { provider: 'noop', trigger: 'adhoc' } })));
+  }
+  // Retention keeps at most 1000 completed results: count published ones through the store's
+  // writes instead, by waiting for the results queue to drain after all checks completed.
+  for (;;) {
+    const c = await checks.getJobCounts('waiting', 'active', 'prioritized', 'delayed');
+    const r = await results.getJobCounts('waiting', 'active', 'prioritized', 'delayed');
+    const pending = Object.values(c).reduce((a, b) => a + b, 0) + Object.values(r).reduce((a, b) => a + b, 0);
+    if (pending === 0 && (await published()) > 0) break;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  const jobsPerSecond = N / ((performance.now() - t0) / 1000);
+  const samples: number[] = [];
+  for (let i = 0; i < LATENCY_SAMPLES; i++) {
+    const start = new Promise<number>((resolve) => (started = resolve));
+    const t = performance.now();
+    await checks.add('check', { provider: 'noop', trigger: 'adhoc' });
+    samples.push((await start) - t);
+  }
+  await roles.close();
+  if (publisher) {
+    publisher.kill('SIGTERM');
+    await once(publisher, 'exit');
+  }
+  for (const q of [checks, results]) {
+    await q.obliterate({ force: true });
+    await q.close();
+  }
+  return { jobsPerSecond, latency: summarize(samples) };
+}
+
+export async function runPipelineBench(): Promise<void> {
+  const dir = await mkdtemp(join(tmpdir(), 'egress-bench-'));
+  const redis = await startRedisChild({ dir, appendOnly: false });
+  try {
+    const raw = await rawBullmq(redis.url);
+    const ours = await pipeline(redis.url, dir, false);
+    const split = await pipeline(redis.url, dir, true);
+    const ratio = ours.jobsPerSecond / raw.jobsPerSecond;
+    const splitRatio = split.jobsPerSecond / raw.jobsPerSecond;
+    console.log(`check pipeline vs raw BullMQ — ${N} jobs, concurrency ${CONCURRENCY}, ${LATENCY_SAMPLES} latency samples`);
+    console.log('| | jobs/s | add→start p50 (ms) | add→start p99 (ms) |');
+    console.log('|---|---|---|---|');
+    console.log(`| raw BullMQ, no-op processor | ${fmt(raw.jobsPerSecond, 0)} | ${fmt(raw.latency.p50)} | ${fmt(raw.latency.p99)} |`);
+    console.log(`| check pipeline, no-op checker (check → result → published status) | ${fmt(ours.jobsPerSecond, 0)} | ${fmt(ours.latency.p50)} | ${fmt(ours.latency.p99)} |`);
+    console.log(`| check pipeline, publisher in its own process (as deployed) | ${fmt(split.jobsPerSecond, 0)} | ${fmt(split.latency.p50)} | ${fmt(split.latency.p99)} |`);
+    console.log(`ratio (pipeline / raw): one process ${fmt(ratio, 2)}, publisher apart ${fmt(splitRatio, 2)} (target ≥ 0.50)`);
+    console.log(JSON.stringify({ bench: 'pipeline', n: N, concurrency: CONCURRENCY, raw, pipeline: ours, pipelineSplit: split, ratio, splitRatio }));
+  } finally {
+    await redis.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) await runPipelineBench();

@@ -1,0 +1,16 @@
+/**
+ * Runs a benchmark by name: `npm run bench -- pipeline`. Each bench prints a Markdown table
+ * and one JSON line; docs/benchmarks.md records the figures with the machine and command.
+ */
+const benches: Record<string, () => Promise<unknown>> = {
+  pipeline: async () => (await import('./pipeline.bench.ts')).runPipelineBench(),
+};
+
+const name = process.argv[2];
+const run = name ? benches[name] : undefined;
+if (!run) {
+  console.error(`usage: npm run bench -- <${Object.keys(benches).join('|')}>`);
+  process.exitCode = 2;
+} else {
+  await run();
+}

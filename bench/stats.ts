@@ -1,0 +1,15 @@
+/** Small helpers shared by the benchmarks. */
+export function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[i] ?? Number.NaN;
+}
+
+export function summarize(samplesMs: number[]): { p50: number; p99: number; n: number } {
+  const sorted = [...samplesMs].sort((a, b) => a - b);
+  return { p50: percentile(sorted, 50), p99: percentile(sorted, 99), n: sorted.length };
+}
+
+export function fmt(n: number, digits = 2): string {
+  return Number.isFinite(n) ? n.toFixed(digits) : 'n/a';
+}
