@@ -1,0 +1,68 @@
+/**
+ * Dial stages of a KVM host connection (SSH → streamlocal channel → libvirt) and the error
+ * that names the stage a dial failed in.
+ *
+ *   ssh-material     the private key or known_hosts file is missing, unreadable or unparsable
+ *   tcp              the TCP connection to host:port could not be made (refused, unreachable,
+ *                    DNS, timeout before any SSH byte)
+ *   ssh-handshake    TCP was up but SSH did not become ready: banner, key exchange, host key
+ *                    verification, user authentication
+ *   libvirt-connect  SSH was ready but libvirt was not: the streamlocal channel to the socket,
+ *                    AUTH_LIST, CONNECT_OPEN
+ *
+ * The stage comes from where in the sequence the dial was and from ssh2's `err.level`, never from
+ * an error message.
+ */
+import { EgressError } from '../errors.ts';
+
+export const DIAL_STAGES = ['ssh-material', 'tcp', 'ssh-handshake', 'libvirt-connect'] as const;
+export type DialStage = (typeof DIAL_STAGES)[number];
+
+/**
+ * A dial that failed. `message` is the original error's message unchanged; the original error
+ * is `cause`. Always retryable: the next caller dials again.
+ */
+export class DialError extends EgressError {
+  readonly stage: DialStage;
+  /** The host's configured name. */
+  readonly host: string;
+
+  constructor(stage: DialStage, host: string, cause: unknown) {
+    super('ERR_KVM_DIAL', messageOf(cause), { cause, retryable: true });
+    this.stage = stage;
+    this.host = host;
+  }
+}
+
+function messageOf(cause: unknown): string {
+  if (cause instanceof Error) return cause.message;
+  if (typeof cause === 'string') return cause;
+  return String(cause);
+}
+
+/** Wraps `err` as a DialError of `stage` unless it already is one (an inner stage wins). */
+export function asDialError(stage: DialStage, host: string, err: unknown): DialError {
+  return err instanceof DialError ? err : new DialError(stage, host, err);
+}
+
+/**
+ * ssh2 tags its errors with `level`. Socket, DNS and timeout errors are a TCP failure while the
+ * TCP connection was not yet established and a handshake failure afterwards; handshake,
+ * authentication and protocol errors are always the handshake. An error without a level (a
+ * server DISCONNECT carries only a reason code) follows the sequence: handshake once TCP is up.
+ */
+export function sshErrorStage(err: unknown, tcpEstablished: boolean): 'tcp' | 'ssh-handshake' {
+  const level = err instanceof Error ? (err as Error & { level?: unknown }).level : undefined;
+  switch (level) {
+    case 'handshake':
+    case 'client-authentication':
+    case 'protocol':
+    case 'agent':
+      return 'ssh-handshake';
+    case 'client-socket':
+    case 'client-dns':
+    case 'client-timeout':
+    default:
+      return tcpEstablished ? 'ssh-handshake' : 'tcp';
+  }
+}

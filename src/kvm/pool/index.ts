@@ -1,0 +1,10 @@
+/** The per-process KVM host pool. */
+export { HostPool } from './host-pool.ts';
+export type { HostPoolOptions, HostPoolHostStats, PoolConnection, PoolFn, Dial } from './host-pool.ts';
+export { ProbeBusyError, PoolClosedError, KvmAbortedError, callerAbortError } from './errors.ts';
+export type { PoolMode } from './errors.ts';
+export { createKvmPoolMetrics } from './metrics.ts';
+export type { KvmPoolMetrics } from './metrics.ts';
+export { Slot } from './slot.ts';
+export { createKvmHostPool } from './kvm-host-pool.ts';
+export type { KvmHostPool, KvmHostPoolOptions } from './kvm-host-pool.ts';

@@ -1,0 +1,17 @@
+/** The host pool as the KVM provider uses it: KvmHostConfig hosts, HostConnection connections. */
+import type { KvmHostConfig } from '../../providers/kvm/config.ts';
+import { dialHost, type DialHostOptions, type HostConnection } from '../host-connection.ts';
+import { HostPool, type HostPoolOptions } from './host-pool.ts';
+
+export type KvmHostPool = HostPool<KvmHostConfig, HostConnection>;
+
+export interface KvmHostPoolOptions extends Omit<HostPoolOptions<KvmHostConfig, HostConnection>, 'dial'> {
+  /** How connections are dialled (SSH timeouts, libvirt keepalive and metrics). Its logger defaults to the pool's. */
+  dialOptions?: Omit<DialHostOptions, 'logger'> & { logger?: DialHostOptions['logger'] };
+}
+
+export function createKvmHostPool(options: KvmHostPoolOptions): KvmHostPool {
+  const { dialOptions, ...poolOptions } = options;
+  const dial: DialHostOptions = { ...dialOptions, logger: dialOptions?.logger ?? options.logger };
+  return new HostPool<KvmHostConfig, HostConnection>({ ...poolOptions, dial: (host, signal) => dialHost(host, signal, dial) });
+}

@@ -1,0 +1,194 @@
+/**
+ * SSH dial on ssh2: our own TCP connect (stage `tcp`), then the SSH handshake over that socket
+ * with host key verification against known_hosts and public key authentication (stage
+ * `ssh-handshake`). The caller's AbortSignal bounds both; an abort tears the socket down.
+ */
+import net from 'node:net';
+import ssh2, { type ConnectConfig, type ServerHostKeyAlgorithm } from 'ssh2';
+import { EgressError } from '../../errors.ts';
+import type { Logger } from '../../logging.ts';
+import { DialError, sshErrorStage } from '../dial.ts';
+import { hostKeyAlgorithmsFor, knownHostsName, verifyHostKey, type HostKeyVerdict } from './known-hosts.ts';
+import type { SshMaterial } from './material.ts';
+import { SshSession } from './session.ts';
+
+export interface SshTarget {
+  name: string;
+  address: string;
+  port: number;
+  user: string;
+  insecureIgnoreHostKey: boolean;
+}
+
+export interface SshConnectOptions {
+  logger: Logger;
+  /** Bound on the TCP connect. Default 10 000 ms. */
+  connectTimeoutMs?: number;
+  /** Bound on the SSH handshake (ssh2 readyTimeout). Default 20 000 ms. */
+  readyTimeoutMs?: number;
+  /** SSH keepalive interval. Default 15 000 ms; 0 turns it off. */
+  keepaliveIntervalMs?: number;
+  /** Unanswered SSH keepalives before the link is declared dead. Default 3. */
+  keepaliveCountMax?: number;
+}
+
+export const DEFAULT_SSH_KEEPALIVE_INTERVAL_MS = 15_000;
+
+/** The server's host key is not in known_hosts, differs from it, or is revoked there. */
+export class HostKeyVerificationError extends EgressError {
+  readonly reason: 'unknown' | 'mismatch' | 'revoked';
+  readonly fingerprint: string;
+  constructor(hostName: string, verdict: Extract<HostKeyVerdict, { ok: false }>, options: { cause?: unknown } = {}) {
+    const what = { unknown: 'is not in known_hosts', mismatch: 'does not match known_hosts', revoked: 'is revoked in known_hosts' }[verdict.reason];
+    super('ERR_KVM_SSH_HOST_KEY', `host key of ${hostName} (${verdict.keyType ?? 'unknown type'} ${verdict.fingerprint}) ${what}`, options);
+    this.reason = verdict.reason;
+    this.fingerprint = verdict.fingerprint;
+  }
+}
+
+/** The server ended the connection before SSH was ready, without an error of its own. */
+export class SshHandshakeClosedError extends EgressError {
+  constructor(target: string) {
+    super('ERR_KVM_SSH_HANDSHAKE_CLOSED', `SSH connection to ${target} closed before the handshake completed`, { retryable: true });
+  }
+}
+
+/** TCP connect to address:port; rejects with the socket error, a timeout, or the abort reason. */
+export function connectTcp(address: string, port: number, timeoutMs: number, signal: AbortSignal): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) {
+      reject(toReason(signal.reason));
+      return;
+    }
+    const sock = net.connect({ host: address, port });
+    const cleanup = (): void => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+      sock.removeListener('error', onError);
+      sock.removeListener('connect', onConnect);
+    };
+    const fail = (err: Error): void => {
+      cleanup();
+      sock.destroy();
+      reject(err);
+    };
+    const onError = (err: Error): void => fail(err);
+    const onAbort = (): void => fail(toReason(signal.reason));
+    const onConnect = (): void => {
+      cleanup();
+      sock.setNoDelay(true);
+      resolve(sock);
+    };
+    const timer = setTimeout(() => fail(new TcpConnectTimeoutError(address, port, timeoutMs)), timeoutMs);
+    sock.once('error', onError);
+    sock.once('connect', onConnect);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+export class TcpConnectTimeoutError extends EgressError {
+  constructor(address: string, port: number, timeoutMs: number) {
+    super('ERR_KVM_TCP_TIMEOUT', `TCP connect to ${address}:${port} timed out after ${timeoutMs} ms`, { retryable: true });
+  }
+}
+
+function toReason(reason: unknown): Error {
+  return reason instanceof Error ? reason : new Error(String(reason));
+}
+
+/**
+ * Connects and authenticates. Failures are DialErrors: `tcp` before the TCP connection is up,
+ * `ssh-handshake` after (by ssh2's err.level and the sequence).
+ */
+export async function connectSsh(target: SshTarget, material: SshMaterial, signal: AbortSignal, options: SshConnectOptions): Promise<SshSession> {
+  let sock: net.Socket;
+  try {
+    sock = await connectTcp(target.address, target.port, options.connectTimeoutMs ?? 10_000, signal);
+  } catch (err) {
+    throw new DialError('tcp', target.name, err);
+  }
+  try {
+    return await handshake(sock, target, material, signal, options);
+  } catch (err) {
+    throw new DialError(sshErrorStage(err, true), target.name, err);
+  }
+}
+
+function handshake(sock: net.Socket, target: SshTarget, material: SshMaterial, signal: AbortSignal, options: SshConnectOptions): Promise<SshSession> {
+  const describe = `${target.address}:${target.port}`;
+  const hostName = knownHostsName(target.address, target.port);
+  const log = options.logger;
+  let rejected: Extract<HostKeyVerdict, { ok: false }> | undefined;
+
+  const config: ConnectConfig = {
+    sock,
+    username: target.user,
+    privateKey: material.privateKey,
+    tryKeyboard: false,
+    readyTimeout: options.readyTimeoutMs ?? 20_000,
+    keepaliveInterval: options.keepaliveIntervalMs ?? DEFAULT_SSH_KEEPALIVE_INTERVAL_MS,
+    keepaliveCountMax: options.keepaliveCountMax ?? 3,
+  };
+  if (target.insecureIgnoreHostKey || !material.knownHosts) {
+    log.warn({ host: target.name, address: describe }, 'SSH host key verification is DISABLED for this host (insecureIgnoreHostKey)');
+    config.hostVerifier = () => true;
+  } else {
+    const entries = material.knownHosts;
+    const algorithms = hostKeyAlgorithmsFor(entries, hostName);
+    if (algorithms) config.algorithms = { serverHostKey: algorithms as ServerHostKeyAlgorithm[] };
+    config.hostVerifier = (key: Buffer): boolean => {
+      const verdict = verifyHostKey(entries, hostName, key);
+      if (verdict.ok) return true;
+      rejected = verdict;
+      return false;
+    };
+  }
+
+  const client = new ssh2.Client();
+  return new Promise<SshSession>((resolve, reject) => {
+    let settled = false;
+    const settle = (err: Error | undefined): void => {
+      if (settled) return;
+      settled = true;
+      signal.removeEventListener('abort', onAbort);
+      client.removeListener('ready', onReady);
+      client.removeListener('error', onError);
+      client.removeListener('close', onClose);
+      if (err) {
+        client.on('error', () => undefined); // late errors of a client we are abandoning
+        client.destroy();
+        sock.destroy();
+        reject(err);
+      } else {
+        resolve(session!);
+      }
+    };
+    let session: SshSession | undefined;
+    const onReady = (): void => {
+      session = new SshSession(client, describe);
+      settle(undefined);
+    };
+    const onError = (err: Error): void => {
+      if (rejected) {
+        settle(new HostKeyVerificationError(hostName, rejected, { cause: err }));
+      } else {
+        settle(err);
+      }
+    };
+    const onClose = (): void => settle(new SshHandshakeClosedError(describe));
+    const onAbort = (): void => settle(toReason(signal.reason));
+    if (signal.aborted) {
+      onAbort();
+      return;
+    }
+    signal.addEventListener('abort', onAbort, { once: true });
+    client.once('ready', onReady);
+    client.on('error', onError);
+    client.once('close', onClose);
+    try {
+      client.connect(config);
+    } catch (err) {
+      settle(toReason(err));
+    }
+  });
+}
