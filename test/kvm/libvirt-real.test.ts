@@ -15,10 +15,12 @@ import {
   openLibvirtConnection,
   type DomainRef,
   type LibvirtConnection,
+  type OpenLibvirtOptions,
   type StorageVolRef,
 } from '../../src/kvm/libvirt/index.ts';
 import { silentLogger } from '../../src/logging.ts';
 import { kvmTestHost, type KvmTestHost } from '../support/kvm-host.ts';
+import { waitFor } from '../fakes/libvirt/harness.ts';
 
 let host: KvmTestHost;
 const conns: LibvirtConnection[] = [];
@@ -26,13 +28,13 @@ const cleanups: (() => Promise<unknown>)[] = [];
 const sig = (): AbortSignal => AbortSignal.timeout(30_000);
 const unique = (what: string): string => `egress-lvtest-${what}-${randomUUID().slice(0, 8)}`;
 
-async function connect(uri = host.uri, maxInFlight?: number): Promise<LibvirtConnection> {
+async function connect(uri = host.uri, extra: Partial<OpenLibvirtOptions> = {}): Promise<LibvirtConnection> {
   const sock = net.connect(host.socket);
   await new Promise<void>((resolve, reject) => {
     sock.once('connect', resolve);
     sock.once('error', reject);
   });
-  const conn = await openLibvirtConnection(sock, { uri, signal: sig(), logger: silentLogger(), ...(maxInFlight ? { maxInFlight } : {}) });
+  const conn = await openLibvirtConnection(sock, { uri, signal: sig(), logger: silentLogger(), ...extra });
   conns.push(conn);
   return conn;
 }
@@ -165,11 +167,24 @@ describe('real libvirtd (qemu:///system)', () => {
   });
 
   it('runs more calls than the in-flight cap concurrently', async () => {
-    const conn = await connect(host.uri, 4);
+    const conn = await connect(host.uri, { maxInFlight: 4 });
     const names = await Promise.all(Array.from({ length: 24 }, () => conn.getHostname(sig())));
     expect(new Set(names)).toEqual(new Set([hostname()]));
     expect(conn.stats()).toMatchObject({ inFlight: 0, queued: 0 });
   });
+
+  it('gets PONGs for its keepalive PINGs (the connection survives many short intervals)', async () => {
+    const conn = await connect(host.uri, { keepalive: { intervalMs: 10, timeoutMs: 2_000 } });
+    await waitFor(() => conn.stats().pingsSent >= 5, 'five client PINGs', 10_000);
+    expect(conn.closed).toBe(false);
+    expect(await conn.getType(sig())).toBe('QEMU');
+  });
+
+  it('answers the PINGs libvirtd sends after SUPPORTS_FEATURE(10) (5 s of silence)', async () => {
+    const conn = await connect(host.uri, { keepalive: false });
+    await waitFor(() => conn.stats().pingsAnswered >= 1, 'a PING from libvirtd', 15_000);
+    expect(conn.closed).toBe(false);
+  }, 30_000);
 
   it('closes with CONNECT_CLOSE', async () => {
     const conn = await connect();

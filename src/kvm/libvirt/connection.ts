@@ -11,7 +11,7 @@ import { ConnectionClosedError, LibvirtProtocolError } from './errors.ts';
 import { DEFAULT_KEEPALIVE, type KeepaliveOptions } from './keepalive.ts';
 import { outcomeOf, type LibvirtMetrics } from './metrics.ts';
 import { lifecycleEventCodec, PROCEDURES, type ArgsOf, type ProcedureDef, type ProcedureKey, type ResultOf } from './procedures.ts';
-import { RpcCore } from './rpc.ts';
+import { RpcCore, type RpcStats } from './rpc.ts';
 import type {
   DomainInfo,
   DomainInterface,
@@ -93,8 +93,8 @@ export class LibvirtConnection {
     return this.core.closeReason;
   }
 
-  /** Calls in flight (tombstones of aborted calls included, the daemon still counts them), queued calls, open streams. */
-  stats(): { inFlight: number; queued: number; tombstones: number; streams: number } {
+  /** Calls in flight (tombstones included), queued calls, open streams, keepalive counters. */
+  stats(): RpcStats {
     return this.core.stats();
   }
 

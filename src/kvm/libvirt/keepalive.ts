@@ -69,7 +69,8 @@ export class KeepaliveMonitor {
     if (idle >= this.intervalMs) {
       this.pingSentAt = now;
       this.sendPing();
-      this.arm(this.timeoutMs);
+      // Re-check after the shorter of the two: an answered PING lets the idle clock run again.
+      this.arm(Math.min(this.timeoutMs, this.intervalMs));
     } else {
       this.arm(this.intervalMs - idle);
     }

@@ -22,8 +22,24 @@ import { decodeXdr } from './xdr.ts';
 
 /** Receives the STREAM packets of one serial. */
 export interface StreamHandler {
+  /** Procedure name, for errors. */
+  readonly name: string;
   onPacket(status: number, payload: Buffer): void;
   fail(err: Error): void;
+}
+
+export interface RpcStats {
+  /** Calls written and not answered, tombstones of aborted calls included (the daemon still counts them). */
+  inFlight: number;
+  /** Calls waiting for a slot. */
+  queued: number;
+  tombstones: number;
+  /** Open data streams. */
+  streams: number;
+  /** Keepalive PINGs this client sent. */
+  pingsSent: number;
+  /** PINGs from the peer this client answered with a PONG. */
+  pingsAnswered: number;
 }
 
 export interface CallOptions {
@@ -75,6 +91,8 @@ export class RpcCore {
   private readonly writes: WriteQueue;
   private readonly keepalive: KeepaliveMonitor | undefined;
   private reason: Error | undefined;
+  private pingsSent = 0;
+  private pingsAnswered = 0;
   /** Set by a client close: a peer EOF is then the expected end, not a loss. */
   closingByClient = false;
 
@@ -90,7 +108,10 @@ export class RpcCore {
     if (options.keepalive) {
       this.keepalive = new KeepaliveMonitor(
         options.keepalive,
-        () => this.sendKeepalive(KEEPALIVE_PROC_PING),
+        () => {
+          this.pingsSent++;
+          this.sendKeepalive(KEEPALIVE_PROC_PING);
+        },
         (err) => this.fail(err),
       );
       this.keepalive.start();
@@ -105,10 +126,11 @@ export class RpcCore {
     return this.reason;
   }
 
-  stats(): { inFlight: number; queued: number; tombstones: number; streams: number } {
+  stats(): RpcStats {
     let tombstones = 0;
     for (const v of this.inFlight.values()) if (v.kind === 'tombstone') tombstones++;
-    return { inFlight: this.inFlight.size, queued: this.queue.length, tombstones, streams: this.streams.size };
+    const { pingsSent, pingsAnswered } = this;
+    return { inFlight: this.inFlight.size, queued: this.queue.length, tombstones, streams: this.streams.size, pingsSent, pingsAnswered };
   }
 
   /** Sends one CALL and resolves with the REPLY payload. */
@@ -204,7 +226,7 @@ export class RpcCore {
       if (entry.kind === 'call') entry.reject(new ConnectionLostError(entry.name, entry.sent, { cause: reason }));
     }
     this.inFlight.clear();
-    for (const [, handler] of this.streams) handler.fail(new ConnectionLostError('stream', true, { cause: reason }));
+    for (const [, handler] of this.streams) handler.fail(new ConnectionLostError(handler.name, true, { cause: reason }));
     this.streams.clear();
     this.stream.on('error', () => undefined);
     this.stream.destroy();
@@ -294,7 +316,10 @@ export class RpcCore {
   private dispatch(f: Frame): void {
     if (f.type === MessageType.MESSAGE) {
       if (f.prog === KEEPALIVE_PROGRAM) {
-        if (f.proc === KEEPALIVE_PROC_PING) this.sendKeepalive(KEEPALIVE_PROC_PONG);
+        if (f.proc === KEEPALIVE_PROC_PING) {
+          this.pingsAnswered++;
+          this.sendKeepalive(KEEPALIVE_PROC_PONG);
+        }
         return;
       }
       const set = this.messageListeners.get(`${f.prog}/${f.proc}`);

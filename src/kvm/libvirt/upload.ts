@@ -49,6 +49,7 @@ export async function runUpload(
   };
   const trace = opts.trace ?? {};
   const handler: StreamHandler = {
+    name,
     onPacket(status, payload) {
       if (status === MessageStatus.ERROR) {
         core.dropStream(trace.serial ?? 0);
