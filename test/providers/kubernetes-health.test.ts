@@ -200,6 +200,10 @@ describe('buildKubeConfig', () => {
     expect(() => buildKubeConfig({ ...config, context: 'missing' }, 'providers[0]')).toThrow(/providers\[0\]\.context/);
   });
 
+  it.skipIf(Boolean(process.env.KUBERNETES_SERVICE_HOST))('fails with a ConfigError outside a cluster when nothing names a server', () => {
+    expect(() => buildKubeConfig({ skipTLSVerify: false }, 'providers.k8s')).toThrow(/^providers\.k8s: no kubeconfig or server given and not running in a cluster/);
+  });
+
   it('rejects a missing token file and a plain-http server without skipTLSVerify, naming the field', () => {
     const base = { skipTLSVerify: true, server: kube.url };
     expect(() => buildKubeConfig({ ...base, tokenFile: join(dir, 'absent') }, 'p')).toThrow(/p\.tokenFile: cannot read/);

@@ -1,7 +1,7 @@
 /** Request routing and handlers of the fake Compute API (see server.ts for the scope and deviations). */
 import { computeError, invalid, notFound } from './errors.ts';
 import { FilterError, matchesFilter, parseFilter, type Filter } from './filter.ts';
-import type { ComputeRequest } from './server.ts';
+import type { ComputeRequest } from './types.ts';
 import type { ComputeState, FakeInstance } from './state.ts';
 
 const NAME = /^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/;

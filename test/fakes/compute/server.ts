@@ -25,33 +25,9 @@ import type { AddressInfo } from 'node:net';
 import { apiDisabled, ComputeHttpError, computeError, defaultFaultReason, unauthenticated } from './errors.ts';
 import { route } from './routes.ts';
 import { ComputeState, type FakeInstance, type InstanceStatus, type OperationFailure } from './state.ts';
+import type { ComputeFault, ComputeRequest } from './types.ts';
 
-export interface ComputeRequest {
-  method: string;
-  path: string;
-  query: Record<string, string>;
-  rawQuery: string;
-  contentType: string | undefined;
-  authorization: string | undefined;
-  apiKey: string | undefined;
-  /** `x-goog-api-client` and `x-goog-request-params`, for contract tests. */
-  apiClient: string | undefined;
-  requestParams: string | undefined;
-  body: string;
-  status?: number;
-  /** The response body written (JSON text), once written. */
-  responseBody?: string;
-  outcome: 'pending' | 'served' | 'client-aborted' | 'destroyed';
-}
-
-export interface ComputeFault {
-  match?: { method?: string; path?: string | RegExp };
-  latencyMs?: number;
-  destroySocket?: boolean;
-  status?: number;
-  reason?: string;
-  message?: string;
-}
+export type { ComputeFault, ComputeRequest };
 
 export interface FakeComputeOptions {
   project?: string;

@@ -62,17 +62,24 @@ function podField(p: FakePod, field: string): string {
   }
 }
 
-/** Builds one page of a PodList from `all` (already in key order). */
-export function listPods(all: FakePod[], q: ListParams, currentRv: string, epoch: number): PodList {
-  let labels;
-  let fields;
+/** A predicate for the label and field selectors of a list or watch; a bad selector throws 400. */
+export function podFilter(labelSelector = '', fieldSelector = ''): { match: (p: FakePod) => boolean; filtered: boolean } {
   try {
-    labels = parseLabelSelector(q.labelSelector ?? '');
-    fields = parseFieldSelector(q.fieldSelector ?? '', POD_FIELDS);
+    const labels = parseLabelSelector(labelSelector);
+    const fields = parseFieldSelector(fieldSelector, POD_FIELDS);
+    return {
+      match: (p) => matchesLabels(labels, p.metadata.labels) && matchesFields(fields, (f) => podField(p, f)),
+      filtered: labels.length > 0 || fields.length > 0,
+    };
   } catch (e) {
     if (e instanceof SelectorError) throw badRequest(e.message);
     throw e;
   }
+}
+
+/** Builds one page of a PodList from `all` (already in key order). */
+export function listPods(all: FakePod[], q: ListParams, currentRv: string, epoch: number): PodList {
+  const { match, filtered } = podFilter(q.labelSelector, q.fieldSelector);
   let limit = 0;
   if (q.limit !== undefined && q.limit !== '') {
     if (!/^-?\d+$/.test(q.limit)) throw badRequest(`limit: Invalid value: "${q.limit}": must be an integer`);
@@ -87,18 +94,13 @@ export function listPods(all: FakePod[], q: ListParams, currentRv: string, epoch
     after = t.k;
   }
   const key = (p: FakePod): string => `${p.metadata.namespace}/${p.metadata.name}`;
-  const selected = all.filter(
-    (p) =>
-      (after === undefined || key(p) > after) &&
-      matchesLabels(labels, p.metadata.labels) &&
-      matchesFields(fields, (f) => podField(p, f)),
-  );
+  const selected = all.filter((p) => (after === undefined || key(p) > after) && match(p));
   const page = limit > 0 ? selected.slice(0, limit) : selected;
   const list: PodList = { kind: 'PodList', apiVersion: 'v1', metadata: { resourceVersion: rv }, items: [] };
   if (limit > 0 && selected.length > limit) {
     list.metadata.continue = encodeContinue({ e: epoch, rv, k: key(page[page.length - 1]!) });
     // The real server cannot count what a selector would keep, so it omits the count for filtered lists.
-    if (labels.length === 0 && fields.length === 0) list.metadata.remainingItemCount = selected.length - limit;
+    if (!filtered) list.metadata.remainingItemCount = selected.length - limit;
   }
   // Items in a list carry no apiVersion/kind on the wire, as with the real server.
   list.items = page.map(({ apiVersion: _a, kind: _k, ...rest }) => rest);

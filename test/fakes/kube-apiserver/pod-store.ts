@@ -3,6 +3,7 @@
  * (namespace/name). No kubelet and no scheduler: a Pod stays `Pending` until a test sets its phase.
  */
 import { randomUUID } from 'node:crypto';
+import { EventEmitter } from 'node:events';
 import { alreadyExists, badRequest, invalid, notFound, status, StatusError } from './status.ts';
 
 /** A Pod as JSON. The fake keeps whatever the client sent, plus the fields the apiserver sets. */
@@ -52,8 +53,23 @@ const now = (): string => new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
 
 export type DeletionMode = 'auto' | 'graceful' | 'immediate';
 
-export class PodStore {
+/** A change as watchers see it; `prev` is the object before a modification (to detect selector exits). */
+export interface PodEvent {
+  type: 'ADDED' | 'MODIFIED' | 'DELETED';
+  object: FakePod;
+  prev?: FakePod;
+  rv: number;
+}
+
+/** Emits `change` with each PodEvent. */
+export class PodStore extends EventEmitter {
   private rv = 1000;
+  /** The bounded event history watches replay from (oldest first). */
+  readonly events: PodEvent[] = [];
+  /** Knob: how many events are kept; a watch from an older resourceVersion gets 410 Expired. */
+  eventLogSize = 1000;
+  /** Resource version of the oldest change the log can no longer replay. */
+  private compactedRv = 1000;
   private readonly pods = new Map<string, FakePod>();
   readonly namespaces = new Set<string>(['default', 'kube-system', 'kube-public']);
   /**
@@ -70,6 +86,18 @@ export class PodStore {
   private bump(): string {
     this.rv += 1;
     return String(this.rv);
+  }
+
+  /** The oldest resourceVersion a watch may start from (inclusive). */
+  oldestWatchableRv(): number {
+    return this.compactedRv;
+  }
+
+  private record(type: PodEvent['type'], pod: FakePod, prev?: FakePod): void {
+    const ev: PodEvent = { type, object: clone(pod), rv: Number(pod.metadata.resourceVersion), ...(prev ? { prev } : {}) };
+    this.events.push(ev);
+    while (this.events.length > this.eventLogSize) this.compactedRv = this.events.shift()!.rv;
+    this.emit('change', ev);
   }
 
   private key(ns: string, name: string): string {
@@ -139,7 +167,10 @@ export class PodStore {
       status: { phase: 'Pending', qosClass: 'BestEffort' },
     };
     delete pod.metadata.deletionTimestamp;
-    if (!dryRun) this.pods.set(this.key(ns, name), pod);
+    if (!dryRun) {
+      this.pods.set(this.key(ns, name), pod);
+      this.record('ADDED', pod);
+    }
     return clone(pod);
   }
 
@@ -157,18 +188,22 @@ export class PodStore {
       // Already terminating: a force delete (gracePeriodSeconds=0) removes it unless finalizers remain.
       if (grace === 0 && !hasFinalizers) {
         this.pods.delete(key);
-        this.bump();
+        pod.metadata.resourceVersion = this.bump();
+        this.record('DELETED', pod);
       }
       return clone(pod);
     }
     if (graceful || hasFinalizers) {
+      const prev = clone(pod);
       pod.metadata.deletionTimestamp = new Date(Date.now() + (graceful ? grace : 0) * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z');
       pod.metadata.deletionGracePeriodSeconds = graceful ? grace : 0;
       pod.metadata.resourceVersion = this.bump();
+      this.record('MODIFIED', pod, prev);
       return clone(pod);
     }
     this.pods.delete(key);
     pod.metadata.resourceVersion = this.bump();
+    this.record('DELETED', pod);
     return clone(pod);
   }
 
@@ -185,7 +220,10 @@ export class PodStore {
     p.metadata.resourceVersion = this.bump();
     p.spec ??= { containers: [{ name: 'proxy', image: 'proxy:1' }] };
     p.status ??= { phase: 'Pending' };
-    this.pods.set(this.key(ns, p.metadata.name), p);
+    const key = this.key(ns, p.metadata.name);
+    const prev = this.pods.get(key);
+    this.pods.set(key, p);
+    this.record(prev ? 'MODIFIED' : 'ADDED', p, prev);
     return clone(p);
   }
 
@@ -193,6 +231,7 @@ export class PodStore {
   setStatus(ns: string, name: string, update: PodStatusUpdate): FakePod {
     const pod = this.pods.get(this.key(ns, name));
     if (!pod) throw notFound('pods', name);
+    const prev = clone(pod);
     const s = pod.status;
     if (update.nodeName) pod.spec.nodeName = update.nodeName;
     if (update.phase) {
@@ -216,6 +255,7 @@ export class PodStore {
       }
     }
     pod.metadata.resourceVersion = this.bump();
+    this.record('MODIFIED', pod, prev);
     return clone(pod);
   }
 
@@ -226,7 +266,8 @@ export class PodStore {
     if (!pod) throw notFound('pods', name);
     if (!pod.metadata.deletionTimestamp) throw new Error(`pod ${key} is not being deleted`);
     this.pods.delete(key);
-    this.bump();
+    pod.metadata.resourceVersion = this.bump();
+    this.record('DELETED', pod);
   }
 }
 

@@ -2,18 +2,22 @@
  * A fake kube-apiserver for tests: a real HTTP server on 127.0.0.1:0, driven by the real
  * @kubernetes/client-node 1.4, stateful (Pods and namespaces under a global resourceVersion).
  *
- * Implemented: core/v1 pods (list cluster-wide and namespaced, get, create, delete) and namespaces (get,
- * list); Status error objects; `Content-Type: application/json` on every response; full label selector
- * grammar (bad selector → 400); field selectors on metadata.name/namespace, status.phase, spec.nodeName;
- * `limit` + opaque `continue` + `remainingItemCount` (410 Expired after `expireContinueTokens()`); 409
- * AlreadyExists; 404 NotFound (also for a missing namespace on create); 422 Invalid for names and
- * containers; 500 with an empty reason for a resourceVersion on create; `dryRun=All`; graceful deletion.
- * Bearer-token authentication (401) and a per-token RBAC knob (403). Request log, one-shot faults.
+ * Implemented: core/v1 pods (list cluster-wide and namespaced, get, create, delete, watch) and namespaces
+ * (get, list); Status error objects; `Content-Type: application/json` on every response; full label
+ * selector grammar (bad selector → 400); field selectors on metadata.name/namespace, status.phase,
+ * spec.nodeName; `limit` + opaque `continue` + `remainingItemCount` (410 Expired after
+ * `expireContinueTokens()`); 409 AlreadyExists; 404 NotFound (also for a missing namespace on create); 422
+ * Invalid for names and containers; 500 with an empty reason for a resourceVersion on create; `dryRun=All`;
+ * graceful deletion. Watch (watch.ts): synthetic ADDED without a resourceVersion, replay from a bounded
+ * event log, 410 Expired as an ERROR event, selector exits as DELETED, bookmarks, `timeoutSeconds`;
+ * client-node informers work unmodified. Bearer-token authentication (401) and a per-token RBAC knob (403).
+ * Request log, one-shot faults.
  *
  * Deviations from the real server:
- * - No watch, no PUT/PATCH, no `/status` subresource, no CRDs, no discovery documents (`watch=true` → 501).
+ * - No PUT/PATCH, no `/status` subresource, no CRDs, no discovery documents, no `sendInitialEvents`.
  * - `continue` serves the current state, not the first page's snapshot (its resourceVersion is kept).
  * - `resourceVersion`/`resourceVersionMatch` on lists are ignored (always the latest state).
+ * - Resource versions are numeric strings (clients must still treat them as opaque).
  * - Pod defaults are a subset (restartPolicy, dnsPolicy, grace period, imagePullPolicy, …); validation
  *   only checks names and that each container has a name and an image.
  * - Deletion: `auto` mode deletes a Pod with `spec.nodeName` gracefully and an unbound Pod at once (as
@@ -25,50 +29,17 @@ import { EventEmitter, once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
-import { listPods } from './lists.ts';
 import { PodStore } from './pod-store.ts';
-import { badRequest, routeNotFound, status, StatusError, unauthorized, type KubeStatus } from './status.ts';
+import { route, type RouteContext, type Verb } from './routes.ts';
+import { status, StatusError, type KubeStatus } from './status.ts';
+import type { KubeFault, KubeRequest } from './types.ts';
 
-export interface KubeRequest {
-  method: string;
-  path: string;
-  /** Decoded query parameters (last value wins) and the raw query string. */
-  query: Record<string, string>;
-  rawQuery: string;
-  contentType: string | undefined;
-  accept: string | undefined;
-  authorization: string | undefined;
-  body: string;
-  /** The HTTP status written, once written. */
-  status?: number;
-  /** The response body written (JSON text), once written. */
-  responseBody?: string;
-  /** `served`, `client-aborted` (the client closed the socket first), `destroyed` (a fault). */
-  outcome: 'pending' | 'served' | 'client-aborted' | 'destroyed';
-}
-
-export interface KubeFault {
-  /** Only requests matching these apply; the first matching fault is used once and removed. */
-  match?: { method?: string; path?: string | RegExp };
-  /** Delay before answering (the answer is the fault status if any, otherwise the normal one). */
-  latencyMs?: number;
-  /**
-   * `before-headers`: destroy the socket without answering; `mid-body`: send chunked headers and half a
-   * body; `mid-body-fixed-length`: the same with a Content-Length (node-fetch 2 then never settles).
-   */
-  destroySocket?: 'before-headers' | 'mid-body' | 'mid-body-fixed-length';
-  /** Answer with this status and a Status body (reason and message given or derived). */
-  status?: number;
-  reason?: string;
-  message?: string;
-}
+export type { KubeFault, KubeRequest };
 
 export interface FakeKubeOptions {
   /** Accepted bearer tokens → user name. Default `{ 'fake-token': 'system:serviceaccount:egress:operator' }`. */
   tokens?: Record<string, string>;
 }
-
-type Verb = 'get' | 'list' | 'create' | 'delete' | 'watch';
 
 export class FakeKubeApiserver extends EventEmitter {
   readonly store = new PodStore();
@@ -78,6 +49,8 @@ export class FakeKubeApiserver extends EventEmitter {
   private readonly faults: KubeFault[] = [];
   private readonly timers = new Set<NodeJS.Timeout>();
   private continueEpoch = 1;
+  /** Knob: interval of BOOKMARK events on watches that allow them (0: none). */
+  bookmarkIntervalMs = 0;
   private server!: Server;
   url = '';
 
@@ -220,8 +193,9 @@ export class FakeKubeApiserver extends EventEmitter {
       return;
     }
     try {
-      const [code, body] = this.route(entry);
-      this.send(res, entry, code, body);
+      const ctx: RouteContext = { store: this.store, tokens: this.tokens, denied: this.denied, continueEpoch: this.continueEpoch, bookmarkIntervalMs: this.bookmarkIntervalMs };
+      const result = route(ctx, entry, res);
+      if (result !== 'streaming') this.send(res, entry, result[0], result[1]);
     } catch (e) {
       if (e instanceof StatusError) this.send(res, entry, e.status.code, e.status);
       else this.send(res, entry, 500, status(500, 'InternalError', `Internal error occurred: ${String(e)}`));
@@ -248,87 +222,6 @@ export class FakeKubeApiserver extends EventEmitter {
     entry.responseBody = text;
     res.writeHead(code, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text) });
     res.end(text);
-  }
-
-  private authorize(entry: KubeRequest, verb: Verb, ns: string | undefined, name?: string): void {
-    const token = entry.authorization?.startsWith('Bearer ') ? entry.authorization.slice(7) : undefined;
-    const user = token === undefined ? undefined : this.tokens.get(token);
-    if (token === undefined || user === undefined) throw new StatusError(unauthorized());
-    const denied = this.denied.get(token);
-    if (denied === 'all' || denied?.has(verb)) {
-      const scope = ns === undefined ? 'at the cluster scope' : `in the namespace "${ns}"`;
-      const what = name === undefined ? '' : ` "${name}"`;
-      throw new StatusError(
-        status(403, 'Forbidden', `pods${what} is forbidden: User "${user}" cannot ${verb} resource "pods" in API group "" ${scope}`, {
-          ...(name === undefined ? {} : { name }),
-          kind: 'pods',
-        }),
-      );
-    }
-  }
-
-  private route(e: KubeRequest): [number, unknown] {
-    // Authentication comes before routing, as on the real server.
-    const token = e.authorization?.startsWith('Bearer ') ? e.authorization.slice(7) : undefined;
-    if (token === undefined || !this.tokens.has(token)) throw new StatusError(unauthorized());
-    const parts = e.path.split('/').filter(Boolean).map(decodeURIComponent);
-    if (parts[0] !== 'api' || parts[1] !== 'v1') throw routeNotFound();
-    const rest = parts.slice(2);
-    const dryRun = e.query.dryRun === 'All';
-    if (rest[0] === 'pods' && rest.length === 1) return this.list(e, undefined);
-    if (rest[0] === 'namespaces' && rest.length === 1 && e.method === 'GET') {
-      return [200, { kind: 'NamespaceList', apiVersion: 'v1', metadata: { resourceVersion: this.store.resourceVersion() }, items: [...this.store.namespaces].sort().map(namespaceObject) }];
-    }
-    if (rest[0] === 'namespaces' && rest.length === 2 && e.method === 'GET') {
-      if (!this.store.namespaces.has(rest[1]!)) throw new StatusError(status(404, 'NotFound', `namespaces "${rest[1]}" not found`, { name: rest[1]!, kind: 'namespaces' }));
-      return [200, { apiVersion: 'v1', kind: 'Namespace', ...namespaceObject(rest[1]!) }];
-    }
-    if (rest[0] !== 'namespaces' || rest[2] !== 'pods' || rest.length > 4) throw routeNotFound();
-    const ns = rest[1]!;
-    const name = rest[3];
-    if (name === undefined) {
-      if (e.method === 'GET') return this.list(e, ns);
-      if (e.method === 'POST') {
-        this.authorize(e, 'create', ns);
-        return [201, this.store.create(ns, parseJson(e.body), dryRun)];
-      }
-    } else {
-      if (e.method === 'GET') {
-        this.authorize(e, 'get', ns, name);
-        const pod = this.store.get(ns, name);
-        if (!pod) throw new StatusError(status(404, 'NotFound', `pods "${name}" not found`, { name, kind: 'pods' }));
-        return [200, pod];
-      }
-      if (e.method === 'DELETE') {
-        this.authorize(e, 'delete', ns, name);
-        const opts = e.body ? (parseJson(e.body) as { gracePeriodSeconds?: number; dryRun?: string[] }) : {};
-        const q = e.query.gracePeriodSeconds;
-        const grace = q !== undefined ? Number(q) : opts.gracePeriodSeconds;
-        return [200, this.store.delete(ns, name, grace, dryRun || (opts.dryRun ?? []).includes('All'))];
-      }
-    }
-    throw new StatusError(status(405, 'MethodNotAllowed', `the server does not allow this method on the requested resource`));
-  }
-
-  private list(e: KubeRequest, ns: string | undefined): [number, unknown] {
-    if (e.method !== 'GET') throw new StatusError(status(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource'));
-    const watch = e.query.watch === 'true' || e.query.watch === '1';
-    this.authorize(e, watch ? 'watch' : 'list', ns);
-    if (watch) throw new StatusError(status(501, 'NotImplemented', 'the fake apiserver does not implement watch'));
-    const q = { labelSelector: e.query.labelSelector, fieldSelector: e.query.fieldSelector, limit: e.query.limit, continue: e.query.continue };
-    return [200, listPods(this.store.list(ns), q, this.store.resourceVersion(), this.continueEpoch)];
-  }
-}
-
-function namespaceObject(name: string): Record<string, unknown> {
-  return { metadata: { name, labels: { 'kubernetes.io/metadata.name': name } }, spec: { finalizers: ['kubernetes'] }, status: { phase: 'Active' } };
-}
-
-function parseJson(body: string): unknown {
-  try {
-    return JSON.parse(body) as unknown;
-  } catch {
-    throw badRequest('the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf');
   }
 }
 

@@ -1,0 +1,28 @@
+/** Request-log entries and fault descriptions of the fake Compute API. */
+
+export interface ComputeRequest {
+  method: string;
+  path: string;
+  query: Record<string, string>;
+  rawQuery: string;
+  contentType: string | undefined;
+  authorization: string | undefined;
+  apiKey: string | undefined;
+  /** `x-goog-api-client` and `x-goog-request-params`, for contract tests. */
+  apiClient: string | undefined;
+  requestParams: string | undefined;
+  body: string;
+  status?: number;
+  /** The response body written (JSON text), once written. */
+  responseBody?: string;
+  outcome: 'pending' | 'served' | 'client-aborted' | 'destroyed';
+}
+
+export interface ComputeFault {
+  match?: { method?: string; path?: string | RegExp };
+  latencyMs?: number;
+  destroySocket?: boolean;
+  status?: number;
+  reason?: string;
+  message?: string;
+}

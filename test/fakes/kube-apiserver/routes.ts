@@ -1,0 +1,124 @@
+/** Request routing of the fake apiserver: core/v1 pods and namespaces (see server.ts for scope and deviations). */
+import type { ServerResponse } from 'node:http';
+import { listPods } from './lists.ts';
+import type { PodStore } from './pod-store.ts';
+import type { KubeRequest } from './types.ts';
+import { badRequest, routeNotFound, status, StatusError, unauthorized } from './status.ts';
+import { serveWatch } from './watch.ts';
+
+export type Verb = 'get' | 'list' | 'create' | 'delete' | 'watch';
+
+export interface RouteContext {
+  store: PodStore;
+  tokens: Map<string, string>;
+  denied: Map<string, Set<Verb> | 'all'>;
+  continueEpoch: number;
+  bookmarkIntervalMs: number;
+}
+
+/** A JSON answer, or `streaming` when a watch took over the response. */
+export type RouteResult = [number, unknown] | 'streaming';
+
+const NOT_ALLOWED = 'the server does not allow this method on the requested resource';
+
+function authorize(ctx: RouteContext, entry: KubeRequest, verb: Verb, ns: string | undefined, name?: string): void {
+  const token = entry.authorization?.startsWith('Bearer ') ? entry.authorization.slice(7) : undefined;
+  const user = token === undefined ? undefined : ctx.tokens.get(token);
+  if (token === undefined || user === undefined) throw new StatusError(unauthorized());
+  const denied = ctx.denied.get(token);
+  if (denied === 'all' || denied?.has(verb)) {
+    const scope = ns === undefined ? 'at the cluster scope' : `in the namespace "${ns}"`;
+    const what = name === undefined ? '' : ` "${name}"`;
+    throw new StatusError(
+      status(403, 'Forbidden', `pods${what} is forbidden: User "${user}" cannot ${verb} resource "pods" in API group "" ${scope}`, {
+        ...(name === undefined ? {} : { name }),
+        kind: 'pods',
+      }),
+    );
+  }
+}
+
+export function route(ctx: RouteContext, e: KubeRequest, res: ServerResponse): RouteResult {
+  // Authentication comes before routing, as on the real server.
+  const token = e.authorization?.startsWith('Bearer ') ? e.authorization.slice(7) : undefined;
+  if (token === undefined || !ctx.tokens.has(token)) throw new StatusError(unauthorized());
+  const parts = e.path.split('/').filter(Boolean).map(decodeURIComponent);
+  if (parts[0] !== 'api' || parts[1] !== 'v1') throw routeNotFound();
+  const rest = parts.slice(2);
+  const dryRun = e.query.dryRun === 'All';
+  const { store } = ctx;
+  if (rest[0] === 'pods' && rest.length === 1) return list(ctx, e, undefined, res);
+  if (rest[0] === 'namespaces' && rest.length === 1 && e.method === 'GET') {
+    return [200, { kind: 'NamespaceList', apiVersion: 'v1', metadata: { resourceVersion: store.resourceVersion() }, items: [...store.namespaces].sort().map(namespaceObject) }];
+  }
+  if (rest[0] === 'namespaces' && rest.length === 2 && e.method === 'GET') {
+    if (!store.namespaces.has(rest[1]!)) throw new StatusError(status(404, 'NotFound', `namespaces "${rest[1]}" not found`, { name: rest[1]!, kind: 'namespaces' }));
+    return [200, { apiVersion: 'v1', kind: 'Namespace', ...namespaceObject(rest[1]!) }];
+  }
+  if (rest[0] !== 'namespaces' || rest[2] !== 'pods' || rest.length > 4) throw routeNotFound();
+  const ns = rest[1]!;
+  const name = rest[3];
+  if (name === undefined) {
+    if (e.method === 'GET') return list(ctx, e, ns, res);
+    if (e.method === 'POST') {
+      authorize(ctx, e, 'create', ns);
+      return [201, store.create(ns, parseJson(e.body), dryRun)];
+    }
+  } else {
+    if (e.method === 'GET') {
+      authorize(ctx, e, 'get', ns, name);
+      const pod = store.get(ns, name);
+      if (!pod) throw new StatusError(status(404, 'NotFound', `pods "${name}" not found`, { name, kind: 'pods' }));
+      return [200, pod];
+    }
+    if (e.method === 'DELETE') {
+      authorize(ctx, e, 'delete', ns, name);
+      const opts = e.body ? (parseJson(e.body) as { gracePeriodSeconds?: number; dryRun?: string[] }) : {};
+      const q = e.query.gracePeriodSeconds;
+      const grace = q !== undefined ? Number(q) : opts.gracePeriodSeconds;
+      return [200, store.delete(ns, name, grace, dryRun || (opts.dryRun ?? []).includes('All'))];
+    }
+  }
+  throw new StatusError(status(405, 'MethodNotAllowed', NOT_ALLOWED));
+}
+
+function list(ctx: RouteContext, e: KubeRequest, ns: string | undefined, res: ServerResponse): RouteResult {
+  if (e.method !== 'GET') throw new StatusError(status(405, 'MethodNotAllowed', NOT_ALLOWED));
+  const q = e.query;
+  const watch = q.watch === 'true' || q.watch === '1';
+  authorize(ctx, e, watch ? 'watch' : 'list', ns);
+  if (watch) {
+    serveWatch(
+      ctx.store,
+      res,
+      {
+        namespace: ns,
+        labelSelector: q.labelSelector,
+        fieldSelector: q.fieldSelector,
+        resourceVersion: q.resourceVersion,
+        allowWatchBookmarks: q.allowWatchBookmarks === 'true',
+        timeoutSeconds: q.timeoutSeconds,
+        bookmarkIntervalMs: ctx.bookmarkIntervalMs,
+      },
+      () => {
+        e.status = 200;
+        e.outcome = 'streaming';
+      },
+    );
+    return 'streaming';
+  }
+  const params = { labelSelector: q.labelSelector, fieldSelector: q.fieldSelector, limit: q.limit, continue: q.continue };
+  return [200, listPods(ctx.store.list(ns), params, ctx.store.resourceVersion(), ctx.continueEpoch)];
+}
+
+function namespaceObject(name: string): Record<string, unknown> {
+  return { metadata: { name, labels: { 'kubernetes.io/metadata.name': name } }, spec: { finalizers: ['kubernetes'] }, status: { phase: 'Active' } };
+}
+
+function parseJson(body: string): unknown {
+  try {
+    return JSON.parse(body) as unknown;
+  } catch {
+    throw badRequest('the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf');
+  }
+}

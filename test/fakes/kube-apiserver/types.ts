@@ -1,0 +1,38 @@
+/** Request-log entries and fault descriptions of the fake apiserver. */
+
+export interface KubeRequest {
+  method: string;
+  path: string;
+  /** Decoded query parameters (last value wins) and the raw query string. */
+  query: Record<string, string>;
+  rawQuery: string;
+  contentType: string | undefined;
+  accept: string | undefined;
+  authorization: string | undefined;
+  body: string;
+  /** The HTTP status written, once written. */
+  status?: number;
+  /** The response body written (JSON text), once written. */
+  responseBody?: string;
+  /**
+   * `served`, `streaming` (a watch), `client-aborted` (the client closed the socket before the answer),
+   * `destroyed` (a fault).
+   */
+  outcome: 'pending' | 'served' | 'streaming' | 'client-aborted' | 'destroyed';
+}
+
+export interface KubeFault {
+  /** Only requests matching these apply; the first matching fault is used once and removed. */
+  match?: { method?: string; path?: string | RegExp };
+  /** Delay before answering (the answer is the fault status if any, otherwise the normal one). */
+  latencyMs?: number;
+  /**
+   * `before-headers`: destroy the socket without answering; `mid-body`: send chunked headers and half a
+   * body; `mid-body-fixed-length`: the same with a Content-Length (node-fetch 2 then never settles).
+   */
+  destroySocket?: 'before-headers' | 'mid-body' | 'mid-body-fixed-length';
+  /** Answer with this status and a Status body (reason and message given or derived). */
+  status?: number;
+  reason?: string;
+  message?: string;
+}
