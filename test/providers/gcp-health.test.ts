@@ -2,11 +2,12 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { OAuth2Client } from 'google-auth-library';
 import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/errors.ts';
 import { silentLogger } from '../../src/logging.ts';
-import { computeClientOptions, createGcpProvider, gcpProviderSchema, MANAGED_FILTER, MANAGED_LABELS } from '../../src/providers/gcp/index.ts';
+import { computeClientOptions, createComputeClients, createGcpProvider, gcpProviderSchema, MANAGED_FILTER, MANAGED_LABELS } from '../../src/providers/gcp/index.ts';
 import type { Provider } from '../../src/providers/types.ts';
 import { startFakeCompute, type FakeCompute } from '../fakes/compute/index.ts';
 
@@ -150,6 +151,26 @@ describe('gcp health check', () => {
     expect(r).toMatchObject({ ready: false, reason: 'Timeout', details: { project: 'egress-test', endpoint: endpoint() } });
     expect((await aborted).outcome).toBe('client-aborted');
     expect(compute.requests).toHaveLength(1);
+  });
+
+  it('reports Timeout when the signal ends while credentials are still being fetched', async () => {
+    let authStarted!: () => void;
+    const inAuth = new Promise<void>((resolve) => (authStarted = resolve));
+    const auth = new OAuth2Client();
+    // Stands in for a slow credential source (an ADC metadata-server probe): it never answers.
+    auth.refreshHandler = () => {
+      authStarted();
+      return new Promise(() => undefined);
+    };
+    const config = gcpProviderSchema.parse({ name: 'gce', type: 'gcp', project: 'egress-test', apiEndpoint: '127.0.0.1', port: compute.port, protocol: 'http' });
+    const p = createGcpProvider(config, deps(), { clients: createComputeClients({ ...compute.clientOptions(), authClient: auth }) });
+    providers.push(p);
+    const ac = new AbortController();
+    const checking = p.check(ac.signal);
+    await inAuth;
+    ac.abort();
+    expect((await checking)[0]).toMatchObject({ ready: false, reason: 'Timeout' });
+    expect(compute.requests).toEqual([]);
   });
 
   it('reports Timeout, not the underlying error, when the signal has already ended', async () => {

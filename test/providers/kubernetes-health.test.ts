@@ -143,6 +143,29 @@ describe('kubernetes health check', () => {
     expect((await checking)[0]).toMatchObject({ ready: false, reason: 'Timeout' });
   });
 
+  it('reports Timeout when the signal ends while credentials are still being resolved', async () => {
+    let authStarted!: () => void;
+    const inAuth = new Promise<void>((resolve) => (authStarted = resolve));
+    const kc = kube.kubeConfig(null);
+    // Stands in for a slow exec credential plugin: it never answers.
+    kc.addAuthenticator({
+      isAuthProvider: () => true,
+      applyAuthentication: () => {
+        authStarted();
+        return new Promise(() => undefined);
+      },
+    });
+    const config = kubernetesProviderSchema.parse({ name: 'k8s', type: 'kubernetes', server: kube.url, skipTLSVerify: true });
+    const p = createKubernetesProvider(config, deps(), { kubeConfig: kc });
+    providers.push(p);
+    const ac = new AbortController();
+    const checking = p.check(ac.signal);
+    await inAuth;
+    ac.abort();
+    expect((await checking)[0]).toMatchObject({ ready: false, reason: 'Timeout' });
+    expect(kube.requests).toEqual([]);
+  });
+
   it('reports Timeout, not the underlying error, when the signal has already ended', async () => {
     const ac = new AbortController();
     ac.abort();

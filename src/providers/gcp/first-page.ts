@@ -42,10 +42,12 @@ export async function aggregatedListFirstPage(
       otherArgs: { headers: { 'x-goog-request-params': new URLSearchParams({ project: request.project }).toString() } },
     },
   );
+  // Cancelling aborts the fetch, but the call settles only once the auth client is done too (an ADC
+  // metadata-server probe can take seconds), so the check also stops waiting as soon as the signal ends.
   const cancel = (): void => pending.cancel();
   signal.addEventListener('abort', cancel, { once: true });
   try {
-    const [items, , raw] = await pending;
+    const [items, , raw] = await raceAbort(pending, signal);
     const token = (raw as { nextPageToken?: string | null } | null)?.nextPageToken;
     return { items: (items ?? {}) as Record<string, ScopedList>, nextPageToken: token || undefined };
   } finally {
@@ -58,8 +60,9 @@ export function countInstances(page: AggregatedPage): number {
   return Object.values(page.items).reduce((n, scoped) => n + (scoped.instances?.length ?? 0), 0);
 }
 
-/** Settles with `work`, or rejects with the signal's reason as soon as it ends. */
+/** Settles with `work`, or rejects with the signal's reason as soon as it ends (a late rejection is ignored). */
 async function raceAbort<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  work.catch(() => undefined);
   signal.throwIfAborted();
   let onAbort = (): void => undefined;
   const aborted = new Promise<never>((_, reject) => {

@@ -5,7 +5,7 @@ import { classifyKubeError, truncate } from './classify.ts';
 import type { KubernetesProviderConfig } from './config.ts';
 import { apiHost, buildKubeConfig } from './kubeconfig.ts';
 import { MANAGED_LABEL_SELECTOR } from './labels.ts';
-import { withSignal } from './request-options.ts';
+import { raceAbort, withSignal } from './request-options.ts';
 
 export const KUBERNETES_TARGET = 'apiserver';
 
@@ -44,9 +44,11 @@ export function createKubernetesProvider(
     ];
     if (closed) return result(false, 'Error', 'provider is closed');
     try {
-      const list = await api.listPodForAllNamespaces(
-        { labelSelector: MANAGED_LABEL_SELECTOR, limit: 1 },
-        withSignal(signal),
+      // The signal aborts the HTTP request, but credentials are resolved before it is sent (an exec
+      // plugin, a token file) and cannot be interrupted: stop waiting for them when the signal ends.
+      const list = await raceAbort(
+        api.listPodForAllNamespaces({ labelSelector: MANAGED_LABEL_SELECTOR, limit: 1 }, withSignal(signal)),
+        signal,
       );
       const seen = list.items.length > 0 ? 'at least one managed Pod' : 'no managed Pods';
       return result(true, 'Ok', `listed Pods cluster-wide (${seen})`);
