@@ -1,11 +1,9 @@
 /**
  * The multiplexing core of a libvirt connection: serials, the in-flight cap, reply routing,
  * whole-frame writes with backpressure, keepalive answers, and teardown. Procedure encoding,
- * logging and metrics live one level up (connection.ts); this file moves bytes.
+ * logging and metrics live one level up (connection-base.ts); this file moves bytes.
  */
 import type { Duplex } from 'node:stream';
-import type { Logger } from '../../logging.ts';
-import { remoteErrorCodec } from './codecs.ts';
 import {
   KEEPALIVE_PROC_PING,
   KEEPALIVE_PROC_PONG,
@@ -14,50 +12,12 @@ import {
   MessageType,
   REMOTE_PROGRAM,
 } from './constants.ts';
-import { ConnectionClosedError, ConnectionLostError, LibvirtAbortError, LibvirtError, LibvirtProtocolError, StreamEndedError } from './errors.ts';
+import { ConnectionClosedError, ConnectionLostError, LibvirtAbortError, LibvirtProtocolError, StreamEndedError } from './errors.ts';
+import { decodeRemoteError } from './remote-error.ts';
 import { encodeFrame, FrameDecoder, type Frame } from './frame.ts';
-import { KeepaliveMonitor, type KeepaliveOptions } from './keepalive.ts';
+import { KeepaliveMonitor } from './keepalive.ts';
+import type { CallOptions, MessageListener, RpcCoreOptions, RpcStats, StreamHandler } from './rpc-types.ts';
 import { WriteQueue } from './write-queue.ts';
-import { decodeXdr } from './xdr.ts';
-
-/** Receives the STREAM packets of one serial. */
-export interface StreamHandler {
-  /** Procedure name, for errors. */
-  readonly name: string;
-  onPacket(status: number, payload: Buffer): void;
-  fail(err: Error): void;
-}
-
-export interface RpcStats {
-  /** Calls written and not answered, tombstones of aborted calls included (the daemon still counts them). */
-  inFlight: number;
-  /** Calls waiting for a slot. */
-  queued: number;
-  tombstones: number;
-  /** Open data streams. */
-  streams: number;
-  /** Keepalive PINGs this client sent. */
-  pingsSent: number;
-  /** PINGs from the peer this client answered with a PONG. */
-  pingsAnswered: number;
-}
-
-export interface CallOptions {
-  /** Registered for the call's serial before the CALL is written. */
-  stream?: StreamHandler;
-  /** Skip the in-flight cap (CONNECT_CLOSE only). */
-  priority?: boolean;
-  /** Filled in with the serial once assigned (for logs). */
-  trace?: { serial?: number };
-  /** Classify 39/7 as an auth error while false. */
-  authenticated?: () => boolean;
-}
-
-export interface RpcCoreOptions {
-  logger: Logger;
-  maxInFlight: number;
-  keepalive: KeepaliveOptions | false;
-}
 
 interface Pending {
   kind: 'call';
@@ -78,7 +38,6 @@ interface Tombstone {
   onLateReply?: (status: number) => void;
 }
 
-export type MessageListener = (frame: Frame) => void;
 
 export class RpcCore {
   private nextSerial = 1;
@@ -354,16 +313,7 @@ export class RpcCore {
   }
 
   decodeError(payload: Buffer, p: { proc: number; name: string; opts?: CallOptions }): Error {
-    try {
-      const remote = decodeXdr(payload, remoteErrorCodec.read);
-      return new LibvirtError(remote, {
-        procedure: p.proc,
-        procedureName: p.name,
-        authenticated: p.opts?.authenticated?.() ?? true,
-      });
-    } catch (err) {
-      return new LibvirtProtocolError(`${p.name}: undecodable error payload`, { cause: err });
-    }
+    return decodeRemoteError(payload, p.proc, p.name, p.opts?.authenticated?.() ?? true);
   }
 
   private sendKeepalive(proc: number): void {

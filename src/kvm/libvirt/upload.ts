@@ -7,7 +7,8 @@
  */
 import { MessageStatus, STREAM_CHUNK_MAX } from './constants.ts';
 import { LibvirtAbortError, LibvirtProtocolError } from './errors.ts';
-import type { CallOptions, RpcCore, StreamHandler } from './rpc.ts';
+import type { RpcCore } from './rpc.ts';
+import type { CallOptions, StreamHandler } from './rpc-types.ts';
 import type { UploadResult, UploadSource } from './types.ts';
 
 interface Deferred {
