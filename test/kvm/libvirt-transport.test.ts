@@ -3,6 +3,10 @@ import { Writable, type Duplex } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openLibvirtConnection, type LibvirtConnection } from '../../src/kvm/libvirt/index.ts';
 import { WriteQueue } from '../../src/kvm/libvirt/write-queue.ts';
+import { remoteErrorCodec } from '../../src/kvm/libvirt/codecs.ts';
+import { MessageType, Proc, REMOTE_PROGRAM } from '../../src/kvm/libvirt/constants.ts';
+import { encodeFrame, FrameDecoder, type Frame } from '../../src/kvm/libvirt/frame.ts';
+import { decodeXdr, encodeXdr } from '../../src/kvm/libvirt/xdr.ts';
 import { silentLogger } from '../../src/logging.ts';
 import { duplexPair } from '../fakes/libvirt/duplex-pair.ts';
 import { openOnFake, waitFor, type FakeHarness } from '../fakes/libvirt/harness.ts';
@@ -80,6 +84,44 @@ describe('writes', () => {
     const content = h.server.state.volume('default', 'bp.img').content;
     expect(content.length).toBe(total);
     expect(content[total - 1]).toBe((total / chunk - 1) % 251);
+  });
+});
+
+describe('serials and the fake protocol checks', () => {
+  it('wraps the serial counter past 2^32 - 1 without using 0', async () => {
+    const h = track(await openOnFake());
+    (h.conn['core'] as unknown as { nextSerial: number }).nextSerial = 0xffff_ffff;
+    expect(await h.conn.getType(sig())).toBe('QEMU');
+    expect(await h.conn.getHostname(sig())).toBe('fake-libvirt-host');
+    expect(h.server.requests.slice(-2).map((r) => r.serial)).toEqual([0xffff_ffff, 1]);
+  });
+
+  it('the fake echoes any serial, refuses calls before AUTH_LIST and rejects trailing argument bytes', async () => {
+    const server = new FakeLibvirtServer();
+    cleanup.push(() => server.close());
+    await server.listen();
+    const sock = await server.connect();
+    cleanup.push(() => void sock.destroy());
+    const decoder = new FrameDecoder();
+    const replies: Frame[] = [];
+    sock.on('data', (chunk: Buffer) => replies.push(...decoder.push(chunk)));
+    const call = (serial: number, proc: number, payload?: Buffer): boolean =>
+      sock.write(encodeFrame({ prog: REMOTE_PROGRAM, proc, type: MessageType.CALL, serial, status: 0 }, payload));
+    call(0xdead_beef, Proc.CONNECT_GET_TYPE);
+    call(77, Proc.AUTH_LIST);
+    call(78, Proc.CONNECT_SUPPORTS_FEATURE, Buffer.concat([encodeXdr(10, (w, v) => w.int(v)), Buffer.alloc(4)]));
+    call(79, 9999);
+    await waitFor(() => replies.length === 4, 'four replies');
+    const err = (f: Frame) => decodeXdr(f.payload, remoteErrorCodec.read);
+    expect(replies.map((f) => [f.serial, f.status])).toEqual([
+      [0xdead_beef, 1],
+      [77, 0],
+      [78, 1],
+      [79, 1],
+    ]);
+    expect(err(replies[0]!)).toMatchObject({ code: 39, domain: 7, message: 'authentication required' });
+    expect(err(replies[2]!)).toMatchObject({ code: 39, domain: 7 });
+    expect(err(replies[3]!)).toMatchObject({ code: 39, domain: 7, message: 'unknown procedure: 9999' });
   });
 });
 
