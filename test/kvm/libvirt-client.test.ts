@@ -93,6 +93,31 @@ describe('open and procedures against the fake', () => {
     expect(await conn.domainGetMetadata(dom, { type: 2, uri: 'urn:egress', flags: 0 }, sig())).toBe('<egress managed="true"/>');
   });
 
+  it('lists pools and volumes, resolves paths, resizes, starts pools, finds domains by uuid', async () => {
+    const server = new FakeLibvirtServer();
+    server.state.addPool({ name: 'off', state: 0 });
+    const { conn } = await open({}, {}, server);
+    expect((await conn.listAllStoragePools(0, sig())).map((p) => p.name).sort()).toEqual(['default', 'off']);
+    expect((await conn.listAllStoragePools(2, sig())).map((p) => p.name)).toEqual(['default']);
+    const pool = await conn.storagePoolLookupByName('default', sig());
+    const vol = await conn.storageVolCreateXml(pool, '<volume><name>r.img</name><capacity>10</capacity></volume>', 0, sig());
+    expect(await conn.storagePoolListAllVolumes(pool, sig())).toEqual([vol]);
+    expect(await conn.storageVolGetPath(vol, sig())).toBe(vol.key);
+    await conn.storageVolResize(vol, 4096, 0, sig());
+    expect((await conn.storageVolGetInfo(vol, sig())).capacity).toBe(4096);
+    const off = await conn.storagePoolLookupByName('off', sig());
+    await conn.storagePoolCreate(off, sig());
+    expect(await conn.storagePoolIsActive(off, sig())).toBe(true);
+    await expect(conn.storagePoolCreate(off, sig())).rejects.toMatchObject({ kind: 'invalid-state' });
+    const dom = await conn.domainDefineXml(DOM_XML('byuuid'), 0, sig());
+    expect(await conn.domainLookupByUuid(dom.uuid, sig())).toEqual(dom);
+    expect(await conn.domainIsActive(dom, sig())).toBe(false);
+    await conn.domainCreate(dom, 0, sig());
+    await conn.domainShutdown(dom, 1, sig());
+    expect(await conn.domainGetState(dom, sig())).toEqual({ state: 5, reason: 1 });
+    await expect(conn.domainLookupByUuid(Buffer.alloc(16), sig())).rejects.toSatisfy(isLibvirtNotFound);
+  });
+
   it('reports storage pool state in numbers and virsh words', async () => {
     const server = new FakeLibvirtServer();
     server.state.addPool({ name: 'off', state: 0 });

@@ -85,6 +85,9 @@ describe('real libvirtd (qemu:///system)', () => {
     expect(await conn.storagePoolIsActive(inactive, sig())).toBe(false);
 
     expect(await kindOf(conn.storagePoolLookupByName(unique('nopool'), sig()))).toEqual(['not-found', 49, 18]);
+    const names = (await conn.listAllStoragePools(0, sig())).map((p) => p.name);
+    expect(names).toEqual(expect.arrayContaining([host.pool, host.inactivePool]));
+    expect((await conn.listAllStoragePools(1, sig())).map((p) => p.name)).toContain(host.inactivePool);
   });
 
   it('defines, starts, tags, destroys and undefines a small TCG domain', async () => {
@@ -114,6 +117,9 @@ describe('real libvirtd (qemu:///system)', () => {
     expect(info).toMatchObject({ state: 1, maxMemKiB: 65536, nrVirtCpu: 1 });
     expect((await conn.listAllDomains(1, sig())).map((d) => d.name)).toContain(name);
     expect(await conn.domainGetXmlDesc(dom, 0, sig())).toContain(`<name>${name}</name>`);
+    expect((await conn.domainLookupByUuid(dom.uuid, sig())).name).toBe(name);
+    expect(await conn.domainIsActive(dom, sig())).toBe(true);
+    await conn.domainShutdown(dom, 0, sig()); // ACPI request; SeaBIOS without an OS ignores it
 
     await conn.domainSetMetadata(dom, { type: 2, metadata: '<egress managed="true" pool="p1"/>', key: 'eg', uri, flags: 3 }, sig());
     expect(await conn.domainGetMetadata(dom, { type: 2, uri, flags: 1 }, sig())).toContain('managed="true"');
@@ -152,6 +158,10 @@ describe('real libvirtd (qemu:///system)', () => {
     const onDisk = await readFile(vol.key);
     expect(onDisk.subarray(0, data.length).equals(data)).toBe(true);
     expect((await conn.storageVolGetInfo(vol, sig())).capacity).toBe(2 * 1024 * 1024);
+    expect(await conn.storageVolGetPath(vol, sig())).toBe(vol.key);
+    expect((await conn.storagePoolListAllVolumes(pool, sig())).map((v) => v.name)).toContain(name);
+    await conn.storageVolResize(vol, 3 * 1024 * 1024, 0, sig());
+    expect((await conn.storageVolGetInfo(vol, sig())).capacity).toBe(3 * 1024 * 1024);
 
     // Writing past `length`: the daemon's STREAM ERROR (38/38), then its stray STREAM OK is ignored.
     const err = await conn.storageVolUpload(vol, [Buffer.alloc(300_000)], { length: 1000 }, sig()).then(

@@ -83,6 +83,17 @@ export class LibvirtConnection extends LibvirtConnectionBase {
   domainLookupByName(name: string, signal: AbortSignal): Promise<DomainRef> {
     return this.invoke(PROCEDURES.domainLookupByName, { name }, signal);
   }
+  /** `uuid` is the 16 raw bytes (DomainRef.uuid). */
+  domainLookupByUuid(uuid: Buffer, signal: AbortSignal): Promise<DomainRef> {
+    return this.invoke(PROCEDURES.domainLookupByUuid, { uuid }, signal);
+  }
+  domainIsActive(dom: DomainRef, signal: AbortSignal): Promise<boolean> {
+    return this.invoke(PROCEDURES.domainIsActive, { dom }, signal);
+  }
+  /** SHUTDOWN_FLAGS (asks the guest); flags: ACPI 1, AGENT 2. Returns before the guest is off. */
+  domainShutdown(dom: DomainRef, flags: number, signal: AbortSignal): Promise<void> {
+    return this.invoke(PROCEDURES.domainShutdown, { dom, flags }, signal);
+  }
   /** DEFINE_XML_FLAGS; flags: VALIDATE = 1. */
   domainDefineXml(xml: string, flags: number, signal: AbortSignal): Promise<DomainRef> {
     return this.invoke(PROCEDURES.domainDefineXml, { xml, flags }, signal);
@@ -138,6 +149,17 @@ export class LibvirtConnection extends LibvirtConnectionBase {
   }
 
   // ---- storage ----
+  /** flags: 0 all, 1 inactive, 2 active, … (virConnectListAllStoragePoolsFlags). */
+  async listAllStoragePools(flags: number, signal: AbortSignal): Promise<StoragePoolRef[]> {
+    return (await this.invoke(PROCEDURES.listAllStoragePools, { needResults: 1, flags }, signal)).pools;
+  }
+  async storagePoolListAllVolumes(pool: StoragePoolRef, signal: AbortSignal): Promise<StorageVolRef[]> {
+    return (await this.invoke(PROCEDURES.storagePoolListAllVolumes, { pool, needResults: 1, flags: 0 }, signal)).vols;
+  }
+  /** Starts an inactive (defined) pool. */
+  storagePoolCreate(pool: StoragePoolRef, signal: AbortSignal): Promise<void> {
+    return this.invoke(PROCEDURES.storagePoolCreate, { pool, flags: 0 }, signal);
+  }
   storagePoolLookupByName(name: string, signal: AbortSignal): Promise<StoragePoolRef> {
     return this.invoke(PROCEDURES.storagePoolLookupByName, { name }, signal);
   }
@@ -174,6 +196,13 @@ export class LibvirtConnection extends LibvirtConnectionBase {
   }
   storageVolGetInfo(vol: StorageVolRef, signal: AbortSignal): Promise<StorageVolInfo> {
     return this.invoke(PROCEDURES.storageVolGetInfo, { vol }, signal);
+  }
+  storageVolGetPath(vol: StorageVolRef, signal: AbortSignal): Promise<string> {
+    return this.invoke(PROCEDURES.storageVolGetPath, { vol }, signal);
+  }
+  /** capacity in bytes; flags: ALLOCATE 1, DELTA 2, SHRINK 4. */
+  storageVolResize(vol: StorageVolRef, capacity: number, flags: number, signal: AbortSignal): Promise<void> {
+    return this.invoke(PROCEDURES.storageVolResize, { vol, capacity, flags }, signal);
   }
   storageVolDelete(vol: StorageVolRef, flags: number, signal: AbortSignal): Promise<void> {
     return this.invoke(PROCEDURES.storageVolDelete, { vol, flags }, signal);

@@ -5,6 +5,7 @@
  * entries in the other direction.
  */
 import {
+  UUID_BYTES,
   domainRefCodec,
   intCodec,
   optStringCodec,
@@ -27,7 +28,9 @@ import type {
   ListAllDomainsResult,
   StoragePoolInfo,
   StoragePoolStateWord,
+  StoragePoolRef,
   StorageVolInfo,
+  StorageVolRef,
 } from './types.ts';
 
 export interface ProcedureDef<A, R> {
@@ -102,6 +105,18 @@ const listAllDomainsCodec: Codec<ListAllDomainsResult> = {
   read: (r) => ({ domains: r.array(Limits.DOMAIN_LIST_MAX, domainRefCodec.read), ret: r.uint() }),
 };
 
+const listAllPoolsCodec: Codec<{ pools: StoragePoolRef[]; ret: number }> = {
+  write: (w, v) => void w.array(v.pools, Limits.STORAGE_POOL_LIST_MAX, poolRefCodec.write).uint(v.ret),
+  read: (r) => ({ pools: r.array(Limits.STORAGE_POOL_LIST_MAX, poolRefCodec.read), ret: r.uint() }),
+};
+
+const listAllVolsCodec: Codec<{ vols: StorageVolRef[]; ret: number }> = {
+  write: (w, v) => void w.array(v.vols, Limits.STORAGE_VOL_LIST_MAX, volRefCodec.write).uint(v.ret),
+  read: (r) => ({ vols: r.array(Limits.STORAGE_VOL_LIST_MAX, volRefCodec.read), ret: r.uint() }),
+};
+
+const uuidCodec: Codec<Buffer> = { write: (w, v) => void w.fixedOpaque(v, UUID_BYTES), read: (r) => r.fixedOpaque(UUID_BYTES) };
+
 const optDomainCodec: Codec<DomainRef | null> = {
   write: (w, v) => void w.optional(v, domainRefCodec.write),
   read: (r) => r.optional(domainRefCodec.read),
@@ -143,6 +158,9 @@ export const PROCEDURES = {
     listAllDomainsCodec,
   ),
   domainLookupByName: def('domain_lookup_by_name', Proc.DOMAIN_LOOKUP_BY_NAME, struct({ name: stringCodec }), dom),
+  domainLookupByUuid: def('domain_lookup_by_uuid', Proc.DOMAIN_LOOKUP_BY_UUID, struct({ uuid: uuidCodec }), dom),
+  domainIsActive: def('domain_is_active', Proc.DOMAIN_IS_ACTIVE, struct({ dom }), intBool),
+  domainShutdown: def('domain_shutdown_flags', Proc.DOMAIN_SHUTDOWN_FLAGS, struct({ dom, flags }), voidCodec),
   domainDefineXml: def('domain_define_xml_flags', Proc.DOMAIN_DEFINE_XML_FLAGS, struct({ xml: stringCodec, flags }), dom),
   domainCreate: def('domain_create_with_flags', Proc.DOMAIN_CREATE_WITH_FLAGS, struct({ dom, flags }), dom),
   domainGetState: def(
@@ -173,6 +191,19 @@ export const PROCEDURES = {
     struct({ dom, source: uintCodec, flags }),
     interfacesCodec,
   ),
+  listAllStoragePools: def(
+    'connect_list_all_storage_pools',
+    Proc.CONNECT_LIST_ALL_STORAGE_POOLS,
+    struct({ needResults: intCodec, flags }),
+    listAllPoolsCodec,
+  ),
+  storagePoolListAllVolumes: def(
+    'storage_pool_list_all_volumes',
+    Proc.STORAGE_POOL_LIST_ALL_VOLUMES,
+    struct({ pool, needResults: intCodec, flags }),
+    listAllVolsCodec,
+  ),
+  storagePoolCreate: def('storage_pool_create', Proc.STORAGE_POOL_CREATE, struct({ pool, flags }), voidCodec),
   storagePoolLookupByName: def('storage_pool_lookup_by_name', Proc.STORAGE_POOL_LOOKUP_BY_NAME, struct({ name: stringCodec }), pool),
   storagePoolGetInfo: def('storage_pool_get_info', Proc.STORAGE_POOL_GET_INFO, struct({ pool }), poolInfoCodec),
   storagePoolIsActive: def('storage_pool_is_active', Proc.STORAGE_POOL_IS_ACTIVE, struct({ pool }), intBool),
@@ -188,6 +219,8 @@ export const PROCEDURES = {
   ),
   storageVolLookupByName: def('storage_vol_lookup_by_name', Proc.STORAGE_VOL_LOOKUP_BY_NAME, struct({ pool, name: stringCodec }), vol),
   storageVolGetInfo: def('storage_vol_get_info', Proc.STORAGE_VOL_GET_INFO, struct({ vol }), volInfoCodec),
+  storageVolGetPath: def('storage_vol_get_path', Proc.STORAGE_VOL_GET_PATH, struct({ vol }), stringCodec),
+  storageVolResize: def('storage_vol_resize', Proc.STORAGE_VOL_RESIZE, struct({ vol, capacity: uhyperNumber('capacity'), flags }), voidCodec),
   storageVolDelete: def('storage_vol_delete', Proc.STORAGE_VOL_DELETE, struct({ vol, flags }), voidCodec),
   storageVolUpload: def('storage_vol_upload', Proc.STORAGE_VOL_UPLOAD, volRange, voidCodec, 'upload'),
   domainEventRegisterAny: def(

@@ -64,6 +64,9 @@ const HANDLERS: Record<number, (ctx: HandlerContext, a: any) => unknown> = {
     return { domains: a.needResults ? domains : [], ret: domains.length };
   },
   [Proc.DOMAIN_LOOKUP_BY_NAME]: (ctx, a) => domRef(ctx.state.domain(a.name)),
+  [Proc.DOMAIN_LOOKUP_BY_UUID]: (ctx, a) => domRef(ctx.state.domainByUuid(a.uuid)),
+  [Proc.DOMAIN_IS_ACTIVE]: (ctx, a) => [1, 3].includes(ctx.state.domain(a.dom.name).state),
+  [Proc.DOMAIN_SHUTDOWN_FLAGS]: (ctx, a) => ctx.state.shutdown(a.dom.name),
   [Proc.DOMAIN_DEFINE_XML_FLAGS]: (ctx, a) => domRef(ctx.state.define(a.xml)),
   [Proc.DOMAIN_CREATE_WITH_FLAGS]: (ctx, a) => domRef(ctx.state.start(a.dom.name)),
   [Proc.DOMAIN_GET_STATE]: (ctx, a) => {
@@ -87,6 +90,17 @@ const HANDLERS: Record<number, (ctx: HandlerContext, a: any) => unknown> = {
   },
   [Proc.CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY]: (ctx) => ctx.registerEvents(),
   [Proc.CONNECT_DOMAIN_EVENT_CALLBACK_DEREGISTER_ANY]: (ctx, a) => ctx.deregisterEvents(a.callbackId),
+  [Proc.CONNECT_LIST_ALL_STORAGE_POOLS]: (ctx, a) => {
+    const pools = [...ctx.state.pools.values()]
+      .filter((p) => !(a.flags & 1 && p.state === 2) && !(a.flags & 2 && p.state !== 2))
+      .map(poolRef);
+    return { pools: a.needResults ? pools : [], ret: pools.length };
+  },
+  [Proc.STORAGE_POOL_LIST_ALL_VOLUMES]: (ctx, a) => {
+    const vols = [...ctx.state.activePool(a.pool.name).volumes.values()].map(volRef);
+    return { vols: a.needResults ? vols : [], ret: vols.length };
+  },
+  [Proc.STORAGE_POOL_CREATE]: (ctx, a) => ctx.state.startPool(a.pool.name),
   [Proc.STORAGE_POOL_LOOKUP_BY_NAME]: (ctx, a) => poolRef(ctx.state.pool(a.name)),
   [Proc.STORAGE_POOL_GET_INFO]: (ctx, a) => {
     const p = ctx.state.pool(a.pool.name);
@@ -106,6 +120,8 @@ const HANDLERS: Record<number, (ctx: HandlerContext, a: any) => unknown> = {
     const v = volumeOf(ctx, a.vol);
     return { type: v.type, capacity: Math.max(v.capacity, v.content.length), allocation: v.content.length };
   },
+  [Proc.STORAGE_VOL_GET_PATH]: (ctx, a) => volumeOf(ctx, a.vol).key,
+  [Proc.STORAGE_VOL_RESIZE]: (ctx, a) => void (volumeOf(ctx, a.vol).capacity = a.capacity),
   [Proc.STORAGE_VOL_DELETE]: (ctx, a) => ctx.state.deleteVolume(a.vol.pool, a.vol.name),
   [Proc.STORAGE_VOL_UPLOAD]: (ctx, a) => {
     const v = volumeOf(ctx, a.vol);

@@ -117,6 +117,22 @@ export class FakeLibvirtState {
     return d;
   }
 
+  domainByUuid(uuid: Buffer): FakeDomain {
+    for (const d of this.domains.values()) if (d.uuid.equals(uuid)) return d;
+    throw fault(ErrorCode.NO_DOMAIN, this.domErr, `Domain not found: no domain with matching uuid '${uuid.toString('hex')}'`);
+  }
+
+  /** No guest OS here: a shutdown request powers the domain off at once (reason 1, shutdown). */
+  shutdown(name: string): void {
+    const d = this.domain(name);
+    if (d.state !== 1) throw fault(ErrorCode.OPERATION_INVALID, ErrorDomain.DOMAIN, 'Requested operation is not valid: domain is not running');
+    d.state = 5;
+    d.reason = 1;
+    d.id = -1;
+    this.onLifecycle?.(d, 5, 0);
+    if (!d.persistent) this.domains.delete(name);
+  }
+
   define(xml: string): FakeDomain {
     const name = xmlField(xml, 'name')?.text;
     if (!name) throw fault(27, ErrorDomain.DOMAIN, 'XML error: missing domain name');
@@ -202,6 +218,12 @@ export class FakeLibvirtState {
     if (!name) throw fault(27, ErrorDomain.STORAGE, 'XML error: missing pool source name element');
     if (this.pools.has(name)) throw fault(ErrorCode.OPERATION_FAILED, this.poolErr, `operation failed: pool '${name}' already exists`);
     return this.addPool({ name, path: xmlField(xml, 'path')?.text ?? `/fake/pools/${name}`, persistent: false });
+  }
+
+  startPool(name: string): void {
+    const p = this.pool(name);
+    if (p.state === 2) throw fault(ErrorCode.OPERATION_INVALID, this.poolErr, `Requested operation is not valid: storage pool '${name}' is already active`);
+    p.state = 2;
   }
 
   destroyPool(name: string): void {

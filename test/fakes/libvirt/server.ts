@@ -17,6 +17,7 @@
  *   whatever URI is opened; the test driver's per-connection private state is not modelled.
  * - Pool capacity is a fixed number; allocation is the sum of the volumes' content bytes.
  * - Domain ids grow from 1; undefine of a running domain makes it transient (like libvirt).
+ * - There is no guest OS: DOMAIN_SHUTDOWN powers the domain off at once (shutoff, reason 1).
  * - Polkit: AUTH_POLKIT succeeds or fails by the `polkitAllowed` option, with no polkitd.
  * - Server PINGs: checked every `keepalive.intervalMs`, so the first PING comes after one to two
  *   intervals of silence (libvirtd is exact to the interval).
