@@ -207,6 +207,59 @@ export class PodStore extends EventEmitter {
     return clone(pod);
   }
 
+  /**
+   * PUT/PATCH semantics. `subresource: 'status'` changes only `.status`; the main resource ignores
+   * `.status`, keeps server-set metadata, and allows only container images to change in `spec` (as for
+   * real Pods). A `metadata.resourceVersion` in `body` is a precondition (409 when stale); `requireRv`
+   * (PUT) makes it mandatory (422). A write that changes nothing keeps the resourceVersion.
+   */
+  update(ns: string, name: string, body: unknown, subresource: 'main' | 'status', requireRv: boolean): FakePod {
+    const key = this.key(ns, name);
+    const cur = this.pods.get(key);
+    if (!cur) throw notFound('pods', name);
+    if (!body || typeof body !== 'object' || Array.isArray(body)) throw badRequest('the body of the request was in an unknown format');
+    const obj = body as Partial<FakePod> & { metadata?: Partial<FakePod['metadata']> };
+    const rv = obj.metadata?.resourceVersion;
+    if (obj.metadata?.name !== undefined && obj.metadata.name !== name) {
+      throw badRequest(`the name of the object (${obj.metadata.name}) does not match the name on the URL (${name})`);
+    }
+    if (requireRv && !rv) {
+      throw invalid('Pod', name, [{ field: 'metadata.resourceVersion', message: 'Invalid value: 0x0: must be specified for an update' }]);
+    }
+    if (rv && rv !== cur.metadata.resourceVersion) {
+      throw new StatusError(
+        status(409, 'Conflict', `Operation cannot be fulfilled on pods "${name}": the object has been modified; please apply your changes to the latest version and try again`, { name, kind: 'pods' }),
+      );
+    }
+    const next = clone(cur);
+    if (subresource === 'status') {
+      next.status = clone(obj.status ?? {});
+    } else {
+      const m: Record<string, unknown> = obj.metadata ?? {};
+      for (const field of ['labels', 'annotations', 'finalizers', 'ownerReferences'] as const) {
+        if (m[field] === undefined) delete next.metadata[field];
+        else next.metadata[field] = clone(m[field]) as never;
+      }
+      const spec = clone(obj.spec ?? cur.spec);
+      const comparable = (sp: FakePod['spec']): string => canonical({ ...sp, containers: sp.containers.map(({ image: _i, ...c }) => c) });
+      if (!Array.isArray(spec.containers) || comparable(spec) !== comparable(cur.spec)) {
+        throw invalid('Pod', name, [{ field: 'spec', message: 'Forbidden: pod updates may not change fields other than `spec.containers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing tolerations), `spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)', reason: 'FieldValueForbidden' }]);
+      }
+      next.spec = spec;
+    }
+    if (canonical(next) === canonical(cur)) return clone(cur);
+    const prev = clone(cur);
+    next.metadata.resourceVersion = this.bump();
+    if (next.metadata.deletionTimestamp && !(next.metadata.finalizers?.length) && next.metadata.deletionGracePeriodSeconds === 0) {
+      this.pods.delete(key);
+      this.record('DELETED', next);
+      return clone(next);
+    }
+    this.pods.set(key, next);
+    this.record('MODIFIED', next, prev);
+    return clone(next);
+  }
+
   /** Test access: inserts a Pod directly (no validation beyond a name), setting server fields when absent. */
   seed(pod: { metadata: { name: string; namespace?: string; [k: string]: unknown }; spec?: unknown; status?: unknown }): FakePod {
     const ns = pod.metadata.namespace ?? 'default';
@@ -269,6 +322,13 @@ export class PodStore extends EventEmitter {
     pod.metadata.resourceVersion = this.bump();
     this.record('DELETED', pod);
   }
+}
+
+/** JSON with object keys sorted, for comparisons that ignore key order. */
+function canonical(v: unknown): string {
+  return JSON.stringify(v, (_k, x: unknown) =>
+    x && typeof x === 'object' && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : x,
+  );
 }
 
 function applySpecDefaults(spec: FakePod['spec']): FakePod['spec'] {

@@ -1,12 +1,13 @@
 /** Request routing of the fake apiserver: core/v1 pods and namespaces (see server.ts for scope and deviations). */
 import type { ServerResponse } from 'node:http';
 import { listPods } from './lists.ts';
+import { applyPatch } from './patch.ts';
 import type { PodStore } from './pod-store.ts';
 import type { KubeRequest } from './types.ts';
 import { badRequest, routeNotFound, status, StatusError, unauthorized } from './status.ts';
 import { serveWatch } from './watch.ts';
 
-export type Verb = 'get' | 'list' | 'create' | 'delete' | 'watch';
+export type Verb = 'get' | 'list' | 'create' | 'update' | 'patch' | 'delete' | 'watch';
 
 export interface RouteContext {
   store: PodStore;
@@ -55,9 +56,13 @@ export function route(ctx: RouteContext, e: KubeRequest, res: ServerResponse): R
     if (!store.namespaces.has(rest[1]!)) throw new StatusError(status(404, 'NotFound', `namespaces "${rest[1]}" not found`, { name: rest[1]!, kind: 'namespaces' }));
     return [200, { apiVersion: 'v1', kind: 'Namespace', ...namespaceObject(rest[1]!) }];
   }
-  if (rest[0] !== 'namespaces' || rest[2] !== 'pods' || rest.length > 4) throw routeNotFound();
+  if (rest[0] !== 'namespaces' || rest[2] !== 'pods' || rest.length > 5) throw routeNotFound();
   const ns = rest[1]!;
   const name = rest[3];
+  if (rest.length === 5) {
+    if (rest[4] !== 'status') throw routeNotFound();
+    return write(ctx, e, ns, name!, 'status');
+  }
   if (name === undefined) {
     if (e.method === 'GET') return list(ctx, e, ns, res);
     if (e.method === 'POST') {
@@ -78,6 +83,29 @@ export function route(ctx: RouteContext, e: KubeRequest, res: ServerResponse): R
       const grace = q !== undefined ? Number(q) : opts.gracePeriodSeconds;
       return [200, store.delete(ns, name, grace, dryRun || (opts.dryRun ?? []).includes('All'))];
     }
+    if (e.method === 'PUT' || e.method === 'PATCH') return write(ctx, e, ns, name, 'main');
+  }
+  throw new StatusError(status(405, 'MethodNotAllowed', NOT_ALLOWED));
+}
+
+/** PUT / PATCH on a Pod or its status; a GET of `/status` reads the Pod. */
+function write(ctx: RouteContext, e: KubeRequest, ns: string, name: string, sub: 'main' | 'status'): RouteResult {
+  if (e.method === 'GET') {
+    authorize(ctx, e, 'get', ns, name);
+    const pod = ctx.store.get(ns, name);
+    if (!pod) throw new StatusError(status(404, 'NotFound', `pods "${name}" not found`, { name, kind: 'pods' }));
+    return [200, pod];
+  }
+  if (e.method === 'PUT') {
+    authorize(ctx, e, 'update', ns, name);
+    return [200, ctx.store.update(ns, name, parseJson(e.body), sub, true)];
+  }
+  if (e.method === 'PATCH') {
+    authorize(ctx, e, 'patch', ns, name);
+    const current = ctx.store.get(ns, name);
+    if (!current) throw new StatusError(status(404, 'NotFound', `pods "${name}" not found`, { name, kind: 'pods' }));
+    const patched = applyPatch(current as never, e.contentType, e.body, e.query.fieldManager);
+    return [200, ctx.store.update(ns, name, patched, sub, false)];
   }
   throw new StatusError(status(405, 'MethodNotAllowed', NOT_ALLOWED));
 }

@@ -2,19 +2,22 @@
  * A fake kube-apiserver for tests: a real HTTP server on 127.0.0.1:0, driven by the real
  * @kubernetes/client-node 1.4, stateful (Pods and namespaces under a global resourceVersion).
  *
- * Implemented: core/v1 pods (list cluster-wide and namespaced, get, create, delete, watch) and namespaces
- * (get, list); Status error objects; `Content-Type: application/json` on every response; full label
+ * Implemented: core/v1 pods (list cluster-wide and namespaced, get, create, delete, watch, PUT and PATCH
+ * on the Pod and on `/status`, see patch.ts) and namespaces (get, list); Status error objects; `Content-Type: application/json` on every response; full label
  * selector grammar (bad selector → 400); field selectors on metadata.name/namespace, status.phase,
  * spec.nodeName; `limit` + opaque `continue` + `remainingItemCount` (410 Expired after
  * `expireContinueTokens()`); 409 AlreadyExists; 404 NotFound (also for a missing namespace on create); 422
  * Invalid for names and containers; 500 with an empty reason for a resourceVersion on create; `dryRun=All`;
  * graceful deletion. Watch (watch.ts): synthetic ADDED without a resourceVersion, replay from a bounded
  * event log, 410 Expired as an ERROR event, selector exits as DELETED, bookmarks, `timeoutSeconds`;
- * client-node informers work unmodified. Bearer-token authentication (401) and a per-token RBAC knob (403).
+ * client-node informers work unmodified. Optimistic concurrency on writes (422 without a resourceVersion on
+ * PUT, 409 Conflict when stale, no-op writes keep the resourceVersion); Pod spec immutability except images. Bearer-token authentication (401) and a per-token RBAC knob (403).
  * Request log, one-shot faults.
  *
  * Deviations from the real server:
- * - No PUT/PATCH, no `/status` subresource, no CRDs, no discovery documents, no `sendInitialEvents`.
+ * - No CRDs, no discovery documents, no `sendInitialEvents`, no DELETE on collections.
+ * - Strategic merge patch is applied as a JSON merge patch (lists replaced, no merge keys); server-side
+ *   apply is a plain recursive merge (no managedFields, no conflicts between managers) and takes JSON only.
  * - `continue` serves the current state, not the first page's snapshot (its resourceVersion is kept).
  * - `resourceVersion`/`resourceVersionMatch` on lists are ignored (always the latest state).
  * - Resource versions are numeric strings (clients must still treat them as opaque).
