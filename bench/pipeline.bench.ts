@@ -34,6 +34,7 @@ function config(redisUrl: string, prefix: string, dataDir: string): AppConfig {
     checks: { intervalMs: 0, timeoutMs: 15_000 },
     redis: { url: redisUrl, prefix },
     api: { host: '127.0.0.1', port: 0, tokens: [] },
+    metricsPort: undefined,
     worker: { queues: ['checks'], concurrency: CONCURRENCY, lockDurationMs: 30_000, stalledIntervalMs: 30_000 },
     dataDir,
     logLevel: 'silent',

@@ -58,11 +58,15 @@ export async function waitForCheck(checks: Queue, events: QueueEvents, jobId: st
   finished.catch(() => undefined);
   try {
     signal.throwIfAborted();
-    const job = await checks.getJob(jobId);
-    if (!job) throw new CheckFailedError(jobId, 'the job is gone (removed before it could be awaited)');
-    const state = await job.getState();
-    if (state === 'completed') return checkResultSchema.parse(job.returnvalue);
-    if (state === 'failed') throw new CheckFailedError(jobId, job.failedReason);
+    // State first, then the job: a job fetched before its state was read may be stale.
+    const state = await checks.getJobState(jobId);
+    if (state === 'unknown') throw new CheckFailedError(jobId, 'the job is gone (removed before it could be awaited)');
+    if (state === 'completed' || state === 'failed') {
+      const job = await checks.getJob(jobId);
+      if (!job) throw new CheckFailedError(jobId, 'the job is gone (removed before it could be awaited)');
+      if (state === 'failed') throw new CheckFailedError(jobId, job.failedReason);
+      return checkResultSchema.parse(job.returnvalue);
+    }
     const value = await finished;
     return checkResultSchema.parse(typeof value === 'string' ? JSON.parse(value) : value);
   } finally {

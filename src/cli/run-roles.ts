@@ -4,6 +4,7 @@ import { startApiRole, type ApiRole } from '../api/api-role.ts';
 import type { AppConfig } from '../config/app.ts';
 import type { Logger } from '../logging.ts';
 import { createJobMetrics } from '../metrics/job-metrics.ts';
+import { startMetricsServer } from '../metrics/metrics-server.ts';
 import { createRegistry } from '../metrics/registry.ts';
 import { createProviders, type ProviderFactory } from '../providers/create-provider.ts';
 import type { Provider } from '../providers/types.ts';
@@ -92,6 +93,11 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
         api = a;
         closers.push(() => a.close());
       }
+    }
+    if (config.metricsPort !== undefined && !roles.includes('api')) {
+      const metrics = await startMetricsServer(registry, config.api.host, config.metricsPort);
+      closers.push(() => metrics.close());
+      logger.info({ url: `${metrics.url}/metrics` }, 'metrics listening');
     }
     let closing: Promise<void> | undefined;
     return {

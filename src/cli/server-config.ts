@@ -27,6 +27,7 @@ export interface ServerFlags {
   stalledInterval: string;
   lease: string;
   checkConfig?: boolean;
+  metricsPort?: string;
 }
 
 export const SERVER_FLAG_DEFAULTS = {
@@ -103,13 +104,13 @@ function parseRedisUrl(text: string | undefined): string | undefined {
  * Turns flags (and the configuration file they name) into the frozen AppConfig. Everything is
  * validated here, before any connection is made: the check flags first, as the seed requires.
  */
-export async function buildServerConfig(flags: ServerFlags, options: { defaultProviders: boolean }): Promise<AppConfig> {
+export async function buildServerConfig(flags: ServerFlags, options: { defaultProviders: boolean; servesApi: boolean }): Promise<AppConfig> {
   const checks = resolveCheckSchedule(flags.providerCheckInterval, flags.providerCheckTimeout);
   const port = integer('--port', flags.port, 0, 65535);
   if (!LOG_LEVELS.includes(flags.logLevel)) throw new ConfigError('--log-level', `expected one of ${LOG_LEVELS.join(', ')}, got "${flags.logLevel}"`);
   if (!/^\{[^{}]+\}/.test(flags.prefix)) throw new ConfigError('--prefix', `must start with a hash tag such as {egress} so that Redis Cluster keeps every key in one slot, got "${flags.prefix}"`);
   const tokens = flags.apiTokenFile ? await readTokens(flags.apiTokenFile) : [];
-  if (!isLoopback(flags.host) && tokens.length === 0) {
+  if (options.servesApi && !isLoopback(flags.host) && tokens.length === 0) {
     throw new ConfigError('--host', `binding ${flags.host} (not loopback) requires --api-token-file`);
   }
   const file = flags.config ? await loadConfigFile(flags.config) : options.defaultProviders ? DEFAULT_CONFIG_FILE : { providers: [] };
@@ -118,6 +119,7 @@ export async function buildServerConfig(flags: ServerFlags, options: { defaultPr
     checks,
     redis: { url: parseRedisUrl(flags.redisUrl), prefix: flags.prefix },
     api: { host: flags.host, port, tokens },
+    metricsPort: flags.metricsPort === undefined ? undefined : integer('--metrics-port', flags.metricsPort, 0, 65535),
     worker: {
       queues: parseQueues(flags.queues),
       concurrency: integer('--concurrency', flags.concurrency, 1, 1000),

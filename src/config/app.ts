@@ -33,6 +33,8 @@ export interface AppConfig {
   checks: CheckSchedule;
   redis: RedisSettings;
   api: ApiSettings;
+  /** Port of a /metrics listener for roles without the API (on api.host); undefined: none. */
+  metricsPort: number | undefined;
   worker: WorkerSettings;
   dataDir: string;
   logLevel: string;

@@ -55,7 +55,8 @@ describe('the roles as separate processes', () => {
   test('ProviderHealth appears Ready and an ad-hoc check runs through the CLI', async () => {
     // BullMQ runs the stalled-job check once per interval across all workers (a key in Redis
     // with that expiry), so every worker of the queue gets the same short interval.
-    const worker = start(['worker', ...common, '--lock-duration', '1s', '--stalled-interval', '500ms']);
+    const metricsPort = await freePort();
+    const worker = start(['worker', ...common, '--lock-duration', '1s', '--stalled-interval', '500ms', '--metrics-port', String(metricsPort)]);
     await worker.waitForLog('worker started');
     const ph = await waitFor('local to be Ready', async () => {
       const run = await runCli(['get', 'ph', 'local', '-o', 'json', '--api-url', api]);
@@ -64,8 +65,11 @@ describe('the roles as separate processes', () => {
     });
     expect(ph.status.targets[0]).toMatchObject({ name: 'localhost', reason: 'Ok' });
     const check = await runCli(['check', 'local', '--wait', '--api-url', api]);
-    expect(check.code).toBe(0);
+    expect(check, check.err).toMatchObject({ code: 0 });
     expect(check.out).toMatch(/\nlocalhost\s+true\s+Ok\s/);
+    // The worker's own job metrics are scraped from its own port.
+    const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+    expect(metrics).toMatch(/proxy_operator_jobs_total\{queue="checks",outcome="completed"\} [1-9]/);
     // Stopped with SIGTERM, the worker shuts down cleanly (it must not hold the next test's jobs).
     expect(await worker.stop()).toBe(0);
   });

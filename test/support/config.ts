@@ -30,6 +30,7 @@ export function testConfig(o: TestConfigOverrides = {}): AppConfig {
     checks: { intervalMs: o.intervalMs ?? 0, timeoutMs: o.timeoutMs ?? 2000 },
     redis: { url: inject('redisUrl'), prefix: o.prefix ?? uniquePrefix() },
     api: { host: '127.0.0.1', port: o.port ?? 0, tokens: o.tokens ?? [] },
+    metricsPort: undefined,
     worker: { queues: ['checks'], concurrency: o.concurrency ?? 4, lockDurationMs: 1000, stalledIntervalMs: 500 },
     dataDir: o.dataDir ?? mkdtempSync(join(tmpdir(), 'egress-test-data-')),
     logLevel: 'silent',

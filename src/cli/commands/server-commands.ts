@@ -30,6 +30,11 @@ export function addServerOptions(cmd: Command, env: ServerEnv, role: string): Co
     .option('--log-level <level>', 'trace, debug, info, warn, error or silent (env EGRESS_LOG_LEVEL)', env.EGRESS_LOG_LEVEL ?? d.logLevel)
     .option('--shutdown-grace <duration>', 'how long running jobs get at shutdown before they are aborted', d.shutdownGrace)
     .option('--check-config', 'validate the flags and the configuration file, print a summary and exit');
+  if (role !== 'up' && role !== 'api') {
+    cmd
+      .option('--metrics-port <n>', 'serve /metrics and /healthz of this process on this port')
+      .option('--host <address>', 'address the metrics listener binds', d.host);
+  }
   if (role === 'up' || role === 'api') {
     cmd
       .option('--host <address>', 'address the API binds; a non-loopback one requires --api-token-file', d.host)
@@ -71,7 +76,7 @@ function waitForSignal(logger: Logger): Promise<NodeJS.Signals> {
 /** Runs a long-running command until SIGINT/SIGTERM, then shuts down within bounds and exits 0. */
 export async function runServerCommand(role: string, flags: ServerFlags, io: CliIO, options: RunRolesOptions = {}): Promise<number> {
   const roles = ROLES_OF[role] ?? [];
-  const config = await buildServerConfig({ ...SERVER_FLAG_DEFAULTS, ...flags }, { defaultProviders: role === 'up' });
+  const config = await buildServerConfig({ ...SERVER_FLAG_DEFAULTS, ...flags }, { defaultProviders: role === 'up', servesApi: roles.includes('api') });
   if (flags.checkConfig) {
     io.out(`configuration OK: ${role}, providers ${config.providers.map((p) => `${p.name} (${p.type})`).join(', ') || 'none'}\n`);
     return 0;
