@@ -15,6 +15,7 @@ import {
   openLibvirtConnection,
   type DomainRef,
   type LibvirtConnection,
+  type LifecycleEvent,
   type OpenLibvirtOptions,
   type StorageVolRef,
 } from '../../src/kvm/libvirt/index.ts';
@@ -174,6 +175,28 @@ describe('real libvirtd (qemu:///system)', () => {
     await conn.storageVolDelete(vol, 0, sig());
     cleanups.pop();
     expect(await kindOf(conn.storageVolLookupByName(pool, name, sig()))).toEqual(['not-found', 50, 18]);
+  });
+
+  it('delivers lifecycle events (MESSAGE 318, routed by procedure) after REGISTER_ANY', async () => {
+    const conn = await connect();
+    const events: LifecycleEvent[] = [];
+    conn.onDomainLifecycle((e) => events.push(e));
+    const callbackId = await conn.domainEventRegisterAny(0, null, sig());
+    const name = unique('ev');
+    const dom = await conn.domainDefineXml(
+      `<domain type='qemu'><name>${name}</name><memory unit='MiB'>64</memory><os><type arch='x86_64' machine='pc'>hvm</type></os></domain>`,
+      0,
+      sig(),
+    );
+    cleanups.push(() => conn.domainUndefine(dom, 0, sig()));
+    await conn.domainUndefine(dom, 0, sig());
+    cleanups.pop();
+    await waitFor(() => events.filter((e) => e.dom.name === name).length >= 2, 'defined and undefined events');
+    expect(events.filter((e) => e.dom.name === name).map((e) => [e.callbackId, e.event])).toEqual([
+      [callbackId, 0],
+      [callbackId, 1],
+    ]);
+    await conn.domainEventDeregisterAny(callbackId, sig());
   });
 
   it('runs more calls than the in-flight cap concurrently', async () => {

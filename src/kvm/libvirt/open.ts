@@ -19,7 +19,13 @@ export interface OpenLibvirtOptions extends LibvirtConnectionOptions {
 }
 
 export async function openLibvirtConnection(stream: Duplex, options: OpenLibvirtOptions): Promise<LibvirtConnection> {
-  const conn = new LibvirtConnection(stream, options);
+  let conn: LibvirtConnection;
+  try {
+    conn = new LibvirtConnection(stream, options);
+  } catch (err) {
+    stream.destroy();
+    throw err;
+  }
   const { signal } = options;
   try {
     const types = await conn.authList(signal);

@@ -181,9 +181,10 @@ export class FakeSession {
       }
       payload = encodeXdr(result, proc.ret.write);
     } catch (err) {
-      if (!(err instanceof FakeFault)) throw err;
+      // A bug in a handler answers as an internal error instead of crashing the test process.
+      const remote = err instanceof FakeFault ? err.remote : remoteError(ErrorCode.INTERNAL_ERROR, ErrorDomain.RPC, `internal error: fake handler threw: ${String(err)}`);
       status = MessageStatus.ERROR;
-      payload = encodeXdr(err.remote, remoteErrorCodec.write);
+      payload = encodeXdr(remote, remoteErrorCodec.write);
       after = undefined;
     }
     payload = this.server.faults.rewrite(name, payload);
