@@ -119,7 +119,9 @@ export class FakeLibvirtState {
 
   domainByUuid(uuid: Buffer): FakeDomain {
     for (const d of this.domains.values()) if (d.uuid.equals(uuid)) return d;
-    throw fault(ErrorCode.NO_DOMAIN, this.domErr, `Domain not found: no domain with matching uuid '${uuid.toString('hex')}'`);
+    const h = uuid.toString('hex');
+    const text = `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+    throw fault(ErrorCode.NO_DOMAIN, this.domErr, `Domain not found: no domain with matching uuid '${text}'`);
   }
 
   /** No guest OS here: a shutdown request powers the domain off at once (reason 1, shutdown). */
