@@ -1,5 +1,8 @@
 import type { ProviderConfig } from '../config/providers.ts';
 import { EgressError } from '../errors.ts';
+import { createGcpProvider } from './gcp/index.ts';
+import { createKubernetesProvider } from './kubernetes/index.ts';
+import { createKvmProvider } from './kvm/index.ts';
 import { createLocalProvider } from './local/index.ts';
 import type { Provider, ProviderDeps } from './types.ts';
 
@@ -12,9 +15,11 @@ export const createProvider: ProviderFactory = (config, deps) => {
     case 'local':
       return createLocalProvider(config, { ...deps, logger });
     case 'kvm':
+      return createKvmProvider(config, { ...deps, logger });
     case 'kubernetes':
+      return createKubernetesProvider(config, { ...deps, logger });
     case 'gcp':
-      throw new EgressError('ERR_PROVIDER_TYPE', `provider type ${config.type} is wired in at integration`);
+      return createGcpProvider(config, { ...deps, logger });
     default: {
       const unknown: never = config;
       throw new EgressError('ERR_PROVIDER_TYPE', `unknown provider type in ${JSON.stringify(unknown)}`);
