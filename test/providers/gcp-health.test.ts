@@ -130,6 +130,23 @@ describe('gcp health check', () => {
     expect(r!.message).toMatch(/^ECONNREFUSED: /);
   });
 
+  it('reports Unreachable for a server certificate it cannot verify', async () => {
+    const tls = await startFakeCompute({ tls: true, tokens: ['good-token'] });
+    try {
+      const accessTokenFile = join(dir, 'tls-token');
+      await writeFile(accessTokenFile, 'good-token');
+      const config = gcpProviderSchema.parse({ name: 'gce', type: 'gcp', project: 'egress-test', accessTokenFile, ...tls.clientOptions() });
+      const p = createGcpProvider(config, deps());
+      providers.push(p);
+      const [r] = await p.check(new AbortController().signal);
+      expect(r).toMatchObject({ ready: false, reason: 'Unreachable' });
+      expect(r!.message).toMatch(/^DEPTH_ZERO_SELF_SIGNED_CERT: /);
+      expect(tls.requests).toEqual([]);
+    } finally {
+      await tls.close();
+    }
+  });
+
   it('reports Unreachable when the server drops the connection', async () => {
     compute.injectFault({ destroySocket: true });
     const [r] = await (await provider()).check(new AbortController().signal);

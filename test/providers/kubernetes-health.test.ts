@@ -35,10 +35,10 @@ afterEach(async () => {
 });
 
 /** A provider built the production way: `server` + `tokenFile` from a parsed config. */
-async function providerFor(server: string, token: string): Promise<Provider> {
+async function providerFor(server: string, token: string, tls: { skipTLSVerify?: boolean; caFile?: string } = {}): Promise<Provider> {
   const tokenFile = join(dir, `token-${providers.length}`);
   await writeFile(tokenFile, `${token}\n`);
-  const config = kubernetesProviderSchema.parse({ name: 'k8s', type: 'kubernetes', server, tokenFile, skipTLSVerify: true });
+  const config = kubernetesProviderSchema.parse({ name: 'k8s', type: 'kubernetes', server, tokenFile, skipTLSVerify: true, ...tls });
   const p = createKubernetesProvider(config, deps());
   providers.push(p);
   return p;
@@ -66,6 +66,7 @@ describe('kubernetes health check', () => {
     expect(req.query).toEqual({ labelSelector: MANAGED_LABEL_SELECTOR, limit: '1' });
     expect(req.rawQuery).toBe('labelSelector=app%3Degress-proxy%2Cmanaged-by%3Degress-proxies&limit=1');
     expect(req.authorization).toBe('Bearer good-token');
+    expect(req.accept).toBe('application/json, */*;q=0.8');
     expect(req.status).toBe(200);
   });
 
@@ -104,6 +105,23 @@ describe('kubernetes health check', () => {
     const [r] = await (await providerFor(`http://127.0.0.1:${port}`, 'good-token')).check(new AbortController().signal);
     expect(r).toMatchObject({ ready: false, reason: 'Unreachable', details: { host: `127.0.0.1:${port}` } });
     expect(r!.message).toContain('ECONNREFUSED');
+  });
+
+  it('reports Unreachable for a server certificate it cannot verify, and Ok once caFile trusts it', async () => {
+    const tls = await startFakeKubeApiserver({ tls: true, tokens: { 'good-token': 'op' } });
+    try {
+      const [untrusted] = await (await providerFor(tls.url, 'good-token', { skipTLSVerify: false })).check(new AbortController().signal);
+      expect(untrusted).toMatchObject({ ready: false, reason: 'Unreachable' });
+      expect(untrusted!.message).toMatch(/^DEPTH_ZERO_SELF_SIGNED_CERT: /);
+      expect(tls.requests).toEqual([]);
+
+      const caFile = join(dir, 'ca.pem');
+      await writeFile(caFile, tls.tlsCert!.cert);
+      const [trusted] = await (await providerFor(tls.url, 'good-token', { skipTLSVerify: false, caFile })).check(new AbortController().signal);
+      expect(trusted).toMatchObject({ ready: true, reason: 'Ok', details: { host: new URL(tls.url).host } });
+    } finally {
+      await tls.close();
+    }
   });
 
   it('reports Unreachable when the server drops the connection', async () => {

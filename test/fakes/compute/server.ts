@@ -21,15 +21,19 @@
  */
 import { EventEmitter, once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { apiDisabled, ComputeHttpError, computeError, defaultFaultReason, unauthenticated } from './errors.ts';
 import { route } from './routes.ts';
 import { ComputeState, type FakeInstance, type InstanceStatus, type OperationFailure } from './state.ts';
+import { selfSignedCert, type SelfSignedCert } from '../kube-apiserver/tls.ts';
 import type { ComputeFault, ComputeRequest } from './types.ts';
 
 export type { ComputeFault, ComputeRequest };
 
 export interface FakeComputeOptions {
+  /** Serve HTTPS with a fresh self-signed certificate for 127.0.0.1 (see `tlsCert`). */
+  tls?: boolean;
   project?: string;
   /** The project number shown in the "API disabled" message. */
   projectNumber?: string;
@@ -55,8 +59,12 @@ export class FakeCompute extends EventEmitter {
   port = 0;
   url = '';
 
+  /** The server certificate (PEM, also the CA that trusts it) when started with `tls: true`. */
+  readonly tlsCert: SelfSignedCert | undefined;
+
   constructor(options: FakeComputeOptions = {}) {
     super();
+    this.tlsCert = options.tls ? selfSignedCert() : undefined;
     this.project = options.project ?? 'egress-test';
     this.projectNumber = options.projectNumber ?? '123456789012';
     this.zones = options.zones ?? ['europe-west1-b', 'us-central1-a', 'us-central1-b'];
@@ -65,11 +73,12 @@ export class FakeCompute extends EventEmitter {
   }
 
   async start(): Promise<this> {
-    this.server = createServer((req, res) => void this.handle(req, res));
+    const handler = (req: IncomingMessage, res: ServerResponse): void => void this.handle(req, res);
+    this.server = this.tlsCert ? createTlsServer({ key: this.tlsCert.key, cert: this.tlsCert.cert }, handler) : createServer(handler);
     this.server.listen(0, '127.0.0.1');
     await once(this.server, 'listening');
     this.port = (this.server.address() as AddressInfo).port;
-    this.url = `http://127.0.0.1:${this.port}`;
+    this.url = `${this.tlsCert ? 'https' : 'http'}://127.0.0.1:${this.port}`;
     this.state = new ComputeState(this.project, this.zones, this.url);
     return this;
   }
@@ -84,8 +93,8 @@ export class FakeCompute extends EventEmitter {
   }
 
   /** Endpoint options for `new InstancesClient({...})` (add an auth client). */
-  clientOptions(): { apiEndpoint: string; port: number; protocol: 'http' } {
-    return { apiEndpoint: '127.0.0.1', port: this.port, protocol: 'http' };
+  clientOptions(): { apiEndpoint: string; port: number; protocol: 'http' | 'https' } {
+    return { apiEndpoint: '127.0.0.1', port: this.port, protocol: this.tlsCert ? 'https' : 'http' };
   }
 
   /** Knob: every call answers 403 accessNotConfigured ("Compute Engine API has not been used …"). */

@@ -30,16 +30,20 @@
  */
 import { EventEmitter, once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import { PodStore } from './pod-store.ts';
 import { route, type RouteContext, type Verb } from './routes.ts';
 import { status, StatusError, type KubeStatus } from './status.ts';
+import { selfSignedCert, type SelfSignedCert } from './tls.ts';
 import type { KubeFault, KubeRequest } from './types.ts';
 
 export type { KubeFault, KubeRequest };
 
 export interface FakeKubeOptions {
+  /** Serve HTTPS with a fresh self-signed certificate for 127.0.0.1 (see `tlsCert`). */
+  tls?: boolean;
   /** Accepted bearer tokens → user name. Default `{ 'fake-token': 'system:serviceaccount:egress:operator' }`. */
   tokens?: Record<string, string>;
 }
@@ -57,8 +61,12 @@ export class FakeKubeApiserver extends EventEmitter {
   private server!: Server;
   url = '';
 
+  /** The server certificate (PEM, also the CA that trusts it) when started with `tls: true`. */
+  readonly tlsCert: SelfSignedCert | undefined;
+
   constructor(options: FakeKubeOptions = {}) {
     super();
+    this.tlsCert = options.tls ? selfSignedCert() : undefined;
     this.tokens = new Map(Object.entries(options.tokens ?? { 'fake-token': 'system:serviceaccount:egress:operator' }));
   }
 
@@ -68,10 +76,11 @@ export class FakeKubeApiserver extends EventEmitter {
   }
 
   async start(): Promise<this> {
-    this.server = createServer((req, res) => void this.handle(req, res));
+    const handler = (req: IncomingMessage, res: ServerResponse): void => void this.handle(req, res);
+    this.server = this.tlsCert ? createTlsServer({ key: this.tlsCert.key, cert: this.tlsCert.cert }, handler) : createServer(handler);
     this.server.listen(0, '127.0.0.1');
     await once(this.server, 'listening');
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    this.url = `${this.tlsCert ? 'https' : 'http'}://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
     return this;
   }
 
@@ -88,7 +97,11 @@ export class FakeKubeApiserver extends EventEmitter {
   kubeConfig(token: string | null = this.token): KubeConfig {
     const kc = new KubeConfig();
     kc.loadFromOptions({
-      clusters: [{ name: 'fake', server: this.url, skipTLSVerify: true }],
+      clusters: [
+        this.tlsCert
+          ? { name: 'fake', server: this.url, skipTLSVerify: false, caData: Buffer.from(this.tlsCert.cert).toString('base64') }
+          : { name: 'fake', server: this.url, skipTLSVerify: true },
+      ],
       users: [token === null ? { name: 'fake' } : { name: 'fake', token }],
       contexts: [{ name: 'fake', cluster: 'fake', user: 'fake' }],
       currentContext: 'fake',
