@@ -65,7 +65,7 @@ async function rate(concurrency: number, seconds: number, op: () => Promise<unkn
 
 /** A bare libvirt client: one channel, hand-encoded frames, one call at a time. */
 class BareLoop {
-  private buf = Buffer.alloc(0);
+  private buf: Buffer = Buffer.alloc(0);
   private waiter: ((payload: Buffer) => void) | undefined;
   private serial = 1;
   constructor(private readonly ch: ClientChannel) {
@@ -145,7 +145,7 @@ async function virshReference(host: KvmHostConfig, calls: number): Promise<{ per
     for (let i = 0; i < calls; i++) {
       const t = performance.now();
       await new Promise<void>((resolve, reject) =>
-        execFile('virsh', ['-c', uri, 'version'], { timeout: 30_000 }, (err) => (err ? reject(err) : resolve())),
+        execFile('virsh', ['-c', uri, 'version'], { timeout: 30_000 }, (err: Error | null) => (err ? reject(err) : resolve())),
       );
       samples.push(performance.now() - t);
     }

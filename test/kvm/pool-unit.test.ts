@@ -25,18 +25,33 @@ class MemConn implements PoolConnection {
     this.destroyed = err ?? new Error('destroyed');
     this.die(this.destroyed);
   }
+  private readonly pendingRpcs = new Set<(e: Error) => void>();
   die(reason: Error): void {
     if (this.closed) return;
     this.closed = true;
+    // Like the libvirt client: pending calls fail when the connection goes.
+    for (const fail of [...this.pendingRpcs]) fail(reason);
     for (const l of this.listeners.splice(0)) l(reason);
   }
-  /** An RPC that settles when the test says so, or rejects when the signal ends. */
+  /** An RPC that settles when the test says so, or rejects when the signal ends or the connection dies. */
   rpc(signal: AbortSignal): { promise: Promise<string>; answer: (v: string) => void } {
     let answer: (v: string) => void = () => undefined;
     const promise = new Promise<string>((resolve, reject) => {
-      answer = resolve;
-      if (signal.aborted) reject(signal.reason as Error);
-      signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true });
+      const fail = (e: Error): void => {
+        this.pendingRpcs.delete(fail);
+        reject(e);
+      };
+      answer = (v) => {
+        this.pendingRpcs.delete(fail);
+        resolve(v);
+      };
+      if (this.closed) {
+        fail(new Error('connection closed'));
+        return;
+      }
+      this.pendingRpcs.add(fail);
+      if (signal.aborted) fail(signal.reason as Error);
+      signal.addEventListener('abort', () => fail(signal.reason as Error), { once: true });
     });
     return { promise, answer };
   }

@@ -3,10 +3,13 @@
  * by every job; idle ones are closed. Generic over the connection (closed/onClose/close) and an
  * injected `dial(host, signal)`.
  *
- * - `call(host, fn, signal)`: work. If the signal ends while fn runs, the caller is rejected at
- *   once and the connection is dropped (what the host did is unknown); the next caller redials.
- * - `probe(host, fn, signal)`: health checks. If the signal ends, the caller is rejected at once
- *   but fn is left running on the connection, which is KEPT (a check must not cost real work
+ * - `call(host, fn, signal)`: work; fn gets the caller's signal. If the signal ends while fn
+ *   runs, the caller is rejected at once and the connection is dropped (what the host did is
+ *   unknown); the next caller redials. A signal that had already ended before fn started drops
+ *   nothing (fn saw it and the libvirt client sends nothing on an ended signal).
+ * - `probe(host, fn, signal)`: health checks; fn gets a signal that ends only when the connection
+ *   is dropped or closed. If the caller's signal ends, the caller is rejected at once but fn is
+ *   left running on the connection, which is KEPT (a check must not cost real work
  *   its link). At most one abandoned probe per host may still be waiting: while one is, a new
  *   probe gets ProbeBusyError at once, and a second probe timing out alongside it has its fn
  *   aborted rather than left waiting.
@@ -14,6 +17,7 @@
  *   a free slot even when its signal has ended (but never starts a dial with an ended signal).
  * - A failed dial is not cached: the next caller dials again.
  */
+import { toError } from '../../errors.ts';
 import type { Logger } from '../../logging.ts';
 import { DialError } from '../dial.ts';
 import { callerAbortError, PoolClosedError, ProbeBusyError, type PoolMode } from './errors.ts';
@@ -136,54 +140,76 @@ export class HostPool<H extends { name: string }, C extends PoolConnection> {
     return this.closing;
   }
 
-  private async run<T>(mode: PoolMode, host: H, fn: PoolFn<C, T>, signal: AbortSignal): Promise<T> {
-    if (this.closed) throw new PoolClosedError();
+  private run<T>(mode: PoolMode, host: H, fn: PoolFn<C, T>, signal: AbortSignal): Promise<T> {
+    if (this.closed) return Promise.reject(new PoolClosedError());
     const entry = this.entry(host);
-    if (mode === 'probe' && entry.abandonedProbe) throw new ProbeBusyError(entry.name);
-    const { conn, scope } = await this.acquire(entry, mode, signal);
-    // acquire() counted us in entry.active.
-    this.metrics?.callsInFlight.inc({ host: entry.name, mode });
-    const own = new AbortController();
-    const fnSignal = mode === 'call' ? AbortSignal.any([signal, scope, own.signal]) : AbortSignal.any([scope, own.signal]);
+    if (mode === 'probe' && entry.abandonedProbe) return Promise.reject(new ProbeBusyError(entry.name));
+    // Fast path: a live connection needs no slot.
+    const live = this.liveConn(entry);
+    if (live) return this.runOn(mode, entry, this.enter(entry, live.conn, live.scope), fn, signal);
+    return this.acquire(entry, mode, signal).then((got) => this.runOn(mode, entry, got, fn, signal));
+  }
+
+  /**
+   * Runs fn on an acquired connection (the caller is already counted in entry.active). A call's
+   * fn gets the caller's signal; a probe's fn gets a signal that ends only when the connection
+   * is dropped or closed (or when it must not stay behind as a second abandoned probe).
+   */
+  private runOn<T>(mode: PoolMode, entry: Entry<H, C>, got: { conn: C; scope: AbortSignal }, fn: PoolFn<C, T>, signal: AbortSignal): Promise<T> {
+    const { conn, scope } = got;
+    const gauge = this.metrics?.callsInFlight;
+    gauge?.inc({ host: entry.name, mode });
+    let own: AbortController | undefined;
+    let fnSignal = signal;
+    if (mode === 'probe') {
+      own = new AbortController();
+      fnSignal = AbortSignal.any([scope, own.signal]);
+    }
     const abortedAtStart = signal.aborted;
-    let callerGone = false;
-    let abandonedByUs = false;
-    const running = (async () => fn(conn, fnSignal))();
-    void running
-      .then(
-        () => undefined,
-        () => undefined,
-      )
-      .then(() => {
+    let running: Promise<T>;
+    try {
+      running = fn(conn, fnSignal);
+    } catch (err) {
+      running = Promise.reject(toError(err));
+    }
+    return new Promise<T>((resolve, reject) => {
+      let callerGone = false;
+      let abandonedByUs = false;
+      const onAbort = (): void => {
+        if (callerGone) return;
+        callerGone = true;
+        const err = callerAbortError(entry.name, mode, signal);
+        if (mode === 'call') {
+          // The call may or may not have reached the host: the connection's state is unknown.
+          if (!abortedAtStart) this.drop(entry, conn, err);
+        } else if (!entry.abandonedProbe) {
+          entry.abandonedProbe = true;
+          abandonedByUs = true;
+          this.logger.warn({ host: entry.name }, 'KVM probe abandoned at its deadline; the connection is kept');
+        } else {
+          own?.abort(err); // another probe is already waiting: do not leave a second one behind
+        }
+        reject(err);
+      };
+      const settled = (): void => {
         signal.removeEventListener('abort', onAbort);
-        this.metrics?.callsInFlight.dec({ host: entry.name, mode });
+        gauge?.dec({ host: entry.name, mode });
         if (abandonedByUs) entry.abandonedProbe = false;
         this.release(entry);
-      });
-    let rejectCaller: (err: Error) => void = () => undefined;
-    const onAbort = (): void => {
-      if (callerGone) return;
-      callerGone = true;
-      const err = callerAbortError(entry.name, mode, signal);
-      if (mode === 'call') {
-        // The call may or may not have reached the host: the connection's state is unknown.
-        if (!abortedAtStart) this.drop(entry, conn, err);
-      } else if (!entry.abandonedProbe) {
-        entry.abandonedProbe = true;
-        abandonedByUs = true;
-        this.logger.warn({ host: entry.name }, 'KVM probe abandoned at its deadline; the connection is kept');
-      } else {
-        own.abort(err); // another probe is already waiting: do not leave a second one behind
-      }
-      rejectCaller(err);
-    };
-    const aborted = new Promise<never>((_, reject) => {
-      rejectCaller = reject;
+      };
+      running.then(
+        (value) => {
+          settled();
+          if (!callerGone) resolve(value);
+        },
+        (err: unknown) => {
+          settled();
+          if (!callerGone) reject(toError(err));
+        },
+      );
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
     });
-    aborted.catch(() => undefined);
-    if (signal.aborted) onAbort();
-    else signal.addEventListener('abort', onAbort, { once: true });
-    return Promise.race([running, aborted]);
   }
 
   /** The live connection of the host, dialled if needed. Counts the caller in entry.active. */
