@@ -1,6 +1,12 @@
 import type { Provider } from '../providers/types.ts';
 import type { TargetResult } from './types.ts';
 
+/**
+ * How long a checker gets after its signal ends to return what it has (its targets that had
+ * already answered stay Ready). A checker still running after that is abandoned.
+ */
+export const ABANDON_GRACE_MS = 250;
+
 function timeoutResult(target: string, startedAt: number, message: string): TargetResult {
   return {
     target,
@@ -14,7 +20,8 @@ function timeoutResult(target: string, startedAt: number, message: string): Targ
 
 /**
  * Runs a provider's check under `signal` and always returns one result per target:
- * - a checker that ignores the signal is abandoned when it ends, and its targets report `Timeout`;
+ * - a checker that has not returned ABANDON_GRACE_MS after the signal ended is abandoned, and
+ *   its targets report `Timeout`;
  * - once the signal has ended, every target that is not ready reports `Timeout`, whatever the
  *   underlying error said (the deadline is the cause; the error only repeats it);
  * - a checker that throws reports `Error` on every target (a bug, not a verdict on the backend).
@@ -30,8 +37,11 @@ export async function runCheck(provider: Provider, signal: AbortSignal): Promise
   if (signal.aborted) return targets.map((t) => timeoutResult(t, startedAt, deadlineMessage()));
 
   let onAbort: (() => void) | undefined;
+  let graceTimer: NodeJS.Timeout | undefined;
   const abandoned = new Promise<'abandoned'>((resolve) => {
-    onAbort = () => resolve('abandoned');
+    onAbort = () => {
+      graceTimer = setTimeout(() => resolve('abandoned'), ABANDON_GRACE_MS);
+    };
     signal.addEventListener('abort', onAbort, { once: true });
   });
   const checking = provider.check(signal);
@@ -52,6 +62,7 @@ export async function runCheck(provider: Provider, signal: AbortSignal): Promise
     }));
   } finally {
     if (onAbort) signal.removeEventListener('abort', onAbort);
+    clearTimeout(graceTimer);
   }
   if (results === 'abandoned') return targets.map((t) => timeoutResult(t, startedAt, deadlineMessage()));
   if (!signal.aborted) return results;
