@@ -386,7 +386,7 @@ describe('connection loss, keepalive and malformed input', () => {
   });
 });
 
-describe('uploads', () => {
+describe('streams', () => {
   async function withVolume(h: FakeHarness, name: string) {
     const pool = await h.conn.storagePoolLookupByName('default', sig());
     return h.conn.storageVolCreateXml(pool, `<volume><name>${name}</name><capacity unit='M'>4</capacity></volume>`, 0, sig());
@@ -426,6 +426,28 @@ describe('uploads', () => {
     expect(pulled).toBeLessThan(100);
     expect(await h.conn.getType(sig())).toBe('QEMU');
     expect(h.conn.stats().streams).toBe(0);
+  });
+
+  it('downloads a volume in order, with a slow async sink pausing the connection', async () => {
+    const h = await open();
+    const vol = await withVolume(h, 'down.img');
+    const data = randomBytes(1_000_000);
+    h.server.state.volume('default', 'down.img').content = data;
+    const fast: Buffer[] = [];
+    expect(await h.conn.storageVolDownload(vol, (c) => void fast.push(c), {}, sig())).toEqual({ bytes: data.length });
+    expect(Buffer.concat(fast).equals(data)).toBe(true);
+    const slow: Buffer[] = [];
+    const sink = async (c: Buffer): Promise<void> => {
+      slow.push(c);
+      await new Promise((r) => setImmediate(r));
+    };
+    expect(await h.conn.storageVolDownload(vol, sink, { offset: 10, length: 600_000 }, sig())).toEqual({ bytes: 600_000 });
+    expect(Buffer.concat(slow).equals(data.subarray(10, 600_010))).toBe(true);
+    expect(h.conn.stats().streams).toBe(0);
+    // A sink that throws abandons the stream and rejects with its error; the connection stays usable.
+    const boom = new Error('disk full');
+    await expect(h.conn.storageVolDownload(vol, () => Promise.reject(boom), {}, sig())).rejects.toBe(boom);
+    expect(await h.conn.getType(sig())).toBe('QEMU');
   });
 
   it('an upload longer than `length` fails with the daemon error', async () => {

@@ -42,7 +42,9 @@ describe('observability', () => {
       const run =
         def.stream === 'upload'
           ? h.conn.storageVolUpload(sampleVol, [Buffer.from('x')], {}, signal)
-          : h.conn.call(key, SAMPLE_ARGS[key] as never, signal);
+          : def.stream === 'download'
+            ? h.conn.storageVolDownload(sampleVol, () => undefined, {}, signal)
+            : h.conn.call(key, SAMPLE_ARGS[key] as never, signal);
       await run.catch(() => undefined);
       const line = h.log.lines.slice(before).find((l) => l.msg === 'libvirt call' && l.procedure === def.name);
       expect(line, `log line for ${key}`).toBeDefined();

@@ -134,7 +134,7 @@ describe('real libvirtd (qemu:///system)', () => {
     expect((await kindOf(conn.domainLookupByName(name, sig())))[0]).toBe('not-found');
   });
 
-  it('creates a volume, uploads more than 1 MiB byte for byte, and deletes it', async () => {
+  it('creates a volume, uploads more than 1 MiB byte for byte, downloads it back, and deletes it', async () => {
     const conn = await connect();
     const pool = await conn.storagePoolLookupByName(host.pool, sig());
     const name = `${unique('vol')}.raw`;
@@ -158,6 +158,9 @@ describe('real libvirtd (qemu:///system)', () => {
     expect(result.bytes).toBe(data.length);
     const onDisk = await readFile(vol.key);
     expect(onDisk.subarray(0, data.length).equals(data)).toBe(true);
+    const downloaded: Buffer[] = [];
+    await conn.storageVolDownload(vol, (c) => void downloaded.push(c), { length: data.length }, sig());
+    expect(Buffer.concat(downloaded).equals(data)).toBe(true);
     expect((await conn.storageVolGetInfo(vol, sig())).capacity).toBe(2 * 1024 * 1024);
     expect(await conn.storageVolGetPath(vol, sig())).toBe(vol.key);
     expect((await conn.storagePoolListAllVolumes(pool, sig())).map((v) => v.name)).toContain(name);

@@ -20,6 +20,7 @@ import type {
   UploadSource,
 } from './types.ts';
 import { runUpload } from './upload.ts';
+import { runDownload, type DownloadResult, type DownloadSink } from './download.ts';
 import { decodeXdr, encodeXdr } from './xdr.ts';
 
 export { DEFAULT_MAX_IN_FLIGHT, type LibvirtConnectionOptions } from './connection-base.ts';
@@ -40,7 +41,7 @@ export interface SetMetadataArgs {
 export interface UploadOptions {
   /** Byte offset in the volume. Default 0. */
   offset?: number;
-  /** Bytes to write; 0 (default) = until the stream ends. */
+  /** Bytes to write (upload) or read (download); 0 (default) = until the stream / the volume ends. */
   length?: number;
   flags?: number;
 }
@@ -217,6 +218,18 @@ export class LibvirtConnection extends LibvirtConnectionBase {
     return this.observe(def, (trace) => {
       const payload = encodeXdr(args, def.args.write);
       return runUpload(this.core, def.proc, def.name, payload, source, signal, { trace, authenticated: this.isAuthed });
+    });
+  }
+  /**
+   * Streams the volume's bytes to `sink` in order and resolves once the daemon confirmed the end.
+   * While a promise returned by `sink` is pending the connection stops reading (see download.ts).
+   */
+  storageVolDownload(vol: StorageVolRef, sink: DownloadSink, options: UploadOptions, signal: AbortSignal): Promise<DownloadResult> {
+    const def = PROCEDURES.storageVolDownload;
+    const args = { vol, offset: options.offset ?? 0, length: options.length ?? 0, flags: options.flags ?? 0 };
+    return this.observe(def, (trace) => {
+      const payload = encodeXdr(args, def.args.write);
+      return runDownload(this.core, def.proc, def.name, payload, sink, signal, { trace, authenticated: this.isAuthed });
     });
   }
 }

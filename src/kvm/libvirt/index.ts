@@ -4,6 +4,7 @@ export type { LibvirtConnectionOptions, SetMetadataArgs, UploadOptions } from '.
 export { openLibvirtConnection } from './open.ts';
 export type { OpenLibvirtOptions } from './open.ts';
 export type { KeepaliveOptions } from './keepalive.ts';
+export type { DownloadSink, DownloadResult } from './download.ts';
 export type { RpcStats } from './rpc-types.ts';
 export { DEFAULT_KEEPALIVE } from './keepalive.ts';
 export {

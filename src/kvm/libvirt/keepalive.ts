@@ -18,6 +18,7 @@ export const DEFAULT_KEEPALIVE = { intervalMs: 15_000, timeoutMs: 10_000 } as co
 export class KeepaliveMonitor {
   private lastRx = performance.now();
   private pingSentAt = -1;
+  private suspended = false;
   private timer: NodeJS.Timeout | undefined;
   private readonly intervalMs: number;
   private readonly timeoutMs: number;
@@ -41,6 +42,17 @@ export class KeepaliveMonitor {
     this.lastRx = performance.now();
   }
 
+  /** While this client deliberately does not read, silence proves nothing: no PINGs, no verdict. */
+  suspend(): void {
+    this.suspended = true;
+    this.pingSentAt = -1;
+  }
+
+  resume(): void {
+    this.suspended = false;
+    this.touch();
+  }
+
   stop(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
@@ -53,6 +65,10 @@ export class KeepaliveMonitor {
 
   private tick(): void {
     this.timer = undefined;
+    if (this.suspended) {
+      this.arm(this.intervalMs);
+      return;
+    }
     const now = performance.now();
     if (this.pingSentAt >= 0) {
       if (this.lastRx >= this.pingSentAt) {

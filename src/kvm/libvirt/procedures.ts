@@ -40,10 +40,10 @@ export interface ProcedureDef<A, R> {
   readonly args: Codec<A>;
   readonly ret: Codec<R>;
   /** Set for procedures whose REPLY opens a data stream on the same serial. */
-  readonly stream?: 'upload';
+  readonly stream?: 'upload' | 'download';
 }
 
-function def<A, R>(name: string, proc: number, args: Codec<A>, ret: Codec<R>, stream?: 'upload'): ProcedureDef<A, R> {
+function def<A, R>(name: string, proc: number, args: Codec<A>, ret: Codec<R>, stream?: 'upload' | 'download'): ProcedureDef<A, R> {
   return stream ? { name, proc, args, ret, stream } : { name, proc, args, ret };
 }
 
@@ -223,6 +223,7 @@ export const PROCEDURES = {
   storageVolResize: def('storage_vol_resize', Proc.STORAGE_VOL_RESIZE, struct({ vol, capacity: uhyperNumber('capacity'), flags }), voidCodec),
   storageVolDelete: def('storage_vol_delete', Proc.STORAGE_VOL_DELETE, struct({ vol, flags }), voidCodec),
   storageVolUpload: def('storage_vol_upload', Proc.STORAGE_VOL_UPLOAD, volRange, voidCodec, 'upload'),
+  storageVolDownload: def('storage_vol_download', Proc.STORAGE_VOL_DOWNLOAD, volRange, voidCodec, 'download'),
   domainEventRegisterAny: def(
     'connect_domain_event_callback_register_any',
     Proc.CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY,

@@ -131,6 +131,17 @@ export class RpcCore {
     return this.writes.pushAndWait(frame);
   }
 
+  /** Stops reading the transport (read-stream flow control); keepalive verdicts are suspended meanwhile. */
+  pauseReading(): void {
+    this.keepalive?.suspend();
+    this.stream.pause();
+  }
+
+  resumeReading(): void {
+    this.keepalive?.resume();
+    if (!this.reason) this.stream.resume();
+  }
+
   /** Stops routing STREAM packets of `serial` (later ones are dropped). */
   dropStream(serial: number): void {
     this.streams.delete(serial);

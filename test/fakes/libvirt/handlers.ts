@@ -3,7 +3,7 @@
  * with the client's own codecs (procedures.ts, read direction); results are encoded with them.
  */
 /* eslint-disable @typescript-eslint/no-explicit-any */
-import { struct, uhyperNumber, uintCodec, volRefCodec, voidCodec, type Codec } from '../../../src/kvm/libvirt/codecs.ts';
+import type { Codec } from '../../../src/kvm/libvirt/codecs.ts';
 import { ErrorCode, ErrorDomain, Proc } from '../../../src/kvm/libvirt/constants.ts';
 import { procedureByNumber } from '../../../src/kvm/libvirt/procedures.ts';
 import type { DomainRef, StoragePoolRef, StorageVolRef } from '../../../src/kvm/libvirt/types.ts';
@@ -136,13 +136,10 @@ const HANDLERS: Record<number, (ctx: HandlerContext, a: any) => unknown> = {
   },
 };
 
-const downloadArgs = struct({ vol: volRefCodec, offset: uhyperNumber('offset'), length: uhyperNumber('length'), flags: uintCodec });
-
 /** The fake's implementation of a procedure number, or undefined (→ "unknown procedure"). */
 export function fakeProcedure(proc: number): FakeProcedure | undefined {
   const handle = HANDLERS[proc] ?? (AUTH_PROCS.has(proc) ? () => undefined : undefined);
   if (!handle) return undefined;
-  if (proc === Proc.STORAGE_VOL_DOWNLOAD) return { name: 'storage_vol_download', args: downloadArgs, ret: voidCodec, handle };
   const def = procedureByNumber(proc);
   if (!def) return undefined;
   return { name: def.name, args: def.args, ret: def.ret, handle };

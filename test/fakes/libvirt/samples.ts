@@ -52,6 +52,7 @@ export const SAMPLE_ARGS: { [K in ProcedureKey]: ArgsOf<K> } = {
   storageVolResize: { vol: sampleVol, capacity: 2 ** 33, flags: 0 },
   storageVolDelete: { vol: sampleVol, flags: 0 },
   storageVolUpload: { vol: sampleVol, offset: 0, length: 0, flags: 0 },
+  storageVolDownload: { vol: sampleVol, offset: 512, length: 1024, flags: 0 },
   domainEventRegisterAny: { eventId: 0, dom: null },
   domainEventDeregisterAny: { callbackId: 1 },
 };
@@ -98,6 +99,7 @@ export const SAMPLE_RESULTS: { [K in ProcedureKey]: ResultOf<K> } = {
   storageVolResize: undefined,
   storageVolDelete: undefined,
   storageVolUpload: undefined,
+  storageVolDownload: undefined,
   domainEventRegisterAny: 1,
   domainEventDeregisterAny: undefined,
 };

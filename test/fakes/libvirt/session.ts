@@ -51,6 +51,8 @@ export class FakeSession {
   pingsReceived = 0;
   closed = false;
   readonly uploads = new Map<number, UploadState>();
+  /** Download serials waiting for the client's STREAM/OK after EOF (or its abort). */
+  readonly downloads = new Set<number>();
   private readonly decoder = new FrameDecoder();
   private readonly backlog: Frame[] = [];
   private readonly eventCallbacks = new Set<number>();
@@ -244,6 +246,11 @@ export class FakeSession {
   }
 
   private handleStream(f: Frame): void {
+    if (this.downloads.delete(f.serial)) {
+      // The client's STREAM/OK after EOF (finish) or STREAM/ERROR (abort): confirm with STREAM/OK.
+      this.send(this.streamFrame(f.serial, f.proc, MessageStatus.OK));
+      return;
+    }
     const up = this.uploads.get(f.serial);
     if (!up) return;
     if (f.status === MessageStatus.CONTINUE) {
@@ -274,13 +281,14 @@ export class FakeSession {
     this.send(this.streamFrame(f.serial, f.proc, MessageStatus.OK));
   }
 
+  /** Data in chunks, then an empty CONTINUE (EOF); libvirtd then waits for the client's STREAM/OK. */
   private download(serial: number, vol: FakeVolume, offset: number, length: number): void {
     const end = length > 0 ? Math.min(vol.content.length, offset + length) : vol.content.length;
     for (let o = offset; o < end; o += STREAM_CHUNK_MAX) {
       this.send(this.streamFrame(serial, Proc.STORAGE_VOL_DOWNLOAD, MessageStatus.CONTINUE, vol.content.subarray(o, Math.min(end, o + STREAM_CHUNK_MAX))));
     }
-    this.send(this.streamFrame(serial, Proc.STORAGE_VOL_DOWNLOAD, MessageStatus.CONTINUE));
-    this.send(this.streamFrame(serial, Proc.STORAGE_VOL_DOWNLOAD, MessageStatus.OK));
+    this.send(this.streamFrame(serial, Proc.STORAGE_VOL_DOWNLOAD, MessageStatus.CONTINUE)); // EOF
+    this.downloads.add(serial);
   }
 
   /** libvirtd pings after `intervalMs` of silence and closes after `count` unanswered pings. */
