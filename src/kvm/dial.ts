@@ -26,12 +26,25 @@ export class DialError extends EgressError {
   readonly stage: DialStage;
   /** The host's configured name. */
   readonly host: string;
+  /** Set when the handshake failed because the server's host key was refused. */
+  readonly hostKey: HostKeyRefusal | undefined;
 
-  constructor(stage: DialStage, host: string, cause: unknown) {
+  constructor(stage: DialStage, host: string, cause: unknown, details: { hostKey?: HostKeyRefusal } = {}) {
     super('ERR_KVM_DIAL', messageOf(cause), { cause, retryable: true });
     this.stage = stage;
     this.host = host;
+    this.hostKey = details.hostKey;
   }
+}
+
+/** Why a server host key was refused: not in known_hosts, different from it, or revoked there. */
+export interface HostKeyRefusal {
+  reason: 'unknown' | 'mismatch' | 'revoked';
+  /** The name looked up in known_hosts (`host` or `[host]:port`). */
+  knownHostsName: string;
+  keyType: string | undefined;
+  /** OpenSSH `SHA256:…` fingerprint of the key the server presented. */
+  fingerprint: string;
 }
 
 function messageOf(cause: unknown): string {

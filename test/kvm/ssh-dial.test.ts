@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DialError } from '../../src/kvm/dial.ts';
 import { dialHost, type HostConnection } from '../../src/kvm/host-connection.ts';
-import { HostKeyVerificationError, SshHandshakeClosedError } from '../../src/kvm/ssh/connect.ts';
+import { SshHandshakeClosedError } from '../../src/kvm/ssh/connect.ts';
+import { fingerprint } from '../../src/kvm/ssh/known-hosts.ts';
 import type { KvmHostConfig } from '../../src/providers/kvm/config.ts';
 import { silentLogger } from '../../src/logging.ts';
 import { FakeLibvirtServer } from '../fakes/libvirt/server.ts';
@@ -165,8 +166,13 @@ describe('dial stages', () => {
     const other = generateKeyPair().publicKey.split(' ').slice(0, 2).join(' ');
     const err = await dialError(hostFor(ssh.port, await ssh.writeMaterial(`[127.0.0.1]:${ssh.port} ${other}`)));
     expect(err.stage).toBe('ssh-handshake');
-    expect(err.cause).toBeInstanceOf(HostKeyVerificationError);
-    expect((err.cause as HostKeyVerificationError).reason).toBe('mismatch');
+    expect((err.cause as Error & { level?: string }).level).toBe('handshake');
+    expect(err.hostKey).toEqual({
+      reason: 'mismatch',
+      knownHostsName: `[127.0.0.1]:${ssh.port}`,
+      keyType: 'ssh-ed25519',
+      fingerprint: fingerprint(Buffer.from(ssh.hostKey.publicKey.split(' ')[1]!, 'base64')),
+    });
     expect(ssh.events.some((e) => e.type === 'auth')).toBe(false);
   });
 
@@ -175,7 +181,7 @@ describe('dial stages', () => {
     const keyPart = ssh.hostKey.publicKey.split(' ').slice(0, 2).join(' ');
     const err = await dialError(hostFor(ssh.port, await ssh.writeMaterial(`127.0.0.1 ${keyPart}\n[127.0.0.1]:1 ${keyPart}`)));
     expect(err.stage).toBe('ssh-handshake');
-    expect((err.cause as HostKeyVerificationError).reason).toBe('unknown');
+    expect(err.hostKey?.reason).toBe('unknown');
   });
 
   it('ssh-handshake: authentication is rejected', async () => {

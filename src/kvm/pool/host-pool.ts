@@ -40,6 +40,8 @@ export type PoolFn<C, T> = (conn: C, signal: AbortSignal) => Promise<T>;
 export interface HostPoolOptions<H extends { name: string }, C extends PoolConnection> {
   dial: Dial<H, C>;
   logger: Logger;
+  /** Identity of a host in the pool. Default `host.name` (give provider-qualified names if two providers share a pool). */
+  keyOf?: (host: H) => string;
   metrics?: KvmPoolMetrics;
   /** Connections with nothing running for this long are closed. Default 300 000 ms; 0 = never. */
   idleTimeoutMs?: number;
@@ -76,6 +78,7 @@ export class HostPool<H extends { name: string }, C extends PoolConnection> {
   private readonly entries = new Map<string, Entry<H, C>>();
   private readonly lifetime = new AbortController();
   private readonly dialFn: Dial<H, C>;
+  private readonly keyOf: (host: H) => string;
   private readonly logger: Logger;
   private readonly metrics: KvmPoolMetrics | undefined;
   private readonly idleTimeoutMs: number;
@@ -85,6 +88,7 @@ export class HostPool<H extends { name: string }, C extends PoolConnection> {
 
   constructor(options: HostPoolOptions<H, C>) {
     this.dialFn = options.dial;
+    this.keyOf = options.keyOf ?? ((host) => host.name);
     this.logger = options.logger;
     this.metrics = options.metrics;
     this.idleTimeoutMs = options.idleTimeoutMs ?? 300_000;
@@ -323,10 +327,11 @@ export class HostPool<H extends { name: string }, C extends PoolConnection> {
   }
 
   private entry(host: H): Entry<H, C> {
-    let entry = this.entries.get(host.name);
+    const key = this.keyOf(host);
+    let entry = this.entries.get(key);
     if (!entry) {
       entry = { name: host.name, host, slot: new Slot(), conn: undefined, scope: undefined, active: 0, abandonedProbe: false, idleTimer: undefined };
-      this.entries.set(host.name, entry);
+      this.entries.set(key, entry);
     } else {
       entry.host = host; // the latest config is used for the next dial
     }

@@ -7,8 +7,8 @@ import net from 'node:net';
 import ssh2, { type ConnectConfig, type ServerHostKeyAlgorithm } from 'ssh2';
 import { EgressError } from '../../errors.ts';
 import type { Logger } from '../../logging.ts';
-import { DialError, sshErrorStage } from '../dial.ts';
-import { hostKeyAlgorithmsFor, knownHostsName, verifyHostKey, type HostKeyVerdict } from './known-hosts.ts';
+import { DialError, sshErrorStage, type HostKeyRefusal } from '../dial.ts';
+import { hostKeyAlgorithmsFor, knownHostsName, verifyHostKey } from './known-hosts.ts';
 import type { SshMaterial } from './material.ts';
 import { SshSession } from './session.ts';
 
@@ -33,18 +33,6 @@ export interface SshConnectOptions {
 }
 
 export const DEFAULT_SSH_KEEPALIVE_INTERVAL_MS = 15_000;
-
-/** The server's host key is not in known_hosts, differs from it, or is revoked there. */
-export class HostKeyVerificationError extends EgressError {
-  readonly reason: 'unknown' | 'mismatch' | 'revoked';
-  readonly fingerprint: string;
-  constructor(hostName: string, verdict: Extract<HostKeyVerdict, { ok: false }>, options: { cause?: unknown } = {}) {
-    const what = { unknown: 'is not in known_hosts', mismatch: 'does not match known_hosts', revoked: 'is revoked in known_hosts' }[verdict.reason];
-    super('ERR_KVM_SSH_HOST_KEY', `host key of ${hostName} (${verdict.keyType ?? 'unknown type'} ${verdict.fingerprint}) ${what}`, options);
-    this.reason = verdict.reason;
-    this.fingerprint = verdict.fingerprint;
-  }
-}
 
 /** The server ended the connection before SSH was ready, without an error of its own. */
 export class SshHandshakeClosedError extends EgressError {
@@ -107,18 +95,26 @@ export async function connectSsh(target: SshTarget, material: SshMaterial, signa
   } catch (err) {
     throw new DialError('tcp', target.name, err);
   }
+  const refusal: { hostKey?: HostKeyRefusal } = {};
   try {
-    return await handshake(sock, target, material, signal, options);
+    return await handshake(sock, target, material, signal, options, refusal);
   } catch (err) {
-    throw new DialError(sshErrorStage(err, true), target.name, err);
+    // ssh2's error stays the cause, message unchanged; the host key verdict rides along.
+    throw new DialError(sshErrorStage(err, true), target.name, err, refusal);
   }
 }
 
-function handshake(sock: net.Socket, target: SshTarget, material: SshMaterial, signal: AbortSignal, options: SshConnectOptions): Promise<SshSession> {
+function handshake(
+  sock: net.Socket,
+  target: SshTarget,
+  material: SshMaterial,
+  signal: AbortSignal,
+  options: SshConnectOptions,
+  refusal: { hostKey?: HostKeyRefusal },
+): Promise<SshSession> {
   const describe = `${target.address}:${target.port}`;
   const hostName = knownHostsName(target.address, target.port);
   const log = options.logger;
-  let rejected: Extract<HostKeyVerdict, { ok: false }> | undefined;
 
   const config: ConnectConfig = {
     sock,
@@ -139,7 +135,11 @@ function handshake(sock: net.Socket, target: SshTarget, material: SshMaterial, s
     config.hostVerifier = (key: Buffer): boolean => {
       const verdict = verifyHostKey(entries, hostName, key);
       if (verdict.ok) return true;
-      rejected = verdict;
+      refusal.hostKey = { reason: verdict.reason, knownHostsName: hostName, keyType: verdict.keyType, fingerprint: verdict.fingerprint };
+      log.warn(
+        { host: target.name, knownHostsName: hostName, reason: verdict.reason, keyType: verdict.keyType, fingerprint: verdict.fingerprint },
+        'SSH host key refused: it is not the key known_hosts lists for this host',
+      );
       return false;
     };
   }
@@ -168,13 +168,7 @@ function handshake(sock: net.Socket, target: SshTarget, material: SshMaterial, s
       session = new SshSession(client, describe);
       settle(undefined);
     };
-    const onError = (err: Error): void => {
-      if (rejected) {
-        settle(new HostKeyVerificationError(hostName, rejected, { cause: err }));
-      } else {
-        settle(err);
-      }
-    };
+    const onError = (err: Error): void => settle(err);
     const onClose = (): void => settle(new SshHandshakeClosedError(describe));
     const onAbort = (): void => settle(toReason(signal.reason));
     if (signal.aborted) {
