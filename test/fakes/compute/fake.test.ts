@@ -116,6 +116,37 @@ describe('fake Compute API through @google-cloud/compute', () => {
     expect([other.code, reasonOf(other)]).toEqual([403, 'forbidden']);
   });
 
+  it('sets labels under a fingerprint precondition (412 conditionNotMet when stale)', async () => {
+    const seeded = compute.seedInstance(Z, { name: 'l', labels: { 'managed-by': 'egress-proxies' } });
+    const stale = await failure(instances.setLabels({ project: P, zone: Z, instance: 'l', instancesSetLabelsRequestResource: { labels: { a: 'b' }, labelFingerprint: 'c3RhbGU=' } }));
+    expect([stale.code, reasonOf(stale)]).toEqual([412, 'conditionNotMet']);
+    const [lro] = await instances.setLabels({ project: P, zone: Z, instance: 'l', instancesSetLabelsRequestResource: { labels: { a: 'b' }, labelFingerprint: seeded.labelFingerprint } });
+    await operations.wait({ project: P, zone: Z, operation: lro.latestResponse.name });
+    const after = compute.getInstance(Z, 'l')!;
+    expect(after.labels).toEqual({ a: 'b' });
+    expect(after.labelFingerprint).not.toBe(seeded.labelFingerprint);
+  });
+
+  it('reports unreachable zones with returnPartialSuccess, and fails without it', async () => {
+    compute.seedInstance(Z, { name: 'seen' });
+    compute.seedInstance('europe-west1-b', { name: 'hidden' });
+    compute.state.unreachableZones.add('europe-west1-b');
+    await instances.initialize();
+    const [items, , raw] = await (instances.innerApiCalls.aggregatedList as (r: object, o: object) => Promise<[Record<string, { instances?: { name?: string }[] }>, unknown, { unreachables?: string[] }]>)(
+      { project: P, returnPartialSuccess: true },
+      { autoPaginate: false },
+    );
+    expect(Object.values(items).flatMap((z) => z.instances ?? []).map((i) => i.name)).toEqual(['seen']);
+    expect(raw.unreachables).toEqual(['zones/europe-west1-b']);
+    const names: string[] = [];
+    const err = await failure(
+      (async () => {
+        for await (const [, list] of instances.aggregatedListAsync({ project: P }, { autoPaginate: false })) names.push(...(list.instances ?? []).map((i) => i.name!));
+      })(),
+    );
+    expect(err.code).toBe(503);
+  });
+
   it('answers 401 to a request without credentials', async () => {
     const anonymous = new InstancesClient({ ...compute.clientOptions(), authClient: new PassThroughClient() });
     try {

@@ -1,4 +1,5 @@
 /** Request routing and handlers of the fake Compute API (see server.ts for the scope and deviations). */
+import { randomBytes } from 'node:crypto';
 import { computeError, invalid, notFound } from './errors.ts';
 import { FilterError, matchesFilter, parseFilter, type Filter } from './filter.ts';
 import type { ComputeRequest } from './types.ts';
@@ -39,6 +40,8 @@ export function route(state: ComputeState, e: ComputeRequest, project: string): 
       if (e.method === 'DELETE') return lifecycle(state, p, zone, name, 'delete');
     } else if (e.method === 'POST' && (action === 'stop' || action === 'start') && rest.length === 5) {
       return lifecycle(state, p, zone, name, action);
+    } else if (e.method === 'POST' && action === 'setLabels' && rest.length === 5) {
+      return setLabels(state, e, p, zone, name);
     }
   }
   if (kind === 'operations' && name !== undefined) {
@@ -101,9 +104,14 @@ function select(all: FakeInstance[], e: ComputeRequest): { page: FakeInstance[];
 }
 
 function aggregatedList(state: ComputeState, e: ComputeRequest): Result {
-  const { page, next } = select(state.list(), e);
+  const partial = e.query.returnPartialSuccess === 'true';
+  if (state.unreachableZones.size > 0 && !partial) {
+    throw computeError(503, 'backendError', `Zones are unreachable: ${[...state.unreachableZones].join(', ')}`);
+  }
+  const reachable = state.zones.filter((z) => !state.unreachableZones.has(z));
+  const { page, next } = select(reachable.flatMap((z) => state.list(z)), e);
   const items: Record<string, unknown> = {};
-  for (const zone of state.zones) {
+  for (const zone of reachable) {
     const here = page.filter((i) => i.zone.endsWith(`/zones/${zone}`));
     items[`zones/${zone}`] = here.length
       ? { instances: here }
@@ -116,7 +124,18 @@ function aggregatedList(state: ComputeState, e: ComputeRequest): Result {
         };
   }
   const base = `${state.base}/compute/v1/projects/${state.project}/aggregated/instances`;
-  return [200, { kind: 'compute#instanceAggregatedList', id: `projects/${state.project}/aggregated/instances`, items, ...(next ? { nextPageToken: next } : {}), selfLink: base }];
+  const unreachables = state.zones.filter((z) => state.unreachableZones.has(z)).map((z) => `zones/${z}`);
+  return [
+    200,
+    {
+      kind: 'compute#instanceAggregatedList',
+      id: `projects/${state.project}/aggregated/instances`,
+      items,
+      ...(next ? { nextPageToken: next } : {}),
+      selfLink: base,
+      ...(unreachables.length ? { unreachables } : {}),
+    },
+  ];
 }
 
 function zonalList(state: ComputeState, e: ComputeRequest, zone: string): Result {
@@ -150,11 +169,7 @@ function insert(state: ComputeState, e: ComputeRequest, zone: string): Result {
   if (!name) throw computeError(400, 'required', "Required field 'resource.name' not specified");
   if (!NAME.test(name)) throw invalid('resource.name', name, "Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'");
   if (!body.machineType) throw computeError(400, 'required', "Required field 'resource.machineType' not specified");
-  const labels = (body.labels ?? {}) as Record<string, unknown>;
-  for (const [k, v] of Object.entries(labels)) {
-    if (!LABEL_KEY.test(k)) throw invalid(`labels`, k, 'Label keys must start with a lowercase letter and contain only lowercase letters, digits, underscores and dashes (max 63).');
-    if (typeof v !== 'string' || !LABEL_VALUE.test(v)) throw invalid(`labels.${k}`, String(v), 'Label values may contain only lowercase letters, digits, underscores and dashes (max 63).');
-  }
+  checkLabels((body.labels ?? {}) as Record<string, unknown>);
   if (state.instances.has(state.key(zone, name))) {
     throw computeError(409, 'alreadyExists', `The resource 'projects/${state.project}/zones/${zone}/instances/${name}' already exists`);
   }
@@ -165,6 +180,38 @@ function insert(state: ComputeState, e: ComputeRequest, zone: string): Result {
   });
   if (rid) ids.set(rid, op);
   return [200, op];
+}
+
+/** setLabels: the fingerprint is a precondition (412 conditionNotMet when stale); labels change when the op completes. */
+function setLabels(state: ComputeState, e: ComputeRequest, p: string, zone: string, name: string): Result {
+  const inst = state.instances.get(state.key(zone, name));
+  if (!inst) throw notFound(`projects/${p}/zones/${zone}/instances/${name}`);
+  let body: { labels?: Record<string, string>; labelFingerprint?: string };
+  try {
+    body = JSON.parse(e.body) as typeof body;
+  } catch {
+    throw computeError(400, 'parseError', 'Invalid JSON payload received.');
+  }
+  if (!body.labelFingerprint) throw computeError(400, 'required', "Required field 'labelFingerprint' not specified");
+  if (body.labelFingerprint !== inst.labelFingerprint) {
+    throw computeError(412, 'conditionNotMet', 'Labels fingerprint either invalid or resource labels have changed', { status: 'FAILED_PRECONDITION' });
+  }
+  const labels = body.labels ?? {};
+  checkLabels(labels);
+  return [
+    200,
+    state.startOperation(zone, 'setLabels', inst, () => {
+      inst.labels = { ...labels };
+      inst.labelFingerprint = randomBytes(8).toString('base64');
+    }),
+  ];
+}
+
+function checkLabels(labels: Record<string, unknown>): void {
+  for (const [k, v] of Object.entries(labels)) {
+    if (!LABEL_KEY.test(k)) throw invalid(`labels`, k, 'Label keys must start with a lowercase letter and contain only lowercase letters, digits, underscores and dashes (max 63).');
+    if (typeof v !== 'string' || !LABEL_VALUE.test(v)) throw invalid(`labels.${k}`, String(v), 'Label values may contain only lowercase letters, digits, underscores and dashes (max 63).');
+  }
 }
 
 function lifecycle(state: ComputeState, p: string, zone: string, name: string, action: 'delete' | 'stop' | 'start'): Result {

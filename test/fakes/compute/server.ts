@@ -4,8 +4,10 @@
  *
  * Implemented (under /compute/v1/projects/{project}): aggregated/instances and zones/{z}/instances lists
  * with `filter` (see filter.ts), `maxResults` ≤ 500 and an opaque `nextPageToken` tied to the filter,
- * per-zone NO_RESULTS_ON_PAGE warnings; instances get, insert (name and label checks, 409 on duplicates,
- * `requestId` idempotency), delete, stop, start; zone operations get and wait; operations that stay RUNNING
+ * per-zone NO_RESULTS_ON_PAGE warnings, `returnPartialSuccess` + `unreachables` (knob
+ * `state.unreachableZones`; 503 without partial success); instances get, insert (name and label checks,
+ * 409 on duplicates, `requestId` idempotency), delete, stop, start, setLabels (412 conditionNotMet on a
+ * stale `labelFingerprint`); zone operations get and wait; operations that stay RUNNING
  * for `operationPolls` polls; provisioning failures as HTTP 200 + DONE + `error`; bearer-token or API-key
  * authentication (401), 403 for other projects, a "Compute API disabled" 403; one-shot faults; a request log.
  *

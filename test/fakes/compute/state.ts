@@ -71,6 +71,8 @@ export class ComputeState {
   private ipCounter = 2;
   /** How many polls (get or wait) an operation reports RUNNING before it is DONE. */
   operationPolls = 0;
+  /** Knob: zones an aggregated list cannot reach (left out and named in `unreachables` with partial success, 503 without). */
+  readonly unreachableZones = new Set<string>();
 
   constructor(
     readonly project: string,
