@@ -22,13 +22,19 @@ export class CheckWaitTimeoutError extends EgressError {
   }
 }
 
+const NOT_STARTED = new Set(['waiting', 'prioritized', 'delayed']);
+
 /**
- * Enqueues an ad-hoc check. While one for the same provider is still waiting, the request
- * joins it instead of adding a second one.
+ * Enqueues an ad-hoc check. While the scheduler's "check now" job for the provider has not
+ * started yet, the request joins it (its result will be at least as fresh as the request);
+ * a check that is already running is never joined, since it may have read the world before
+ * the request was made.
  */
 export async function requestCheck(checks: Queue, provider: string): Promise<string> {
+  const pending = await checks.getDeduplicationJobId(checkNowDedupId(provider));
+  if (pending && NOT_STARTED.has(await checks.getJobState(pending))) return pending;
   const data: CheckJobData = { provider, trigger: 'adhoc' };
-  const job = await checks.add('check', data, { deduplication: { id: checkNowDedupId(provider) } });
+  const job = await checks.add('check', data);
   return job.id ?? '';
 }
 
