@@ -44,6 +44,8 @@ export function route(ctx: RouteContext, e: KubeRequest, res: ServerResponse): R
   const token = e.authorization?.startsWith('Bearer ') ? e.authorization.slice(7) : undefined;
   if (token === undefined || !ctx.tokens.has(token)) throw new StatusError(unauthorized());
   const parts = e.path.split('/').filter(Boolean).map(decodeURIComponent);
+  const discovered = discovery(parts, e.method);
+  if (discovered) return discovered;
   if (parts[0] !== 'api' || parts[1] !== 'v1') throw routeNotFound();
   const rest = parts.slice(2);
   const dryRun = e.query.dryRun === 'All';
@@ -137,6 +139,31 @@ function list(ctx: RouteContext, e: KubeRequest, ns: string | undefined, res: Se
   }
   const params = { labelSelector: q.labelSelector, fieldSelector: q.fieldSelector, limit: q.limit, continue: q.continue };
   return [200, listPods(ctx.store.list(ns), params, ctx.store.resourceVersion(), ctx.continueEpoch)];
+}
+
+/** Legacy (unaggregated) discovery, enough for kubectl to find pods and namespaces. */
+function discovery(parts: string[], method: string): RouteResult | undefined {
+  if (method !== 'GET') return undefined;
+  const path = parts.join('/');
+  if (path === 'api') return [200, { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [{ clientCIDR: '0.0.0.0/0', serverAddress: '127.0.0.1:0' }] }];
+  if (path === 'apis') return [200, { kind: 'APIGroupList', apiVersion: 'v1', groups: [] }];
+  if (path === 'version') return [200, { major: '1', minor: '34', gitVersion: 'v1.34.0-fake', platform: 'linux/amd64' }];
+  if (path === 'api/v1') {
+    const podVerbs = ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'];
+    return [
+      200,
+      {
+        kind: 'APIResourceList',
+        groupVersion: 'v1',
+        resources: [
+          { name: 'namespaces', singularName: 'namespace', namespaced: false, kind: 'Namespace', verbs: ['get', 'list'], shortNames: ['ns'] },
+          { name: 'pods', singularName: 'pod', namespaced: true, kind: 'Pod', verbs: podVerbs, shortNames: ['po'], categories: ['all'] },
+          { name: 'pods/status', singularName: '', namespaced: true, kind: 'Pod', verbs: ['get', 'patch', 'update'] },
+        ],
+      },
+    ];
+  }
+  return undefined;
 }
 
 function namespaceObject(name: string): Record<string, unknown> {

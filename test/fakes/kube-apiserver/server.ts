@@ -12,10 +12,12 @@
  * event log, 410 Expired as an ERROR event, selector exits as DELETED, bookmarks, `timeoutSeconds`;
  * client-node informers work unmodified. Optimistic concurrency on writes (422 without a resourceVersion on
  * PUT, 409 Conflict when stale, no-op writes keep the resourceVersion); Pod spec immutability except images. Bearer-token authentication (401) and a per-token RBAC knob (403).
- * Request log, one-shot faults.
+ * Request log, one-shot faults. Optional TLS with a self-signed certificate (`tls: true`); kubectl works
+ * against it (kubectl.test.ts).
  *
  * Deviations from the real server:
- * - No CRDs, no discovery documents, no `sendInitialEvents`, no DELETE on collections.
+ * - No CRDs, no aggregated discovery (legacy /api, /api/v1, /apis and /version only, enough for kubectl),
+ *   no `sendInitialEvents`, no DELETE on collections, no Table output (kubectl prints client-side).
  * - Strategic merge patch is applied as a JSON merge patch (lists replaced, no merge keys); server-side
  *   apply is a plain recursive merge (no managedFields, no conflicts between managers) and takes JSON only.
  * - `continue` serves the current state, not the first page's snapshot (its resourceVersion is kept).

@@ -1,0 +1,83 @@
+/**
+ * Second-client cross-check: the real kubectl (Debian's, when installed) against the fake over TLS.
+ * Discovery, chunked lists (`continue`), selectors, NotFound errors and delete-and-wait (a watch with a
+ * field selector) must all work for a client the fake was not written against.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { startFakeKubeApiserver, type FakeKubeApiserver } from './index.ts';
+
+const run = promisify(execFile);
+const hasKubectl = await run('kubectl', ['version', '--client']).then(
+  () => true,
+  () => false,
+);
+
+let kube: FakeKubeApiserver;
+let dir: string;
+
+beforeEach(async () => {
+  kube = await startFakeKubeApiserver({ tls: true });
+  dir = await mkdtemp(join(tmpdir(), 'egress-kubectl-'));
+  await writeFile(join(dir, 'ca.pem'), kube.tlsCert!.cert);
+});
+afterEach(async () => {
+  await kube.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function kubectl(...args: string[]): Promise<{ stdout: string; stderr: string; code: number }> {
+  const base = ['--server', kube.url, '--token', kube.token, '--certificate-authority', join(dir, 'ca.pem'), '--cache-dir', join(dir, 'cache')];
+  try {
+    const { stdout, stderr } = await run('kubectl', [...base, ...args], { env: { ...process.env, KUBECONFIG: join(dir, 'none') } });
+    return { stdout, stderr, code: 0 };
+  } catch (e) {
+    const err = e as { stdout: string; stderr: string; code: number };
+    return { stdout: err.stdout, stderr: err.stderr, code: err.code };
+  }
+}
+
+describe.skipIf(!hasKubectl)('kubectl against the fake apiserver', () => {
+  it('lists across chunks with a selector', async () => {
+    for (const [ns, name, pool] of [['a', 'p1', 'eu'], ['a', 'p2', 'us'], ['b', 'p3', 'eu'], ['c', 'p4', 'asia']] as const) {
+      kube.seedPod({ metadata: { name, namespace: ns, labels: { app: 'egress-proxy', pool } } });
+    }
+    const r = await kubectl('get', 'pods', '-A', '-l', 'app=egress-proxy,pool in (eu,us)', '--chunk-size=1', '-o', 'name');
+    expect(r.code).toBe(0);
+    expect(r.stdout.trim().split('\n')).toEqual(['pod/p1', 'pod/p2', 'pod/p3']);
+    const lists = kube.requests.filter((q) => q.path === '/api/v1/pods');
+    expect(lists.length).toBeGreaterThan(1);
+    expect(lists.slice(1).every((q) => q.query.continue)).toBe(true);
+  });
+
+  it('shows the Status message of a 404', async () => {
+    const r = await kubectl('get', 'pod', 'ghost', '-n', 'default');
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('Error from server (NotFound): pods "ghost" not found');
+  });
+
+  it('deletes a terminating Pod and waits for it through a watch', async () => {
+    kube.seedPod({ metadata: { name: 'busy', namespace: 'default' } });
+    kube.setPodStatus('default', 'busy', { phase: 'Running' });
+    const deleting = kubectl('delete', 'pod', 'busy', '-n', 'default', '--timeout=20s');
+    const watchReq = await new Promise<unknown>((resolve) => {
+      const onRequest = (r: { query: Record<string, string> }): void => {
+        if (r.query.watch === 'true') {
+          kube.off('request', onRequest);
+          resolve(r);
+        }
+      };
+      kube.on('request', onRequest);
+    });
+    expect(watchReq).toMatchObject({ query: { fieldSelector: 'metadata.name=busy' } });
+    expect(kube.getPod('default', 'busy')?.metadata.deletionTimestamp).toBeDefined();
+    kube.finishPodDeletion('default', 'busy');
+    const r = await deleting;
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('pod "busy" deleted');
+  });
+});
