@@ -4,6 +4,7 @@
  */
 const benches: Record<string, () => Promise<unknown>> = {
   pipeline: async () => (await import('./pipeline.bench.ts')).runPipelineBench(),
+  'health-round': async () => (await import('./health-round.bench.ts')).runHealthRoundBench(),
 };
 
 const name = process.argv[2];

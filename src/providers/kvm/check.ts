@@ -43,17 +43,19 @@ export function kvmFailureReason(err: unknown, signal: AbortSignal): Reason {
 
 async function probeFacts(conn: HostConnection, poolName: string, signal: AbortSignal): Promise<HostFacts> {
   const libvirt = conn.libvirt;
-  const libVersion = await libvirt.getLibVersion(signal);
-  const hostname = await libvirt.getHostname(signal);
-  let pool: StoragePoolInfo | undefined;
-  try {
-    pool = await libvirt.storagePoolGetInfo(await libvirt.storagePoolLookupByName(poolName, signal), signal);
-  } catch (err) {
-    // A missing pool is a verdict, decided after the probe returns: it must not look like a
-    // failure of the connection.
-    if (!(err instanceof LibvirtError && err.kind === 'not-found')) throw err;
-  }
-  return { libVersion, hostname, pool };
+  // Independent calls go out together (the client multiplexes them): two round trips, not four.
+  const lookup = libvirt.storagePoolLookupByName(poolName, signal).then(
+    (ref) => libvirt.storagePoolGetInfo(ref, signal),
+    (err: unknown) => {
+      // A missing pool is a verdict, decided after the probe returns: it must not look like a
+      // failure of the connection.
+      if (err instanceof LibvirtError && err.kind === 'not-found') return undefined;
+      throw err;
+    },
+  );
+  lookup.catch(() => undefined);
+  const [libVersion, hostname] = await Promise.all([libvirt.getLibVersion(signal), libvirt.getHostname(signal)]);
+  return { libVersion, hostname, pool: await lookup };
 }
 
 /**
