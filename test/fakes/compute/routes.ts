@@ -104,7 +104,8 @@ function select(all: FakeInstance[], e: ComputeRequest): { page: FakeInstance[];
 }
 
 function aggregatedList(state: ComputeState, e: ComputeRequest): Result {
-  const partial = e.query.returnPartialSuccess === 'true';
+  // gax sends `true`, gcloud (apitools) `True`.
+  const partial = e.query.returnPartialSuccess?.toLowerCase() === 'true';
   if (state.unreachableZones.size > 0 && !partial) {
     throw computeError(503, 'backendError', `Zones are unreachable: ${[...state.unreachableZones].join(', ')}`);
   }

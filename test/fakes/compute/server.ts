@@ -9,7 +9,8 @@
  * 409 on duplicates, `requestId` idempotency), delete, stop, start, setLabels (412 conditionNotMet on a
  * stale `labelFingerprint`); zone operations get and wait; operations that stay RUNNING
  * for `operationPolls` polls; provisioning failures as HTTP 200 + DONE + `error`; bearer-token or API-key
- * authentication (401), 403 for other projects, a "Compute API disabled" 403; one-shot faults; a request log.
+ * authentication (401), 403 for other projects, a "Compute API disabled" 403; one-shot faults; a request log;
+ * optional TLS (`tls: true`). gcloud works against it too (gcloud.test.ts).
  *
  * Deviations from the real API:
  * - Only instances and zone operations; no regions, disks, images, machine-type or network validation.

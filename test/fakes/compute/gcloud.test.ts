@@ -1,0 +1,81 @@
+/**
+ * Second-client cross-check: the real gcloud CLI (when installed) against the fake Compute API, through
+ * its endpoint override. Lists with paging, describe, label changes under the fingerprint precondition and
+ * delete with operation polling must work for a client the fake was not written against.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { startFakeCompute, type FakeCompute } from './index.ts';
+
+const run = promisify(execFile);
+const hasGcloud = await run('gcloud', ['version'], { timeout: 30_000 }).then(
+  () => true,
+  () => false,
+);
+
+const Z = 'us-central1-a';
+let compute: FakeCompute;
+let dir: string;
+
+beforeEach(async () => {
+  compute = await startFakeCompute({ project: 'egress-test' });
+  dir = await mkdtemp(join(tmpdir(), 'egress-gcloud-'));
+  await writeFile(join(dir, 'token'), 'fake-access-token');
+});
+afterEach(async () => {
+  await compute.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function gcloud(...args: string[]): Promise<{ stdout: string; stderr: string; code: number }> {
+  const env = {
+    ...process.env,
+    CLOUDSDK_CONFIG: join(dir, 'config'),
+    CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE: `${compute.url}/compute/v1/`,
+    CLOUDSDK_CORE_DISABLE_PROMPTS: '1',
+  };
+  try {
+    const { stdout, stderr } = await run('gcloud', [...args, '--project', 'egress-test', '--access-token-file', join(dir, 'token')], { env, timeout: 60_000 });
+    return { stdout, stderr, code: 0 };
+  } catch (e) {
+    const err = e as { stdout: string; stderr: string; code: number };
+    return { stdout: err.stdout, stderr: err.stderr, code: err.code };
+  }
+}
+
+describe.skipIf(!hasGcloud)('gcloud against the fake Compute API', () => {
+  it('lists every instance across pages', async () => {
+    for (let i = 0; i < 5; i++) compute.seedInstance(i % 2 ? Z : 'europe-west1-b', { name: `p${i}`, labels: { 'managed-by': 'egress-proxies' } });
+    const r = await gcloud('compute', 'instances', 'list', '--page-size=2', '--format=value(name)');
+    expect(r.code).toBe(0);
+    expect(r.stdout.trim().split('\n').sort()).toEqual(['p0', 'p1', 'p2', 'p3', 'p4']);
+    const lists = compute.requests.filter((q) => q.path.endsWith('/aggregated/instances'));
+    expect(lists.length).toBe(3);
+    expect(lists[0]!.query.maxResults).toBe('2');
+    expect(lists.slice(1).every((q) => q.query.pageToken)).toBe(true);
+  });
+
+  it('adds labels with the fingerprint and deletes, polling the operations', async () => {
+    compute.setOperationPolls(1);
+    compute.seedInstance(Z, { name: 'vm', labels: { 'managed-by': 'egress-proxies' } });
+    const labelled = await gcloud('compute', 'instances', 'add-labels', 'vm', `--zone=${Z}`, '--labels=pool=eu');
+    expect(labelled.code).toBe(0);
+    expect(compute.getInstance(Z, 'vm')!.labels).toEqual({ 'managed-by': 'egress-proxies', pool: 'eu' });
+
+    const deleted = await gcloud('compute', 'instances', 'delete', 'vm', `--zone=${Z}`, '--quiet');
+    expect(deleted.code).toBe(0);
+    expect(compute.getInstance(Z, 'vm')).toBeUndefined();
+    expect(compute.requests.some((q) => q.method === 'POST' && q.path.endsWith('/setLabels'))).toBe(true);
+    expect(compute.requests.some((q) => q.method === 'DELETE')).toBe(true);
+  });
+
+  it('shows the API error of a missing instance', async () => {
+    const r = await gcloud('compute', 'instances', 'describe', 'ghost', `--zone=${Z}`);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain("The resource 'projects/egress-test/zones/us-central1-a/instances/ghost' was not found");
+  });
+});
