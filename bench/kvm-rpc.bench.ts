@@ -12,7 +12,10 @@
  *   process, an SSH connection and a libvirt connection each time);
  * - memory per open host connection: N hosts of one pool opened, heap+external before/after.
  *
- * Env: BENCH_SECONDS (per rate phase, default 3), BENCH_VIRSH_CALLS (default 5),
+ * The pooled 1-in-flight and bare measurements alternate in BENCH_ROUNDS rounds (the machine is
+ * shared and its load drifts); 4 in flight runs after them.
+ *
+ * Env: BENCH_SECONDS (per measured kind, default 5), BENCH_ROUNDS (default 5), BENCH_VIRSH_CALLS (default 5),
  * BENCH_MEM_CONNECTIONS (default 50).
  */
 import { execFile } from 'node:child_process';
@@ -33,7 +36,8 @@ import { silentLogger } from '../src/logging.ts';
 import { kvmTestHost } from '../test/support/kvm-host.ts';
 import { fmt, summarize } from './stats.ts';
 
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const VIRSH_CALLS = Number(process.env.BENCH_VIRSH_CALLS ?? 5);
 const MEM_CONNECTIONS = Number(process.env.BENCH_MEM_CONNECTIONS ?? 50);
 
@@ -45,10 +49,18 @@ const PROC_GET_LIB_VERSION = 157;
 const libVersion = (c: HostConnection, s: AbortSignal): Promise<number> => c.libvirt.getLibVersion(s);
 
 /** Runs `concurrency` loops of `op` for `seconds`; returns calls/s and per-call ms. */
-async function rate(concurrency: number, seconds: number, op: () => Promise<unknown>): Promise<{ perSec: number; samples: number[] }> {
+interface Rate {
+  perSec: number;
+  samples: number[];
+  /** This process's CPU time (user + system) per call, µs. */
+  cpuUs: number;
+}
+
+async function rate(concurrency: number, seconds: number, op: () => Promise<unknown>): Promise<Rate> {
   const samples: number[] = [];
   const end = performance.now() + seconds * 1000;
   const start = performance.now();
+  const cpu0 = process.cpuUsage();
   let calls = 0;
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
@@ -60,7 +72,8 @@ async function rate(concurrency: number, seconds: number, op: () => Promise<unkn
       }
     }),
   );
-  return { perSec: calls / ((performance.now() - start) / 1000), samples };
+  const cpu = process.cpuUsage(cpu0);
+  return { perSec: calls / ((performance.now() - start) / 1000), samples, cpuUs: (cpu.user + cpu.system) / calls };
 }
 
 /** A bare libvirt client: one channel, hand-encoded frames, one call at a time. */
@@ -113,7 +126,8 @@ function xdrOptionalString(s: string): Buffer {
   return out;
 }
 
-async function bareFloor(host: KvmHostConfig, seconds: number): Promise<{ perSec: number; samples: number[] }> {
+/** Opens the bare loop: SSH, one streamlocal channel, AUTH_LIST and OPEN by hand. */
+async function openBare(host: KvmHostConfig): Promise<{ op: () => Promise<unknown>; close: () => void }> {
   const signal = AbortSignal.timeout(60_000);
   const material = await loadSshMaterial(host, signal);
   const ssh = await connectSsh(host, material, signal, { logger: silentLogger(), keepaliveIntervalMs: 0 });
@@ -124,11 +138,39 @@ async function bareFloor(host: KvmHostConfig, seconds: number): Promise<{ perSec
     await bare.call(PROC_CONNECT_OPEN, xdrOptionalString(host.uri));
     const first = await bare.call(PROC_GET_LIB_VERSION);
     if (first.readBigUInt64BE(0) < 1_000_000n) throw new Error('bare loop: unexpected lib version');
-    for (let i = 0; i < 200; i++) await bare.call(PROC_GET_LIB_VERSION); // warm-up
-    return await rate(1, seconds, () => bare.call(PROC_GET_LIB_VERSION));
-  } finally {
+    return { op: () => bare.call(PROC_GET_LIB_VERSION), close: () => ssh.destroy() };
+  } catch (err) {
     ssh.destroy();
+    throw err;
   }
+}
+
+/**
+ * Alternates 1-in-flight rounds of the pooled call and of the bare loop so that both see the
+ * same machine load (this box is shared); rates are total calls over total time per kind.
+ */
+async function interleaved(
+  rounds: number,
+  secondsPerRound: number,
+  a: () => Promise<unknown>,
+  b: () => Promise<unknown>,
+): Promise<[Rate, Rate]> {
+  const acc = [
+    { calls: 0, secs: 0, cpu: 0, samples: [] as number[] },
+    { calls: 0, secs: 0, cpu: 0, samples: [] as number[] },
+  ];
+  for (let r = 0; r < rounds; r++) {
+    for (const [i, op] of [a, b].entries()) {
+      const res = await rate(1, secondsPerRound, op);
+      const slot = acc[i]!;
+      slot.calls += res.samples.length;
+      slot.secs += res.samples.length / res.perSec;
+      slot.cpu += res.cpuUs * res.samples.length;
+      for (const x of res.samples) slot.samples.push(x);
+    }
+  }
+  const out = acc.map((x) => ({ perSec: x.calls / x.secs, samples: x.samples, cpuUs: x.cpu / x.calls }));
+  return [out[0]!, out[1]!];
 }
 
 async function virshReference(host: KvmHostConfig, calls: number): Promise<{ perSec: number; samples: number[] }> {
@@ -200,17 +242,23 @@ export async function runKvmRpcBench(): Promise<Record<string, unknown>> {
   };
 
   const pool = createKvmHostPool({ logger: silentLogger(), idleTimeoutMs: 0 });
-  let pooled1: { perSec: number; samples: number[] };
-  let pooled4: { perSec: number; samples: number[] };
+  const bareLoop = await openBare(host);
+  let pooled1: Rate;
+  let pooled4: Rate;
+  let bare: Rate;
   try {
     const signal = AbortSignal.timeout(10 * 60_000);
-    for (let i = 0; i < 500; i++) await pool.call(host, libVersion, signal); // dial + warm-up
-    pooled1 = await rate(1, SECONDS, () => pool.call(host, libVersion, signal));
-    pooled4 = await rate(4, SECONDS, () => pool.call(host, libVersion, signal));
+    const pooledOp = (): Promise<number> => pool.call(host, libVersion, signal);
+    for (let i = 0; i < 500; i++) {
+      await pooledOp(); // dial + warm-up
+      await bareLoop.op();
+    }
+    [pooled1, bare] = await interleaved(ROUNDS, SECONDS / ROUNDS, pooledOp, bareLoop.op);
+    pooled4 = await rate(4, SECONDS, pooledOp);
   } finally {
+    bareLoop.close();
     await pool.close();
   }
-  const bare = await bareFloor(host, SECONDS);
   const virsh = await virshReference(host, VIRSH_CALLS);
   const memPerConn = await memoryPerConnection(host, MEM_CONNECTIONS);
 
@@ -223,10 +271,10 @@ export async function runKvmRpcBench(): Promise<Record<string, unknown>> {
     call: 'CONNECT_GET_LIB_VERSION',
     seconds: SECONDS,
     pooled: {
-      inFlight1: { callsPerSec: Math.round(pooled1.perSec), p50Ms: lat1.p50, p99Ms: lat1.p99, n: lat1.n },
-      inFlight4: { callsPerSec: Math.round(pooled4.perSec) },
+      inFlight1: { callsPerSec: Math.round(pooled1.perSec), p50Ms: lat1.p50, p99Ms: lat1.p99, n: lat1.n, cpuUsPerCall: pooled1.cpuUs },
+      inFlight4: { callsPerSec: Math.round(pooled4.perSec), cpuUsPerCall: pooled4.cpuUs },
     },
-    bare: { callsPerSec: Math.round(bare.perSec), p50Ms: bareLat.p50, p99Ms: bareLat.p99 },
+    bare: { callsPerSec: Math.round(bare.perSec), p50Ms: bareLat.p50, p99Ms: bareLat.p99, cpuUsPerCall: bare.cpuUs },
     virsh: { callsPerSec: virsh.perSec, p50Ms: virshLat.p50, calls: VIRSH_CALLS },
     ratios: {
       pooled1OverBare: ratioBare,
@@ -237,12 +285,12 @@ export async function runKvmRpcBench(): Promise<Record<string, unknown>> {
     targets: { pooledOverBareMin: 0.7, p99MaxMs: 2, met: ratioBare >= 0.7 && lat1.p99 < 2 },
   };
 
-  console.log('\n| measure | calls/s | p50 ms | p99 ms |');
-  console.log('|---|---:|---:|---:|');
-  console.log(`| pooled call, 1 in flight | ${Math.round(pooled1.perSec)} | ${fmt(lat1.p50, 3)} | ${fmt(lat1.p99, 3)} |`);
-  console.log(`| pooled call, 4 in flight | ${Math.round(pooled4.perSec)} | | |`);
-  console.log(`| bare loop (floor), 1 in flight | ${Math.round(bare.perSec)} | ${fmt(bareLat.p50, 3)} | ${fmt(bareLat.p99, 3)} |`);
-  console.log(`| virsh qemu+ssh per call (reference, ${VIRSH_CALLS} calls) | ${fmt(virsh.perSec, 2)} | ${fmt(virshLat.p50, 1)} | |`);
+  console.log('\n| measure | calls/s | p50 ms | p99 ms | client CPU µs/call |');
+  console.log('|---|---:|---:|---:|---:|');
+  console.log(`| pooled call, 1 in flight | ${Math.round(pooled1.perSec)} | ${fmt(lat1.p50, 3)} | ${fmt(lat1.p99, 3)} | ${fmt(pooled1.cpuUs, 1)} |`);
+  console.log(`| pooled call, 4 in flight | ${Math.round(pooled4.perSec)} | | | ${fmt(pooled4.cpuUs, 1)} |`);
+  console.log(`| bare loop (floor), 1 in flight | ${Math.round(bare.perSec)} | ${fmt(bareLat.p50, 3)} | ${fmt(bareLat.p99, 3)} | ${fmt(bare.cpuUs, 1)} |`);
+  console.log(`| virsh qemu+ssh per call (reference, ${VIRSH_CALLS} calls) | ${fmt(virsh.perSec, 2)} | ${fmt(virshLat.p50, 1)} | | |`);
   console.log('');
   console.log(`pooled(1)/bare = ${fmt(ratioBare * 100, 1)} % (target ≥ 70 %); pooled(4)/bare = ${fmt(result.ratios.pooled4OverBare * 100, 1)} %`);
   console.log(`pooled(1)/virsh = ${fmt(result.ratios.pooled1OverVirsh, 0)}×`);
