@@ -1,6 +1,6 @@
 /** The per-process KVM host pool. */
 export { HostPool } from './host-pool.ts';
-export type { HostPoolOptions, HostPoolHostStats, PoolConnection, PoolFn, Dial } from './host-pool.ts';
+export type { HostPoolOptions, HostPoolHostStats, PoolConnection, PoolFn, Dial } from './types.ts';
 export { ProbeBusyError, PoolClosedError, KvmAbortedError, callerAbortError } from './errors.ts';
 export type { PoolMode } from './errors.ts';
 export { createKvmPoolMetrics } from './metrics.ts';

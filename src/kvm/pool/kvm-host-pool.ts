@@ -1,7 +1,8 @@
 /** The host pool as the KVM provider uses it: KvmHostConfig hosts, HostConnection connections. */
 import type { KvmHostConfig } from '../../providers/kvm/config.ts';
 import { dialHost, type DialHostOptions, type HostConnection } from '../host-connection.ts';
-import { HostPool, type HostPoolOptions } from './host-pool.ts';
+import { HostPool } from './host-pool.ts';
+import type { HostPoolOptions } from './types.ts';
 
 export type KvmHostPool = HostPool<KvmHostConfig, HostConnection>;
 
