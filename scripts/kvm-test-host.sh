@@ -187,6 +187,20 @@ start_libvirtd() {
 
 virsh_q() { virsh -q -c "$URI" "$@"; }
 
+# Tests freeze libvirtd with SIGSTOP for a moment (and test runs of several people may share
+# this host): wait up to ~10 s for it to be resumed, and only then resume a leftover freeze.
+thaw_libvirtd() {
+  local pid state
+  pid=$(pidfile_pid "$LIBVIRTD_PIDFILE")
+  for ((i = 0; i < 500; i++)); do
+    state=$(awk '/^State:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
+    [[ $state == T ]] || return 0
+    sleep 0.02
+  done
+  log "libvirtd (pid $pid) has been stopped (SIGSTOP) for 10 s; sending SIGCONT"
+  kill -CONT "$pid" 2>/dev/null || true
+}
+
 # One virsh call reads the pool list (and, on a fresh daemon, pays the ~8 s QEMU
 # capability probe once so that no test pays it inside its timeout).
 ensure_pools() {
@@ -287,11 +301,8 @@ cmd_up() {
   ensure_user
   ensure_dirs_and_config
   start_virtlogd
-  # A test may have left libvirtd stopped (SIGSTOP); never leave it frozen.
-  local lpid
-  lpid=$(pidfile_pid "$LIBVIRTD_PIDFILE")
-  pid_alive "$lpid" "$LIBVIRTD" && kill -CONT "$lpid" 2>/dev/null || true
   start_libvirtd
+  thaw_libvirtd
   ensure_pools
   ensure_ssh_material
   start_sshd
