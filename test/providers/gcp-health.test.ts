@@ -217,7 +217,23 @@ describe('gcp health check', () => {
     expect(compute.requests).toHaveLength(1);
   });
 
-  it('rejects unreadable credential files at creation, naming the field', () => {
+  it('builds Compute clients that share the endpoint and the token-file credentials', async () => {
+    compute.seedInstance('us-central1-a', { name: 'doomed' });
+    const accessTokenFile = join(dir, 'shared-token');
+    await writeFile(accessTokenFile, ' good-token \n');
+    const clients = createComputeClients(computeClientOptions({ accessTokenFile, apiEndpoint: '127.0.0.1', port: compute.port, protocol: 'http' }));
+    try {
+      const [lro] = await clients.instances.delete({ project: 'egress-test', zone: 'us-central1-a', instance: 'doomed' });
+      const [op] = await clients.zoneOperations.wait({ project: 'egress-test', zone: 'us-central1-a', operation: lro.latestResponse.name });
+      expect(op.status).toBe('DONE');
+      expect(compute.getInstance('us-central1-a', 'doomed')).toBeUndefined();
+      expect(compute.requests.map((r) => r.authorization)).toEqual(['Bearer good-token', 'Bearer good-token']);
+    } finally {
+      await clients.close();
+    }
+  });
+
+    it('rejects unreadable credential files at creation, naming the field', () => {
     expect(() => computeClientOptions({ accessTokenFile: join(dir, 'absent') }, 'providers[2]')).toThrow(ConfigError);
     expect(() => computeClientOptions({ credentialsFile: join(dir, 'absent') }, 'providers[2]')).toThrow(/providers\[2\]\.credentialsFile: cannot read/);
   });

@@ -33,6 +33,7 @@ export async function aggregatedListFirstPage(
   signal: AbortSignal,
 ): Promise<AggregatedPage> {
   await raceAbort(client.initialize(), signal);
+  signal.throwIfAborted();
   const call = (client.innerApiCalls as Record<string, unknown>).aggregatedList;
   if (typeof call !== 'function') throw new Error('InstancesClient has no aggregatedList page call (client library changed?)');
   const pending = (call as InnerCall)(

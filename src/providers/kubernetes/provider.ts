@@ -68,9 +68,10 @@ export function createKubernetesProvider(
     type: 'kubernetes',
     check,
     targets: () => [KUBERNETES_TARGET],
-    close: async () => {
+    // The client keeps no connections (client-node 1.x makes an agent per request): nothing to release.
+    close: () => {
       closed = true;
-      await Promise.resolve();
+      return Promise.resolve();
     },
   };
 }
