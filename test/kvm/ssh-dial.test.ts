@@ -102,6 +102,20 @@ describe('dial through SSH to libvirt', () => {
     expect(reasons).toHaveLength(1);
   });
 
+  it('when the libvirt side dies first, the SSH connection is closed with it', async () => {
+    const libvirt = await fakeLibvirt();
+    const ssh = await fakeSsh({ streamlocal: { kind: 'libvirt', server: libvirt } });
+    const sessionP = libvirt.nextSession();
+    const conn = await dial(hostFor(ssh.port, await ssh.writeMaterial()));
+    const session = await sessionP;
+    const closed = new Promise<Error>((resolve) => conn.onClose(resolve));
+    const sshGone = ssh.nextEvent('tcp-close');
+    session.destroy(); // the daemon drops the client: the channel closes under libvirt
+    await closed;
+    await sshGone;
+    expect(conn.libvirt.closed).toBe(true);
+  });
+
   it('accepts a hashed known_hosts entry for [host]:port', async () => {
     const libvirt = await fakeLibvirt();
     const ssh = await fakeSsh({ streamlocal: { kind: 'libvirt', server: libvirt } });
