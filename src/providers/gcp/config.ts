@@ -1,6 +1,10 @@
 import { z } from 'zod';
 import { resourceName } from '../../config/zod-helpers.ts';
 
+/**
+ * A `gcp` provider. Credentials, in order of precedence: `accessTokenFile`, `credentialsFile`, Application
+ * Default Credentials. See docs/gcp-provider.md.
+ */
 export const gcpProviderSchema = z.strictObject({
   name: resourceName,
   type: z.literal('gcp'),
@@ -9,11 +13,13 @@ export const gcpProviderSchema = z.strictObject({
   zone: z.string().min(1).default('us-central1-a'),
   /** A service-account key file; without it, Application Default Credentials are used. */
   credentialsFile: z.string().min(1).optional(),
-  /** A file holding an OAuth access token, sent as a bearer token (for tests and short-lived tokens). */
+  /** A file holding an OAuth access token, sent as a bearer token, re-read every minute (tests, short-lived tokens). */
   accessTokenFile: z.string().min(1).optional(),
-  /** Compute API endpoint override: host name, port and protocol (for a local fake). */
+  /** Compute API endpoint override: a host name only (the port goes in `port`), for a local fake or a private endpoint. */
   apiEndpoint: z.string().min(1).optional(),
+  /** Endpoint port (default 443). */
   port: z.number().int().min(1).max(65535).optional(),
+  /** `http` for a plain-HTTP fake (default `https`). */
   protocol: z.enum(['http', 'https']).optional(),
 });
 

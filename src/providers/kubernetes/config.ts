@@ -1,6 +1,10 @@
 import { z } from 'zod';
 import { resourceName } from '../../config/zod-helpers.ts';
 
+/**
+ * A `kubernetes` provider. The API server is reached through, in order of precedence: `kubeconfig` (with
+ * `context`), `server` + `tokenFile`, or the in-cluster service account. See docs/kubernetes-provider.md.
+ */
 export const kubernetesProviderSchema = z.strictObject({
   name: resourceName,
   type: z.literal('kubernetes'),
@@ -9,10 +13,11 @@ export const kubernetesProviderSchema = z.strictObject({
   context: z.string().min(1).optional(),
   /** An API server URL, used with `tokenFile` instead of a kubeconfig. */
   server: z.string().url().optional(),
-  /** A file holding a bearer token for `server`. Read at start, never logged. */
+  /** A file holding a bearer token for `server`. Checked at start, re-read every minute, never logged. */
   tokenFile: z.string().min(1).optional(),
   /** A CA bundle for `server`. */
   caFile: z.string().min(1).optional(),
+  /** Skip TLS verification of `server` (tests only; required for a plain http:// server). */
   skipTLSVerify: z.boolean().default(false),
   /** Namespace that proxy Pods are created in. */
   namespace: z.string().min(1).default('default'),
