@@ -5,6 +5,7 @@
 const benches: Record<string, () => Promise<unknown>> = {
   pipeline: async () => (await import('./pipeline.bench.ts')).runPipelineBench(),
   'health-round': async () => (await import('./health-round.bench.ts')).runHealthRoundBench(),
+  'kvm-rpc': async () => (await import('./kvm-rpc.bench.ts')).runKvmRpcBench(),
 };
 
 const name = process.argv[2];

@@ -2,7 +2,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { ConfigError, EgressError, UsageError } from '../errors.ts';
 import { ApiClient, resolveToken } from './api-client.ts';
 import { checkProvider, getProviderHealth, listJobs, retryJobs } from './commands/client-commands.ts';
-import { addServerOptions, runServerCommand } from './commands/server-commands.ts';
+import { addServerOptions } from './commands/server-commands.ts';
 import type { CliIO } from './output.ts';
 import type { ServerFlags } from './server-config.ts';
 
@@ -57,6 +57,8 @@ function buildProgram(env: CliEnv, io: CliIO, result: { code: number }): Command
     ['api', 'run the HTTP API, Bull Board and /metrics'],
   ] as const) {
     addServerOptions(program.command(name).description(what), env, name).action(async (flags: ServerFlags) => {
+      // Loaded on demand: the client commands never pay for BullMQ, Bull Board and the providers.
+      const { runServerCommand } = await import('./commands/run-server.ts');
       result.code = await runServerCommand(name, flags, io);
     });
   }

@@ -1,25 +1,27 @@
 import type { ProviderConfig } from '../config/providers.ts';
 import { EgressError } from '../errors.ts';
-import { createGcpProvider } from './gcp/index.ts';
-import { createKubernetesProvider } from './kubernetes/index.ts';
-import { createKvmProvider } from './kvm/index.ts';
 import { createLocalProvider } from './local/index.ts';
 import type { Provider, ProviderDeps } from './types.ts';
 
-export type ProviderFactory = (config: ProviderConfig, deps: ProviderDeps) => Provider;
+export type ProviderFactory = (config: ProviderConfig, deps: ProviderDeps) => Provider | Promise<Provider>;
 
-/** Builds the provider for a configuration entry. The switch is exhaustive: a new type must be handled here. */
-export const createProvider: ProviderFactory = (config, deps) => {
-  const logger = deps.logger.child({ provider: config.name });
+/**
+ * Builds the provider for a configuration entry. The switch is exhaustive: a new type must be
+ * handled here. Cloud and KVM providers are imported on first use, so a process that never
+ * builds one (the CLI, the API, a local-only `egress up`) does not pay for their SDKs
+ * (@google-cloud/compute alone takes over a second to load).
+ */
+export const createProvider: ProviderFactory = async (config, deps) => {
+  const d = { ...deps, logger: deps.logger.child({ provider: config.name }) };
   switch (config.type) {
     case 'local':
-      return createLocalProvider(config, { ...deps, logger });
+      return createLocalProvider(config, d);
     case 'kvm':
-      return createKvmProvider(config, { ...deps, logger });
+      return (await import('./kvm/index.ts')).createKvmProvider(config, d);
     case 'kubernetes':
-      return createKubernetesProvider(config, { ...deps, logger });
+      return (await import('./kubernetes/index.ts')).createKubernetesProvider(config, d);
     case 'gcp':
-      return createGcpProvider(config, { ...deps, logger });
+      return (await import('./gcp/index.ts')).createGcpProvider(config, d);
     default: {
       const unknown: never = config;
       throw new EgressError('ERR_PROVIDER_TYPE', `unknown provider type in ${JSON.stringify(unknown)}`);
@@ -28,10 +30,14 @@ export const createProvider: ProviderFactory = (config, deps) => {
 };
 
 /** Builds every configured provider; on failure, closes those already built. */
-export async function createProviders(configs: readonly ProviderConfig[], deps: ProviderDeps, factory: ProviderFactory = createProvider): Promise<Map<string, Provider>> {
+export async function createProviders(
+  configs: readonly ProviderConfig[],
+  deps: ProviderDeps,
+  factory: ProviderFactory = createProvider,
+): Promise<Map<string, Provider>> {
   const providers = new Map<string, Provider>();
   try {
-    for (const c of configs) providers.set(c.name, factory(c, deps));
+    for (const c of configs) providers.set(c.name, await factory(c, deps));
   } catch (err) {
     await Promise.allSettled([...providers.values()].map((p) => p.close()));
     throw err;

@@ -4,7 +4,8 @@
  * Run as: node --import tsx test/support/hanging-worker.ts <egress worker flags…>
  */
 import { Command } from 'commander';
-import { addServerOptions, runServerCommand } from '../../src/cli/commands/server-commands.ts';
+import { runServerCommand } from '../../src/cli/commands/run-server.ts';
+import { addServerOptions } from '../../src/cli/commands/server-commands.ts';
 import type { ServerFlags } from '../../src/cli/server-config.ts';
 import { factoryWithHanging } from './providers.ts';
 
