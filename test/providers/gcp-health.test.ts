@@ -8,6 +8,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/errors.ts';
 import { silentLogger } from '../../src/logging.ts';
 import { computeClientOptions, createComputeClients, createGcpProvider, gcpProviderSchema, MANAGED_FILTER, MANAGED_LABELS } from '../../src/providers/gcp/index.ts';
+import { runCheck } from '../../src/health/run-check.ts';
+import { createProvider } from '../../src/providers/create-provider.ts';
 import type { Provider } from '../../src/providers/types.ts';
 import { startFakeCompute, type FakeCompute } from '../fakes/compute/index.ts';
 
@@ -72,6 +74,16 @@ describe('gcp health check', () => {
     expect(req.apiClient).toMatch(/^gax\/5\.\S+ gapic\/6\.15\.\d+ gl-node\/20\./);
     expect(req.status).toBe(200);
     expect(JSON.parse(req.responseBody!).nextPageToken).toBeTruthy();
+  });
+
+  it('is built by the provider factory from parsed configuration and reports through runCheck', async () => {
+    const accessTokenFile = join(dir, 'factory-token');
+    await writeFile(accessTokenFile, 'good-token');
+    const config = gcpProviderSchema.parse({ name: 'gce', type: 'gcp', project: 'egress-test', accessTokenFile, ...compute.clientOptions() });
+    const p = await createProvider(config, deps());
+    providers.push(p);
+    expect(p).toMatchObject({ name: 'gce', type: 'gcp' });
+    expect(await runCheck(p, new AbortController().signal)).toMatchObject([{ target: 'compute', ready: true, reason: 'Ok' }]);
   });
 
   it('reports Ok after one request on an empty project', async () => {

@@ -14,6 +14,8 @@ import {
   MANAGED_LABEL_SELECTOR,
   MANAGED_LABELS,
 } from '../../src/providers/kubernetes/index.ts';
+import { runCheck } from '../../src/health/run-check.ts';
+import { createProvider } from '../../src/providers/create-provider.ts';
 import type { Provider } from '../../src/providers/types.ts';
 import { startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';
 
@@ -68,6 +70,16 @@ describe('kubernetes health check', () => {
     expect(req.authorization).toBe('Bearer good-token');
     expect(req.accept).toBe('application/json, */*;q=0.8');
     expect(req.status).toBe(200);
+  });
+
+  it('is built by the provider factory from parsed configuration and reports through runCheck', async () => {
+    const tokenFile = join(dir, 'factory-token');
+    await writeFile(tokenFile, 'good-token');
+    const config = kubernetesProviderSchema.parse({ name: 'k8s', type: 'kubernetes', server: kube.url, tokenFile, skipTLSVerify: true });
+    const p = await createProvider(config, deps());
+    providers.push(p);
+    expect(p).toMatchObject({ name: 'k8s', type: 'kubernetes' });
+    expect(await runCheck(p, new AbortController().signal)).toMatchObject([{ target: 'apiserver', ready: true, reason: 'Ok' }]);
   });
 
   it('reports Ok on a cluster without managed Pods', async () => {

@@ -23,7 +23,8 @@ export interface GcpProviderOptions {
 export function createGcpProvider(config: GcpProviderConfig, deps: ProviderDeps, options: GcpProviderOptions = {}): Provider {
   const clientOptions = options.clients ? undefined : computeClientOptions(config, `providers.${config.name}`);
   const endpoint = computeEndpoint(config);
-  const log = deps.logger.child({ provider: config.name, type: 'gcp', project: config.project, endpoint });
+  // createProvider() already binds `provider` to the logger.
+  const log = deps.logger.child({ type: 'gcp', project: config.project, endpoint });
   let clients: ComputeClients | undefined = options.clients;
   let closed = false;
 

@@ -27,7 +27,8 @@ export function createKubernetesProvider(
   const kc = options.kubeConfig ?? buildKubeConfig(config, `providers.${config.name}`);
   const host = apiHost(kc);
   const api = kc.makeApiClient(CoreV1Api);
-  const log = deps.logger.child({ provider: config.name, type: 'kubernetes', host });
+  // createProvider() already binds `provider` to the logger.
+  const log = deps.logger.child({ type: 'kubernetes', host });
   let closed = false;
 
   async function check(signal: AbortSignal): Promise<TargetResult[]> {
