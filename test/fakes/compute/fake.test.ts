@@ -68,6 +68,15 @@ describe('fake Compute API through @google-cloud/compute', () => {
     expect(waitReq.path).toBe(`/compute/v1/projects/${P}/zones/${Z}/operations/${opName}/wait`);
   });
 
+  it('answers a repeated insert with the same requestId with the first operation', async () => {
+    const body = { name: 'once', machineType: `zones/${Z}/machineTypes/e2-micro` };
+    const [first] = await instances.insert({ project: P, zone: Z, requestId: '9a1c3f4e-0000-4000-8000-000000000001', instanceResource: body });
+    const [again] = await instances.insert({ project: P, zone: Z, requestId: '9a1c3f4e-0000-4000-8000-000000000001', instanceResource: body });
+    expect(again.latestResponse.name).toBe(first.latestResponse.name);
+    expect(compute.listInstances().map((i) => i.name)).toEqual(['once']);
+    expect(compute.requests.map((r) => r.query.requestId)).toEqual(['9a1c3f4e-0000-4000-8000-000000000001', '9a1c3f4e-0000-4000-8000-000000000001']);
+  });
+
   it('reports a provisioning failure as HTTP 200 + DONE + error, and leaves no instance', async () => {
     compute.failNextOperation({ code: 'QUOTA_EXCEEDED' });
     const [lro] = await instances.insert({ project: P, zone: Z, instanceResource: { name: 'proxy-q', machineType: 'zones/x/machineTypes/e2-micro' } });

@@ -53,6 +53,15 @@ describe('fake kube-apiserver through client-node', () => {
     expect(post.authorization).toBe('Bearer fake-token');
   });
 
+  it('names Pods from generateName and stores nothing for dryRun=All', async () => {
+    const generated = await api.createNamespacedPod({ namespace: 'default', body: { metadata: { generateName: 'proxy-' }, spec: pod('x').spec } });
+    expect(generated.metadata?.name).toMatch(/^proxy-[a-z0-9]{5}$/);
+    const dry = await api.createNamespacedPod({ namespace: 'default', body: pod('dry'), dryRun: 'All' });
+    expect(dry.metadata?.name).toBe('dry');
+    expect(kube.getPod('default', 'dry')).toBeUndefined();
+    expect(kube.listPods('default').map((p) => p.metadata.name)).toEqual([generated.metadata?.name]);
+  });
+
   it('keeps a bound Pod terminating until the test finishes it; an unbound Pod goes at once', async () => {
     await api.createNamespacedPod({ namespace: 'default', body: pod('bound') });
     await api.createNamespacedPod({ namespace: 'default', body: pod('unbound') });
