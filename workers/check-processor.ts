@@ -1,5 +1,5 @@
 import { UnrecoverableError, type Job, type Queue } from 'bullmq';
-import { checkJobSchema, parseJobData, type CheckResultData } from '../queues/jobs.ts';
+import { checkJobSchema, checkResultSchema, parseJobData, type CheckResultData } from '../queues/jobs.ts';
 import { QUEUES, safeJobId } from '../queues/names.ts';
 import { EgressError } from '../src/errors.ts';
 import { runCheck } from '../src/health/run-check.ts';
@@ -48,7 +48,8 @@ export function createCheckProcessor(deps: CheckProcessorDeps) {
     const targets = await runCheck(provider, combined);
     if (signal?.aborted) throw new CheckInterruptedError(signal.reason);
 
-    const result: CheckResultData = { provider: provider.name, checkJobId: jobId, checkedAt, targets };
+    // Validated on this end too: a checker returning a malformed result fails here, not in the publisher.
+    const result = parseJobData(checkResultSchema, QUEUES.results, { provider: provider.name, checkJobId: jobId, checkedAt, targets } satisfies CheckResultData);
     await deps.results.add('result', result, { jobId: safeJobId('result', jobId) });
     for (const t of targets) {
       log.info({ target: t.target, ready: t.ready, reason: t.reason, durationSeconds: t.durationSeconds }, 'checked target');

@@ -1,5 +1,5 @@
 import type { Queue, QueueEvents } from 'bullmq';
-import { checkResultSchema, type CheckJobData, type CheckResultData } from '../../queues/jobs.ts';
+import { checkJobSchema, checkResultSchema, parseJobData, type CheckResultData } from '../../queues/jobs.ts';
 import { EgressError } from '../errors.ts';
 
 /** The dedup id that coalesces "check this provider now" requests while one is waiting. */
@@ -33,7 +33,7 @@ const NOT_STARTED = new Set(['waiting', 'prioritized', 'delayed']);
 export async function requestCheck(checks: Queue, provider: string): Promise<string> {
   const pending = await checks.getDeduplicationJobId(checkNowDedupId(provider));
   if (pending && NOT_STARTED.has(await checks.getJobState(pending))) return pending;
-  const data: CheckJobData = { provider, trigger: 'adhoc' };
+  const data = parseJobData(checkJobSchema, checks.name, { provider, trigger: 'adhoc' });
   const job = await checks.add('check', data);
   return job.id ?? '';
 }

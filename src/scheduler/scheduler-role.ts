@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { redisOptions } from '../../queues/connection.ts';
-import type { CheckJobData } from '../../queues/jobs.ts';
+import { checkJobSchema, parseJobData, type CheckJobData } from '../../queues/jobs.ts';
 import { QUEUES } from '../../queues/names.ts';
 import { defaultJobOptions } from '../../queues/options.ts';
 import type { AppConfig } from '../config/app.ts';
@@ -97,7 +97,7 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
           checkedNow.push(provider);
           continue;
         }
-        const data: CheckJobData = { provider, trigger: 'startup' };
+        const data = parseJobData(checkJobSchema, QUEUES.checks, { provider, trigger: 'startup' } satisfies CheckJobData);
         await this.#checks.add('check', data, { deduplication: { id: checkNowDedupId(provider) } });
         checkedNow.push(provider);
       }

@@ -106,3 +106,30 @@ describe('the roles as separate processes', () => {
     }
   });
 });
+
+describe('bounded shutdown', () => {
+  test('SIGTERM with a check that never returns: the worker aborts it after the grace period, exits 0, and the job is kept for a retry', async () => {
+    const file = await configFile(['slow']);
+    const prefix = uniquePrefix();
+    const env = { REDIS_URL: inject('redisUrl') };
+    const checks = new Queue(QUEUES.checks, { connection: redisOptions(env.REDIS_URL, 'producer'), prefix });
+    const worker = spawnEgress(['--config', file, '--prefix', prefix, '--shutdown-grace', '300ms', '--provider-check-timeout', '0'], { ...env, HANG_PROVIDERS: 'slow' }, HANGING_WORKER);
+    try {
+      await worker.waitForLog('worker started');
+      const job = await checks.add('check', { provider: 'slow', trigger: 'adhoc' }, { attempts: 3, backoff: { type: 'fixed', delay: 60_000 } });
+      await worker.waitForLog('CHECK_STARTED slow');
+      expect(await worker.stop()).toBe(0);
+      expect(worker.logs()).toContain('jobs still running after the grace period: aborting them');
+      // Not lost: the interrupted attempt failed as retryable and waits for its next try.
+      const state = await checks.getJobState(job.id ?? '');
+      expect(state).toBe('delayed');
+      const again = await checks.getJob(job.id ?? '');
+      expect(again?.attemptsMade).toBe(1);
+      expect(again?.failedReason).toBe('the check job was cancelled before it finished');
+    } finally {
+      await worker.stop();
+      await checks.obliterate({ force: true });
+      await checks.close();
+    }
+  });
+});
