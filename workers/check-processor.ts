@@ -49,7 +49,12 @@ export function createCheckProcessor(deps: CheckProcessorDeps) {
     if (signal?.aborted) throw new CheckInterruptedError(signal.reason);
 
     // Validated on this end too: a checker returning a malformed result fails here, not in the publisher.
-    const result = parseJobData(checkResultSchema, QUEUES.results, { provider: provider.name, checkJobId: jobId, checkedAt, targets } satisfies CheckResultData);
+    let result: CheckResultData;
+    try {
+      result = parseJobData(checkResultSchema, QUEUES.results, { provider: provider.name, checkJobId: jobId, checkedAt, targets } satisfies CheckResultData);
+    } catch (err) {
+      throw new UnrecoverableError(`provider ${provider.name} returned a malformed result: ${(err as Error).message}`);
+    }
     await deps.results.add('result', result, { jobId: safeJobId('result', jobId) });
     for (const t of targets) {
       log.info({ target: t.target, ready: t.ready, reason: t.reason, durationSeconds: t.durationSeconds }, 'checked target');
