@@ -4,36 +4,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
+import { applySpecDefaults, canonical, validatePod } from './pod-rules.ts';
+import type { FakePod } from './types.ts';
 import { alreadyExists, badRequest, invalid, notFound, status, StatusError } from './status.ts';
 
-/** A Pod as JSON. The fake keeps whatever the client sent, plus the fields the apiserver sets. */
-export interface FakePod {
-  apiVersion?: string;
-  kind?: string;
-  metadata: {
-    name: string;
-    namespace: string;
-    uid: string;
-    resourceVersion: string;
-    creationTimestamp: string;
-    generation?: number;
-    labels?: Record<string, string>;
-    annotations?: Record<string, string>;
-    finalizers?: string[];
-    deletionTimestamp?: string;
-    deletionGracePeriodSeconds?: number;
-    generateName?: string;
-    [k: string]: unknown;
-  };
-  spec: { containers: { name: string; image?: string; [k: string]: unknown }[]; nodeName?: string; [k: string]: unknown };
-  status: {
-    phase?: string;
-    podIP?: string;
-    podIPs?: { ip: string }[];
-    conditions?: { type: string; status: string; lastTransitionTime?: string; [k: string]: unknown }[];
-    [k: string]: unknown;
-  };
-}
+export type { FakePod };
 
 export interface PodStatusUpdate {
   phase?: 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Unknown';
@@ -44,9 +19,6 @@ export interface PodStatusUpdate {
   reason?: string;
   message?: string;
 }
-
-const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
 const clone = <T>(v: T): T => structuredClone(v);
 const now = (): string => new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
@@ -131,22 +103,7 @@ export class PodStore extends EventEmitter {
     let name = meta.name;
     if (!name && meta.generateName) name = meta.generateName + randomUUID().replace(/-/g, '').slice(0, 5);
     if (!name) throw invalid('Pod', '', [{ field: 'metadata.name', message: 'Required value: name or generateName is required', reason: 'FieldValueRequired' }]);
-    if (name.length > 253 || !DNS_SUBDOMAIN.test(name)) {
-      throw invalid('Pod', name, [
-        { field: 'metadata.name', message: `Invalid value: "${name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character` },
-      ]);
-    }
-    const containers = obj.spec?.containers;
-    if (!Array.isArray(containers) || containers.length === 0) {
-      throw invalid('Pod', name, [{ field: 'spec.containers', message: 'Required value', reason: 'FieldValueRequired' }]);
-    }
-    const causes: { field: string; message: string; reason?: string }[] = [];
-    containers.forEach((c, i) => {
-      if (!c.name) causes.push({ field: `spec.containers[${i}].name`, message: 'Required value', reason: 'FieldValueRequired' });
-      else if (!DNS_LABEL.test(c.name)) causes.push({ field: `spec.containers[${i}].name`, message: `Invalid value: "${c.name}": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'` });
-      if (!c.image) causes.push({ field: `spec.containers[${i}].image`, message: 'Required value', reason: 'FieldValueRequired' });
-    });
-    if (causes.length) throw invalid('Pod', name, causes);
+    validatePod(name, obj.spec);
     if (!this.namespaces.has(ns)) {
       throw new StatusError(status(404, 'NotFound', `namespaces "${ns}" not found`, { name: ns, kind: 'namespaces' }));
     }
@@ -163,7 +120,7 @@ export class PodStore extends EventEmitter {
         resourceVersion: dryRun ? '' : this.bump(),
         creationTimestamp: now(),
       },
-      spec: applySpecDefaults(obj.spec!),
+      spec: applySpecDefaults(obj.spec),
       status: { phase: 'Pending', qosClass: 'BestEffort' },
     };
     delete pod.metadata.deletionTimestamp;
@@ -322,30 +279,4 @@ export class PodStore extends EventEmitter {
     pod.metadata.resourceVersion = this.bump();
     this.record('DELETED', pod);
   }
-}
-
-/** JSON with object keys sorted, for comparisons that ignore key order. */
-function canonical(v: unknown): string {
-  return JSON.stringify(v, (_k, x: unknown) =>
-    x && typeof x === 'object' && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : x,
-  );
-}
-
-function applySpecDefaults(spec: FakePod['spec']): FakePod['spec'] {
-  const s = clone(spec);
-  s.restartPolicy ??= 'Always';
-  s.terminationGracePeriodSeconds ??= 30;
-  s.dnsPolicy ??= 'ClusterFirst';
-  s.schedulerName ??= 'default-scheduler';
-  s.enableServiceLinks ??= true;
-  s.securityContext ??= {};
-  for (const c of s.containers) {
-    c.terminationMessagePath ??= '/dev/termination-log';
-    c.terminationMessagePolicy ??= 'File';
-    const image = c.image ?? '';
-    const tagged = /:[^/]+$/.test(image) || image.includes('@');
-    c.imagePullPolicy ??= !tagged || image.endsWith(':latest') ? 'Always' : 'IfNotPresent';
-    c.resources ??= {};
-  }
-  return s;
 }

@@ -1,4 +1,4 @@
-/** Request-log entries and fault descriptions of the fake apiserver. */
+/** Pods as the fake stores them, request-log entries and fault descriptions of the fake apiserver. */
 
 export interface KubeRequest {
   method: string;
@@ -35,4 +35,33 @@ export interface KubeFault {
   status?: number;
   reason?: string;
   message?: string;
+}
+
+/** A Pod as JSON. The fake keeps whatever the client sent, plus the fields the apiserver sets. */
+export interface FakePod {
+  apiVersion?: string;
+  kind?: string;
+  metadata: {
+    name: string;
+    namespace: string;
+    uid: string;
+    resourceVersion: string;
+    creationTimestamp: string;
+    generation?: number;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    finalizers?: string[];
+    deletionTimestamp?: string;
+    deletionGracePeriodSeconds?: number;
+    generateName?: string;
+    [k: string]: unknown;
+  };
+  spec: { containers: { name: string; image?: string; [k: string]: unknown }[]; nodeName?: string; [k: string]: unknown };
+  status: {
+    phase?: string;
+    podIP?: string;
+    podIPs?: { ip: string }[];
+    conditions?: { type: string; status: string; lastTransitionTime?: string; [k: string]: unknown }[];
+    [k: string]: unknown;
+  };
 }
