@@ -1,0 +1,262 @@
+import { spawn } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { createServer, request, type IncomingMessage, type Server } from 'node:http';
+import { connect, type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterEach, beforeAll, afterAll, beforeEach, describe, expect, it } from 'vitest';
+import { silentLogger } from '../../src/logging.ts';
+import type { Instance, InstanceSpec, ProxyCredentials, ProxyLifecycle } from '../../src/providers/lifecycle.ts';
+import { createLocalLifecycle } from '../../src/providers/local/lifecycle.ts';
+import { findProxyProcesses } from '../../src/providers/local/process-table.ts';
+import { waitFor } from '../support/wait.ts';
+
+const SCRIPT = resolve('src/providers/local/proxy-process.ts');
+const CREDS: ProxyCredentials = { username: 'crawler', password: 's3cret-pass' };
+const signal = (): AbortSignal => AbortSignal.timeout(30_000);
+
+function spec(name: string, fleet = 'fleet-a', credentials = CREDS): InstanceSpec {
+  return { name, owner: { fleet, proxy: `proxy-${name}` }, credentials };
+}
+
+function basic(c: ProxyCredentials): string {
+  return `Basic ${Buffer.from(`${c.username}:${c.password}`).toString('base64')}`;
+}
+
+/** A GET with an absolute URI sent to the proxy. */
+function getThrough(proxyPort: number, url: string, credentials?: ProxyCredentials): Promise<{ status: number; body: string }> {
+  const target = new URL(url);
+  return new Promise((resolveGet, reject) => {
+    const req = request(
+      { host: '127.0.0.1', port: proxyPort, method: 'GET', path: url, agent: false, headers: { host: target.host, ...(credentials ? { 'proxy-authorization': basic(credentials) } : {}) } },
+      (res: IncomingMessage) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (body += chunk));
+        res.on('end', () => resolveGet({ status: res.statusCode ?? 0, body }));
+      },
+    );
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** CONNECT through the proxy, then a plain HTTP request inside the tunnel. */
+function connectThrough(proxyPort: number, hostPort: string, credentials?: ProxyCredentials): Promise<{ status: number; tunnelled?: string }> {
+  return new Promise((resolveConnect, reject) => {
+    const req = request({
+      host: '127.0.0.1',
+      port: proxyPort,
+      method: 'CONNECT',
+      path: hostPort,
+      agent: false,
+      headers: { host: hostPort, ...(credentials ? { 'proxy-authorization': basic(credentials) } : {}) },
+    });
+    req.on('connect', (res: IncomingMessage, socket) => {
+      if (res.statusCode !== 200) {
+        socket.destroy();
+        resolveConnect({ status: res.statusCode ?? 0 });
+        return;
+      }
+      let data = '';
+      socket.setEncoding('utf8');
+      socket.on('data', (chunk: string) => (data += chunk));
+      socket.on('end', () => resolveConnect({ status: 200, tunnelled: data }));
+      socket.on('error', reject);
+      socket.write(`GET /tunnel HTTP/1.1\r\nHost: ${hostPort}\r\nConnection: close\r\n\r\n`);
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+function portIsClosed(port: number): Promise<boolean> {
+  return new Promise((resolvePort) => {
+    const socket = connect({ host: '127.0.0.1', port });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolvePort(false);
+    });
+    socket.once('error', () => resolvePort(true));
+  });
+}
+
+async function collect(it: AsyncIterable<Instance>): Promise<Instance[]> {
+  const out: Instance[] = [];
+  for await (const i of it) out.push(i);
+  return out;
+}
+
+let target: Server;
+let targetPort: number;
+
+beforeAll(async () => {
+  target = createServer((req, res) => {
+    res.setHeader('content-type', 'text/plain');
+    res.end(`hello from target ${req.url ?? ''}`);
+  });
+  await new Promise<void>((r) => target.listen(0, '127.0.0.1', r));
+  targetPort = (target.address() as AddressInfo).port;
+});
+
+afterAll(async () => {
+  await new Promise<void>((r) => target.close(() => r()));
+});
+
+describe('local proxy lifecycle', () => {
+  let dataDir: string;
+  let lifecycle: ProxyLifecycle;
+
+  beforeEach(async () => {
+    dataDir = await mkdtemp(join(tmpdir(), 'egress-local-'));
+    lifecycle = createLocalLifecycle({ dataDir, logger: silentLogger() });
+  });
+
+  afterEach(async () => {
+    const names = await readdir(join(dataDir, 'instances')).catch(() => [] as string[]);
+    for (const name of names) await lifecycle.deleteInstance(name, undefined, signal());
+    for (const name of names) expect(await findProxyProcesses(SCRIPT, join(dataDir, 'instances', name))).toEqual([]);
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it('creates a proxy that forwards HTTP and CONNECT with credentials and answers 407 without them', async () => {
+    const instance = await lifecycle.ensureInstance(spec('p1'), signal());
+    expect(instance).toMatchObject({ name: 'p1', state: 'running', owner: { fleet: 'fleet-a', proxy: 'proxy-p1' }, endpoint: { host: '127.0.0.1' } });
+    const port = instance.endpoint!.port;
+
+    const ok = await getThrough(port, `http://127.0.0.1:${targetPort}/via-proxy`, CREDS);
+    expect(ok).toEqual({ status: 200, body: 'hello from target /via-proxy' });
+
+    expect((await getThrough(port, `http://127.0.0.1:${targetPort}/`)).status).toBe(407);
+    expect((await getThrough(port, `http://127.0.0.1:${targetPort}/`, { username: 'crawler', password: 'wrong' })).status).toBe(407);
+
+    const tunnel = await connectThrough(port, `127.0.0.1:${targetPort}`, CREDS);
+    expect(tunnel.status).toBe(200);
+    expect(tunnel.tunnelled).toContain('hello from target /tunnel');
+    expect((await connectThrough(port, `127.0.0.1:${targetPort}`)).status).toBe(407);
+  });
+
+  it('keeps state on disk with the credentials readable by the owner only', async () => {
+    const instance = await lifecycle.ensureInstance(spec('p1'), signal());
+    const dir = join(dataDir, 'instances', 'p1');
+    const record = JSON.parse(await readFile(join(dir, 'instance.json'), 'utf8'));
+    expect(record).toMatchObject({ name: 'p1', owner: { fleet: 'fleet-a', proxy: 'proxy-p1' }, pid: Number(instance.id), port: instance.endpoint!.port });
+    expect(typeof record.createdAt).toBe('string');
+    expect(JSON.stringify(record)).not.toContain(CREDS.password);
+    expect((await stat(join(dir, 'credentials.json'))).mode & 0o777).toBe(0o600);
+    expect(await readFile(join(dir, 'proxy.log'), 'utf8')).not.toContain(CREDS.password);
+  });
+
+  it('is idempotent: the same ensureInstance twice (even concurrently) gives one process on one port', async () => {
+    const [a, b] = await Promise.all([lifecycle.ensureInstance(spec('p1'), signal()), lifecycle.ensureInstance(spec('p1'), signal())]);
+    const c = await lifecycle.ensureInstance(spec('p1'), signal());
+    expect(b.id).toBe(a.id);
+    expect(c.id).toBe(a.id);
+    expect(c.endpoint).toEqual(a.endpoint);
+    expect(await findProxyProcesses(SCRIPT, join(dataDir, 'instances', 'p1'))).toEqual([Number(a.id)]);
+  });
+
+  it('a restarted worker (new lifecycle on the same data dir) finds the running instance', async () => {
+    const created = await lifecycle.ensureInstance(spec('p1'), signal());
+    const restarted = createLocalLifecycle({ dataDir, logger: silentLogger() });
+    expect(await restarted.getInstance('p1', undefined, signal())).toMatchObject({ id: created.id, state: 'running', endpoint: created.endpoint });
+    expect((await collect(restarted.listInstances('fleet-a', signal()))).map((i) => i.id)).toEqual([created.id]);
+    const again = await restarted.ensureInstance(spec('p1'), signal());
+    expect(again.id).toBe(created.id);
+  });
+
+  it('delete stops the process, closes the port and removes the directory; deleting again is a no-op', async () => {
+    const instance = await lifecycle.ensureInstance(spec('p1'), signal());
+    const dir = join(dataDir, 'instances', 'p1');
+    await lifecycle.deleteInstance('p1', undefined, signal());
+    expect(await findProxyProcesses(SCRIPT, dir)).toEqual([]);
+    expect(await portIsClosed(instance.endpoint!.port)).toBe(true);
+    await expect(stat(dir)).rejects.toMatchObject({ code: 'ENOENT' });
+    expect(await lifecycle.getInstance('p1', undefined, signal())).toBeUndefined();
+    await lifecycle.deleteInstance('p1', undefined, signal());
+    await lifecycle.deleteInstance('never-existed', undefined, signal());
+  });
+
+  it('a killed process is reported failed, and ensureInstance restarts it on the same port', async () => {
+    const instance = await lifecycle.ensureInstance(spec('p1'), signal());
+    process.kill(Number(instance.id), 'SIGKILL');
+    const failed = await waitFor('failed state', async () => {
+      const i = await lifecycle.getInstance('p1', undefined, signal());
+      return i?.state === 'failed' ? i : undefined;
+    });
+    expect(failed.message).toContain(`proxy process ${instance.id} is no longer running`);
+    expect(failed.endpoint).toBeUndefined();
+
+    const restarted = await lifecycle.ensureInstance(spec('p1'), signal());
+    expect(restarted.state).toBe('running');
+    expect(restarted.id).not.toBe(instance.id);
+    expect(restarted.endpoint).toEqual(instance.endpoint);
+    expect((await getThrough(restarted.endpoint!.port, `http://127.0.0.1:${targetPort}/back`, CREDS)).status).toBe(200);
+  });
+
+  it('recovers an intent left by a crash before the spawn: one process, no second', async () => {
+    const dir = join(dataDir, 'instances', 'p1');
+    await lifecycle.ensureInstance(spec('p1'), signal());
+    // Simulate a worker that recorded the intent and died before its process ever listened.
+    const first = await lifecycle.getInstance('p1', undefined, signal());
+    process.kill(Number(first!.id), 'SIGKILL');
+    await waitFor('process gone', async () => (await findProxyProcesses(SCRIPT, dir)).length === 0);
+    await rm(join(dir, 'instance.json'));
+    expect(await lifecycle.getInstance('p1', undefined, signal())).toMatchObject({ state: 'failed' });
+
+    const recovered = await lifecycle.ensureInstance(spec('p1'), signal());
+    expect(recovered.state).toBe('running');
+    expect(await findProxyProcesses(SCRIPT, dir)).toEqual([Number(recovered.id)]);
+  });
+
+  it('adopts a process a crashed worker spawned instead of starting a second one', async () => {
+    const dir = join(dataDir, 'instances', 'p1');
+    await lifecycle.ensureInstance(spec('p1'), signal());
+    const first = await lifecycle.getInstance('p1', undefined, signal());
+    process.kill(Number(first!.id), 'SIGKILL');
+    await waitFor('process gone', async () => (await findProxyProcesses(SCRIPT, dir)).length === 0);
+    await rm(join(dir, 'instance.json'));
+    // The crashed worker's child: spawned, but nobody waited for it.
+    const orphan = spawn(process.execPath, ['--import', 'tsx', SCRIPT, dir], { stdio: 'ignore', detached: true });
+    orphan.unref();
+    const adopted = await lifecycle.ensureInstance(spec('p1'), signal());
+    expect(adopted.id).toBe(String(orphan.pid));
+    expect(await findProxyProcesses(SCRIPT, dir)).toEqual([orphan.pid]);
+  });
+
+  it('reloads changed credentials without restarting the process', async () => {
+    const instance = await lifecycle.ensureInstance(spec('p1'), signal());
+    const next = { username: 'crawler', password: 'rotated' };
+    const again = await lifecycle.ensureInstance(spec('p1', 'fleet-a', next), signal());
+    expect(again.id).toBe(instance.id);
+    const port = instance.endpoint!.port;
+    await waitFor('new credentials accepted', async () => (await getThrough(port, `http://127.0.0.1:${targetPort}/`, next)).status === 200);
+    expect((await getThrough(port, `http://127.0.0.1:${targetPort}/`, CREDS)).status).toBe(407);
+  });
+
+  it('lists only the instances of the given fleet', async () => {
+    await Promise.all([
+      lifecycle.ensureInstance(spec('a1', 'fleet-a'), signal()),
+      lifecycle.ensureInstance(spec('a2', 'fleet-a'), signal()),
+      lifecycle.ensureInstance(spec('b1', 'fleet-b'), signal()),
+    ]);
+    // A directory without our intent file, or a plain file, is not ours and is never listed.
+    await mkdir(join(dataDir, 'instances', 'stray'));
+    await writeFile(join(dataDir, 'instances', 'stray', 'instance.json'), '{}');
+    await writeFile(join(dataDir, 'instances', 'stray.txt'), 'not an instance');
+    const a = await collect(lifecycle.listInstances('fleet-a', signal()));
+    expect(a.map((i) => [i.name, i.state])).toEqual([
+      ['a1', 'running'],
+      ['a2', 'running'],
+    ]);
+    expect((await collect(lifecycle.listInstances('fleet-b', signal()))).map((i) => i.name)).toEqual(['b1']);
+    expect(await collect(lifecycle.listInstances('fleet-c', signal()))).toEqual([]);
+    await rm(join(dataDir, 'instances', 'stray.txt'));
+  });
+
+  it('rejects an invalid name and another owner as provisioning errors', async () => {
+    await expect(lifecycle.ensureInstance(spec('Bad_Name'), signal())).rejects.toMatchObject({ code: 'ERR_PROVISIONING', retryable: false });
+    await lifecycle.ensureInstance(spec('p1', 'fleet-a'), signal());
+    await expect(lifecycle.ensureInstance(spec('p1', 'fleet-b'), signal())).rejects.toMatchObject({ code: 'ERR_PROVISIONING' });
+  });
+});
