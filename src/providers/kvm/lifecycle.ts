@@ -1,0 +1,257 @@
+/**
+ * The KVM side of the proxy lifecycle: a proxy is a libvirt domain on one of the provider's
+ * hosts (`placement` = the host's name), its disk a qcow2 volume `<name>.qcow2` in the host's
+ * pool made from the base image volume. Ownership is a metadata element in our namespace,
+ * written by the very define that makes the domain; a domain without it is never touched.
+ * All work goes through the host pool's `call` (an abort drops the connection).
+ */
+import { toError } from '../../errors.ts';
+import type { HostConnection } from '../../kvm/host-connection.ts';
+import { DomainState, LibvirtError, isLibvirtExists, isLibvirtUnsupported, type LibvirtConnection } from '../../kvm/libvirt/index.ts';
+import type { KvmHostPool } from '../../kvm/pool/index.ts';
+import type { Logger } from '../../logging.ts';
+import { ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../lifecycle.ts';
+import type { KvmHostConfig } from './config.ts';
+import { DEFAULT_DOMAIN_TEMPLATE, REQUIRED_PLACEHOLDERS, domainXml } from './domain-xml.ts';
+import {
+  deleteVolume,
+  describe,
+  ensureVolume,
+  findDomain,
+  readTag,
+  removeDomain,
+  start,
+  volumeName,
+  type FoundDomain,
+  type VolumeSource,
+} from './lifecycle-ops.ts';
+
+export { EGRESS_METADATA_URI, EGRESS_METADATA_KEY, DEFAULT_DOMAIN_TEMPLATE } from './domain-xml.ts';
+export { BaseImageBusyError } from './lifecycle-ops.ts';
+
+/** Lifecycle settings (candidates for the provider's config; see docs/kvm-provider.md). */
+export interface KvmLifecycleOptions {
+  /** Base image volume in each host's pool that proxy volumes are made from. */
+  baseImageVolume: string;
+  /** Its format; default `qcow2`. */
+  baseImageFormat?: string;
+  /** A local image file uploaded as `baseImageVolume` when a host's pool lacks it. */
+  baseImageFile?: string;
+  /** `overlay` (default): a qcow2 overlay backed by the base; `copy`: a full clone. */
+  cloneMode?: 'overlay' | 'copy';
+  /** Domain XML with `{{name}}`, `{{metadata}}`, `{{disk}}` and optionally `{{memoryMiB}}`, `{{vcpus}}`, `{{sysinfo}}`, `{{smbios}}`, `{{interface}}`. */
+  domainTemplate?: string;
+  /** Default 256. */
+  memoryMiB?: number;
+  /** Default 1. */
+  vcpus?: number;
+  /** libvirt network for the NIC; unset = user-mode networking. */
+  network?: string;
+  /** Port the forward proxy listens on in the guest; default 3128. */
+  proxyPort?: number;
+}
+
+export interface KvmLifecycleDeps {
+  pool: KvmHostPool;
+  hosts: KvmHostConfig[];
+  logger: Logger;
+  options: KvmLifecycleOptions;
+}
+
+/** libvirt numbers that mean "this request can never work as written". */
+const PROVISIONING_CODES = new Set<number>([
+  8, // INVALID_ARG
+  27, // XML_ERROR
+  35, // XML_DETAIL (malformed XML, as libvirtd 9 reports it)
+  67, // CONFIG_UNSUPPORTED
+  91, // CPU_INCOMPATIBLE
+  92, // XML_INVALID_SCHEMA
+]);
+
+/** Errors a retry cannot fix become ProvisioningError; everything else (connection loss included) propagates. */
+function mapError(err: unknown, what: string): unknown {
+  if (err instanceof ProvisioningError) return err;
+  if (err instanceof LibvirtError && (isLibvirtUnsupported(err) || PROVISIONING_CODES.has(err.libvirtCode))) {
+    return new ProvisioningError(`${what}: ${err.libvirtMessage || err.message}`, { cause: err });
+  }
+  return err;
+}
+
+/** A stable host for a name when the spec has no placement (FNV-1a). */
+function hashIndex(name: string, n: number): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 0x01000193);
+  return (h >>> 0) % n;
+}
+
+export function createKvmLifecycle(deps: KvmLifecycleDeps): ProxyLifecycle {
+  const { pool, hosts, options } = deps;
+  const log = deps.logger.child({ component: 'kvm-lifecycle' });
+  if (hosts.length === 0) throw new TypeError('createKvmLifecycle: no hosts');
+  const template = options.domainTemplate ?? DEFAULT_DOMAIN_TEMPLATE;
+  for (const p of REQUIRED_PLACEHOLDERS) {
+    if (!template.includes(`{{${p}}}`)) throw new TypeError(`domainTemplate: missing the {{${p}}} placeholder`);
+  }
+  const src: VolumeSource = {
+    baseImageVolume: options.baseImageVolume,
+    baseImageFormat: options.baseImageFormat ?? 'qcow2',
+    baseImageFile: options.baseImageFile,
+    cloneMode: options.cloneMode ?? 'overlay',
+  };
+  const port = options.proxyPort ?? 3128;
+
+  const hostNamed = (placement: string): KvmHostConfig => {
+    const host = hosts.find((h) => h.name === placement);
+    if (!host) throw new ProvisioningError(`unknown KVM host "${placement}" (hosts: ${hosts.map((h) => h.name).join(', ')})`);
+    return host;
+  };
+  const hostsFor = (placement: string | undefined): KvmHostConfig[] => (placement === undefined ? hosts : [hostNamed(placement)]);
+
+  async function run<T>(host: KvmHostConfig, what: string, fn: (c: LibvirtConnection, s: AbortSignal) => Promise<T>, signal: AbortSignal): Promise<T> {
+    try {
+      return await pool.call(host, (conn: HostConnection, s) => fn(conn.libvirt, s), signal);
+    } catch (err) {
+      throw mapError(err, `${what} on KVM host "${host.name}"`);
+    }
+  }
+
+  function conflict(name: string, host: KvmHostConfig, found: FoundDomain, spec?: InstanceSpec): ProvisioningError {
+    if (!found.tag) {
+      return new ProvisioningError(`a domain named "${name}" exists on KVM host "${host.name}" without our ownership tag; it is left alone`);
+    }
+    return new ProvisioningError(
+      `domain "${name}" on KVM host "${host.name}" belongs to proxy "${found.tag.proxy}" of fleet "${found.tag.fleet}", not "${spec?.owner.proxy}" of "${spec?.owner.fleet}"`,
+    );
+  }
+
+  async function ensureOn(c: LibvirtConnection, host: KvmHostConfig, spec: InstanceSpec, signal: AbortSignal): Promise<Instance> {
+    const hlog = log.child({ host: host.name, instance: spec.name });
+    const owned = async (found: FoundDomain): Promise<Instance> => {
+      const tag = found.tag;
+      if (!tag || tag.fleet !== spec.owner.fleet || tag.proxy !== spec.owner.proxy) throw conflict(spec.name, host, found, spec);
+      // Intent recorded, start lost (a crash or a lost connection between define and create): finish it.
+      if ((await c.domainGetState(found.dom, signal)).state === DomainState.SHUTOFF) {
+        hlog.info('starting defined proxy domain');
+        await start(c, found.dom, signal);
+      }
+      return describe(c, { dom: found.dom, tag }, host.name, port, signal);
+    };
+
+    const existing = await findDomain(c, spec.name, signal);
+    if (existing) return owned(existing);
+
+    const storagePool = await c.storagePoolLookupByName(host.pool, signal);
+    const volume = volumeName(spec.name);
+    const { created } = await ensureVolume(c, storagePool, volume, src, hlog, signal);
+    const tag = { fleet: spec.owner.fleet, proxy: spec.owner.proxy, createdAt: new Date().toISOString() };
+    const xml = domainXml({
+      name: spec.name,
+      tag,
+      credentials: spec.credentials,
+      memoryMiB: options.memoryMiB ?? 256,
+      vcpus: options.vcpus ?? 1,
+      pool: host.pool,
+      volume,
+      network: options.network,
+      template,
+    });
+    let dom;
+    try {
+      dom = await c.domainDefineXml(xml, 0, signal);
+    } catch (err) {
+      // A concurrent ensure of the same name defined it first: continue from what it made.
+      if (isLibvirtExists(err)) {
+        const raced = await findDomain(c, spec.name, signal);
+        if (raced) return owned(raced);
+      }
+      const mapped = mapError(err, `defining domain "${spec.name}" on KVM host "${host.name}"`);
+      // A definition that can never work leaves no volume behind (it is ours: we just made it).
+      if (mapped instanceof ProvisioningError && created) await deleteVolume(c, storagePool, volume, signal).catch(() => undefined);
+      throw mapped;
+    }
+    hlog.info({ volume, created }, 'proxy domain defined');
+    await start(c, dom, signal);
+    return describe(c, { dom, tag }, host.name, port, signal);
+  }
+
+  return {
+    async ensureInstance(spec, signal) {
+      const host = spec.placement !== undefined ? hostNamed(spec.placement) : hosts[hashIndex(spec.name, hosts.length)]!;
+      return run(host, `ensuring instance "${spec.name}"`, (c, s) => ensureOn(c, host, spec, s), signal);
+    },
+
+    async getInstance(name, placement, signal) {
+      for (const host of hostsFor(placement)) {
+        const found = await run(
+          host,
+          `reading instance "${name}"`,
+          async (c, s) => {
+            const f = await findDomain(c, name, s);
+            return f?.tag ? describe(c, { dom: f.dom, tag: f.tag }, host.name, port, s) : undefined;
+          },
+          signal,
+        );
+        if (found) return found;
+      }
+      return undefined;
+    },
+
+    async deleteInstance(name, placement, signal) {
+      for (const host of hostsFor(placement)) {
+        await run(
+          host,
+          `deleting instance "${name}"`,
+          async (c, s) => {
+            const hlog = log.child({ host: host.name, instance: name });
+            const found = await findDomain(c, name, s);
+            if (found && !found.tag) {
+              hlog.warn('domain has no ownership tag of ours; not deleting it or its volume');
+              return;
+            }
+            if (found) await removeDomain(c, found.dom, s);
+            // The volume goes with its domain; without one it is a crashed create's leftover (found by name).
+            const storagePool = await c.storagePoolLookupByName(host.pool, s);
+            const removed = await deleteVolume(c, storagePool, volumeName(name), s);
+            if (found || removed) hlog.info({ domain: Boolean(found), volume: removed }, 'proxy instance deleted');
+          },
+          signal,
+        );
+      }
+    },
+
+    async *listInstances(fleet, signal) {
+      let firstError: Error | undefined;
+      for (const host of hosts) {
+        let batch: Instance[];
+        try {
+          batch = await run(
+            host,
+            'listing instances',
+            async (c, s) => {
+              const out: Instance[] = [];
+              for (const dom of await c.listAllDomains(0, s)) {
+                const tag = await readTag(c, dom, s);
+                if (!tag || tag.fleet !== fleet) continue;
+                try {
+                  out.push(await describe(c, { dom, tag }, host.name, undefined, s));
+                } catch (err) {
+                  // Undefined between the list and the read: gone, nothing to report.
+                  if (!(err instanceof LibvirtError && err.kind === 'not-found')) throw err;
+                }
+              }
+              return out;
+            },
+            signal,
+          );
+        } catch (err) {
+          // One unreachable host must not hide the others' instances; the sweep still fails at the end.
+          firstError ??= toError(err);
+          log.warn({ host: host.name, err }, 'listing instances failed on a KVM host');
+          continue;
+        }
+        yield* batch;
+      }
+      if (firstError) throw firstError;
+    },
+  };
+}

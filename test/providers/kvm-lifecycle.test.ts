@@ -1,0 +1,316 @@
+/**
+ * The KVM proxy lifecycle against the real test host: libvirtd (qemu:///system, TCG guests)
+ * behind the real sshd, pool `default`. Each test makes its own names and removes everything it
+ * made (tagged or not) in afterEach.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Writable } from 'node:stream';
+import { Registry } from 'prom-client';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { HostConnection } from '../../src/kvm/host-connection.ts';
+import { isLibvirtNotFound, type LibvirtConnection } from '../../src/kvm/libvirt/index.ts';
+import { createKvmHostPool, createKvmPoolMetrics, type KvmHostPool } from '../../src/kvm/pool/index.ts';
+import { createLogger, type Logger } from '../../src/logging.ts';
+import { ProvisioningError, type Instance, type InstanceSpec } from '../../src/providers/lifecycle.ts';
+import type { KvmHostConfig } from '../../src/providers/kvm/config.ts';
+import { EGRESS_METADATA_URI, createKvmLifecycle, type KvmLifecycleOptions } from '../../src/providers/kvm/lifecycle.ts';
+import { kvmTestHost, type KvmTestHost } from '../support/kvm-host.ts';
+
+const run = promisify(execFile);
+const RUN_ID = `${process.pid.toString(36)}${Date.now().toString(36).slice(-4)}`;
+let seq = 0;
+const unique = (what: string): string => `egt-${RUN_ID}-${what}-${++seq}`;
+const sig = (): AbortSignal => AbortSignal.timeout(30_000);
+
+let testHost: KvmTestHost;
+let host: KvmHostConfig;
+let pool: KvmHostPool;
+let baseVolume: string;
+let logText = '';
+let logger: Logger;
+/** Domains and volumes the current test made or may have made. */
+const domains = new Set<string>();
+const volumes = new Set<string>();
+
+function lib<T>(fn: (c: LibvirtConnection, s: AbortSignal) => Promise<T>): Promise<T> {
+  return pool.call(host, (conn: HostConnection, s) => fn(conn.libvirt, s), sig());
+}
+
+async function volumeExists(name: string): Promise<boolean> {
+  return lib(async (c, s) => {
+    const p = await c.storagePoolLookupByName(host.pool, s);
+    try {
+      await c.storageVolLookupByName(p, name, s);
+      return true;
+    } catch (err) {
+      if (isLibvirtNotFound(err)) return false;
+      throw err;
+    }
+  });
+}
+
+async function domainState(name: string): Promise<number | undefined> {
+  return lib(async (c, s) => {
+    try {
+      return (await c.domainGetState(await c.domainLookupByName(name, s), s)).state;
+    } catch (err) {
+      if (isLibvirtNotFound(err)) return undefined;
+      throw err;
+    }
+  });
+}
+
+async function removeVolume(name: string): Promise<void> {
+  await lib(async (c, s) => {
+    const p = await c.storagePoolLookupByName(host.pool, s);
+    const v = await c.storageVolLookupByName(p, name, s).catch((err: unknown) => {
+      if (isLibvirtNotFound(err)) return undefined;
+      throw err;
+    });
+    if (v) await c.storageVolDelete(v, 0, s);
+  });
+}
+
+function lifecycle(options: Partial<KvmLifecycleOptions> = {}) {
+  return createKvmLifecycle({ pool, hosts: [host], logger, options: { baseImageVolume: baseVolume, memoryMiB: 64, ...options } });
+}
+
+function spec(name: string, fleet = 'fleet-a'): InstanceSpec {
+  domains.add(name);
+  volumes.add(`${name}.qcow2`);
+  return { name, owner: { fleet, proxy: `proxy-${name}` }, credentials: { username: 'u-' + name, password: `pw-${RUN_ID}-secret` }, placement: host.name };
+}
+
+async function collect(it: AsyncIterable<Instance>): Promise<Instance[]> {
+  const out: Instance[] = [];
+  for await (const i of it) out.push(i);
+  return out;
+}
+
+/** A domain defined directly, without our tag (someone else's guest in the same pool). */
+async function defineUntagged(name: string): Promise<void> {
+  domains.add(name);
+  await lib((c, s) =>
+    c.domainDefineXml(
+      `<domain type='qemu'><name>${name}</name><memory unit='MiB'>64</memory><vcpu>1</vcpu>` +
+        `<os><type arch='x86_64' machine='pc'>hvm</type></os><devices><graphics type='vnc' listen='127.0.0.1'/></devices></domain>`,
+      0,
+      s,
+    ),
+  );
+}
+
+beforeAll(async () => {
+  testHost = await kvmTestHost();
+  host = {
+    name: 'kvm-test',
+    address: testHost.ssh.host,
+    port: testHost.ssh.port,
+    user: testHost.ssh.user,
+    privateKeyFile: testHost.ssh.keyFile,
+    knownHostsFile: testHost.ssh.knownHostsFile,
+    insecureIgnoreHostKey: false,
+    pool: testHost.pool,
+    socketPath: testHost.socket,
+    uri: testHost.uri,
+  };
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      logText += chunk.toString();
+      done();
+    },
+  });
+  logger = createLogger({ level: 'debug', destination: sink });
+  pool = createKvmHostPool({ logger, metrics: createKvmPoolMetrics(new Registry()), idleTimeoutMs: 0 });
+  // A tiny qcow2 base image, made in the pool's directory and picked up by a refresh.
+  baseVolume = `${unique('base')}.qcow2`;
+  await run('qemu-img', ['create', '-q', '-f', 'qcow2', join(testHost.poolDir, baseVolume), '16M']);
+  await lib(async (c, s) => c.storagePoolRefresh(await c.storagePoolLookupByName(host.pool, s), s));
+});
+
+afterEach(async () => {
+  for (const name of domains) {
+    await lib(async (c, s) => {
+      const dom = await c.domainLookupByName(name, s).catch((err: unknown) => {
+        if (isLibvirtNotFound(err)) return undefined;
+        throw err;
+      });
+      if (!dom) return;
+      await c.domainDestroy(dom, 0, s).catch(() => undefined);
+      await c.domainUndefine(dom, 4, s);
+    });
+  }
+  for (const v of volumes) await removeVolume(v);
+  domains.clear();
+  volumes.clear();
+});
+
+afterAll(async () => {
+  if (pool) {
+    if (baseVolume) await removeVolume(baseVolume);
+    await pool.close();
+  }
+});
+
+describe('KVM proxy lifecycle on the real test host', () => {
+  it('ensure makes the volume and a tagged TCG domain and starts it; a second ensure changes nothing', async () => {
+    const lc = lifecycle();
+    const s = spec(unique('px'));
+    const first = await lc.ensureInstance(s, sig());
+    expect(first).toMatchObject({ name: s.name, state: 'running', owner: s.owner, placement: host.name });
+    expect(first.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+    expect(Number.isNaN(Date.parse(first.createdAt))).toBe(false);
+
+    expect(await volumeExists(`${s.name}.qcow2`)).toBe(true);
+    expect(await domainState(s.name)).toBe(1);
+    const { xml, meta, vols } = await lib(async (c, sg) => {
+      const dom = await c.domainLookupByName(s.name, sg);
+      const p = await c.storagePoolLookupByName(host.pool, sg);
+      return {
+        xml: await c.domainGetXmlDesc(dom, 0, sg),
+        meta: await c.domainGetMetadata(dom, { type: 2, uri: EGRESS_METADATA_URI, flags: 2 }, sg),
+        vols: (await c.storagePoolListAllVolumes(p, sg)).map((v) => v.name).filter((n) => n.startsWith(s.name)),
+      };
+    });
+    expect(xml).toMatch(/<domain type=['"]qemu['"]/);
+    expect(xml).toContain(`${s.name}.qcow2`);
+    expect(xml).toMatch(/<target dev=['"]vda['"] bus=['"]virtio['"]/);
+    expect(xml).toContain('<interface');
+    expect(meta).toContain('fleet="fleet-a"');
+    expect(meta).toContain(`proxy="${s.owner.proxy}"`);
+    expect(vols).toEqual([`${s.name}.qcow2`]);
+
+    const again = await lc.ensureInstance(s, sig());
+    expect(again).toMatchObject({ id: first.id, createdAt: first.createdAt, state: 'running' });
+    const after = await lib(async (c, sg) =>
+      (await c.storagePoolListAllVolumes(await c.storagePoolLookupByName(host.pool, sg), sg)).map((v) => v.name).filter((n) => n.startsWith(s.name)),
+    );
+    expect(after).toEqual([`${s.name}.qcow2`]);
+    // The credentials reach the guest (SMBIOS OEM strings) but never a log line.
+    expect(xml).toContain(s.credentials.password);
+    expect(logText).not.toContain(s.credentials.password);
+  });
+
+  it('getInstance reports running, stopped and absent; ensure restarts a stopped tagged domain', async () => {
+    const lc = lifecycle();
+    const s = spec(unique('st'));
+    expect(await lc.getInstance(s.name, host.name, sig())).toBeUndefined();
+    const made = await lc.ensureInstance(s, sig());
+    expect((await lc.getInstance(s.name, host.name, sig()))?.state).toBe('running');
+    expect((await lc.getInstance(s.name, undefined, sig()))?.id).toBe(made.id);
+
+    await lib(async (c, sg) => c.domainDestroy(await c.domainLookupByName(s.name, sg), 0, sg));
+    const stopped = await lc.getInstance(s.name, host.name, sig());
+    expect(stopped).toMatchObject({ state: 'stopped', createdAt: made.createdAt, owner: s.owner });
+    expect(stopped?.endpoint).toBeUndefined();
+
+    expect((await lc.ensureInstance(s, sig())).state).toBe('running');
+    expect(await domainState(s.name)).toBe(1);
+  });
+
+  it('deleteInstance removes the domain and its volume, and is idempotent', async () => {
+    const lc = lifecycle();
+    const s = spec(unique('del'));
+    await lc.ensureInstance(s, sig());
+    await lc.deleteInstance(s.name, host.name, sig());
+    expect(await domainState(s.name)).toBeUndefined();
+    expect(await volumeExists(`${s.name}.qcow2`)).toBe(false);
+    expect(await lc.getInstance(s.name, host.name, sig())).toBeUndefined();
+    await lc.deleteInstance(s.name, host.name, sig());
+    await lc.deleteInstance(s.name, undefined, sig());
+  });
+
+  it('a volume left by a crashed create is reused, not duplicated', async () => {
+    const lc = lifecycle();
+    const s = spec(unique('vol'));
+    // The crash: the volume was made, the domain never defined.
+    await lib(async (c, sg) => {
+      const p = await c.storagePoolLookupByName(host.pool, sg);
+      await c.storageVolCreateXml(p, `<volume><name>${s.name}.qcow2</name><capacity unit='M'>16</capacity><target><format type='qcow2'/></target></volume>`, 0, sg);
+    });
+    const made = await lc.ensureInstance(s, sig());
+    expect(made.state).toBe('running');
+    const vols = await lib(async (c, sg) =>
+      (await c.storagePoolListAllVolumes(await c.storagePoolLookupByName(host.pool, sg), sg)).map((v) => v.name).filter((n) => n.startsWith(s.name)),
+    );
+    expect(vols).toEqual([`${s.name}.qcow2`]);
+  });
+
+  it('listInstances returns only tagged domains of the fleet; an untagged domain in the pool is neither listed nor touched', async () => {
+    const lc = lifecycle();
+    const mine = spec(unique('mine'), 'fleet-list');
+    const other = spec(unique('other'), 'fleet-other');
+    const untagged = unique('foreign');
+    await defineUntagged(untagged);
+    await lc.ensureInstance(mine, sig());
+    await lc.ensureInstance(other, sig());
+
+    const listed = await collect(lc.listInstances('fleet-list', sig()));
+    expect(listed.map((i) => i.name)).toEqual([mine.name]);
+    expect(listed[0]).toMatchObject({ owner: mine.owner, placement: host.name, state: 'running' });
+    expect((await collect(lc.listInstances('fleet-other', sig()))).map((i) => i.name)).toEqual([other.name]);
+
+    expect(await lc.getInstance(untagged, host.name, sig())).toBeUndefined();
+    await lc.deleteInstance(untagged, host.name, sig());
+    expect(await domainState(untagged)).toBe(5);
+  });
+
+  it('a name taken by an untagged domain is a ProvisioningError and nothing is made', async () => {
+    const lc = lifecycle();
+    const name = unique('clash');
+    await defineUntagged(name);
+    const s = spec(name);
+    const err = await lc.ensureInstance(s, sig()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ProvisioningError);
+    expect((err as ProvisioningError).retryable).toBe(false);
+    expect((err as Error).message).toContain(name);
+    expect(await domainState(name)).toBe(5);
+    expect(await volumeExists(`${name}.qcow2`)).toBe(false);
+    expect(await lib(async (c, sg) => c.domainGetMetadata(await c.domainLookupByName(name, sg), { type: 2, uri: EGRESS_METADATA_URI, flags: 2 }, sg).catch((e: unknown) => e))).toSatisfy(isLibvirtNotFound);
+  });
+
+  it('an invalid domain template is a ProvisioningError and leaves no volume', async () => {
+    const lc = lifecycle({ domainTemplate: `<domain type='qemu'><name>{{name}}</name><metadata>{{metadata}}</metadata><devices>{{disk}}</devices>` });
+    const s = spec(unique('bad'));
+    const err = await lc.ensureInstance(s, sig()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ProvisioningError);
+    expect(await domainState(s.name)).toBeUndefined();
+    expect(await volumeExists(`${s.name}.qcow2`)).toBe(false);
+  });
+
+  it('a missing base image volume without an image file is a ProvisioningError', async () => {
+    const lc = lifecycle({ baseImageVolume: `${unique('nobase')}.qcow2` });
+    const s = spec(unique('nb'));
+    await expect(lc.ensureInstance(s, sig())).rejects.toBeInstanceOf(ProvisioningError);
+    expect(await domainState(s.name)).toBeUndefined();
+  });
+
+  it('uploads the local base image file when the pool lacks the base volume', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'egress-kvm-base-'));
+    const file = join(dir, 'base.qcow2');
+    await run('qemu-img', ['create', '-q', '-f', 'qcow2', file, '32M']);
+    const base = `${unique('upl')}.qcow2`;
+    volumes.add(base);
+    try {
+      const lc = lifecycle({ baseImageVolume: base, baseImageFile: file });
+      const s = spec(unique('up'));
+      expect((await lc.ensureInstance(s, sig())).state).toBe('running');
+      expect(await volumeExists(base)).toBe(true);
+      const info = await lib(async (c, sg) => c.storageVolGetInfo(await c.storageVolLookupByName(await c.storagePoolLookupByName(host.pool, sg), base, sg), sg));
+      expect(info.capacity).toBe(32 * 1024 * 1024);
+      // Delete the instance before its base (the base outlives proxies).
+      await lc.deleteInstance(s.name, host.name, sig());
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('an unknown placement is a ProvisioningError', async () => {
+    const lc = lifecycle();
+    await expect(lc.ensureInstance({ ...spec(unique('np')), placement: 'nowhere' }, sig())).rejects.toBeInstanceOf(ProvisioningError);
+  });
+});
