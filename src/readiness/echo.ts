@@ -1,0 +1,30 @@
+import { getConnInfo } from '@hono/node-server/conninfo';
+import { Hono } from 'hono';
+
+export interface EchoBody {
+  address: string;
+}
+
+/** An IPv4 address seen on a dual-stack socket (`::ffff:1.2.3.4`) as plain IPv4. */
+export function normalizeAddress(address: string): string {
+  return address.startsWith('::ffff:') && address.includes('.') ? address.slice('::ffff:'.length) : address;
+}
+
+/** The body of `GET /v1/echo`: the caller's address as the server saw it. */
+export function echoBody(remoteAddress: string | undefined): EchoBody {
+  return { address: remoteAddress === undefined ? '' : normalizeAddress(remoteAddress) };
+}
+
+/**
+ * `GET /echo` answering `{ "address": "<caller's address>" }`; the readiness probe fetches it
+ * through a proxy to learn the proxy's egress IP. Mount under `/v1`: `app.route('/v1', echoRoute())`.
+ * Needs the app to be served by @hono/node-server (it reads the socket's remote address).
+ */
+export function echoRoute(): Hono {
+  const app = new Hono();
+  app.get('/echo', (c) => {
+    c.header('cache-control', 'no-store');
+    return c.json(echoBody(getConnInfo(c).remote.address));
+  });
+  return app;
+}

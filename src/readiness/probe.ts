@@ -1,0 +1,129 @@
+import { request, type IncomingMessage } from 'node:http';
+import { isIP, Socket } from 'node:net';
+import type { ProxyCredentials } from '../providers/lifecycle.ts';
+import { normalizeAddress } from './echo.ts';
+
+export interface ProbeOptions {
+  /** The forward proxy (HTTP with CONNECT, Basic Proxy-Authorization). */
+  endpoint: { host: string; port: number };
+  credentials: ProxyCredentials;
+  /** An `http://` URL answering `{ "address": "<caller's address>" }` (the API's `GET /v1/echo`). */
+  echoUrl: string;
+  signal: AbortSignal;
+}
+
+export type ProbeStage = 'tcp' | 'proxy-auth' | 'http';
+
+export type ProbeResult =
+  | { ok: true; egressIp: string; durationSeconds: number }
+  | { ok: false; stage: ProbeStage; message: string; durationSeconds: number };
+
+const MAX_BODY = 64 * 1024;
+
+function tcpConnect(host: string, port: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    signal.throwIfAborted();
+    const socket = new Socket();
+    const onAbort = (): void => {
+      socket.destroy();
+      reject(signal.reason instanceof Error ? signal.reason : new Error('aborted', { cause: signal.reason }));
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    const done = (err?: Error): void => {
+      signal.removeEventListener('abort', onAbort);
+      socket.destroy();
+      if (err) reject(err);
+      else resolve();
+    };
+    socket.once('connect', () => done());
+    socket.once('error', done);
+    socket.connect({ host, port });
+  });
+}
+
+interface EchoResponse {
+  status: number;
+  body: string;
+}
+
+function getThroughProxy(options: ProbeOptions, url: URL): Promise<EchoResponse> {
+  const { endpoint, credentials, signal } = options;
+  const auth = Buffer.from(`${credentials.username}:${credentials.password}`).toString('base64');
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: endpoint.host,
+        port: endpoint.port,
+        method: 'GET',
+        path: url.href,
+        agent: false,
+        signal,
+        headers: { host: url.host, 'proxy-authorization': `Basic ${auth}`, accept: 'application/json', connection: 'close' },
+      },
+      (res: IncomingMessage) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => {
+          body += chunk;
+          if (body.length > MAX_BODY) res.destroy(new Error(`echo response longer than ${MAX_BODY} bytes`));
+        });
+        res.once('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        res.once('error', reject);
+      },
+    );
+    req.once('error', reject);
+    req.end();
+  });
+}
+
+function parseAddress(body: string): string | undefined {
+  try {
+    const parsed = JSON.parse(body) as unknown;
+    if (typeof parsed !== 'object' || parsed === null) return undefined;
+    const address = (parsed as { address?: unknown }).address;
+    if (typeof address !== 'string') return undefined;
+    const normalized = normalizeAddress(address);
+    return isIP(normalized) ? normalized : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Probes a forward proxy the way a crawler uses it: a TCP connect to the proxy, then a GET of
+ * `echoUrl` through it (absolute-URI request with Basic Proxy-Authorization), whose answer gives
+ * the proxy's egress IP. A 407 is stage `proxy-auth`; any other failure after the connect is
+ * `http`. When the signal aborts, the probe rejects with the signal's reason (the caller's
+ * deadline decides what that means) instead of blaming a stage.
+ */
+export async function probeProxy(options: ProbeOptions): Promise<ProbeResult> {
+  const { endpoint, signal } = options;
+  const started = performance.now();
+  const elapsed = (): number => (performance.now() - started) / 1000;
+  const fail = (stage: ProbeStage, message: string): ProbeResult => ({ ok: false, stage, message, durationSeconds: elapsed() });
+  signal.throwIfAborted();
+  const url = new URL(options.echoUrl);
+  if (url.protocol !== 'http:') return fail('http', `echo URL must be http://, got ${url.protocol}`);
+
+  try {
+    await tcpConnect(endpoint.host, endpoint.port, signal);
+  } catch (err) {
+    signal.throwIfAborted();
+    return fail('tcp', `cannot connect to proxy ${endpoint.host}:${endpoint.port}: ${(err as Error).message}`);
+  }
+
+  let response: EchoResponse;
+  try {
+    response = await getThroughProxy(options, url);
+  } catch (err) {
+    signal.throwIfAborted();
+    return fail('http', `GET ${url.href} through proxy ${endpoint.host}:${endpoint.port} failed: ${(err as Error).message}`);
+  }
+  if (response.status === 407) return fail('proxy-auth', `proxy ${endpoint.host}:${endpoint.port} refused the credentials (407 Proxy Authentication Required)`);
+  if (response.status !== 200) {
+    return fail('http', `GET ${url.href} through proxy ${endpoint.host}:${endpoint.port} answered HTTP ${response.status}: ${response.body.slice(0, 200)}`);
+  }
+  const egressIp = parseAddress(response.body);
+  if (!egressIp) return fail('http', `echo at ${url.href} answered without an IP address in "address": ${response.body.slice(0, 200)}`);
+  return { ok: true, egressIp, durationSeconds: elapsed() };
+}
