@@ -32,6 +32,8 @@ let pool: KvmHostPool;
 let baseVolume: string;
 let logText = '';
 let logger: Logger;
+/** Called with every log line (a test may react to a step being reached). */
+let onLogLine: ((line: string) => void) | undefined;
 /** Domains and volumes the current test made or may have made. */
 const domains = new Set<string>();
 const volumes = new Set<string>();
@@ -121,6 +123,7 @@ beforeAll(async () => {
   const sink = new Writable({
     write(chunk: Buffer, _enc, done) {
       logText += chunk.toString();
+      onLogLine?.(chunk.toString());
       done();
     },
   });
@@ -147,6 +150,7 @@ afterEach(async () => {
   for (const v of volumes) await removeVolume(v);
   domains.clear();
   volumes.clear();
+  onLogLine = undefined;
 });
 
 afterAll(async () => {
@@ -273,6 +277,15 @@ describe('KVM proxy lifecycle on the real test host', () => {
     expect(await lib(async (c, sg) => c.domainGetMetadata(await c.domainLookupByName(name, sg), { type: 2, uri: EGRESS_METADATA_URI, flags: 2 }, sg).catch((e: unknown) => e))).toSatisfy(isLibvirtNotFound);
   });
 
+  it("a name that is another proxy's instance is a ProvisioningError and that instance is kept", async () => {
+    const lc = lifecycle();
+    const s = spec(unique('taken'));
+    const made = await lc.ensureInstance(s, sig());
+    const err = await lc.ensureInstance({ ...s, owner: { fleet: 'fleet-a', proxy: 'someone-else' } }, sig()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ProvisioningError);
+    expect((await lc.getInstance(s.name, host.name, sig()))?.id).toBe(made.id);
+  });
+
   it('an invalid domain template is a ProvisioningError and leaves no volume', async () => {
     const lc = lifecycle({ domainTemplate: `<domain type='qemu'><name>{{name}}</name><metadata>{{metadata}}</metadata><devices>{{disk}}</devices>` });
     const s = spec(unique('bad'));
@@ -307,6 +320,37 @@ describe('KVM proxy lifecycle on the real test host', () => {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  });
+
+  it('an ensure cut off between define and start is finished by the next ensure: one domain, one volume', async () => {
+    const lc = lifecycle();
+    const s = spec(unique('cut'));
+    const job = new AbortController();
+    // The worker's deadline strikes right after the define (the intent) was recorded.
+    onLogLine = (line) => {
+      if (line.includes('proxy domain defined') && line.includes(s.name)) job.abort(new Error('job deadline'));
+    };
+    await expect(lc.ensureInstance(s, job.signal)).rejects.toThrow();
+    onLogLine = undefined;
+    expect(await domainState(s.name)).toBe(5);
+    const stopped = await lc.getInstance(s.name, host.name, sig());
+    expect(stopped).toMatchObject({ state: 'stopped', owner: s.owner });
+
+    const done = await lc.ensureInstance(s, sig());
+    expect(done).toMatchObject({ id: stopped?.id, createdAt: stopped?.createdAt, state: 'running' });
+    const vols = await lib(async (c, sg) =>
+      (await c.storagePoolListAllVolumes(await c.storagePoolLookupByName(host.pool, sg), sg)).map((v) => v.name).filter((n) => n.startsWith(s.name)),
+    );
+    expect(vols).toEqual([`${s.name}.qcow2`]);
+  });
+
+  it('owner names with XML specials survive the tag round trip through libvirt', async () => {
+    const lc = lifecycle();
+    const name = unique('esc');
+    const s = { ...spec(name, `fleet&<"'>x`), owner: { fleet: `fleet&<"'>x`, proxy: `p&amp;"q` } };
+    await lc.ensureInstance(s, sig());
+    expect((await lc.getInstance(name, host.name, sig()))?.owner).toEqual(s.owner);
+    expect((await collect(lc.listInstances(s.owner.fleet, sig()))).map((i) => i.owner)).toEqual([s.owner]);
   });
 
   it('an unknown placement is a ProvisioningError', async () => {
