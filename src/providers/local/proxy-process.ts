@@ -85,10 +85,7 @@ async function main(): Promise<void> {
   }
   server.on('requestFailed', ({ error }: { error: Error }) => logger.warn({ err: error.message }, 'proxied request failed'));
 
-  const record: InstanceRecord = { ...intent, pid: process.pid, port: server.port, startedAt: new Date().toISOString() };
-  await writeJsonAtomic(join(dir, INSTANCE_FILE), record);
-  logger.info({ name: intent.name, port: server.port }, 'proxy listening');
-
+  // Handlers first: the lifecycle may signal us as soon as instance.json names our pid.
   process.on('SIGHUP', () => {
     loadCredentials(dir).then(
       (next) => {
@@ -107,6 +104,10 @@ async function main(): Promise<void> {
   };
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
+
+  const record: InstanceRecord = { ...intent, pid: process.pid, port: server.port, startedAt: new Date().toISOString() };
+  await writeJsonAtomic(join(dir, INSTANCE_FILE), record);
+  logger.info({ name: intent.name, port: server.port }, 'proxy listening');
 }
 
 main().catch((err: unknown) => {
