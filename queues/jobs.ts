@@ -9,6 +9,10 @@ export const checkJobSchema = z.strictObject({
 });
 export type CheckJobData = z.infer<typeof checkJobSchema>;
 
+/** Reconcile one proxy: the job carries only its name (level-triggered). */
+export const reconcileJobSchema = z.strictObject({ proxy: z.string().min(1) });
+export type ReconcileJobData = z.infer<typeof reconcileJobSchema>;
+
 export const targetResultSchema = z.strictObject({
   target: z.string().min(1),
   ready: z.boolean(),

@@ -11,6 +11,7 @@ import { JobInspector } from '../jobs/job-inspection.ts';
 import type { Logger } from '../logging.ts';
 import { registerProviderGauges } from '../metrics/provider-gauges.ts';
 import { registerQueueGauges } from '../metrics/queue-gauges.ts';
+import { ProxyStore } from '../store/proxy-store.ts';
 import type { StatusStore } from '../store/status-store.ts';
 import { createApiApp } from './app.ts';
 
@@ -46,10 +47,12 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
   checkEvents.on('error', (err) => logger.warn({ err: err.message }, 'queue events connection error'));
   await checkEvents.waitUntilReady();
 
+  const proxies = new ProxyStore(deps.redis, config.redis.prefix);
   registerProviderGauges(deps.registry, deps.store);
   registerQueueGauges(deps.registry, queues);
   const app = createApiApp({
     store: deps.store,
+    proxies,
     providers: config.providers.map((p) => p.name),
     checks,
     checkEvents,
@@ -84,6 +87,7 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
           if ('closeAllConnections' in server) server.closeAllConnections();
         });
         await checkEvents.close();
+        await proxies.close();
         await Promise.all(queues.map((q) => q.close()));
       })();
       return closing;

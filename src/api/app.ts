@@ -9,9 +9,12 @@ import { mountBullBoard } from './bull-board.ts';
 import { errorResponse } from './http-errors.ts';
 import { jobRoutes } from './routes/jobs.ts';
 import { providerHealthRoutes } from './routes/provider-health.ts';
+import { proxyRoutes } from './routes/proxies.ts';
+import type { ProxyStore } from '../store/proxy-store.ts';
 
 export interface ApiDeps {
   store: StatusStore;
+  proxies: ProxyStore;
   providers: readonly string[];
   checks: Queue;
   checkEvents: QueueEvents;
@@ -51,6 +54,8 @@ export function createApiApp(deps: ApiDeps): Hono {
     providerHealthRoutes({ store: deps.store, providers: deps.providers, checks: deps.checks, checkEvents: deps.checkEvents, waitMs: deps.checkWaitMs }),
   );
   app.route('/v1', jobRoutes(deps.inspector));
+  const reconcile = deps.queues.find((q) => q.name === 'reconcile');
+  if (reconcile) app.route('/v1', proxyRoutes({ proxies: deps.proxies, providers: deps.providers, reconcile }));
   mountBullBoard(app, deps.queues);
   return app;
 }

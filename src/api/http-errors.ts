@@ -17,6 +17,8 @@ const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
   ERR_NOT_FOUND: 404,
   ERR_JOB_AMBIGUOUS: 409,
   ERR_JOB_NOT_FAILED: 409,
+  ERR_INVALID_PROXY: 400,
+  ERR_PROXY_TERMINATING: 409,
   ERR_CHECK_FAILED: 502,
   ERR_CHECK_WAIT_TIMEOUT: 504,
 };
@@ -27,7 +29,8 @@ export function errorResponse(err: Error, c: Context, logger: Logger): Response 
   if (err instanceof EgressError) {
     const status = STATUS_BY_CODE[err.code] ?? 500;
     if (status >= 500) logger.warn({ code: err.code, err: err.message }, 'request failed');
-    return c.json({ error: err.code, message: err.message }, status);
+    const errors = (err as { errors?: unknown }).errors;
+    return c.json({ error: err.code, message: err.message, ...(Array.isArray(errors) ? { errors } : {}) }, status);
   }
   logger.error({ err: err.message, stack: err.stack }, 'unexpected error serving a request');
   return c.json({ error: 'Internal', message: 'internal error; see the server log' }, 500);

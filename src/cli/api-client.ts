@@ -3,8 +3,9 @@ import { EgressError } from '../errors.ts';
 
 export class ApiRequestError extends EgressError {
   readonly status: number;
-  constructor(status: number, message: string) {
-    super(status === 404 ? 'ERR_NOT_FOUND' : 'ERR_API', message, { retryable: status >= 500 });
+  /** The server's error code, or ERR_API when it sent none. */
+  constructor(status: number, message: string, serverCode: string | undefined) {
+    super(serverCode ?? (status === 404 ? 'ERR_NOT_FOUND' : 'ERR_API'), message, { retryable: status >= 500 });
     this.status = status;
   }
 }
@@ -42,13 +43,21 @@ export class ApiClient {
     this.#token = options.token;
   }
 
-  async request<T>(method: 'GET' | 'POST' | 'DELETE' | 'PUT', path: string, signal: AbortSignal, body?: unknown): Promise<T> {
+  async request<T>(
+    method: 'GET' | 'POST' | 'DELETE' | 'PUT',
+    path: string,
+    signal: AbortSignal,
+    body?: unknown,
+    raw?: { body: string; contentType: string },
+  ): Promise<T> {
     const headers: Record<string, string> = { accept: 'application/json' };
     if (this.#token) headers.authorization = `Bearer ${this.#token}`;
     if (body !== undefined) headers['content-type'] = 'application/json';
+    if (raw) headers['content-type'] = raw.contentType;
+    const payload = raw ? raw.body : body === undefined ? undefined : JSON.stringify(body);
     let res: Response;
     try {
-      res = await fetch(this.#base + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal });
+      res = await fetch(this.#base + path, { method, headers, body: payload, signal });
     } catch (err) {
       if (signal.aborted) throw err;
       throw new ApiUnreachableError(this.#base, err);
@@ -61,8 +70,9 @@ export class ApiClient {
       parsed = undefined;
     }
     if (!res.ok) {
-      const message = (parsed as { message?: string } | undefined)?.message ?? (text || res.statusText);
-      throw new ApiRequestError(res.status, message);
+      const reply = parsed as { error?: string; message?: string; errors?: string[] } | undefined;
+      const message = reply?.errors?.length ? `rejected, nothing applied:\n  ${reply.errors.join('\n  ')}` : (reply?.message ?? (text || res.statusText));
+      throw new ApiRequestError(res.status, message, typeof reply?.error === 'string' && reply.error.startsWith('ERR_') ? reply.error : undefined);
     }
     return parsed as T;
   }

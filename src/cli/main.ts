@@ -2,6 +2,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { ConfigError, EgressError, UsageError } from '../errors.ts';
 import { ApiClient, resolveToken } from './api-client.ts';
 import { checkProvider, getProviderHealth, listJobs, retryJobs } from './commands/client-commands.ts';
+import { applyProxies, deleteProxy, getProxies } from './commands/proxy-commands.ts';
 import { addServerOptions } from './commands/server-commands.ts';
 import type { CliIO } from './output.ts';
 import type { ServerFlags } from './server-config.ts';
@@ -77,6 +78,29 @@ function buildProgram(env: CliEnv, io: CliIO, result: { code: number }): Command
     .addOption(new Option('-o, --output <format>', 'json, yaml or wide'))
     .action(async (name: string | undefined, flags: ClientFlags & { output?: string }) => {
       result.code = await getProviderHealth(await clientOf(flags, env), io, name, flags.output, signal);
+    });
+
+  addClientOptions(get.command('proxies').alias('proxy').description('show proxies'), env)
+    .argument('[name]', 'one proxy')
+    .addOption(new Option('-o, --output <format>', 'json, yaml or wide'))
+    .action(async (name: string | undefined, flags: ClientFlags & { output?: string }) => {
+      result.code = await getProxies(await clientOf(flags, env), io, name, flags.output, signal);
+    });
+  addClientOptions(program.command('apply').description('create or update proxies from a YAML file (one or many documents)'), env)
+    .option('-f, --filename <file>', 'the file, or - for standard input')
+    .action(async (flags: ClientFlags & { filename?: string }) => {
+      const stdin = async (): Promise<string> => {
+        let text = '';
+        for await (const chunk of process.stdin) text += String(chunk);
+        return text;
+      };
+      result.code = await applyProxies(await clientOf(flags, env), io, flags.filename, stdin, signal);
+    });
+  addClientOptions(program.command('delete').description('delete a proxy (its instance is removed first)'), env)
+    .argument('<type>', 'proxy')
+    .argument('<name>', 'the proxy')
+    .action(async (kind: string, name: string, flags: ClientFlags) => {
+      result.code = await deleteProxy(await clientOf(flags, env), io, kind, name, signal);
     });
 
   const jobs = addClientOptions(program.command('jobs').description('list jobs (failed, active, waiting, delayed by default)').enablePositionalOptions(), env)

@@ -26,7 +26,7 @@ function describe(issue: z.core.$ZodIssue): string {
 export function validateProxyDocuments(input: unknown): ProxyDocument[] {
   const docs: unknown[] = Array.isArray(input)
     ? input
-    : input && typeof input === 'object' && 'items' in input && Array.isArray((input as { items: unknown }).items)
+    : input && typeof input === 'object' && 'items' in input && Array.isArray(input.items)
       ? (input as { items: unknown[] }).items
       : [input];
   const errors: string[] = [];

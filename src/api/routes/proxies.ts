@@ -1,0 +1,91 @@
+import type { Queue } from 'bullmq';
+import { Hono, type Context } from 'hono';
+import { NotFoundError } from '../../errors.ts';
+import { matches, etagOf, withProxyUrl, type DiscoveryFilter } from '../../proxies/discovery.ts';
+import { InvalidProxyDocumentsError, parseProxyDocuments, validateProxyDocuments } from '../../proxies/parse-documents.ts';
+import type { ProxyDocument } from '../../proxies/resource.ts';
+import type { ProxyStore } from '../../store/proxy-store.ts';
+import { BadRequestError } from '../http-errors.ts';
+import { requestReconcile } from '../../proxies/request-reconcile.ts';
+
+export interface ProxyRouteDeps {
+  proxies: ProxyStore;
+  providers: readonly string[];
+  reconcile: Queue;
+}
+
+function parseFilter(c: Context): DiscoveryFilter {
+  const ready = c.req.query('ready');
+  if (ready !== undefined && ready !== 'true' && ready !== 'false') throw new BadRequestError(`query parameter "ready" must be true or false, got "${ready}"`);
+  const labels = (c.req.queries('label') ?? []).map((l): [string, string] => {
+    const eq = l.indexOf('=');
+    if (eq <= 0) throw new BadRequestError(`query parameter "label" must be key=value, got "${l}"`);
+    return [l.slice(0, eq), l.slice(eq + 1)];
+  });
+  return { ready: ready === undefined ? undefined : ready === 'true', provider: c.req.query('provider'), labels };
+}
+
+async function readDocuments(c: Context): Promise<ProxyDocument[]> {
+  const type = c.req.header('content-type') ?? '';
+  const text = await c.req.text();
+  if (type.includes('json')) {
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch (err) {
+      throw new BadRequestError(`the body is not valid JSON: ${(err as Error).message}`);
+    }
+    return validateProxyDocuments(value);
+  }
+  return parseProxyDocuments(text);
+}
+
+/** `/v1/proxies`: apply, list (discovery), get, delete. */
+export function proxyRoutes(deps: ProxyRouteDeps): Hono {
+  const app = new Hono();
+  app.post('/proxies', async (c) => {
+    const docs = await readDocuments(c);
+    const unknown = docs.flatMap((d, i) =>
+      deps.providers.includes(d.spec.provider) ? [] : [`${docs.length > 1 ? `documents[${i}].` : ''}spec.provider: "${d.spec.provider}" is not a configured provider (configured: ${deps.providers.join(', ') || 'none'})`],
+    );
+    if (unknown.length > 0) throw new InvalidProxyDocumentsError(unknown);
+    const items = [];
+    for (const doc of docs) {
+      const { proxy, outcome } = await deps.proxies.apply(doc);
+      if (outcome !== 'unchanged') await requestReconcile(deps.reconcile, proxy.name);
+      items.push({ name: proxy.name, outcome, generation: proxy.metadata.generation });
+    }
+    return c.json({ items });
+  });
+
+  app.get('/proxies', async (c) => {
+    const filter = parseFilter(c);
+    const format = c.req.query('format') ?? 'json';
+    if (format !== 'json' && format !== 'text') throw new BadRequestError(`query parameter "format" must be json or text, got "${format}"`);
+    const selected = (await deps.proxies.list()).filter((p) => matches(p, filter));
+    const views = await Promise.all(selected.map(async (p) => withProxyUrl(p, await deps.proxies.credentials(p.name))));
+    const body =
+      format === 'text'
+        ? views.flatMap((v) => (v.proxyUrl ? [`${v.proxyUrl}\n`] : [])).join('')
+        : JSON.stringify({ items: views });
+    const etag = etagOf(body);
+    c.header('ETag', etag);
+    c.header('Cache-Control', 'no-cache');
+    if (c.req.header('if-none-match') === etag) return c.body(null, 304);
+    return c.body(body, 200, { 'Content-Type': format === 'text' ? 'text/plain; charset=utf-8' : 'application/json' });
+  });
+
+  app.get('/proxies/:name', async (c) => {
+    const name = c.req.param('name');
+    const proxy = await deps.proxies.get(name);
+    if (!proxy) throw new NotFoundError('proxy', name);
+    return c.json(withProxyUrl(proxy, await deps.proxies.credentials(name)));
+  });
+
+  app.delete('/proxies/:name', async (c) => {
+    const proxy = await deps.proxies.requestDeletion(c.req.param('name'));
+    await requestReconcile(deps.reconcile, proxy.name);
+    return c.json(proxy, 202);
+  });
+  return app;
+}

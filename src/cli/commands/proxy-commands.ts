@@ -1,0 +1,56 @@
+import { readFile } from 'node:fs/promises';
+import { UsageError } from '../../errors.ts';
+import type { ProxyView } from '../../proxies/discovery.ts';
+import type { ApiClient } from '../api-client.ts';
+import { age, renderStructured, renderTable, type CliIO } from '../output.ts';
+import { parseOutput } from './client-commands.ts';
+
+/** `egress apply -f FILE` (`-` for standard input): one or many Proxy documents, all or nothing. */
+export async function applyProxies(client: ApiClient, io: CliIO, file: string | undefined, readStdin: () => Promise<string>, signal: AbortSignal): Promise<number> {
+  if (!file) throw new UsageError('apply: -f/--filename is required');
+  let text: string;
+  try {
+    text = file === '-' ? await readStdin() : await readFile(file, 'utf8');
+  } catch (err) {
+    throw new UsageError(`-f ${file}: cannot read: ${(err as Error).message}`);
+  }
+  const reply = await client.request<{ items: { name: string; outcome: string }[] }>('POST', '/v1/proxies', signal, undefined, { body: text, contentType: 'application/yaml' });
+  for (const item of reply.items) io.out(`proxy/${item.name} ${item.outcome}\n`);
+  return 0;
+}
+
+export async function getProxies(client: ApiClient, io: CliIO, name: string | undefined, output: string | undefined, signal: AbortSignal): Promise<number> {
+  const format = parseOutput(output, ['table', 'json', 'yaml', 'wide']);
+  const items = name
+    ? [await client.request<ProxyView>('GET', `/v1/proxies/${encodeURIComponent(name)}`, signal)]
+    : (await client.request<{ items: ProxyView[] }>('GET', '/v1/proxies', signal)).items;
+  if (format === 'json' || format === 'yaml') {
+    io.out(renderStructured(name ? items[0] : { items }, format));
+    return 0;
+  }
+  if (items.length === 0) {
+    io.err('No proxies found\n');
+    return 0;
+  }
+  const wide = format === 'wide';
+  const headers = ['NAME', 'PROVIDER', 'PHASE', 'URL', 'AGE', ...(wide ? ['PLACEMENT', 'INSTANCE', 'EGRESS IP', 'LABELS', 'LAST ERROR'] : [])];
+  const rows = items.map((p) => [
+    p.name,
+    p.spec.provider,
+    p.status.phase,
+    p.status.url ?? '',
+    age(p.metadata.createdAt),
+    ...(wide
+      ? [p.spec.placement ?? '', p.status.instanceName ?? '', p.status.egressIp ?? '', Object.entries(p.labels).map(([k, v]) => `${k}=${v}`).join(','), p.status.lastError ?? '']
+      : []),
+  ]);
+  io.out(renderTable(headers, rows));
+  return 0;
+}
+
+export async function deleteProxy(client: ApiClient, io: CliIO, kind: string, name: string, signal: AbortSignal): Promise<number> {
+  if (kind !== 'proxy' && kind !== 'proxies') throw new UsageError(`delete: unknown resource type "${kind}" (known: proxy)`);
+  await client.request('DELETE', `/v1/proxies/${encodeURIComponent(name)}`, signal);
+  io.out(`proxy/${name} deletion requested\n`);
+  return 0;
+}

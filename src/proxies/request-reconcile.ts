@@ -1,0 +1,12 @@
+import type { Queue } from 'bullmq';
+import { parseJobData, reconcileJobSchema } from '../../queues/jobs.ts';
+
+/**
+ * Asks for a reconcile of one proxy. Deduplicated per proxy with keepLastIfActive: a burst of
+ * changes runs at most one active job plus one follow-up (a reconcile reads the latest state
+ * anyway: the job carries only the name).
+ */
+export async function requestReconcile(reconcile: Queue, proxy: string): Promise<void> {
+  const data = parseJobData(reconcileJobSchema, reconcile.name, { proxy });
+  await reconcile.add('reconcile', data, { deduplication: { id: `reconcile-${proxy}`, keepLastIfActive: true } });
+}

@@ -1,0 +1,124 @@
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { EgressError, NotFoundError } from '../errors.ts';
+import type { ProxyCredentials } from '../providers/lifecycle.ts';
+import { generateCredentials } from '../proxies/credentials.ts';
+import type { Proxy, ProxyDocument } from '../proxies/resource.ts';
+import { RedisJsonCollection } from './redis-json-collection.ts';
+
+export type ApplyOutcome = 'created' | 'configured' | 'unchanged';
+
+export class ProxyTerminatingError extends EgressError {
+  constructor(name: string) {
+    super('ERR_PROXY_TERMINATING', `proxy "${name}" is being deleted; apply it again once it is gone`);
+  }
+}
+
+/**
+ * Proxies and their credentials in Redis. Proxy objects are JSON in a RedisJsonCollection;
+ * credentials live in a separate collection so that listing proxies never reads a secret.
+ */
+export class ProxyStore {
+  readonly #proxies: RedisJsonCollection<Proxy>;
+  readonly #secrets: RedisJsonCollection<ProxyCredentials>;
+  readonly #now: () => Date;
+
+  constructor(redis: Redis, prefix: string, now: () => Date = () => new Date()) {
+    this.#proxies = new RedisJsonCollection(redis, prefix, 'proxy');
+    this.#secrets = new RedisJsonCollection(redis, prefix, 'proxy-secret');
+    this.#now = now;
+  }
+
+  get(name: string, signal?: AbortSignal): Promise<Proxy | undefined> {
+    return this.#proxies.get(name, signal);
+  }
+
+  list(signal?: AbortSignal): Promise<Proxy[]> {
+    return this.#proxies.list(signal);
+  }
+
+  credentials(name: string, signal?: AbortSignal): Promise<ProxyCredentials | undefined> {
+    return this.#secrets.get(name, signal);
+  }
+
+  /**
+   * Creates the proxy or updates its labels and spec; the generation moves only when they
+   * change. Credentials are generated once, before the proxy exists, so a reconcile never sees
+   * a proxy without them.
+   */
+  async apply(doc: ProxyDocument, signal?: AbortSignal): Promise<{ proxy: Proxy; outcome: ApplyOutcome }> {
+    const name = doc.metadata.name;
+    await this.#secrets.update(name, (current) => current ?? generateCredentials(name), signal);
+    let outcome: ApplyOutcome = 'unchanged';
+    const stored = await this.#proxies.update(
+      name,
+      (current) => {
+        const spec = { ...doc.spec };
+        const labels = { ...doc.metadata.labels };
+        if (!current) {
+          outcome = 'created';
+          return {
+            name,
+            labels,
+            spec,
+            metadata: { uid: randomUUID(), generation: 1, createdAt: this.#now().toISOString() },
+            status: { phase: 'Pending', conditions: [], observedGeneration: 0 },
+          };
+        }
+        if (current.metadata.deletionRequestedAt) throw new ProxyTerminatingError(name);
+        if (JSON.stringify(current.spec) === JSON.stringify(spec) && JSON.stringify(current.labels) === JSON.stringify(labels)) {
+          outcome = 'unchanged';
+          return undefined;
+        }
+        outcome = 'configured';
+        return { ...current, labels, spec, metadata: { ...current.metadata, generation: current.metadata.generation + 1 } };
+      },
+      signal,
+    );
+    if (!stored) throw new NotFoundError('proxy', name);
+    return { proxy: stored, outcome };
+  }
+
+  /** Marks the proxy for deletion; it stays (Terminating) until its instance is gone. */
+  async requestDeletion(name: string, signal?: AbortSignal): Promise<Proxy> {
+    const stored = await this.#proxies.update(
+      name,
+      (current) => {
+        if (!current) throw new NotFoundError('proxy', name);
+        if (current.metadata.deletionRequestedAt) return undefined;
+        return {
+          ...current,
+          metadata: { ...current.metadata, deletionRequestedAt: this.#now().toISOString() },
+          status: { ...current.status, phase: 'Terminating' },
+        };
+      },
+      signal,
+    );
+    if (!stored) throw new NotFoundError('proxy', name);
+    return stored;
+  }
+
+  /** Writes status (and nothing else) through `update`; a proxy that is gone stays gone. */
+  updateStatus(name: string, update: (current: Proxy) => Proxy['status'] | undefined, signal?: AbortSignal): Promise<Proxy | undefined> {
+    return this.#proxies.update(
+      name,
+      (current) => {
+        if (!current) return undefined;
+        const status = update(current);
+        return status ? { ...current, status } : undefined;
+      },
+      signal,
+    );
+  }
+
+  /** Forgets a proxy whose instance is gone, and its credentials. */
+  async remove(name: string, signal?: AbortSignal): Promise<void> {
+    await this.#proxies.delete(name, signal);
+    await this.#secrets.delete(name, signal);
+  }
+
+  async close(): Promise<void> {
+    await this.#proxies.close();
+    await this.#secrets.close();
+  }
+}
