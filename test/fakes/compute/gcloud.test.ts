@@ -39,7 +39,7 @@ async function gcloud(...args: string[]): Promise<{ stdout: string; stderr: stri
     CLOUDSDK_CORE_DISABLE_PROMPTS: '1',
   };
   try {
-    const { stdout, stderr } = await run('gcloud', [...args, '--project', 'egress-test', '--access-token-file', join(dir, 'token')], { env, timeout: 60_000 });
+    const { stdout, stderr } = await run('gcloud', [...args, '--project', 'egress-test', '--access-token-file', join(dir, 'token')], { env, timeout: 150_000 });
     return { stdout, stderr, code: 0 };
   } catch (e) {
     const err = e as { stdout: string; stderr: string; code: number };
@@ -47,7 +47,8 @@ async function gcloud(...args: string[]): Promise<{ stdout: string; stderr: stri
   }
 }
 
-describe.skipIf(!hasGcloud)('gcloud against the fake Compute API', () => {
+// gcloud starts a Python interpreter per call (2–3 s idle, far more on a loaded machine): generous ceilings.
+describe.skipIf(!hasGcloud)('gcloud against the fake Compute API', { timeout: 300_000 }, () => {
   it('lists every instance across pages', async () => {
     for (let i = 0; i < 5; i++) compute.seedInstance(i % 2 ? Z : 'europe-west1-b', { name: `p${i}`, labels: { 'managed-by': 'egress-proxies' } });
     const r = await gcloud('compute', 'instances', 'list', '--page-size=2', '--format=value(name)');

@@ -41,7 +41,7 @@ async function kubectl(...args: string[]): Promise<{ stdout: string; stderr: str
   }
 }
 
-describe.skipIf(!hasKubectl)('kubectl against the fake apiserver', () => {
+describe.skipIf(!hasKubectl)('kubectl against the fake apiserver', { timeout: 120_000 }, () => {
   it('lists across chunks with a selector', async () => {
     for (const [ns, name, pool] of [['a', 'p1', 'eu'], ['a', 'p2', 'us'], ['b', 'p3', 'eu'], ['c', 'p4', 'asia']] as const) {
       kube.seedPod({ metadata: { name, namespace: ns, labels: { app: 'egress-proxy', pool } } });
@@ -63,7 +63,7 @@ describe.skipIf(!hasKubectl)('kubectl against the fake apiserver', () => {
   it('deletes a terminating Pod and waits for it through a watch', async () => {
     kube.seedPod({ metadata: { name: 'busy', namespace: 'default' } });
     kube.setPodStatus('default', 'busy', { phase: 'Running' });
-    const deleting = kubectl('delete', 'pod', 'busy', '-n', 'default', '--timeout=20s');
+    const deleting = kubectl('delete', 'pod', 'busy', '-n', 'default', '--timeout=60s');
     const watchReq = await new Promise<unknown>((resolve) => {
       const onRequest = (r: { query: Record<string, string> }): void => {
         if (r.query.watch === 'true') {

@@ -16,7 +16,7 @@ afterEach(async () => {
 });
 
 /** Waits (bounded) until `cond` holds; polls, never sleeps a fixed time. */
-async function until(cond: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
+async function until(cond: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!cond()) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
@@ -98,7 +98,7 @@ describe('fake kube-apiserver watch through client-node', () => {
 
   it('ends the stream after timeoutSeconds', async () => {
     const w = await watch('/api/v1/pods', { timeoutSeconds: 1 });
-    await until(() => w.ended(), 'the end of the stream', 5000);
+    await until(() => w.ended(), 'the end of the stream');
   });
 
   it('feeds an unmodified informer (list, then watch from the list resourceVersion)', async () => {
