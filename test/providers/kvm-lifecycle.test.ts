@@ -353,6 +353,52 @@ describe('KVM proxy lifecycle on the real test host', () => {
     expect((await collect(lc.listInstances(s.owner.fleet, sig()))).map((i) => i.owner)).toEqual([s.owner]);
   });
 
+  it('reports the endpoint from the interface addresses (test driver, which fabricates a lease) and deletes on a driver without the NVRAM flag', async () => {
+    // The QEMU test host has no libvirt network; the daemon's test:///default driver reports addresses.
+    const td: KvmHostConfig = { ...host, name: 'kvm-test-driver', uri: 'test:///default', pool: 'default-pool' };
+    const tdBase = `${unique('tdbase')}.qcow2`;
+    const tdCall = <T>(fn: (c: LibvirtConnection, s: AbortSignal) => Promise<T>): Promise<T> =>
+      pool.call(td, (conn: HostConnection, s) => fn(conn.libvirt, s), sig());
+    await tdCall(async (c, s) => {
+      const p = await c.storagePoolLookupByName(td.pool, s);
+      await c.storageVolCreateXml(p, `<volume><name>${tdBase}</name><capacity unit='M'>16</capacity><target><format type='qcow2'/></target></volume>`, 0, s);
+    });
+    const name = unique('ep');
+    try {
+      const lc = createKvmLifecycle({
+        pool,
+        hosts: [td],
+        logger,
+        options: {
+          baseImageVolume: tdBase,
+          network: 'default',
+          proxyPort: 8888,
+          domainTemplate: `<domain type='test'><name>{{name}}</name><metadata>{{metadata}}</metadata><memory unit='MiB'>64</memory><os><type>hvm</type></os><devices>{{disk}}{{interface}}</devices></domain>`,
+        },
+      });
+      const made = await lc.ensureInstance({ name, owner: { fleet: 'fleet-td', proxy: 'p1' }, credentials: { username: 'u', password: 'pw' } }, sig());
+      expect(made).toMatchObject({ state: 'running', placement: td.name, endpoint: { port: 8888 } });
+      expect(made.endpoint?.host).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
+      await lc.deleteInstance(name, undefined, sig());
+      expect(await lc.getInstance(name, undefined, sig())).toBeUndefined();
+      const left = await tdCall(async (c, s) => (await c.storagePoolListAllVolumes(await c.storagePoolLookupByName(td.pool, s), s)).map((v) => v.name));
+      expect(left).not.toContain(`${name}.qcow2`);
+    } finally {
+      await tdCall(async (c, s) => {
+        const dom = await c.domainLookupByName(name, s).catch(() => undefined);
+        if (dom) {
+          await c.domainDestroy(dom, 0, s).catch(() => undefined);
+          await c.domainUndefine(dom, 0, s).catch(() => undefined);
+        }
+        const p = await c.storagePoolLookupByName(td.pool, s);
+        for (const v of [`${name}.qcow2`, tdBase]) {
+          const vol = await c.storageVolLookupByName(p, v, s).catch(() => undefined);
+          if (vol) await c.storageVolDelete(vol, 0, s);
+        }
+      });
+    }
+  });
+
   it('an unknown placement is a ProvisioningError', async () => {
     const lc = lifecycle();
     await expect(lc.ensureInstance({ ...spec(unique('np')), placement: 'nowhere' }, sig())).rejects.toBeInstanceOf(ProvisioningError);
