@@ -1,0 +1,98 @@
+import { findCause } from '../errors.ts';
+import { ProvisioningError, type Instance, type ProxyLifecycle } from '../providers/lifecycle.ts';
+import type { ProxyStore } from '../store/proxy-store.ts';
+import { instanceNameFor } from './instance-name.ts';
+import type { Proxy, ProxyStatus } from './resource.ts';
+
+export type ReadinessProbe = (endpoint: { host: string; port: number }, proxy: Proxy, signal: AbortSignal) => Promise<{ ok: true; egressIp: string } | { ok: false; message: string }>;
+
+export interface ReconcileDeps {
+  proxies: ProxyStore;
+  /** The lifecycle of each configured provider that can host proxies. */
+  lifecycles: ReadonlyMap<string, ProxyLifecycle>;
+  fleet: string;
+  probe: ReadinessProbe;
+  now?: () => Date;
+}
+
+/**
+ * What a reconcile concluded. `retry-later` means "look again soon" (an instance still
+ * starting or still being deleted): the caller schedules the next look, it is not an error.
+ */
+export type ReconcileOutcome =
+  | { kind: 'gone' }
+  | { kind: 'deleted' }
+  | { kind: 'ready'; url: string }
+  | { kind: 'failed'; message: string }
+  | { kind: 'retry-later'; why: string };
+
+function status(proxy: Proxy, patch: Partial<ProxyStatus>): ProxyStatus {
+  return { ...proxy.status, ...patch, observedGeneration: proxy.metadata.generation };
+}
+
+/**
+ * Level-triggered reconcile of one proxy: reads desired (the Proxy) and observed (the instance)
+ * state and acts idempotently. The instance name is derived from the proxy's identity and the
+ * create is idempotent on it, so a retried, duplicated or crashed reconcile never makes a second
+ * instance. Deletion finishes only when the instance is gone.
+ */
+export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: AbortSignal): Promise<ReconcileOutcome> {
+  const proxy = await deps.proxies.get(name, signal);
+  if (!proxy) return { kind: 'gone' };
+  const lifecycle = deps.lifecycles.get(proxy.spec.provider);
+  const instanceName = instanceNameFor(deps.fleet, proxy);
+  const placement = proxy.spec.placement;
+
+  if (proxy.metadata.deletionRequestedAt) {
+    if (lifecycle) {
+      await lifecycle.deleteInstance(instanceName, placement, signal);
+      if (await lifecycle.getInstance(instanceName, placement, signal)) return { kind: 'retry-later', why: `instance ${instanceName} is still being deleted` };
+    }
+    await deps.proxies.remove(name, signal);
+    return { kind: 'deleted' };
+  }
+  if (!lifecycle) {
+    const message = `provider "${proxy.spec.provider}" is not configured in this worker or cannot host proxies`;
+    await deps.proxies.updateStatus(name, (p) => status(p, { phase: 'Failed', lastError: message }), signal);
+    return { kind: 'failed', message };
+  }
+  const credentials = await deps.proxies.credentials(name, signal);
+  if (!credentials) return { kind: 'retry-later', why: 'credentials not written yet' };
+
+  if (proxy.status.phase === 'Pending') {
+    await deps.proxies.updateStatus(name, (p) => status(p, { phase: 'Provisioning', instanceName }), signal);
+  }
+  let instance: Instance;
+  try {
+    instance = await lifecycle.ensureInstance({ name: instanceName, owner: { fleet: deps.fleet, proxy: name }, credentials, placement }, signal);
+  } catch (err) {
+    const provisioning = findCause(err, ProvisioningError);
+    if (!provisioning) throw err;
+    await deps.proxies.updateStatus(name, (p) => status(p, { phase: 'Failed', instanceName, lastError: provisioning.message }), signal);
+    return { kind: 'failed', message: provisioning.message };
+  }
+  if (instance.state === 'failed') {
+    const message = instance.message ?? `instance ${instanceName} failed`;
+    await deps.proxies.updateStatus(name, (p) => status(p, { phase: 'Failed', instanceName, instanceId: instance.id, lastError: message }), signal);
+    return { kind: 'failed', message };
+  }
+  if (instance.state !== 'running' || !instance.endpoint) {
+    await deps.proxies.updateStatus(name, (p) => status(p, { phase: 'Provisioning', instanceName, instanceId: instance.id }), signal);
+    return { kind: 'retry-later', why: `instance ${instanceName} is ${instance.state}` };
+  }
+  const url = `http://${instance.endpoint.host}:${instance.endpoint.port}`;
+  const probed = await deps.probe(instance.endpoint, proxy, signal);
+  if (!probed.ok) {
+    await deps.proxies.updateStatus(name, (p) => status(p, { phase: p.status.phase === 'Ready' ? 'Ready' : 'Provisioning', instanceName, instanceId: instance.id, url, lastError: probed.message }), signal);
+    return { kind: 'retry-later', why: `readiness probe failed: ${probed.message}` };
+  }
+  await deps.proxies.updateStatus(
+    name,
+    (p) => {
+      const { lastError: _drop, ...rest } = p.status;
+      return { ...rest, phase: 'Ready', instanceName, instanceId: instance.id, url, egressIp: probed.egressIp, observedGeneration: p.metadata.generation };
+    },
+    signal,
+  );
+  return { kind: 'ready', url };
+}

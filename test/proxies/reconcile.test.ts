@@ -1,0 +1,120 @@
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
+import { ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../../src/providers/lifecycle.ts';
+import { instanceNameFor } from '../../src/proxies/instance-name.ts';
+import { reconcileProxy, type ReadinessProbe, type ReconcileDeps } from '../../src/proxies/reconcile.ts';
+import { ProxyStore } from '../../src/store/proxy-store.ts';
+import { uniquePrefix } from '../support/config.ts';
+
+/**
+ * An in-memory lifecycle for the reconcile logic's own rules (idempotency, failure, deletion).
+ * The providers' real lifecycles are tested against their real or faithful backends.
+ */
+class RecordingLifecycle implements ProxyLifecycle {
+  readonly instances = new Map<string, Instance>();
+  creates = 0;
+  failNext: ProvisioningError | undefined;
+  startAs: Instance['state'] = 'running';
+  deleteTakes = 0;
+  async ensureInstance(spec: InstanceSpec): Promise<Instance> {
+    const existing = this.instances.get(spec.name);
+    if (existing) return existing;
+    if (this.failNext) throw this.failNext;
+    this.creates++;
+    const inst: Instance = { name: spec.name, id: `id-${this.creates}`, state: this.startAs, owner: spec.owner, createdAt: new Date().toISOString(), endpoint: { host: '127.0.0.1', port: 3000 + this.creates } };
+    this.instances.set(spec.name, inst);
+    return inst;
+  }
+  async getInstance(name: string): Promise<Instance | undefined> {
+    return this.instances.get(name);
+  }
+  async deleteInstance(name: string): Promise<void> {
+    if (this.deleteTakes-- > 0) return;
+    this.instances.delete(name);
+  }
+  async *listInstances(): AsyncIterable<Instance> {
+    yield* this.instances.values();
+  }
+}
+
+describe('reconcileProxy', () => {
+  let redis: Redis;
+  let store: ProxyStore;
+  const signal = AbortSignal.timeout(30_000);
+  const okProbe: ReadinessProbe = async () => ({ ok: true, egressIp: '127.0.0.1' });
+
+  beforeAll(() => {
+    redis = new Redis(inject('redisUrl'));
+    store = new ProxyStore(redis, uniquePrefix());
+  });
+  afterAll(async () => {
+    await store.close();
+    redis.disconnect();
+  });
+
+  const deps = (lifecycle: ProxyLifecycle, probe = okProbe): ReconcileDeps => ({ proxies: store, lifecycles: new Map([['local', lifecycle]]), fleet: 'test', probe });
+  const apply = (name: string) => store.apply({ metadata: { name, labels: {} }, spec: { provider: 'local' } });
+
+  test('create, Ready after the probe; reconciling again (a retry, a duplicate) makes no second instance', async () => {
+    const lc = new RecordingLifecycle();
+    await apply('a');
+    expect(await reconcileProxy('a', deps(lc), signal)).toEqual({ kind: 'ready', url: 'http://127.0.0.1:3001' });
+    await Promise.all([reconcileProxy('a', deps(lc), signal), reconcileProxy('a', deps(lc), signal)]);
+    expect(lc.creates).toBe(1);
+    const proxy = await store.get('a');
+    expect(proxy?.status).toMatchObject({ phase: 'Ready', url: 'http://127.0.0.1:3001', egressIp: '127.0.0.1', observedGeneration: 1, instanceName: instanceNameFor('test', proxy!) });
+  });
+
+  test('an instance still starting, or a failing probe, means look again later', async () => {
+    const lc = new RecordingLifecycle();
+    lc.startAs = 'provisioning';
+    await apply('b');
+    expect((await reconcileProxy('b', deps(lc), signal)).kind).toBe('retry-later');
+    expect((await store.get('b'))?.status.phase).toBe('Provisioning');
+    lc.startAs = 'running';
+    lc.instances.clear();
+    const failing: ReadinessProbe = async () => ({ ok: false, message: 'proxy-auth: 407' });
+    expect(await reconcileProxy('b', deps(lc, failing), signal)).toEqual({ kind: 'retry-later', why: 'readiness probe failed: proxy-auth: 407' });
+    expect((await store.get('b'))?.status).toMatchObject({ phase: 'Provisioning', lastError: 'proxy-auth: 407' });
+  });
+
+  test('an error a retry cannot fix ends the proxy in Failed with the provider’s message', async () => {
+    const lc = new RecordingLifecycle();
+    lc.failNext = new ProvisioningError("Quota 'CPUS' exceeded. Limit: 8.0 in region us-central1.");
+    await apply('c');
+    expect(await reconcileProxy('c', deps(lc), signal)).toEqual({ kind: 'failed', message: "Quota 'CPUS' exceeded. Limit: 8.0 in region us-central1." });
+    expect((await store.get('c'))?.status).toMatchObject({ phase: 'Failed', lastError: "Quota 'CPUS' exceeded. Limit: 8.0 in region us-central1." });
+  });
+
+  test('deletion finishes only when the instance is gone; then the proxy and its credentials are forgotten', async () => {
+    const lc = new RecordingLifecycle();
+    await apply('d');
+    await reconcileProxy('d', deps(lc), signal);
+    await store.requestDeletion('d');
+    lc.deleteTakes = 1;
+    expect((await reconcileProxy('d', deps(lc), signal)).kind).toBe('retry-later');
+    expect((await store.get('d'))?.status.phase).toBe('Terminating');
+    expect(await reconcileProxy('d', deps(lc), signal)).toEqual({ kind: 'deleted' });
+    expect(await store.get('d')).toBeUndefined();
+    expect(await store.credentials('d')).toBeUndefined();
+    expect(lc.instances.size).toBe(0);
+    expect(await reconcileProxy('d', deps(lc), signal)).toEqual({ kind: 'gone' });
+  });
+
+  test('a provider that cannot host proxies fails the proxy with a message', async () => {
+    await store.apply({ metadata: { name: 'e', labels: {} }, spec: { provider: 'elsewhere' } });
+    expect(await reconcileProxy('e', deps(new RecordingLifecycle()), signal)).toEqual({
+      kind: 'failed',
+      message: 'provider "elsewhere" is not configured in this worker or cannot host proxies',
+    });
+  });
+
+  test('instance names are deterministic, bounded and differ per proxy identity', () => {
+    const p = { name: 'x'.repeat(80), metadata: { uid: 'u1' } };
+    expect(instanceNameFor('f', p)).toBe(instanceNameFor('f', p));
+    expect(instanceNameFor('f', p)).toHaveLength(63);
+    expect(instanceNameFor('f', p)).not.toBe(instanceNameFor('f', { ...p, metadata: { uid: 'u2' } }));
+    expect(instanceNameFor('f', p)).not.toBe(instanceNameFor('g', p));
+    expect(instanceNameFor('f', { name: 'web', metadata: { uid: 'u' } })).toMatch(/^ep-web-[0-9a-f]{8}$/);
+  });
+});
