@@ -234,6 +234,52 @@ describe('local proxy lifecycle', () => {
     expect((await getThrough(port, `http://127.0.0.1:${targetPort}/`, CREDS)).status).toBe(407);
   });
 
+  it('never treats or signals a reused pid as its proxy', async () => {
+    const instance = await lifecycle.ensureInstance(spec('p1'), signal());
+    const dir = join(dataDir, 'instances', 'p1');
+    process.kill(Number(instance.id), 'SIGKILL');
+    await waitFor('process gone', async () => (await findProxyProcesses(SCRIPT, dir)).length === 0);
+    // Another program now holds the pid recorded in instance.json.
+    const bystander = spawn('sleep', ['60'], { stdio: 'ignore' });
+    const exited = new Promise<NodeJS.Signals | null>((r) => bystander.once('exit', (_code, sig) => r(sig)));
+    try {
+      const record = JSON.parse(await readFile(join(dir, 'instance.json'), 'utf8'));
+      await writeFile(join(dir, 'instance.json'), JSON.stringify({ ...record, pid: bystander.pid }));
+      expect(await lifecycle.getInstance('p1', undefined, signal())).toMatchObject({ state: 'failed' });
+      await lifecycle.deleteInstance('p1', undefined, signal());
+      await expect(stat(dir)).rejects.toMatchObject({ code: 'ENOENT' });
+      expect(bystander.exitCode).toBeNull();
+      expect(bystander.signalCode).toBeNull();
+    } finally {
+      bystander.kill('SIGKILL');
+      expect(await exited).toBe('SIGKILL');
+    }
+  });
+
+  it('delete falls back to SIGKILL when the process does not stop on SIGTERM', async () => {
+    const quick = createLocalLifecycle({ dataDir, logger: silentLogger(), stopGraceMs: 200 });
+    const instance = await quick.ensureInstance(spec('p1'), signal());
+    const dir = join(dataDir, 'instances', 'p1');
+    // A stopped process cannot act on SIGTERM; only SIGKILL ends it.
+    process.kill(Number(instance.id), 'SIGSTOP');
+    await quick.deleteInstance('p1', undefined, signal());
+    expect(await findProxyProcesses(SCRIPT, dir)).toEqual([]);
+    await expect(stat(dir)).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
+  it('an aborted ensureInstance rejects, and the next call adopts what it started', async () => {
+    const controller = new AbortController();
+    const dir = join(dataDir, 'instances', 'p1');
+    const pending = lifecycle.ensureInstance(spec('p1'), controller.signal);
+    await waitFor('process spawned', async () => (await findProxyProcesses(SCRIPT, dir)).length === 1);
+    controller.abort(new Error('job deadline'));
+    await expect(pending).rejects.toThrow('job deadline');
+    const [started] = await findProxyProcesses(SCRIPT, dir);
+    const done = await lifecycle.ensureInstance(spec('p1'), signal());
+    expect(done).toMatchObject({ state: 'running', id: String(started) });
+    expect(await findProxyProcesses(SCRIPT, dir)).toEqual([started]);
+  });
+
   it('lists only the instances of the given fleet', async () => {
     await Promise.all([
       lifecycle.ensureInstance(spec('a1', 'fleet-a'), signal()),

@@ -1,7 +1,6 @@
 import { spawn } from 'node:child_process';
 import { mkdir, open, readdir, readFile, rm } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { EgressError } from '../../errors.ts';
 import type { Logger } from '../../logging.ts';
@@ -21,7 +20,7 @@ import {
   type InstanceRecord,
   type IntentRecord,
 } from './instance-files.ts';
-import { findProxyProcesses, isProxyProcess, waitUntilGone } from './process-table.ts';
+import { findProxyProcesses, isProxyProcess, pause, waitUntilGone } from './process-table.ts';
 
 export interface LocalLifecycleOptions {
   /** The provider's data directory; instances live under `<dataDir>/instances/<name>/`. */
@@ -114,7 +113,7 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): ProxyLifec
         if (again && (await isProxyProcess(again.pid, PROXY_SCRIPT, dir))) return again;
         throw new LocalInstanceError(`local proxy process for ${dir} exited before listening: ${await logTail(dir)}`);
       }
-      await delay(every, undefined, { signal });
+      await pause(every, signal);
     }
   }
 

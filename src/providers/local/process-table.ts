@@ -1,10 +1,26 @@
 import { readdir, readFile } from 'node:fs/promises';
-import { setTimeout as delay } from 'node:timers/promises';
 
 /**
  * Identifies local proxy processes through /proc, so that nothing but our own proxy process
  * is ever signalled: a pid recorded in a state file may have been reused by the time we read it.
  */
+
+/** Waits `ms`; on abort rejects with the signal's reason (like `throwIfAborted`), not a generic AbortError. */
+export function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const fail = (): void => reject(signal.reason instanceof Error ? signal.reason : new Error('aborted', { cause: signal.reason }));
+    if (signal.aborted) return fail();
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      fail();
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
 
 /** The command-line arguments of a live process; undefined when it is gone or a zombie. */
 async function cmdline(pid: number): Promise<string[] | undefined> {
@@ -48,6 +64,6 @@ export async function waitUntilGone(pid: number, script: string, instanceDir: st
     signal.throwIfAborted();
     if (!(await isProxyProcess(pid, script, instanceDir))) return true;
     if (performance.now() > deadline) return false;
-    await delay(every, undefined, { signal });
+    await pause(every, signal);
   }
 }
