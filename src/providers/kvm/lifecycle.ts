@@ -228,18 +228,21 @@ export function createKvmLifecycle(deps: KvmLifecycleDeps): ProxyLifecycle {
             host,
             'listing instances',
             async (c, s) => {
-              const out: Instance[] = [];
-              for (const dom of await c.listAllDomains(0, s)) {
-                const tag = await readTag(c, dom, s);
-                if (!tag || tag.fleet !== fleet) continue;
-                try {
-                  out.push(await describe(c, { dom, tag }, host.name, undefined, s));
-                } catch (err) {
-                  // Undefined between the list and the read: gone, nothing to report.
-                  if (!(err instanceof LibvirtError && err.kind === 'not-found')) throw err;
-                }
-              }
-              return out;
+              // All domains at once: the client keeps 4 calls in flight and queues the rest in order.
+              const all = await Promise.all(
+                (await c.listAllDomains(0, s)).map(async (dom): Promise<Instance | undefined> => {
+                  const tag = await readTag(c, dom, s);
+                  if (!tag || tag.fleet !== fleet) return undefined;
+                  try {
+                    return await describe(c, { dom, tag }, host.name, undefined, s);
+                  } catch (err) {
+                    // Undefined between the list and the read: gone, nothing to report.
+                    if (err instanceof LibvirtError && err.kind === 'not-found') return undefined;
+                    throw err;
+                  }
+                }),
+              );
+              return all.filter((i): i is Instance => i !== undefined);
             },
             signal,
           );
