@@ -42,6 +42,15 @@ const PROXY_SCRIPT = fileURLToPath(new URL('./proxy-process.ts', import.meta.url
 const PACKAGE_ROOT = resolve(dirname(PROXY_SCRIPT), '../../..');
 const NAME_PATTERN = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 
+/** Sends `sig` to `pid`; a process that is already gone is no error. */
+function sendSignal(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+  }
+}
+
 function sameOwner(a: IntentRecord, b: InstanceSpec): boolean {
   return a.owner.fleet === b.owner.fleet && a.owner.proxy === b.owner.proxy;
 }
@@ -160,7 +169,7 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): ProxyLifec
 
     if (record && (await isProxyProcess(record.pid, PROXY_SCRIPT, dir))) {
       if (credentialsChanged) {
-        process.kill(record.pid, 'SIGHUP');
+        sendSignal(record.pid, 'SIGHUP');
         log.info({ pid: record.pid }, 'credentials changed; proxy told to reload them');
       }
       return describe(dir, intent, record);
@@ -187,17 +196,11 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): ProxyLifec
     const { record } = await readState(dir);
     const pids = new Set(await findProxyProcesses(PROXY_SCRIPT, dir));
     if (record && (await isProxyProcess(record.pid, PROXY_SCRIPT, dir))) pids.add(record.pid);
-    for (const pid of pids) {
-      try {
-        process.kill(pid, 'SIGTERM');
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
-      }
-    }
+    for (const pid of pids) sendSignal(pid, 'SIGTERM');
     for (const pid of pids) {
       if (await waitUntilGone(pid, PROXY_SCRIPT, dir, signal, stopGraceMs)) continue;
       // Still ours after the grace period (checked again just now): force it.
-      if (await isProxyProcess(pid, PROXY_SCRIPT, dir)) process.kill(pid, 'SIGKILL');
+      if (await isProxyProcess(pid, PROXY_SCRIPT, dir)) sendSignal(pid, 'SIGKILL');
       if (!(await waitUntilGone(pid, PROXY_SCRIPT, dir, signal, stopGraceMs))) {
         throw new LocalInstanceError(`local proxy process ${pid} of "${name}" did not exit after SIGKILL`);
       }

@@ -16,6 +16,7 @@ import { createLogger } from '../../logging.ts';
 import type { ProxyCredentials } from '../lifecycle.ts';
 import {
   asCredentials,
+  asInstance,
   asIntent,
   CREDENTIALS_FILE,
   INSTANCE_FILE,
@@ -60,7 +61,9 @@ async function main(): Promise<void> {
   const portHint = portFlag > 0 ? Number(process.argv[portFlag + 1]) : 0;
   const logger = createLogger({ level: 'info', destination: pino.destination(1) }).child({ instanceDir: dir });
 
-  const others = (await findProxyProcesses(script, dir)).filter((pid) => pid < process.pid);
+  // At most one process per instance: defer to the one instance.json names, else to any older (lower) pid.
+  const established = asInstance(await readJson(join(dir, INSTANCE_FILE)))?.pid;
+  const others = (await findProxyProcesses(script, dir)).filter((pid) => pid !== process.pid && (pid === established || pid < process.pid));
   if (others.length > 0) {
     logger.info({ others }, 'another proxy process already serves this instance; exiting');
     process.exit(EXIT_DUPLICATE);
