@@ -344,6 +344,26 @@ describe('KVM proxy lifecycle on the real test host', () => {
     expect(vols).toEqual([`${s.name}.qcow2`]);
   });
 
+  it('two workers ensuring the same instance at once make one domain and one volume', async () => {
+    const other = createKvmHostPool({ logger, metrics: createKvmPoolMetrics(new Registry()), idleTimeoutMs: 0 });
+    try {
+      const a = lifecycle();
+      const b = createKvmLifecycle({ pool: other, hosts: [host], logger, options: { baseImageVolume: baseVolume, memoryMiB: 64 } });
+      const s = spec(unique('race'));
+      const [x, y] = await Promise.all([a.ensureInstance(s, sig()), b.ensureInstance(s, sig())]);
+      expect(y.id).toBe(x.id);
+      expect([x.state, y.state]).toEqual(['running', 'running']);
+      const { doms, vols } = await lib(async (c, sg) => ({
+        doms: (await c.listAllDomains(0, sg)).map((d) => d.name).filter((n) => n === s.name),
+        vols: (await c.storagePoolListAllVolumes(await c.storagePoolLookupByName(host.pool, sg), sg)).map((v) => v.name).filter((n) => n.startsWith(s.name)),
+      }));
+      expect(doms).toEqual([s.name]);
+      expect(vols).toEqual([`${s.name}.qcow2`]);
+    } finally {
+      await other.close();
+    }
+  });
+
   it('owner names with XML specials survive the tag round trip through libvirt', async () => {
     const lc = lifecycle();
     const name = unique('esc');
