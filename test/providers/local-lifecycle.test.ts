@@ -156,6 +156,20 @@ describe('local proxy lifecycle', () => {
     expect(await findProxyProcesses(SCRIPT, join(dataDir, 'instances', 'p1'))).toEqual([Number(a.id)]);
   });
 
+  it('two workers racing on the same name end with one process that both report', async () => {
+    const other = createLocalLifecycle({ dataDir, logger: silentLogger() });
+    const [a, b] = await Promise.all([lifecycle.ensureInstance(spec('p1'), signal()), other.ensureInstance(spec('p1'), signal())]);
+    expect(b.id).toBe(a.id);
+    expect(b.endpoint).toEqual(a.endpoint);
+    // A process the loser spawned may still be loading; it finds the winner and exits without listening.
+    const dir = join(dataDir, 'instances', 'p1');
+    const left = await waitFor('one process left', async () => {
+      const pids = await findProxyProcesses(SCRIPT, dir);
+      return pids.length === 1 ? pids : undefined;
+    });
+    expect(left).toEqual([Number(a.id)]);
+  });
+
   it('a restarted worker (new lifecycle on the same data dir) finds the running instance', async () => {
     const created = await lifecycle.ensureInstance(spec('p1'), signal());
     const restarted = createLocalLifecycle({ dataDir, logger: silentLogger() });
