@@ -1,16 +1,7 @@
-import type { Reason } from '../../health/reasons.ts';
 
-export interface Classified {
-  reason: Reason;
-  message: string;
-}
+import type { Classified } from '../../health/classified.ts';
 
-/** The longest message a check reports; the publisher truncates to 1024 too. */
-export const MAX_MESSAGE = 1024;
-
-export function truncate(message: string, max = MAX_MESSAGE): string {
-  return message.length <= max ? message : `${message.slice(0, max - 1)}…`;
-}
+export { MAX_MESSAGE, truncate, type Classified } from '../../health/classified.ts';
 
 /** The HTTP status of a GaxiosError (`status`, or a numeric `code`), if the server answered. */
 export function httpStatus(err: unknown): number | undefined {

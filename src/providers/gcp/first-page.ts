@@ -1,4 +1,5 @@
 import type { InstancesClient, protos } from '@google-cloud/compute';
+import { raceAbort } from '../../abort.ts';
 
 type ScopedList = protos.google.cloud.compute.v1.IInstancesScopedList;
 
@@ -61,18 +62,3 @@ export function countInstances(page: AggregatedPage): number {
   return Object.values(page.items).reduce((n, scoped) => n + (scoped.instances?.length ?? 0), 0);
 }
 
-/** Settles with `work`, or rejects with the signal's reason as soon as it ends (a late rejection is ignored). */
-async function raceAbort<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
-  work.catch(() => undefined);
-  signal.throwIfAborted();
-  let onAbort = (): void => undefined;
-  const aborted = new Promise<never>((_, reject) => {
-    onAbort = () => reject(signal.reason as Error);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-  try {
-    return await Promise.race([work, aborted]);
-  } finally {
-    signal.removeEventListener('abort', onAbort);
-  }
-}

@@ -1,17 +1,8 @@
 import { ApiException, FetchError } from '@kubernetes/client-node';
-import type { Reason } from '../../health/reasons.ts';
 
-export interface Classified {
-  reason: Reason;
-  message: string;
-}
+import type { Classified } from '../../health/classified.ts';
 
-/** The longest message a check reports; the publisher truncates to 1024 too. */
-export const MAX_MESSAGE = 1024;
-
-export function truncate(message: string, max = MAX_MESSAGE): string {
-  return message.length <= max ? message : `${message.slice(0, max - 1)}…`;
-}
+export { MAX_MESSAGE, truncate, type Classified } from '../../health/classified.ts';
 
 /** The `message` of a Kubernetes Status body, which client-node hands over as a string. */
 export function statusMessage(body: unknown): string | undefined {
