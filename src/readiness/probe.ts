@@ -9,6 +9,8 @@ export interface ProbeOptions {
   credentials: ProxyCredentials;
   /** An `http://` URL answering `{ "address": "<caller's address>" }` (the API's `GET /v1/echo`). */
   echoUrl: string;
+  /** Bearer token for the echo endpoint when the API requires one (sent to the echo, never logged). */
+  echoToken?: string;
   signal: AbortSignal;
 }
 
@@ -58,7 +60,13 @@ function getThroughProxy(options: ProbeOptions, url: URL): Promise<EchoResponse>
         path: url.href,
         agent: false,
         signal,
-        headers: { host: url.host, 'proxy-authorization': `Basic ${auth}`, accept: 'application/json', connection: 'close' },
+        headers: {
+          host: url.host,
+          'proxy-authorization': `Basic ${auth}`,
+          accept: 'application/json',
+          connection: 'close',
+          ...(options.echoToken === undefined ? {} : { authorization: `Bearer ${options.echoToken}` }),
+        },
       },
       (res: IncomingMessage) => {
         let body = '';

@@ -99,6 +99,24 @@ describe('probeProxy', () => {
     if (!result.ok) expect(result.message).toContain('404');
   });
 
+  it('sends the echo token when the echo endpoint requires one', async () => {
+    const app = new Hono();
+    app.use('*', async (c, next) => (c.req.header('authorization') === 'Bearer echo-token' ? next() : c.json({ error: 'Unauthorized' }, 401)));
+    app.route('/v1', echoRoute());
+    const guarded = await new Promise<{ server: HttpServer; url: string }>((resolve) => {
+      const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, (info) => resolve({ server: server, url: `http://127.0.0.1:${info.port}/v1/echo` })) as HttpServer;
+    });
+    try {
+      const without = await probeProxy({ endpoint: endpoint(), credentials: CREDS, echoUrl: guarded.url, signal: AbortSignal.timeout(10_000) });
+      expect(without).toMatchObject({ ok: false, stage: 'http' });
+      if (!without.ok) expect(without.message).toContain('401');
+      const withToken = await probeProxy({ endpoint: endpoint(), credentials: CREDS, echoUrl: guarded.url, echoToken: 'echo-token', signal: AbortSignal.timeout(10_000) });
+      expect(withToken).toMatchObject({ ok: true, egressIp: '127.0.0.1' });
+    } finally {
+      await close(guarded.server);
+    }
+  });
+
   it('rejects with the signal reason when aborted instead of blaming a stage', async () => {
     const controller = new AbortController();
     const reason = new Error('probe deadline');
