@@ -1,0 +1,123 @@
+/** The Pod a kubernetes proxy instance is, and how a Pod reads back as an `Instance`. */
+import type { V1Pod } from '@kubernetes/client-node';
+import type { Instance, InstanceSpec, InstanceState } from '../lifecycle.ts';
+import { MANAGED_LABELS } from './labels.ts';
+
+/** Owner labels stamped on every proxy Pod next to MANAGED_LABELS. */
+export const FLEET_LABEL = 'egress-proxies/fleet';
+export const PROXY_LABEL = 'egress-proxies/proxy';
+/** The forward-proxy container's name. */
+export const PROXY_CONTAINER = 'proxy';
+
+export interface PodSettings {
+  namespace: string;
+  image: string;
+  port: number;
+}
+
+/** The managed selector narrowed to one fleet: what `listInstances` asks the server for. */
+export function fleetSelector(managedSelector: string, fleet: string): string {
+  return `${managedSelector},${FLEET_LABEL}=${fleet}`;
+}
+
+/** True when the Pod carries every managed label (and so may be read, listed and deleted by us). */
+export function isManaged(pod: V1Pod): boolean {
+  const labels = pod.metadata?.labels ?? {};
+  return Object.entries(MANAGED_LABELS).every(([k, v]) => labels[k] === v) && Boolean(labels[FLEET_LABEL]) && Boolean(labels[PROXY_LABEL]);
+}
+
+/**
+ * The Pod for a spec: owner labels, one container with the configured image and port, the credentials as
+ * the env vars PROXY_USER / PROXY_PASSWORD (the image's forward proxy requires them), PROXY_PORT, and a TCP
+ * readiness probe on the port so that Ready means "accepting connections".
+ */
+export function podManifest(spec: InstanceSpec, s: PodSettings): V1Pod {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name: spec.name,
+      namespace: s.namespace,
+      labels: { ...MANAGED_LABELS, [FLEET_LABEL]: spec.owner.fleet, [PROXY_LABEL]: spec.owner.proxy },
+    },
+    spec: {
+      restartPolicy: 'Always',
+      automountServiceAccountToken: false,
+      containers: [
+        {
+          name: PROXY_CONTAINER,
+          image: s.image,
+          ports: [{ name: 'proxy', containerPort: s.port, protocol: 'TCP' }],
+          env: [
+            { name: 'PROXY_PORT', value: String(s.port) },
+            { name: 'PROXY_USER', value: spec.credentials.username },
+            { name: 'PROXY_PASSWORD', value: spec.credentials.password },
+          ],
+          readinessProbe: { tcpSocket: { port: s.port }, periodSeconds: 5 },
+        },
+      ],
+    },
+  };
+}
+
+/** Container waiting reasons that mean the image can never be run as configured. */
+const FATAL_WAITING = new Set(['InvalidImageName', 'ErrImageNeverPull']);
+
+function containerMessage(pod: V1Pod): { fatal: boolean; message: string | undefined } {
+  const statuses = pod.status?.containerStatuses ?? [];
+  const mine = statuses.find((c) => c.name === PROXY_CONTAINER) ?? statuses[0];
+  const terminated = mine?.state?.terminated ?? mine?.lastState?.terminated;
+  const waiting = mine?.state?.waiting;
+  const fatal = waiting?.reason !== undefined && FATAL_WAITING.has(waiting.reason);
+  const words = (reason?: string, message?: string): string | undefined =>
+    reason && message ? `${reason}: ${message}` : (message ?? reason);
+  const message = words(terminated?.reason, terminated?.message) ?? words(waiting?.reason, waiting?.message);
+  return { fatal, message };
+}
+
+function stateOf(pod: V1Pod): { state: InstanceState; message: string | undefined } {
+  const container = containerMessage(pod);
+  const podWords = pod.status?.message ?? pod.status?.reason;
+  if (pod.metadata?.deletionTimestamp) return { state: 'stopping', message: undefined };
+  switch (pod.status?.phase) {
+    case 'Running': {
+      const ready = pod.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
+      return { state: ready ? 'running' : 'provisioning', message: ready ? undefined : container.message };
+    }
+    case 'Failed':
+      return { state: 'failed', message: container.message ?? podWords ?? 'the Pod failed' };
+    case 'Succeeded':
+      return { state: 'stopped', message: container.message ?? podWords };
+    default:
+      // Pending (or Unknown: the node is out of touch).
+      if (container.fatal) return { state: 'failed', message: container.message };
+      return { state: 'provisioning', message: container.message ?? podWords };
+  }
+}
+
+function iso(t: Date | string | undefined): string {
+  if (t instanceof Date) return t.toISOString();
+  return t ? new Date(t).toISOString() : new Date(0).toISOString();
+}
+
+/**
+ * A managed Pod as an Instance. The endpoint is the Pod IP, once it has one, and the proxy container's
+ * port as the Pod declares it (`defaultPort` when it declares none).
+ */
+export function podToInstance(pod: V1Pod, defaultPort: number): Instance {
+  const labels = pod.metadata?.labels ?? {};
+  const container = pod.spec?.containers.find((c) => c.name === PROXY_CONTAINER);
+  const port = container?.ports?.[0]?.containerPort ?? defaultPort;
+  const { state, message } = stateOf(pod);
+  const podIP = pod.status?.podIP;
+  return {
+    name: pod.metadata?.name ?? '',
+    id: pod.metadata?.uid ?? '',
+    state,
+    owner: { fleet: labels[FLEET_LABEL] ?? '', proxy: labels[PROXY_LABEL] ?? '' },
+    ...(pod.metadata?.namespace ? { placement: pod.metadata.namespace } : {}),
+    ...(podIP ? { endpoint: { host: podIP, port } } : {}),
+    createdAt: iso(pod.metadata?.creationTimestamp),
+    ...(message ? { message } : {}),
+  };
+}
