@@ -43,9 +43,15 @@ export interface SshKeyPair {
   publicKey: string;
 }
 
+/**
+ * An ed25519 key pair. ssh2 1.17's generateKeyPairSync emits an unparsable key about once in
+ * 250 (a public key whose leading zero byte was dropped, 31 bytes long): such pairs are redrawn.
+ */
 export function generateKeyPair(): SshKeyPair {
-  const k = ssh2.utils.generateKeyPairSync('ed25519');
-  return { privateKey: k.private, publicKey: k.public.trim() };
+  for (;;) {
+    const k = ssh2.utils.generateKeyPairSync('ed25519');
+    if (!(ssh2.utils.parseKey(k.private) instanceof Error)) return { privateKey: k.private, publicKey: k.public.trim() };
+  }
 }
 
 export interface FakeSshEvent {
