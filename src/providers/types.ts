@@ -2,6 +2,7 @@ import type { Registry } from 'prom-client';
 import type { ProviderType } from '../config/providers.ts';
 import type { HealthCheck } from '../health/types.ts';
 import type { Logger } from '../logging.ts';
+import type { ProxyLifecycle } from './lifecycle.ts';
 
 /** What every provider is given when it is built. Providers own their clients and close them. */
 export interface ProviderDeps {
@@ -22,6 +23,8 @@ export interface Provider extends HealthCheck {
   readonly type: ProviderType;
   /** The targets a check reports on, in order; used to report `Timeout` for a check that never returns. */
   targets(): string[];
+  /** Creates and deletes proxy instances; absent while a provider is configured for health only. */
+  readonly lifecycle?: ProxyLifecycle;
   /** Releases clients and pooled connections. Idempotent. */
   close(): Promise<void>;
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { durationMs, resourceName } from '../../config/zod-helpers.ts';
+import { REQUIRED_PLACEHOLDERS } from './domain-xml.ts';
 
 export const kvmHostSchema = z.strictObject({
   name: resourceName,
@@ -20,6 +21,26 @@ export const kvmHostSchema = z.strictObject({
   uri: z.string().min(1).default('qemu:///system'),
 });
 
+/** How proxies are made on the hosts; without it the provider is health-checked but hosts no proxies. */
+export const kvmProxiesSchema = z.strictObject({
+  /** Base image volume in each host's pool that proxy volumes are made from. */
+  baseImageVolume: z.string().min(1),
+  baseImageFormat: z.string().min(1).default('qcow2'),
+  /** A local image file uploaded as `baseImageVolume` when a host's pool lacks it. */
+  baseImageFile: z.string().min(1).optional(),
+  cloneMode: z.enum(['overlay', 'copy']).default('overlay'),
+  /** Domain XML with {{name}}, {{metadata}} and {{disk}} (see docs/kvm-provider.md). */
+  domainTemplate: z
+    .string()
+    .refine((t) => REQUIRED_PLACEHOLDERS.every((p) => t.includes(`{{${p}}}`)), `must contain ${REQUIRED_PLACEHOLDERS.map((p) => `{{${p}}}`).join(', ')}`)
+    .optional(),
+  memoryMiB: z.number().int().min(32).max(65536).default(256),
+  vcpus: z.number().int().min(1).max(64).default(1),
+  /** libvirt network for the NIC; unset = user-mode networking. */
+  network: z.string().min(1).optional(),
+  proxyPort: z.number().int().min(1).max(65535).default(3128),
+});
+
 export const kvmProviderSchema = z
   .strictObject({
     name: resourceName,
@@ -27,6 +48,7 @@ export const kvmProviderSchema = z
     hosts: z.array(kvmHostSchema).min(1),
     /** Pooled connections unused for this long are closed. */
     idleTimeout: durationMs.default(300_000),
+    proxies: kvmProxiesSchema.optional(),
   })
   .superRefine((provider, ctx) => {
     const seen = new Set<string>();

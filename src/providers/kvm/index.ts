@@ -2,6 +2,7 @@ import { createKvmHostPool, type KvmHostPool } from '../../kvm/pool/index.ts';
 import type { Provider, ProviderDeps } from '../types.ts';
 import { checkKvmHost } from './check.ts';
 import type { KvmProviderConfig } from './config.ts';
+import { createKvmLifecycle } from './lifecycle.ts';
 import { kvmMetricsFor } from './metrics.ts';
 
 export { kvmProviderSchema, kvmHostSchema, type KvmProviderConfig, type KvmHostConfig } from './config.ts';
@@ -25,10 +26,12 @@ export function createKvmProvider(config: KvmProviderConfig, deps: ProviderDeps)
     idleTimeoutMs: config.idleTimeout,
     dialOptions: { libvirtMetrics: metrics.libvirt },
   });
+  const lifecycle = config.proxies ? createKvmLifecycle({ pool, hosts: config.hosts, logger: deps.logger, options: config.proxies }) : undefined;
   return {
     name: config.name,
     type: 'kvm',
     pool,
+    ...(lifecycle ? { lifecycle } : {}),
     targets: () => config.hosts.map((h) => h.name),
     // All hosts at once: a dead host costs the round its deadline, never the other hosts' answers.
     check: (signal) => Promise.all(config.hosts.map((host) => checkKvmHost(pool, host, signal))),
