@@ -35,6 +35,8 @@ function config(redisUrl: string, prefix: string, dataDir: string): AppConfig {
     redis: { url: redisUrl, prefix },
     api: { host: '127.0.0.1', port: 0, tokens: [] },
     metricsPort: undefined,
+    echoUrl: undefined,
+    recheckMs: 200,
     worker: { queues: ['checks'], concurrency: CONCURRENCY, lockDurationMs: 30_000, stalledIntervalMs: 30_000 },
     dataDir,
     logLevel: 'silent',

@@ -8,12 +8,23 @@ import type { JobMetrics } from '../src/metrics/job-metrics.ts';
 import type { Provider } from '../src/providers/types.ts';
 import { closeWorkerBounded } from '../src/runtime/bounded-close.ts';
 import { createCheckProcessor } from './check-processor.ts';
+import { createReconcileProcessor } from './reconcile-processor.ts';
+import type { ProxyLifecycle } from '../src/providers/lifecycle.ts';
+import { fleetOf } from '../src/proxies/instance-name.ts';
+import { reconcileProbe } from '../src/readiness/reconcile-probe.ts';
+import type { ProxyStore } from '../src/store/proxy-store.ts';
+
+/** Deadline of one reconcile: long enough for a provider's create call and its operation. */
+const RECONCILE_TIMEOUT_MS = 5 * 60_000;
 import { instrumentWorker } from './instrument.ts';
 
 export interface WorkerRoleDeps {
   config: AppConfig;
   redisUrl: string;
   providers: ReadonlyMap<string, Provider>;
+  proxies: ProxyStore;
+  /** The echo URL readiness probes use (known once the API of this process listens). */
+  echoUrl: () => string;
   logger: Logger;
   jobMetrics: JobMetrics;
 }
@@ -34,12 +45,25 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
     defaultJobOptions: defaultJobOptions(config),
   });
   results.on('error', (err) => logger.warn({ err: err.message }, 'results queue connection error'));
+  const lifecycles = new Map<string, ProxyLifecycle>();
+  for (const [name, p] of deps.providers) if (p.lifecycle) lifecycles.set(name, p.lifecycle);
+  const processors = {
+    checks: createCheckProcessor({ providers: deps.providers, results, timeoutMs: config.checks.timeoutMs, logger }),
+    reconcile: createReconcileProcessor({
+      proxies: deps.proxies,
+      lifecycles,
+      fleet: fleetOf(prefix),
+      probe: reconcileProbe(deps.proxies, deps.echoUrl),
+      logger,
+      timeoutMs: RECONCILE_TIMEOUT_MS,
+      recheckMs: config.recheckMs,
+    }),
+  };
   const workers: Worker[] = [];
   for (const queue of config.worker.queues) {
-    if (queue !== 'checks') continue;
     const worker = new Worker(
-      QUEUES.checks,
-      createCheckProcessor({ providers: deps.providers, results, timeoutMs: config.checks.timeoutMs, logger }),
+      QUEUES[queue],
+      processors[queue],
       {
         connection: redisOptions(deps.redisUrl, 'worker'),
         prefix,

@@ -8,6 +8,7 @@ import { requireToken } from './auth.ts';
 import { mountBullBoard } from './bull-board.ts';
 import { errorResponse } from './http-errors.ts';
 import { jobRoutes } from './routes/jobs.ts';
+import { echoRoute } from '../readiness/echo.ts';
 import { providerHealthRoutes } from './routes/provider-health.ts';
 import { proxyRoutes } from './routes/proxies.ts';
 import type { ProxyStore } from '../store/proxy-store.ts';
@@ -54,6 +55,7 @@ export function createApiApp(deps: ApiDeps): Hono {
     providerHealthRoutes({ store: deps.store, providers: deps.providers, checks: deps.checks, checkEvents: deps.checkEvents, waitMs: deps.checkWaitMs }),
   );
   app.route('/v1', jobRoutes(deps.inspector));
+  app.route('/v1', echoRoute());
   const reconcile = deps.queues.find((q) => q.name === 'reconcile');
   if (reconcile) app.route('/v1', proxyRoutes({ proxies: deps.proxies, providers: deps.providers, reconcile }));
   mountBullBoard(app, deps.queues);

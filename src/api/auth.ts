@@ -28,13 +28,14 @@ function presentedToken(header: string | undefined): string | undefined {
 }
 
 /**
- * Requires a bearer token on every route but `/healthz` when tokens are configured. With no
+ * Requires a bearer token on every route but `/healthz` and `/v1/echo` when tokens are configured. With no
  * tokens (allowed only on a loopback bind) everything is open.
  */
 export function requireToken(tokens: readonly string[]): MiddlewareHandler {
   const digests = tokens.map(digest);
   return async (c, next) => {
-    if (digests.length === 0 || c.req.path === '/healthz') return next();
+    // /healthz and the readiness echo (it tells a caller only its own address) stay open.
+    if (digests.length === 0 || c.req.path === '/healthz' || c.req.path === '/v1/echo') return next();
     const token = presentedToken(c.req.header('authorization'));
     if (token !== undefined && matchesAny(token, digests)) return next();
     if (c.req.path.startsWith('/admin/')) c.header('WWW-Authenticate', 'Basic realm="egress", charset="UTF-8"');

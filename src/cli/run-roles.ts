@@ -12,6 +12,7 @@ import { startPublisherRole } from '../publisher/publisher-role.ts';
 import { closeRedis, createRedis, warnUnlessNoEviction } from '../redis/connections.ts';
 import { startRedisChild, type RedisChild } from '../redis/redis-server.ts';
 import { SchedulerRole } from '../scheduler/scheduler-role.ts';
+import { ProxyStore } from '../store/proxy-store.ts';
 import { RedisStatusStore } from '../store/redis-status-store.ts';
 import { startWorkerRole } from '../../workers/worker-role.ts';
 
@@ -74,10 +75,13 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
     }
     let api: ApiRole | undefined;
     let scheduler: SchedulerRole | undefined;
+    const echoUrl = (): string => config.echoUrl ?? `${api?.url ?? `http://127.0.0.1:${config.api.port}`}/v1/echo`;
     for (const role of roles) {
       const log = logger.child({ role });
       if (role === 'worker') {
-        const w = await startWorkerRole({ config, redisUrl, providers, logger: log, jobMetrics });
+        const proxies = new ProxyStore(redis, config.redis.prefix);
+        closers.push(() => proxies.close());
+        const w = await startWorkerRole({ config, redisUrl, providers, proxies, echoUrl, logger: log, jobMetrics });
         closers.push(() => w.close());
       } else if (role === 'publisher') {
         const p = await startPublisherRole({ config, redisUrl, store, logger: log, jobMetrics });

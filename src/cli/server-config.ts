@@ -28,6 +28,7 @@ export interface ServerFlags {
   lease: string;
   checkConfig?: boolean;
   metricsPort?: string;
+  echoUrl?: string;
 }
 
 export const SERVER_FLAG_DEFAULTS = {
@@ -39,7 +40,7 @@ export const SERVER_FLAG_DEFAULTS = {
   shutdownGrace: '10s',
   host: '127.0.0.1',
   port: '8080',
-  queues: 'checks',
+  queues: 'checks,reconcile',
   concurrency: '10',
   lockDuration: '30s',
   stalledInterval: '30s',
@@ -88,6 +89,16 @@ function parseQueues(text: string): WorkQueue[] {
   return [...new Set(queues)] as WorkQueue[];
 }
 
+function parseHttpUrl(flag: string, text: string): string {
+  try {
+    const u = new URL(text);
+    if (u.protocol === 'http:' || u.protocol === 'https:') return text;
+  } catch {
+    // reported below
+  }
+  throw new ConfigError(flag, `expected an http:// or https:// URL, got "${text}"`);
+}
+
 function parseRedisUrl(text: string | undefined): string | undefined {
   if (text === undefined || text === '') return undefined;
   let url: URL;
@@ -119,6 +130,8 @@ export async function buildServerConfig(flags: ServerFlags, options: { defaultPr
     checks,
     redis: { url: parseRedisUrl(flags.redisUrl), prefix: flags.prefix },
     api: { host: flags.host, port, tokens },
+    echoUrl: flags.echoUrl === undefined ? undefined : parseHttpUrl('--echo-url', flags.echoUrl),
+    recheckMs: 2000,
     metricsPort: flags.metricsPort === undefined ? undefined : integer('--metrics-port', flags.metricsPort, 0, 65535),
     worker: {
       queues: parseQueues(flags.queues),

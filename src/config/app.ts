@@ -1,8 +1,8 @@
 import type { ProviderConfig } from './providers.ts';
 import type { CheckSchedule } from './checks.ts';
 
-/** Queues a worker can process. `reconcile` and `gc` (names in queues/names.ts) join with proxy lifecycle. */
-export const QUEUE_SET = ['checks'] as const;
+/** Queues a worker can process. (`gc` joins with the garbage-collection sweep.) */
+export const QUEUE_SET = ['checks', 'reconcile'] as const;
 export type WorkQueue = (typeof QUEUE_SET)[number];
 
 export interface RedisSettings {
@@ -44,6 +44,10 @@ export interface AppConfig {
   leaseMs: number;
   /** Retry backoff base for jobs. */
   backoffMs: number;
+  /** Where readiness probes send their request through a proxy (`GET /v1/echo` of the API); undefined: this process's API, or 127.0.0.1 on --port. */
+  echoUrl: string | undefined;
+  /** How soon a proxy still starting or being deleted is looked at again. */
+  recheckMs: number;
   /** Completed and failed job retention. */
   retention: { completed: number; failed: number };
 }

@@ -21,6 +21,7 @@ export interface TestConfigOverrides {
   concurrency?: number;
   leaseMs?: number;
   dataDir?: string;
+  queues?: ('checks' | 'reconcile')[];
 }
 
 /** An AppConfig for in-process tests: the run's Redis, a fresh prefix, short locks and backoff. */
@@ -31,7 +32,9 @@ export function testConfig(o: TestConfigOverrides = {}): AppConfig {
     redis: { url: inject('redisUrl'), prefix: o.prefix ?? uniquePrefix() },
     api: { host: '127.0.0.1', port: o.port ?? 0, tokens: o.tokens ?? [] },
     metricsPort: undefined,
-    worker: { queues: ['checks'], concurrency: o.concurrency ?? 4, lockDurationMs: 1000, stalledIntervalMs: 500 },
+    echoUrl: undefined,
+    recheckMs: 200,
+    worker: { queues: o.queues ?? ['checks'], concurrency: o.concurrency ?? 4, lockDurationMs: 1000, stalledIntervalMs: 500 },
     dataDir: o.dataDir ?? mkdtempSync(join(tmpdir(), 'egress-test-data-')),
     logLevel: 'silent',
     shutdownGraceMs: 1000,

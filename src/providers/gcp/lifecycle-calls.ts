@@ -1,0 +1,77 @@
+/**
+ * Cancellable Compute calls for the gcp lifecycle.
+ *
+ * gax call options take no AbortSignal, and the public client methods wrap gax's cancellable promise in
+ * `.then()`, which drops `cancel()`. So, as the health check's first-page call does, these go through the
+ * client's page calls in `innerApiCalls` (declared public by the generated client) and cancel the promise
+ * when the signal ends: gax then aborts the underlying fetch and the socket closes. Side benefit: the
+ * public methods' request logging (GOOGLE_SDK_NODE_LOGGING) never sees a request, so instance metadata
+ * holding proxy credentials cannot reach it.
+ */
+
+/** A gax API call: a promise with `cancel()`, resolving to `[response, nextRequest, rawResponse]`. */
+type CancellableCall = Promise<[unknown, unknown, unknown]> & { cancel(): void };
+type InnerCall = (request: object, options: object) => CancellableCall;
+
+/** What the lifecycle needs of a generated Compute client. */
+export interface GaxClient {
+  initialize(): Promise<unknown>;
+  innerApiCalls: Record<string, unknown>;
+}
+
+/**
+ * Calls `method` with `request`, sending the routing header the public method would send
+ * (`x-goog-request-params`, built from `routing`). Rejects with the signal's reason once it ends.
+ */
+export async function gaxCall<T>(
+  client: GaxClient,
+  method: string,
+  request: object,
+  routing: Record<string, string>,
+  signal: AbortSignal,
+): Promise<{ response: T; raw: unknown }> {
+  await raceAbort(client.initialize(), signal);
+  signal.throwIfAborted();
+  const call = client.innerApiCalls[method];
+  if (typeof call !== 'function') throw new Error(`Compute client has no "${method}" call (client library changed?)`);
+  const pending = (call as InnerCall)(request, {
+    autoPaginate: false,
+    otherArgs: { headers: { 'x-goog-request-params': new URLSearchParams(routing).toString() } },
+  });
+  const cancel = (): void => pending.cancel();
+  signal.addEventListener('abort', cancel, { once: true });
+  try {
+    const [response, , raw] = await raceAbort(pending, signal);
+    return { response: response as T, raw };
+  } finally {
+    signal.removeEventListener('abort', cancel);
+  }
+}
+
+/** Settles with `work`, or rejects with the signal's reason as soon as it ends (a late rejection is ignored). */
+export async function raceAbort<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  work.catch(() => undefined);
+  signal.throwIfAborted();
+  let onAbort = (): void => undefined;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(signal.reason as Error);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([work, aborted]);
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+  }
+}
+
+/** Waits `ms`, or rejects with the signal's reason when it ends first. */
+export function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
+  if (ms <= 0) return signal.aborted ? Promise.reject(signal.reason as Error) : Promise.resolve();
+  return raceAbort(
+    new Promise<void>((resolve) => {
+      const t = setTimeout(resolve, ms);
+      signal.addEventListener('abort', () => clearTimeout(t), { once: true });
+    }),
+    signal,
+  );
+}

@@ -1,0 +1,102 @@
+/** The Compute instance a gcp proxy instance is, and how an instance reads back as an `Instance`. */
+import type { protos } from '@google-cloud/compute';
+import type { Instance, InstanceSpec, InstanceState } from '../lifecycle.ts';
+import { MANAGED_FILTER, MANAGED_LABELS, MANAGED_LABEL_KEY, MANAGED_LABEL_VALUE } from './labels.ts';
+
+export type ComputeInstance = protos.google.cloud.compute.v1.IInstance;
+
+/** Owner labels stamped on every proxy instance next to MANAGED_LABELS. */
+export const FLEET_LABEL = 'egress-fleet';
+export const PROXY_LABEL = 'egress-proxy';
+/** Instance metadata keys the proxy image reads its settings from. */
+export const METADATA_USER = 'egress-proxy-user';
+export const METADATA_PASSWORD = 'egress-proxy-password';
+export const METADATA_PORT = 'egress-proxy-port';
+
+export interface InstanceSettings {
+  zone: string;
+  machineType: string;
+  /** Boot disk source image (`projects/p/global/images/family/f`); unset when a template is used. */
+  image: string | undefined;
+  /** Instance template (`global/instanceTemplates/t`); the request then carries only what we stamp. */
+  instanceTemplate: string | undefined;
+  port: number;
+  network: string;
+  networkTags: string[];
+}
+
+/** `(labels.managed-by = "egress-proxies") (labels.egress-fleet = "<fleet>")`: both terms ANDed. */
+export function fleetFilter(fleet: string): string {
+  return `(${MANAGED_FILTER}) (labels.${FLEET_LABEL} = "${fleet}")`;
+}
+
+export function isManaged(inst: ComputeInstance): boolean {
+  const labels = inst.labels ?? {};
+  return labels[MANAGED_LABEL_KEY] === MANAGED_LABEL_VALUE && Boolean(labels[FLEET_LABEL]) && Boolean(labels[PROXY_LABEL]);
+}
+
+/**
+ * The insert body: name, owner labels, credentials and port as metadata items, and (without a template)
+ * machine type, boot disk from the image and one NIC with an external address (the proxy's endpoint).
+ */
+export function instanceResource(spec: InstanceSpec, s: InstanceSettings): ComputeInstance {
+  const stamped: ComputeInstance = {
+    name: spec.name,
+    labels: { ...MANAGED_LABELS, [FLEET_LABEL]: spec.owner.fleet, [PROXY_LABEL]: spec.owner.proxy },
+    metadata: {
+      items: [
+        { key: METADATA_USER, value: spec.credentials.username },
+        { key: METADATA_PASSWORD, value: spec.credentials.password },
+        { key: METADATA_PORT, value: String(s.port) },
+      ],
+    },
+  };
+  if (s.instanceTemplate) return stamped;
+  return {
+    ...stamped,
+    machineType: `zones/${s.zone}/machineTypes/${s.machineType}`,
+    disks: [{ boot: true, autoDelete: true, initializeParams: { sourceImage: s.image ?? null } }],
+    networkInterfaces: [{ network: s.network, accessConfigs: [{ name: 'External NAT', type: 'ONE_TO_ONE_NAT' }] }],
+    ...(s.networkTags.length ? { tags: { items: s.networkTags } } : {}),
+  };
+}
+
+const STATES: Record<string, InstanceState> = {
+  PROVISIONING: 'provisioning',
+  STAGING: 'provisioning',
+  REPAIRING: 'provisioning',
+  RUNNING: 'running',
+  STOPPING: 'stopping',
+  SUSPENDING: 'stopping',
+  STOPPED: 'stopped',
+  SUSPENDED: 'stopped',
+  TERMINATED: 'stopped',
+};
+
+/** The last segment of a resource URL (`…/zones/us-central1-a` → `us-central1-a`). */
+export function lastSegment(url: string | null | undefined): string | undefined {
+  return url ? url.slice(url.lastIndexOf('/') + 1) : undefined;
+}
+
+/**
+ * A managed instance as an Instance. The endpoint is the first NIC's external address and the port from
+ * the instance's own metadata (`defaultPort` when absent).
+ */
+export function toInstance(inst: ComputeInstance, defaultPort: number): Instance {
+  const labels = inst.labels ?? {};
+  const natIP = inst.networkInterfaces?.[0]?.accessConfigs?.find((a) => a.natIP)?.natIP;
+  const portItem = inst.metadata?.items?.find((i) => i.key === METADATA_PORT)?.value;
+  const port = portItem && /^\d+$/.test(portItem) ? Number(portItem) : defaultPort;
+  const zone = lastSegment(inst.zone);
+  const created = inst.creationTimestamp ? new Date(inst.creationTimestamp) : new Date(0);
+  return {
+    name: inst.name ?? '',
+    id: String(inst.id ?? ''),
+    state: STATES[String(inst.status)] ?? 'provisioning',
+    owner: { fleet: labels[FLEET_LABEL] ?? '', proxy: labels[PROXY_LABEL] ?? '' },
+    ...(zone ? { placement: zone } : {}),
+    ...(natIP ? { endpoint: { host: natIP, port } } : {}),
+    createdAt: Number.isNaN(created.getTime()) ? new Date(0).toISOString() : created.toISOString(),
+    ...(inst.statusMessage ? { message: inst.statusMessage } : {}),
+  };
+}

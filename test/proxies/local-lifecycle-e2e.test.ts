@@ -1,0 +1,84 @@
+import { request } from 'node:http';
+import { connect } from 'node:net';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { runRoles, type RunningRoles } from '../../src/cli/run-roles.ts';
+import { silentLogger } from '../../src/logging.ts';
+import type { ProxyView } from '../../src/proxies/discovery.ts';
+import { runCli } from '../support/cli.ts';
+import { testConfig } from '../support/config.ts';
+import { waitFor } from '../support/wait.ts';
+
+/** GET `url` through the forward proxy at `proxyUrl` (userinfo = Basic Proxy-Authorization). */
+function getThroughProxy(proxyUrl: string, url: string, withCredentials = true): Promise<{ status: number; body: string }> {
+  const proxy = new URL(proxyUrl);
+  const auth = Buffer.from(`${decodeURIComponent(proxy.username)}:${decodeURIComponent(proxy.password)}`).toString('base64');
+  return new Promise((resolve, reject) => {
+    const req = request({ host: proxy.hostname, port: Number(proxy.port), method: 'GET', path: url, headers: withCredentials ? { 'proxy-authorization': `Basic ${auth}` } : {} }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+function portOpen(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = connect({ host, port });
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
+  });
+}
+
+describe('a proxy’s whole life on the local provider', () => {
+  let roles: RunningRoles;
+  let api: string;
+
+  beforeAll(async () => {
+    roles = await runRoles(testConfig({ queues: ['checks', 'reconcile'] }), ['publisher', 'worker', 'scheduler', 'api'], silentLogger());
+    api = roles.api?.url ?? '';
+  });
+  afterAll(async () => {
+    // Remove anything a failed assertion left running.
+    const { items } = (await (await fetch(`${api}/v1/proxies`)).json()) as { items: ProxyView[] };
+    for (const p of items) await fetch(`${api}/v1/proxies/${p.name}`, { method: 'DELETE' });
+    await waitFor('every proxy gone', async () => ((await (await fetch(`${api}/v1/proxies`)).json()) as { items: unknown[] }).items.length === 0, 30_000);
+    await roles.close();
+  });
+
+  test('apply, Ready, traffic through the discovered URL (refused without credentials), delete, gone', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'egress-e2e-proxy-'));
+    const file = join(dir, 'proxy.yaml');
+    await writeFile(file, 'kind: Proxy\nmetadata: { name: web-1, labels: { team: crawl } }\nspec: { provider: local }\n');
+    expect(await runCli(['apply', '-f', file, '--api-url', api])).toMatchObject({ code: 0, out: 'proxy/web-1 created\n' });
+
+    const ready = await waitFor('web-1 to be Ready', async () => {
+      const { items } = (await (await fetch(`${api}/v1/proxies?ready=true&label=team=crawl`)).json()) as { items: ProxyView[] };
+      return items[0];
+    }, 30_000);
+    expect(ready.status).toMatchObject({ phase: 'Ready', egressIp: '127.0.0.1', observedGeneration: 1 });
+    expect(ready.status.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    const proxyUrl = ready.proxyUrl ?? '';
+    expect(proxyUrl).toMatch(/^http:\/\/egress-web-1:[^@]+@127\.0\.0\.1:\d+$/);
+
+    const through = await getThroughProxy(proxyUrl, `${api}/v1/echo`);
+    expect(through.status).toBe(200);
+    expect(JSON.parse(through.body)).toEqual({ address: '127.0.0.1' });
+    expect((await getThroughProxy(proxyUrl, `${api}/v1/echo`, false)).status).toBe(407);
+
+    const text = await (await fetch(`${api}/v1/proxies?ready=true&format=text`)).text();
+    expect(text).toBe(`${proxyUrl}\n`);
+
+    const endpoint = new URL(proxyUrl);
+    expect(await runCli(['delete', 'proxy', 'web-1', '--api-url', api])).toMatchObject({ code: 0 });
+    await waitFor('web-1 to be gone', async () => (await fetch(`${api}/v1/proxies/web-1`)).status === 404, 30_000);
+    expect(await portOpen(endpoint.hostname, Number(endpoint.port))).toBe(false);
+  });
+});
