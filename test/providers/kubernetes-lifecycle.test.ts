@@ -79,7 +79,16 @@ describe('kubernetes lifecycle: ensure', () => {
     const [a, b] = await Promise.all([lc.ensureInstance(spec(), signal()), lc.ensureInstance(spec(), signal())]);
     expect(a.id).toBe(b.id);
     expect(kube.listPods('proxies')).toHaveLength(1);
-    expect(creates().map((r) => r.status).sort()).toEqual([201, 409]);
+    expect(creates().filter((r) => r.status === 201)).toHaveLength(1);
+  });
+
+  it('adopts our Pod when the create answers 409 AlreadyExists', async () => {
+    const seeded = kube.seedPod({ metadata: { name: 'ep-alpha-1234abcd', namespace: 'proxies', labels: { ...MANAGED_LABELS, [FLEET_LABEL]: 'fleet-a', [PROXY_LABEL]: 'alpha' } } });
+    // The first read misses it (as a read racing another worker's create would).
+    kube.injectFault({ status: 404, match: { method: 'GET', path: '/api/v1/namespaces/proxies/pods/ep-alpha-1234abcd' } });
+    const inst = await lifecycle().ensureInstance(spec(), signal());
+    expect(inst.id).toBe(seeded.metadata.uid);
+    expect(creates().map((r) => r.status)).toEqual([409]);
   });
 
   it('uses the placement as the namespace', async () => {

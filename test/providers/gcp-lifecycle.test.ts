@@ -1,0 +1,291 @@
+import { Writable } from 'node:stream';
+import { OAuth2Client } from 'google-auth-library';
+import { pino } from 'pino';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { silentLogger } from '../../src/logging.ts';
+import { createComputeClients, MANAGED_LABELS, type ComputeClients } from '../../src/providers/gcp/index.ts';
+import {
+  createGcpLifecycle,
+  FLEET_LABEL,
+  GcpAccessError,
+  GcpRequestError,
+  METADATA_PASSWORD,
+  METADATA_USER,
+  PROXY_LABEL,
+  type GcpLifecycleOptions,
+} from '../../src/providers/gcp/lifecycle.ts';
+import { ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../../src/providers/lifecycle.ts';
+import { startFakeCompute, type FakeCompute } from '../fakes/compute/index.ts';
+
+const ZONE = 'us-central1-a';
+let compute: FakeCompute;
+let clients: ComputeClients;
+
+beforeEach(async () => {
+  compute = await startFakeCompute({ project: 'egress-test', tokens: ['good-token'] });
+  const auth = new OAuth2Client();
+  auth.setCredentials({ access_token: 'good-token', expiry_date: Date.now() + 3_600_000 });
+  clients = createComputeClients({ ...compute.clientOptions(), authClient: auth });
+});
+
+afterEach(async () => {
+  await clients.close();
+  await compute.close();
+});
+
+const signal = () => new AbortController().signal;
+
+function lifecycle(overrides: Partial<GcpLifecycleOptions> = {}): ProxyLifecycle {
+  return createGcpLifecycle({
+    clients,
+    project: 'egress-test',
+    zone: ZONE,
+    image: 'projects/egress-images/global/images/family/forward-proxy',
+    logger: silentLogger(),
+    operationPollMs: 0,
+    ...overrides,
+  });
+}
+
+function spec(name = 'ep-alpha-1234abcd', proxy = 'alpha', fleet = 'fleet-a'): InstanceSpec {
+  return { name, owner: { fleet, proxy }, credentials: { username: 'u-alpha', password: 's3cret-pw' } };
+}
+
+const ours = (fleet: string, proxy: string) => ({ ...MANAGED_LABELS, [FLEET_LABEL]: fleet, [PROXY_LABEL]: proxy });
+const inserts = () => compute.requests.filter((r) => r.method === 'POST' && r.path.endsWith('/instances'));
+const polls = () => compute.requests.filter((r) => r.path.includes('/operations/'));
+
+async function collect(it: AsyncIterable<Instance>): Promise<Instance[]> {
+  const out: Instance[] = [];
+  for await (const i of it) out.push(i);
+  return out;
+}
+
+describe('gcp lifecycle: ensure', () => {
+  it('inserts a labelled instance with credentials in metadata and polls the operation to DONE', async () => {
+    compute.setOperationPolls(2);
+    const inst = await lifecycle({ machineType: 'e2-small', port: 8888 }).ensureInstance(spec(), signal());
+
+    const stored = compute.getInstance(ZONE, 'ep-alpha-1234abcd');
+    expect(stored?.labels).toEqual(ours('fleet-a', 'alpha'));
+    expect(stored?.machineType).toMatch(/\/zones\/us-central1-a\/machineTypes\/e2-small$/);
+    const items = (stored?.metadata as { items: { key: string; value: string }[] }).items;
+    expect(items).toEqual(
+      expect.arrayContaining([
+        { key: METADATA_USER, value: 'u-alpha' },
+        { key: METADATA_PASSWORD, value: 's3cret-pw' },
+      ]),
+    );
+    expect(JSON.parse(inserts()[0]?.body ?? '{}')).toMatchObject({
+      disks: [{ boot: true, initializeParams: { sourceImage: 'projects/egress-images/global/images/family/forward-proxy' } }],
+    });
+    // RUNNING twice, then DONE: three waits, each routed to the operation's zone.
+    expect(polls().map((r) => r.method)).toEqual(['POST', 'POST', 'POST']);
+    expect(polls().every((r) => r.path.includes(`/zones/${ZONE}/operations/`) && r.path.endsWith('/wait'))).toBe(true);
+    const natIP = stored?.networkInterfaces[0]?.accessConfigs?.[0]?.natIP;
+    expect(inst).toMatchObject({ name: 'ep-alpha-1234abcd', id: stored?.id, state: 'running', placement: ZONE, owner: { fleet: 'fleet-a', proxy: 'alpha' }, endpoint: { host: natIP, port: 8888 } });
+    expect(natIP).toBeTruthy();
+    expect(Date.parse(inst.createdAt)).not.toBeNaN();
+  });
+
+  it('is idempotent: a second ensure returns the same instance after a single insert', async () => {
+    const lc = lifecycle();
+    const a = await lc.ensureInstance(spec(), signal());
+    const b = await lc.ensureInstance(spec(), signal());
+    expect(b.id).toBe(a.id);
+    expect(inserts()).toHaveLength(1);
+    expect(compute.listInstances()).toHaveLength(1);
+  });
+
+  it('adopts the instance a concurrent ensure inserted between its read and its insert (409 alreadyExists)', async () => {
+    const lc = lifecycle();
+    const [a, b] = await Promise.all([lc.ensureInstance(spec(), signal()), lc.ensureInstance(spec(), signal())]);
+    expect(a.id).toBe(b.id);
+    expect(inserts().filter((r) => r.status === 200)).toHaveLength(1);
+    expect(compute.listInstances()).toHaveLength(1);
+  });
+
+  it('adopts our instance when the insert answers 409 alreadyExists', async () => {
+    const seeded = compute.seedInstance(ZONE, { name: 'ep-alpha-1234abcd', labels: ours('fleet-a', 'alpha') });
+    // The first read misses it (as a read racing another worker's insert would).
+    compute.injectFault({ status: 404, reason: 'notFound', match: { method: 'GET', path: `/compute/v1/projects/egress-test/zones/${ZONE}/instances/ep-alpha-1234abcd` } });
+    const inst = await lifecycle().ensureInstance(spec(), signal());
+    expect(inst.id).toBe(seeded.id);
+    expect(inserts().map((r) => r.status)).toEqual([409]);
+  });
+
+  it('ends in ProvisioningError with the API message when the insert operation fails with QUOTA_EXCEEDED', async () => {
+    compute.failNextOperation({ code: 'QUOTA_EXCEEDED', message: "Quota 'CPUS' exceeded.  Limit: 8.0 in region us-central1." });
+    const err = await lifecycle().ensureInstance(spec(), signal()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ProvisioningError);
+    expect((err as Error).message).toContain("QUOTA_EXCEEDED: Quota 'CPUS' exceeded.  Limit: 8.0 in region us-central1.");
+    expect(compute.listInstances()).toHaveLength(0);
+  });
+
+  it('treats ZONE_RESOURCE_POOL_EXHAUSTED the same way', async () => {
+    compute.failNextOperation({ code: 'ZONE_RESOURCE_POOL_EXHAUSTED' });
+    await expect(lifecycle().ensureInstance({ ...spec(), placement: 'us-central1-b' }, signal())).rejects.toThrow(
+      /ZONE_RESOURCE_POOL_EXHAUSTED: The zone does not have enough resources/,
+    );
+  });
+
+  it('refuses an instance of that name without our labels, and one owned by another proxy', async () => {
+    compute.seedInstance(ZONE, { name: 'ep-alpha-1234abcd', labels: { team: 'web' } });
+    await expect(lifecycle().ensureInstance(spec(), signal())).rejects.toBeInstanceOf(ProvisioningError);
+    compute.seedInstance(ZONE, { name: 'ep-beta', labels: ours('fleet-a', 'beta') });
+    await expect(lifecycle().ensureInstance(spec('ep-beta'), signal())).rejects.toThrow(/belongs to proxy "beta"/);
+    expect(inserts()).toHaveLength(0);
+  });
+
+  it('never logs the credentials', async () => {
+    const lines: string[] = [];
+    const sink = new Writable({ write: (chunk, _enc, cb) => void (lines.push(String(chunk)), cb()) });
+    const lc = lifecycle({ logger: pino({ level: 'trace' }, sink) });
+    await lc.ensureInstance(spec(), signal());
+    compute.failNextOperation({ code: 'QUOTA_EXCEEDED' });
+    await lc.ensureInstance(spec('ep-other'), signal()).catch(() => undefined);
+    expect(lines.length).toBeGreaterThan(0);
+    expect(lines.join('')).not.toContain('s3cret-pw');
+  });
+});
+
+describe('gcp lifecycle: state', () => {
+  it('maps Compute statuses to instance states', async () => {
+    const lc = lifecycle();
+    const cases = [
+      ['PROVISIONING', 'provisioning'],
+      ['STAGING', 'provisioning'],
+      ['RUNNING', 'running'],
+      ['STOPPING', 'stopping'],
+      ['SUSPENDING', 'stopping'],
+      ['STOPPED', 'stopped'],
+      ['TERMINATED', 'stopped'],
+    ] as const;
+    compute.seedInstance(ZONE, { name: 'ep-s', labels: ours('fleet-a', 's') });
+    for (const [status, state] of cases) {
+      compute.setInstanceStatus(ZONE, 'ep-s', status);
+      expect((await lc.getInstance('ep-s', undefined, signal()))?.state).toBe(state);
+    }
+  });
+
+  it('has no endpoint without an external address, and does not see an instance without our labels', async () => {
+    compute.seedInstance(ZONE, { name: 'ep-internal', labels: ours('fleet-a', 'i') });
+    compute.seedInstance(ZONE, { name: 'foreign', labels: { 'managed-by': 'someone-else' } });
+    const lc = lifecycle();
+    const internal = await lc.getInstance('ep-internal', undefined, signal());
+    expect(internal?.state).toBe('running');
+    expect(internal?.endpoint).toBeUndefined();
+    expect(await lc.getInstance('foreign', undefined, signal())).toBeUndefined();
+    expect(await lc.getInstance('missing', undefined, signal())).toBeUndefined();
+  });
+});
+
+describe('gcp lifecycle: delete', () => {
+  it('deletes the instance, awaiting the operation; deleting a missing one is no error', async () => {
+    const lc = lifecycle();
+    await lc.ensureInstance(spec(), signal());
+    compute.setOperationPolls(1);
+    await lc.deleteInstance('ep-alpha-1234abcd', undefined, signal());
+    expect(compute.getInstance(ZONE, 'ep-alpha-1234abcd')).toBeUndefined();
+    expect(await lc.getInstance('ep-alpha-1234abcd', undefined, signal())).toBeUndefined();
+    await expect(lc.deleteInstance('ep-alpha-1234abcd', undefined, signal())).resolves.toBeUndefined();
+  });
+
+  it('leaves an instance without our labels alone', async () => {
+    compute.seedInstance(ZONE, { name: 'foreign' });
+    await lifecycle().deleteInstance('foreign', undefined, signal());
+    expect(compute.getInstance(ZONE, 'foreign')).toBeDefined();
+    expect(compute.requests.filter((r) => r.method === 'DELETE')).toHaveLength(0);
+  });
+
+  it('fails with a retryable error when the delete operation fails', async () => {
+    compute.seedInstance(ZONE, { name: 'ep-d', labels: ours('fleet-a', 'd') });
+    compute.failNextOperation({ code: 'RESOURCE_IN_USE_BY_ANOTHER_RESOURCE' });
+    const err = await lifecycle().deleteInstance('ep-d', undefined, signal()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(GcpRequestError);
+    expect(err).toMatchObject({ retryable: true, reason: 'RESOURCE_IN_USE_BY_ANOTHER_RESOURCE' });
+    expect(compute.getInstance(ZONE, 'ep-d')).toBeDefined();
+  });
+});
+
+describe('gcp lifecycle: inventory', () => {
+  it("pages through the aggregated list across zones and returns exactly the fleet's managed instances", async () => {
+    const mine: string[] = [];
+    const zones = ['europe-west1-b', 'us-central1-a', 'us-central1-b'];
+    for (let i = 0; i < 8; i++) {
+      const name = `ep-mine-${i}`;
+      mine.push(name);
+      compute.seedInstance(zones[i % 3]!, { name, labels: ours('fleet-a', `p${i}`) });
+    }
+    compute.seedInstance('us-central1-a', { name: 'ep-other-fleet', labels: ours('fleet-b', 'x') });
+    compute.seedInstance('us-central1-b', { name: 'ep-unmanaged', labels: { [FLEET_LABEL]: 'fleet-a', [PROXY_LABEL]: 'y' } });
+    compute.seedInstance('europe-west1-b', { name: 'ep-no-labels' });
+
+    const found = await collect(lifecycle({ pageSize: 3 }).listInstances('fleet-a', signal()));
+
+    expect(found.map((i) => i.name).sort()).toEqual(mine.sort());
+    expect(new Set(found.map((i) => i.placement))).toEqual(new Set(zones));
+    const lists = compute.requests.filter((r) => r.path.endsWith('/aggregated/instances'));
+    expect(lists).toHaveLength(3);
+    expect(lists.every((r) => r.query.maxResults === '3' && r.query.filter === '(labels.managed-by = "egress-proxies") (labels.egress-fleet = "fleet-a")')).toBe(true);
+    expect(lists.slice(1).every((r) => Boolean(r.query.pageToken))).toBe(true);
+  });
+});
+
+describe('gcp lifecycle: errors and cancellation', () => {
+  it('maps a 400 invalid insert (a bad name) to ProvisioningError', async () => {
+    const err = await lifecycle().ensureInstance(spec('Bad_Name'), signal()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ProvisioningError);
+    expect((err as Error).message).toContain('HTTP 400 invalid');
+  });
+
+  it('maps a 403 quotaExceeded on the insert call itself to ProvisioningError', async () => {
+    compute.injectFault({ status: 403, reason: 'quotaExceeded', message: "Quota 'INSTANCES' exceeded.", match: { method: 'POST' } });
+    await expect(lifecycle().ensureInstance(spec(), signal())).rejects.toBeInstanceOf(ProvisioningError);
+  });
+
+  it('maps a 403 forbidden to GcpAccessError: not a provisioning failure, not retryable by itself', async () => {
+    compute.injectFault({ status: 403, reason: 'forbidden', message: "Required 'compute.instances.create' permission", match: { method: 'POST' } });
+    const err = await lifecycle().ensureInstance(spec(), signal()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(GcpAccessError);
+    expect(err).not.toBeInstanceOf(ProvisioningError);
+    expect(err).toMatchObject({ status: 403, reason: 'forbidden', retryable: false });
+  });
+
+  it('maps 503 backendError and 429 rateLimitExceeded to retryable GcpRequestError', async () => {
+    compute.injectFault({ status: 503, match: { method: 'GET' } });
+    await expect(lifecycle().getInstance('x', undefined, signal())).rejects.toMatchObject({ status: 503, retryable: true });
+    compute.injectFault({ status: 429, reason: 'rateLimitExceeded', match: { method: 'POST' } });
+    const err = await lifecycle().ensureInstance(spec(), signal()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(GcpRequestError);
+    expect(err).toMatchObject({ status: 429, reason: 'rateLimitExceeded' });
+  });
+
+  it("cancels the HTTP request when the signal ends, rejecting with the signal's reason", async () => {
+    compute.injectFault({ latencyMs: 60_000, match: { method: 'GET' } });
+    const ac = new AbortController();
+    const requested = compute.nextRequest();
+    const pending = lifecycle().getInstance('ep-alpha-1234abcd', undefined, ac.signal);
+    await requested;
+    const aborted = compute.nextClientAbort();
+    const reason = new Error('deadline');
+    ac.abort(reason);
+    await expect(pending).rejects.toBe(reason);
+    expect((await aborted).method).toBe('GET');
+  });
+
+  it('stops waiting on an operation when the signal ends', async () => {
+    compute.setOperationPolls(1_000_000);
+    const ac = new AbortController();
+    const lc = lifecycle({ operationPollMs: 10 });
+    const pending = lc.ensureInstance(spec(), ac.signal);
+    // The insert went out and its operation is being polled.
+    for (;;) {
+      const r = await compute.nextRequest();
+      if (r.path.endsWith('/wait')) break;
+    }
+    const reason = new Error('deadline');
+    ac.abort(reason);
+    await expect(pending).rejects.toBe(reason);
+  });
+});
