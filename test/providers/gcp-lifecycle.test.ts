@@ -88,6 +88,21 @@ describe('gcp lifecycle: ensure', () => {
     expect(Date.parse(inst.createdAt)).not.toBeNaN();
   });
 
+  it('inserts from an instance template, stamping only labels, metadata and an explicit machine type', async () => {
+    const lc = lifecycle({ image: undefined, instanceTemplate: 'global/instanceTemplates/forward-proxy-v3', machineType: 'e2-small' });
+    await lc.ensureInstance(spec(), signal());
+    const insert = inserts()[0];
+    expect(insert?.query.sourceInstanceTemplate).toBe('global/instanceTemplates/forward-proxy-v3');
+    const body = JSON.parse(insert?.body ?? '{}') as Record<string, unknown>;
+    expect(Object.keys(body).sort()).toEqual(['labels', 'machineType', 'metadata', 'name']);
+    expect(compute.getInstance(ZONE, 'ep-alpha-1234abcd')?.labels).toEqual(ours('fleet-a', 'alpha'));
+  });
+
+  it('needs exactly one of image and instanceTemplate', () => {
+    expect(() => lifecycle({ image: undefined })).toThrow(TypeError);
+    expect(() => lifecycle({ instanceTemplate: 'global/instanceTemplates/t' })).toThrow(TypeError);
+  });
+
   it('is idempotent: a second ensure returns the same instance after a single insert', async () => {
     const lc = lifecycle();
     const a = await lc.ensureInstance(spec(), signal());

@@ -15,7 +15,8 @@ export const METADATA_PORT = 'egress-proxy-port';
 
 export interface InstanceSettings {
   zone: string;
-  machineType: string;
+  /** Machine type name; with a template, only sent when configured (it then overrides the template's). */
+  machineType: string | undefined;
   /** Boot disk source image (`projects/p/global/images/family/f`); unset when a template is used. */
   image: string | undefined;
   /** Instance template (`global/instanceTemplates/t`); the request then carries only what we stamp. */
@@ -51,10 +52,11 @@ export function instanceResource(spec: InstanceSpec, s: InstanceSettings): Compu
       ],
     },
   };
-  if (s.instanceTemplate) return stamped;
+  const machineType = s.machineType ? { machineType: `zones/${s.zone}/machineTypes/${s.machineType}` } : {};
+  if (s.instanceTemplate) return { ...stamped, ...machineType };
   return {
     ...stamped,
-    machineType: `zones/${s.zone}/machineTypes/${s.machineType}`,
+    ...machineType,
     disks: [{ boot: true, autoDelete: true, initializeParams: { sourceImage: s.image ?? null } }],
     networkInterfaces: [{ network: s.network, accessConfigs: [{ name: 'External NAT', type: 'ONE_TO_ONE_NAT' }] }],
     ...(s.networkTags.length ? { tags: { items: s.networkTags } } : {}),

@@ -75,7 +75,7 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
   const zoneOf = (placement: string | undefined): string => placement ?? options.zone;
   const settings = (zone: string): InstanceSettings => ({
     zone,
-    machineType: options.machineType ?? DEFAULT_MACHINE_TYPE,
+    machineType: options.machineType ?? (options.instanceTemplate ? undefined : DEFAULT_MACHINE_TYPE),
     image: options.image,
     instanceTemplate: options.instanceTemplate,
     port,
