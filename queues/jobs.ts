@@ -13,6 +13,10 @@ export type CheckJobData = z.infer<typeof checkJobSchema>;
 export const reconcileJobSchema = z.strictObject({ proxy: z.string().min(1) });
 export type ReconcileJobData = z.infer<typeof reconcileJobSchema>;
 
+/** Sweep one provider's instances for orphans. */
+export const gcJobSchema = z.strictObject({ provider: z.string().min(1) });
+export type GcJobData = z.infer<typeof gcJobSchema>;
+
 export const targetResultSchema = z.strictObject({
   target: z.string().min(1),
   ready: z.boolean(),

@@ -21,6 +21,11 @@ export function providerOfCheckScheduler(id: string): string | undefined {
   return id.startsWith('check-') ? id.slice('check-'.length) : undefined;
 }
 
+/** Job scheduler id for a provider's garbage-collection sweep. */
+export function gcSchedulerId(provider: string): string {
+  return `gc-${provider}`;
+}
+
 /** BullMQ custom job ids must not contain `:` nor be all digits. */
 export function safeJobId(...parts: string[]): string {
   return parts.join('-').replaceAll(':', '_');

@@ -9,6 +9,8 @@ import type { Provider } from '../src/providers/types.ts';
 import { closeWorkerBounded } from '../src/runtime/bounded-close.ts';
 import { createCheckProcessor } from './check-processor.ts';
 import { createReconcileProcessor } from './reconcile-processor.ts';
+import { createGcProcessor } from './gc-processor.ts';
+import type { Registry } from 'prom-client';
 import type { ProxyLifecycle } from '../src/providers/lifecycle.ts';
 import { fleetOf } from '../src/proxies/instance-name.ts';
 import { reconcileProbe } from '../src/readiness/reconcile-probe.ts';
@@ -23,6 +25,7 @@ export interface WorkerRoleDeps {
   redisUrl: string;
   providers: ReadonlyMap<string, Provider>;
   proxies: ProxyStore;
+  registry: Registry;
   /** The echo URL readiness probes use (known once the API of this process listens). */
   echoUrl: () => string;
   logger: Logger;
@@ -57,6 +60,15 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
       logger,
       timeoutMs: RECONCILE_TIMEOUT_MS,
       recheckMs: config.recheckMs,
+    }),
+    gc: createGcProcessor({
+      proxies: deps.proxies,
+      lifecycles,
+      fleet: fleetOf(prefix),
+      graceMs: config.gcGraceMs,
+      registry: deps.registry,
+      logger,
+      timeoutMs: RECONCILE_TIMEOUT_MS,
     }),
   };
   const workers: Worker[] = [];

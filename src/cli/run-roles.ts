@@ -81,7 +81,7 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
       if (role === 'worker') {
         const proxies = new ProxyStore(redis, config.redis.prefix);
         closers.push(() => proxies.close());
-        const w = await startWorkerRole({ config, redisUrl, providers, proxies, echoUrl, logger: log, jobMetrics });
+        const w = await startWorkerRole({ config, redisUrl, providers, proxies, registry, echoUrl, logger: log, jobMetrics });
         closers.push(() => w.close());
       } else if (role === 'publisher') {
         const p = await startPublisherRole({ config, redisUrl, store, logger: log, jobMetrics });

@@ -29,6 +29,8 @@ export interface ServerFlags {
   checkConfig?: boolean;
   metricsPort?: string;
   echoUrl?: string;
+  gcInterval: string;
+  gcGrace: string;
 }
 
 export const SERVER_FLAG_DEFAULTS = {
@@ -40,7 +42,9 @@ export const SERVER_FLAG_DEFAULTS = {
   shutdownGrace: '10s',
   host: '127.0.0.1',
   port: '8080',
-  queues: 'checks,reconcile',
+  queues: 'checks,reconcile,gc',
+  gcInterval: '5m',
+  gcGrace: '10m',
   concurrency: '10',
   lockDuration: '30s',
   stalledInterval: '30s',
@@ -52,6 +56,12 @@ const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'
 function positiveDuration(flag: string, text: string): number {
   const ms = parseDuration(text);
   if (ms === undefined || ms <= 0) throw new ConfigError(flag, `expected a positive duration such as 30s, got "${text}"`);
+  return ms;
+}
+
+function nonNegativeDuration(flag: string, text: string): number {
+  const ms = parseDuration(text);
+  if (ms === undefined || ms < 0) throw new ConfigError(flag, `expected a duration such as 5m (0 for off), got "${text}"`);
   return ms;
 }
 
@@ -132,6 +142,8 @@ export async function buildServerConfig(flags: ServerFlags, options: { defaultPr
     api: { host: flags.host, port, tokens },
     echoUrl: flags.echoUrl === undefined ? undefined : parseHttpUrl('--echo-url', flags.echoUrl),
     recheckMs: 2000,
+    gcIntervalMs: nonNegativeDuration('--gc-interval', flags.gcInterval),
+    gcGraceMs: nonNegativeDuration('--gc-grace', flags.gcGrace),
     metricsPort: flags.metricsPort === undefined ? undefined : integer('--metrics-port', flags.metricsPort, 0, 65535),
     worker: {
       queues: parseQueues(flags.queues),

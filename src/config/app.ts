@@ -1,8 +1,8 @@
 import type { ProviderConfig } from './providers.ts';
 import type { CheckSchedule } from './checks.ts';
 
-/** Queues a worker can process. (`gc` joins with the garbage-collection sweep.) */
-export const QUEUE_SET = ['checks', 'reconcile'] as const;
+/** Queues a worker can process. */
+export const QUEUE_SET = ['checks', 'reconcile', 'gc'] as const;
 export type WorkQueue = (typeof QUEUE_SET)[number];
 
 export interface RedisSettings {
@@ -46,6 +46,10 @@ export interface AppConfig {
   backoffMs: number;
   /** Where readiness probes send their request through a proxy (`GET /v1/echo` of the API); undefined: this process's API, or 127.0.0.1 on --port. */
   echoUrl: string | undefined;
+  /** How often each provider is swept for orphaned instances; 0 = never. */
+  gcIntervalMs: number;
+  /** Instances younger than this are never garbage-collected. */
+  gcGraceMs: number;
   /** How soon a proxy still starting or being deleted is looked at again. */
   recheckMs: number;
   /** Completed and failed job retention. */

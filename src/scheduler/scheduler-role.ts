@@ -9,7 +9,7 @@ import type { AppConfig } from '../config/app.ts';
 import type { Logger } from '../logging.ts';
 import type { StatusStore } from '../store/status-store.ts';
 import { checkNowDedupId } from '../checks/request-check.ts';
-import { syncCheckSchedules, type ScheduleSync } from './check-schedules.ts';
+import { syncProviderSchedules, type ScheduleSync } from './provider-schedules.ts';
 import { Lease } from './lease.ts';
 
 export interface SchedulerDeps {
@@ -23,6 +23,7 @@ export interface SchedulerDeps {
 
 export interface LeadershipRound {
   schedules: ScheduleSync;
+  gcSchedules: ScheduleSync;
   deletedHealth: string[];
   /** Providers a check was started for at once. */
   checkedNow: string[];
@@ -42,6 +43,7 @@ export interface SchedulerEvents {
 export class SchedulerRole extends EventEmitter<SchedulerEvents> {
   readonly #deps: SchedulerDeps;
   readonly #checks: Queue;
+  readonly #gc: Queue;
   readonly #lease: Lease;
   #closing: Promise<void> | undefined;
 
@@ -55,6 +57,8 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
       defaultJobOptions: defaultJobOptions(config),
     });
     this.#checks.on('error', (err) => deps.logger.warn({ err: err.message }, 'checks queue connection error'));
+    this.#gc = new Queue(QUEUES.gc, { connection: redisOptions(deps.redisUrl, 'worker'), prefix: config.redis.prefix, defaultJobOptions: defaultJobOptions(config) });
+    this.#gc.on('error', (err) => deps.logger.warn({ err: err.message }, 'gc queue connection error'));
     this.#lease = new Lease(deps.redis, `${config.redis.prefix}:scheduler:lease`, config.leaseMs, deps.logger);
     this.#lease.on('acquired', () => {
       deps.logger.info({ leaseId: this.#lease.id }, 'scheduler is now the leader');
@@ -84,7 +88,17 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
   async #lead(): Promise<LeadershipRound> {
     const { config, store, logger } = this.#deps;
     const names = config.providers.map((p) => p.name);
-    const schedules = await syncCheckSchedules(this.#checks, names, config.checks.intervalMs, defaultJobOptions(config));
+    const schedules = await syncProviderSchedules(
+      this.#checks,
+      { idPrefix: 'check-', jobName: 'check', data: (provider) => ({ provider, trigger: 'schedule' }) satisfies CheckJobData },
+      names,
+      config.checks.intervalMs,
+      defaultJobOptions(config),
+    );
+    const gcSchedules = await syncProviderSchedules(this.#gc, { idPrefix: 'gc-', jobName: 'gc', data: (provider) => ({ provider }) }, names, config.gcIntervalMs, {
+      ...defaultJobOptions(config),
+      attempts: 1,
+    });
     const deletedHealth: string[] = [];
     for (const ph of await store.listProviderHealth()) {
       if (!names.includes(ph.name) && (await store.deleteProviderHealth(ph.name))) deletedHealth.push(ph.name);
@@ -102,8 +116,8 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
         checkedNow.push(provider);
       }
     }
-    logger.info({ ...schedules, deletedHealth, checkedNow }, 'scheduler synced');
-    return { schedules, deletedHealth, checkedNow };
+    logger.info({ ...schedules, gc: gcSchedules, deletedHealth, checkedNow }, 'scheduler synced');
+    return { schedules, gcSchedules, deletedHealth, checkedNow };
   }
 
   /** Hands the lease back (a standby takes over at once) and closes the queue. */
@@ -111,6 +125,7 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
     this.#closing ??= (async () => {
       await this.#lease.stop();
       await this.#checks.close();
+      await this.#gc.close();
     })();
     return this.#closing;
   }

@@ -44,7 +44,7 @@ describe('check flags (validated before anything connects)', () => {
   test('other flags name themselves too', async () => {
     const cases: [string[], string][] = [
       [['worker', '--concurrency', '0'], '--concurrency: expected an integer from 1 to 1000, got "0"'],
-      [['worker', '--queues', 'checks,nope'], '--queues: unknown queue "nope" (known: checks, reconcile)'],
+      [['worker', '--queues', 'checks,nope'], '--queues: unknown queue "nope" (known: checks, reconcile, gc)'],
       [['api', '--port', 'http'], '--port: expected an integer from 0 to 65535, got "http"'],
       [['up', '--prefix', 'egress'], '--prefix: must start with a hash tag such as {egress} so that Redis Cluster keeps every key in one slot, got "egress"'],
       [['api', '--host', '0.0.0.0'], '--host: binding 0.0.0.0 (not loopback) requires --api-token-file'],

@@ -51,6 +51,6 @@ describe('docker-compose.yml', () => {
 
   test('--check-config rejects what the real command would reject', async () => {
     const run = await runCli(['worker', '--queues', 'everything', '--check-config']);
-    expect(run).toMatchObject({ code: 2, err: 'error: --queues: unknown queue "everything" (known: checks, reconcile)\n' });
+    expect(run).toMatchObject({ code: 2, err: 'error: --queues: unknown queue "everything" (known: checks, reconcile, gc)\n' });
   });
 });

@@ -21,7 +21,9 @@ export interface TestConfigOverrides {
   concurrency?: number;
   leaseMs?: number;
   dataDir?: string;
-  queues?: ('checks' | 'reconcile')[];
+  queues?: ('checks' | 'reconcile' | 'gc')[];
+  gcIntervalMs?: number;
+  gcGraceMs?: number;
 }
 
 /** An AppConfig for in-process tests: the run's Redis, a fresh prefix, short locks and backoff. */
@@ -34,6 +36,8 @@ export function testConfig(o: TestConfigOverrides = {}): AppConfig {
     metricsPort: undefined,
     echoUrl: undefined,
     recheckMs: 200,
+    gcIntervalMs: o.gcIntervalMs ?? 0,
+    gcGraceMs: o.gcGraceMs ?? 600_000,
     worker: { queues: o.queues ?? ['checks'], concurrency: o.concurrency ?? 4, lockDurationMs: 1000, stalledIntervalMs: 500 },
     dataDir: o.dataDir ?? mkdtempSync(join(tmpdir(), 'egress-test-data-')),
     logLevel: 'silent',

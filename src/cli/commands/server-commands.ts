@@ -48,7 +48,12 @@ export function addServerOptions(cmd: Command, env: ServerEnv, role: string): Co
       .option('--echo-url <url>', 'the API’s /v1/echo, which readiness probes reach through each proxy (default: this process’s API, else 127.0.0.1 on the API port)');
   }
   if (role === 'up' || role === 'scheduler') {
-    cmd.option('--lease <duration>', 'scheduler leadership lease; a standby takes over within it', d.lease);
+    cmd
+      .option('--lease <duration>', 'scheduler leadership lease; a standby takes over within it', d.lease)
+      .option('--gc-interval <duration>', 'how often each provider is swept for instances no proxy owns; 0 = never', d.gcInterval);
+  }
+  if (role === 'up' || role === 'worker') {
+    cmd.option('--gc-grace <duration>', 'instances younger than this are never garbage-collected', d.gcGrace);
   }
   return cmd;
 }

@@ -8,6 +8,7 @@
  * public methods' request logging (GOOGLE_SDK_NODE_LOGGING) never sees a request, so instance metadata
  * holding proxy credentials cannot reach it.
  */
+import { raceAbort } from '../../abort.ts';
 
 /** A gax API call: a promise with `cancel()`, resolving to `[response, nextRequest, rawResponse]`. */
 type CancellableCall = Promise<[unknown, unknown, unknown]> & { cancel(): void };
@@ -48,21 +49,7 @@ export async function gaxCall<T>(
   }
 }
 
-/** Settles with `work`, or rejects with the signal's reason as soon as it ends (a late rejection is ignored). */
-export async function raceAbort<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
-  work.catch(() => undefined);
-  signal.throwIfAborted();
-  let onAbort = (): void => undefined;
-  const aborted = new Promise<never>((_, reject) => {
-    onAbort = () => reject(signal.reason as Error);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-  try {
-    return await Promise.race([work, aborted]);
-  } finally {
-    signal.removeEventListener('abort', onAbort);
-  }
-}
+export { raceAbort } from '../../abort.ts';
 
 /** Waits `ms`, or rejects with the signal's reason when it ends first. */
 export function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {

@@ -1,0 +1,58 @@
+import type { Logger } from '../logging.ts';
+import type { Instance, ProxyLifecycle } from '../providers/lifecycle.ts';
+import type { ProxyStore } from '../store/proxy-store.ts';
+import { instanceNameFor } from './instance-name.ts';
+
+export type GcReason = 'no-proxy' | 'superseded';
+
+export interface GcDeps {
+  proxies: ProxyStore;
+  fleet: string;
+  /** Instances younger than this are never deleted (a create may still be recording its proxy). */
+  graceMs: number;
+  logger: Logger;
+  now?: () => Date;
+  onDelete?: (provider: string, reason: GcReason) => void;
+}
+
+export interface SweepResult {
+  provider: string;
+  seen: number;
+  kept: number;
+  young: number;
+  deleted: { name: string; reason: GcReason }[];
+}
+
+/**
+ * One garbage-collection sweep of a provider: walks its full inventory of instances carrying
+ * this fleet's owner identity (the lifecycle pages through it and never returns anything
+ * without our label or tag) and deletes those no Proxy owns — except instances younger than
+ * the grace period. An instance is owned when a proxy on this provider derives its name.
+ */
+export async function sweepProvider(provider: string, lifecycle: ProxyLifecycle, deps: GcDeps, signal: AbortSignal): Promise<SweepResult> {
+  const now = (deps.now ?? (() => new Date()))().getTime();
+  const proxies = await deps.proxies.list(signal);
+  const owned = new Set(proxies.filter((p) => p.spec.provider === provider).map((p) => instanceNameFor(deps.fleet, p)));
+  const byName = new Set(proxies.map((p) => p.name));
+  const result: SweepResult = { provider, seen: 0, kept: 0, young: 0, deleted: [] };
+  const orphans: { instance: Instance; reason: GcReason }[] = [];
+  for await (const instance of lifecycle.listInstances(deps.fleet, signal)) {
+    result.seen++;
+    if (instance.owner.fleet !== deps.fleet || owned.has(instance.name)) {
+      result.kept++;
+      continue;
+    }
+    if (now - Date.parse(instance.createdAt) < deps.graceMs) {
+      result.young++;
+      continue;
+    }
+    orphans.push({ instance, reason: byName.has(instance.owner.proxy) ? 'superseded' : 'no-proxy' });
+  }
+  for (const { instance, reason } of orphans) {
+    await lifecycle.deleteInstance(instance.name, instance.placement, signal);
+    deps.logger.info({ provider, instance: instance.name, proxy: instance.owner.proxy, placement: instance.placement, createdAt: instance.createdAt, reason }, 'garbage-collected an instance no proxy owns');
+    deps.onDelete?.(provider, reason);
+    result.deleted.push({ name: instance.name, reason });
+  }
+  return result;
+}

@@ -1,0 +1,66 @@
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
+import { silentLogger } from '../../src/logging.ts';
+import type { ProxyLifecycle } from '../../src/providers/lifecycle.ts';
+import { createLocalLifecycle } from '../../src/providers/local/lifecycle.ts';
+import { sweepProvider, type GcReason } from '../../src/proxies/gc.ts';
+import { instanceNameFor } from '../../src/proxies/instance-name.ts';
+import { ProxyStore } from '../../src/store/proxy-store.ts';
+import { uniquePrefix } from '../support/config.ts';
+
+// The sweep's rules on the local provider's real instances (forward-proxy processes):
+// only this fleet's instances are seen, owned ones are kept, young orphans are kept, old
+// orphans are deleted and counted with their reason.
+describe('garbage collection', () => {
+  let redis: Redis;
+  let store: ProxyStore;
+  let lifecycle: ProxyLifecycle;
+  const fleet = 'gc-test';
+  const signal = AbortSignal.timeout(60_000);
+  const credentials = { username: 'u', password: 'p-0123456789abcdef' };
+
+  beforeAll(async () => {
+    redis = new Redis(inject('redisUrl'));
+    store = new ProxyStore(redis, uniquePrefix());
+    lifecycle = createLocalLifecycle({ dataDir: await mkdtemp(join(tmpdir(), 'egress-gc-')), logger: silentLogger() });
+  });
+  afterAll(async () => {
+    for (const fl of [fleet, 'someone-else']) for await (const i of lifecycle.listInstances(fl, signal)) await lifecycle.deleteInstance(i.name, i.placement, signal);
+    await store.close();
+    redis.disconnect();
+  });
+
+  test('deletes old instances no proxy owns, keeps owned, young and foreign ones', async () => {
+    const { proxy } = await store.apply({ metadata: { name: 'kept', labels: {} }, spec: { provider: 'local' } });
+    const ownedName = instanceNameFor(fleet, proxy);
+    await lifecycle.ensureInstance({ name: ownedName, owner: { fleet, proxy: 'kept' }, credentials }, signal);
+    await lifecycle.ensureInstance({ name: 'ep-ghost-00000000', owner: { fleet, proxy: 'ghost' }, credentials }, signal);
+    // The proxy exists but this instance is not the one it derives (a recreated proxy's old instance).
+    await lifecycle.ensureInstance({ name: 'ep-kept-old00000', owner: { fleet, proxy: 'kept' }, credentials }, signal);
+    // Another installation's instance in the same place: never ours to see.
+    await lifecycle.ensureInstance({ name: 'theirs', owner: { fleet: 'someone-else', proxy: 'ghost' }, credentials }, signal);
+
+    const deletions: [string, GcReason][] = [];
+    const deps = { proxies: store, fleet, graceMs: 10 * 60_000, logger: silentLogger(), onDelete: (p: string, r: GcReason) => deletions.push([p, r]) };
+    const young = await sweepProvider('local', lifecycle, deps, signal);
+    expect(young).toMatchObject({ seen: 3, kept: 1, young: 2, deleted: [] });
+
+    const later = await sweepProvider('local', lifecycle, { ...deps, now: () => new Date(Date.now() + 3_600_000) }, signal);
+    expect(later.seen).toBe(3);
+    expect(later.kept).toBe(1);
+    expect(later.deleted.sort((a, b) => a.name.localeCompare(b.name))).toEqual([
+      { name: 'ep-ghost-00000000', reason: 'no-proxy' },
+      { name: 'ep-kept-old00000', reason: 'superseded' },
+    ]);
+    expect(deletions.sort()).toEqual([
+      ['local', 'no-proxy'],
+      ['local', 'superseded'],
+    ]);
+    expect(await lifecycle.getInstance('ep-ghost-00000000', undefined, signal)).toBeUndefined();
+    expect((await lifecycle.getInstance(ownedName, undefined, signal))?.state).toBe('running');
+    expect((await lifecycle.getInstance('theirs', undefined, signal))?.state).toBe('running');
+  });
+});
