@@ -1,5 +1,7 @@
 import type { TargetResult } from '../../health/types.ts';
 import type { Provider, ProviderDeps } from '../types.ts';
+import { lazyLifecycle } from '../lazy-lifecycle.ts';
+import { createGcpLifecycle } from './lifecycle.ts';
 import { classifyComputeError, truncate } from './classify.ts';
 import { computeClientOptions, computeEndpoint, createComputeClients, type ComputeClients } from './clients.ts';
 import type { GcpProviderConfig } from './config.ts';
@@ -56,7 +58,25 @@ export function createGcpProvider(config: GcpProviderConfig, deps: ProviderDeps,
     }
   }
 
+  const proxies = config.proxies;
+  const lifecycle = proxies
+    ? lazyLifecycle(() =>
+        createGcpLifecycle({
+          clients: getClients(),
+          project: config.project,
+          zone: config.zone,
+          image: proxies.image,
+          instanceTemplate: proxies.instanceTemplate,
+          machineType: proxies.machineType,
+          network: proxies.network,
+          networkTags: proxies.networkTags,
+          port: proxies.port,
+          logger: deps.logger,
+        }),
+      )
+    : undefined;
   return {
+    ...(lifecycle ? { lifecycle } : {}),
     name: config.name,
     type: 'gcp',
     check,

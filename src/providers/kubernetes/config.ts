@@ -5,6 +5,13 @@ import { resourceName } from '../../config/zod-helpers.ts';
  * A `kubernetes` provider. The API server is reached through, in order of precedence: `kubeconfig` (with
  * `context`), `server` + `tokenFile`, or the in-cluster service account. See docs/kubernetes-provider.md.
  */
+/** How proxies run as Pods; without it the provider is health-checked but hosts no proxies. */
+export const kubernetesProxiesSchema = z.strictObject({
+  /** Forward-proxy image; it reads PROXY_PORT, PROXY_USER and PROXY_PASSWORD. */
+  image: z.string().min(1).optional(),
+  port: z.number().int().min(1).max(65535).default(3128),
+});
+
 export const kubernetesProviderSchema = z.strictObject({
   name: resourceName,
   type: z.literal('kubernetes'),
@@ -21,6 +28,7 @@ export const kubernetesProviderSchema = z.strictObject({
   skipTLSVerify: z.boolean().default(false),
   /** Namespace that proxy Pods are created in. */
   namespace: z.string().min(1).default('default'),
+  proxies: kubernetesProxiesSchema.optional(),
 });
 
 export type KubernetesProviderConfig = z.infer<typeof kubernetesProviderSchema>;

@@ -1,6 +1,7 @@
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { TargetResult } from '../../health/types.ts';
 import type { Provider, ProviderDeps } from '../types.ts';
+import { createKubernetesLifecycle } from './lifecycle.ts';
 import { classifyKubeError, truncate } from './classify.ts';
 import type { KubernetesProviderConfig } from './config.ts';
 import { apiHost, buildKubeConfig } from './kubeconfig.ts';
@@ -64,7 +65,11 @@ export function createKubernetesProvider(
     }
   }
 
+  const lifecycle = config.proxies
+    ? createKubernetesLifecycle({ kubeConfig: kc, namespace: config.namespace, image: config.proxies.image, port: config.proxies.port, logger: deps.logger })
+    : undefined;
   return {
+    ...(lifecycle ? { lifecycle } : {}),
     name: config.name,
     type: 'kubernetes',
     check,

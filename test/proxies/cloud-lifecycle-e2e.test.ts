@@ -1,0 +1,93 @@
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Server as ProxyServer } from 'proxy-chain';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { runRoles, type RunningRoles } from '../../src/cli/run-roles.ts';
+import { parseConfigDocument } from '../../src/config/file.ts';
+import { silentLogger } from '../../src/logging.ts';
+import type { ProxyView } from '../../src/proxies/discovery.ts';
+import { startFakeCompute, type FakeCompute } from '../fakes/compute/index.ts';
+import { startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';
+import { testConfig } from '../support/config.ts';
+import { waitFor } from '../support/wait.ts';
+
+// Proxies on kubernetes and gcp through the whole pipeline (API → reconcile queue → worker →
+// the real client libraries → the fakes). The fake apiserver has no kubelet: the test plays it,
+// running a real forward proxy with the credentials the Pod was given and reporting the Pod Running.
+describe('proxies on kubernetes and gcp, end to end against the fakes', () => {
+  let roles: RunningRoles;
+  let api: string;
+  let kube: FakeKubeApiserver;
+  let compute: FakeCompute;
+  // The test's kubelet: a real forward proxy that accepts the credentials the Pod was given.
+  let kubelet: ProxyServer;
+  const podCredentials = { user: '', password: '' };
+
+  beforeAll(async () => {
+    kubelet = new ProxyServer({
+      host: '127.0.0.1',
+      port: 0,
+      prepareRequestFunction: ({ username, password }) => ({
+        requestAuthentication: !podCredentials.user || username !== podCredentials.user || password !== podCredentials.password,
+      }),
+    });
+    await kubelet.listen();
+    kube = await startFakeKubeApiserver({ tokens: { 'kube-token': 'system:serviceaccount:egress:operator' } });
+    kube.store.namespaces.add('proxies');
+    compute = await startFakeCompute({ project: 'egress-test', tokens: ['gcp-token'] });
+    const dir = await mkdtemp(join(tmpdir(), 'egress-cloud-e2e-'));
+    await writeFile(join(dir, 'kube-token'), 'kube-token\n');
+    await writeFile(join(dir, 'gcp-token'), 'gcp-token\n');
+    const { providers } = parseConfigDocument(
+      {
+        providers: [
+          { name: 'k8s', type: 'kubernetes', server: kube.url, tokenFile: join(dir, 'kube-token'), skipTLSVerify: true, namespace: 'proxies', proxies: { port: kubelet.port } },
+          { name: 'gce', type: 'gcp', project: 'egress-test', accessTokenFile: join(dir, 'gcp-token'), apiEndpoint: '127.0.0.1', port: compute.port, protocol: 'http', proxies: { image: 'projects/egress/global/images/family/forward-proxy' } },
+        ],
+      },
+      'test',
+    );
+    roles = await runRoles(testConfig({ providers, queues: ['reconcile'] }), ['worker', 'api'], silentLogger());
+    api = roles.api?.url ?? '';
+  });
+  afterAll(async () => {
+    await roles?.close();
+    await kubelet?.close(true);
+    await kube?.close();
+    await compute?.close();
+  });
+
+  const apply = (yaml: string) => fetch(`${api}/v1/proxies`, { method: 'POST', headers: { 'content-type': 'application/yaml' }, body: yaml });
+  const proxy = async (name: string) => (await (await fetch(`${api}/v1/proxies/${name}`)).json()) as ProxyView;
+
+  test('a quota failure ends the proxy Failed with the provider’s message, after exactly one insert', async () => {
+    compute.failNextOperation({ code: 'QUOTA_EXCEEDED', message: "Quota 'CPUS' exceeded.  Limit: 8.0 in region us-central1." });
+    expect((await apply('metadata: { name: gce-1 }\nspec: { provider: gce }\n')).status).toBe(200);
+    const failed = await waitFor('gce-1 to fail', async () => {
+      const p = await proxy('gce-1');
+      return p.status.phase === 'Failed' ? p : undefined;
+    });
+    expect(failed.status.lastError).toContain("Quota 'CPUS' exceeded.");
+    expect(compute.requests.filter((r) => r.method === 'POST' && r.path.endsWith('/instances'))).toHaveLength(1);
+  });
+
+  test('a Pod is created with the owner labels, and the proxy turns Ready once the Pod runs a working proxy', async () => {
+    expect((await apply('metadata: { name: k8s-1, labels: { team: crawl } }\nspec: { provider: k8s }\n')).status).toBe(200);
+    const pod = await waitFor('the Pod', () => kube.listPods('proxies').find((p) => p.metadata.labels?.['egress-proxies/proxy'] === 'k8s-1'));
+    expect(pod.metadata.labels).toMatchObject({ 'app': 'egress-proxy', 'managed-by': 'egress-proxies', 'egress-proxies/proxy': 'k8s-1' });
+    expect((await proxy('k8s-1')).status.phase).toBe('Provisioning');
+    // Play the kubelet: the Pod's proxy accepts the credentials in its env; the Pod runs and is Ready.
+    const env = Object.fromEntries(((pod.spec.containers[0]?.env ?? []) as { name: string; value?: string }[]).map((e) => [e.name, e.value ?? '']));
+    expect(env.PROXY_PORT).toBe(String(kubelet.port));
+    podCredentials.user = env.PROXY_USER ?? '';
+    podCredentials.password = env.PROXY_PASSWORD ?? '';
+    kube.setPodStatus('proxies', pod.metadata.name, { phase: 'Running', podIP: '127.0.0.1', ready: true });
+    const ready = await waitFor('k8s-1 to be Ready', async () => {
+      const v = await proxy('k8s-1');
+      return v.status.phase === 'Ready' ? v : undefined;
+    });
+    expect(ready.status).toMatchObject({ url: `http://127.0.0.1:${kubelet.port}`, egressIp: '127.0.0.1' });
+    expect(ready.proxyUrl).toBe(`http://${encodeURIComponent(podCredentials.user)}:${encodeURIComponent(podCredentials.password)}@127.0.0.1:${kubelet.port}`);
+  });
+});
