@@ -1,4 +1,9 @@
-import { DelayedError, UnrecoverableError, type Job } from 'bullmq';
+import { DelayedError, UnrecoverableError, type Job, type Queue } from 'bullmq';
+import type { ReconcileMetrics } from '../src/metrics/proxy-metrics.ts';
+import { requestReconcile } from '../src/proxies/request-reconcile.ts';
+
+/** The name of the periodic job that asks for a reconcile of every proxy. */
+export const RESYNC_JOB = 'resync';
 import { parseJobData, reconcileJobSchema } from '../queues/jobs.ts';
 import { QUEUES } from '../queues/names.ts';
 import type { Logger } from '../src/logging.ts';
@@ -6,6 +11,9 @@ import { reconcileProxy, type ReconcileDeps, type ReconcileOutcome } from '../sr
 
 export interface ReconcileProcessorDeps extends ReconcileDeps {
   logger: Logger;
+  /** The queue itself, for the resync job to ask for a reconcile of every proxy. */
+  reconcile: Queue;
+  metrics?: ReconcileMetrics;
   /** Deadline of one reconcile (job signal combined with it). */
   timeoutMs: number;
   /** How soon a proxy whose instance is still starting or being deleted is looked at again. */
@@ -19,7 +27,23 @@ export interface ReconcileProcessorDeps extends ReconcileDeps {
  * Three parameters: BullMQ creates the job's AbortSignal only for such processors.
  */
 export function createReconcileProcessor(deps: ReconcileProcessorDeps) {
-  return async function processReconcile(job: Job, token: string | undefined, signal: AbortSignal | undefined): Promise<ReconcileOutcome> {
+  const withHooks: ReconcileDeps = {
+    ...deps,
+    onProbe: (provider, ok) => deps.metrics?.probe(provider, ok),
+    onUnready: (provider) => deps.metrics?.unready(provider),
+    onReplace: (provider) => deps.metrics?.replaced(provider),
+  };
+  return async function processReconcile(
+    job: Job,
+    token: string | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<ReconcileOutcome | { resynced: number }> {
+    if (job.name === RESYNC_JOB) {
+      // The periodic resync: every proxy gets a reconcile (deduplicated per proxy), which re-probes Ready ones.
+      const proxies = await deps.proxies.list(signal);
+      for (const p of proxies) await requestReconcile(deps.reconcile, p.name);
+      return { resynced: proxies.length };
+    }
     let data;
     try {
       data = parseJobData(reconcileJobSchema, QUEUES.reconcile, job.data);
@@ -28,7 +52,8 @@ export function createReconcileProcessor(deps: ReconcileProcessorDeps) {
     }
     const log = deps.logger.child({ jobId: job.id, queue: QUEUES.reconcile, proxy: data.proxy });
     const deadline = AbortSignal.timeout(deps.timeoutMs);
-    const outcome = await reconcileProxy(data.proxy, deps, signal ? AbortSignal.any([signal, deadline]) : deadline);
+    const outcome = await reconcileProxy(data.proxy, withHooks, signal ? AbortSignal.any([signal, deadline]) : deadline);
+    deps.metrics?.outcome((await deps.proxies.get(data.proxy))?.spec.provider ?? 'unknown', outcome.kind);
     log.info({ outcome: outcome.kind, ...('why' in outcome ? { why: outcome.why } : {}), ...('message' in outcome ? { message: outcome.message } : {}) }, 'reconciled proxy');
     if (outcome.kind === 'retry-later') {
       await job.moveToDelayed(Date.now() + deps.recheckMs, token);

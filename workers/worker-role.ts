@@ -11,6 +11,7 @@ import { createCheckProcessor } from './check-processor.ts';
 import { createReconcileProcessor } from './reconcile-processor.ts';
 import { createGcProcessor } from './gc-processor.ts';
 import type { Registry } from 'prom-client';
+import { createReconcileMetrics } from '../src/metrics/proxy-metrics.ts';
 import type { ProxyLifecycle } from '../src/providers/lifecycle.ts';
 import { fleetOf } from '../src/proxies/instance-name.ts';
 import { reconcileProbe } from '../src/readiness/reconcile-probe.ts';
@@ -48,12 +49,17 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
     defaultJobOptions: defaultJobOptions(config),
   });
   results.on('error', (err) => logger.warn({ err: err.message }, 'results queue connection error'));
+  const reconcileQueue = new Queue(QUEUES.reconcile, { connection: redisOptions(deps.redisUrl, 'worker'), prefix, defaultJobOptions: defaultJobOptions(config) });
+  reconcileQueue.on('error', (err) => logger.warn({ err: err.message }, 'reconcile queue connection error'));
   const lifecycles = new Map<string, ProxyLifecycle>();
   for (const [name, p] of deps.providers) if (p.lifecycle) lifecycles.set(name, p.lifecycle);
   const processors = {
     checks: createCheckProcessor({ providers: deps.providers, results, timeoutMs: config.checks.timeoutMs, logger }),
     reconcile: createReconcileProcessor({
       proxies: deps.proxies,
+      reconcile: reconcileQueue,
+      metrics: createReconcileMetrics(deps.registry),
+      readiness: config.readiness,
       lifecycles,
       fleet: fleetOf(prefix),
       probe: reconcileProbe(deps.proxies, deps.echoUrl),
@@ -101,6 +107,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
       closing ??= (async () => {
         await Promise.all(workers.map((w) => closeWorkerBounded(w, config.shutdownGraceMs, logger)));
         await results.close();
+        await reconcileQueue.close();
       })();
       return closing;
     },

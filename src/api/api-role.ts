@@ -11,6 +11,7 @@ import { JobInspector } from '../jobs/job-inspection.ts';
 import type { Logger } from '../logging.ts';
 import { registerProviderGauges } from '../metrics/provider-gauges.ts';
 import { registerQueueGauges } from '../metrics/queue-gauges.ts';
+import { registerProxyGauge } from '../metrics/proxy-metrics.ts';
 import { ProxyStore } from '../store/proxy-store.ts';
 import type { StatusStore } from '../store/status-store.ts';
 import { createApiApp } from './app.ts';
@@ -50,6 +51,7 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
   const proxies = new ProxyStore(deps.redis, config.redis.prefix);
   registerProviderGauges(deps.registry, deps.store);
   registerQueueGauges(deps.registry, queues);
+  registerProxyGauge(deps.registry, proxies, config.providers.map((p) => p.name));
   const app = createApiApp({
     store: deps.store,
     proxies,

@@ -31,6 +31,9 @@ export interface ServerFlags {
   echoUrl?: string;
   gcInterval: string;
   gcGrace: string;
+  resyncInterval: string;
+  probeFailures: string;
+  replaceAfter: string;
 }
 
 export const SERVER_FLAG_DEFAULTS = {
@@ -45,6 +48,9 @@ export const SERVER_FLAG_DEFAULTS = {
   queues: 'checks,reconcile,gc',
   gcInterval: '5m',
   gcGrace: '10m',
+  resyncInterval: '30s',
+  probeFailures: '3',
+  replaceAfter: '5m',
   concurrency: '10',
   lockDuration: '30s',
   stalledInterval: '30s',
@@ -142,6 +148,11 @@ export async function buildServerConfig(flags: ServerFlags, options: { defaultPr
     api: { host: flags.host, port, tokens },
     echoUrl: flags.echoUrl === undefined ? undefined : parseHttpUrl('--echo-url', flags.echoUrl),
     recheckMs: 2000,
+    resyncMs: nonNegativeDuration('--resync-interval', flags.resyncInterval),
+    readiness: {
+      failureThreshold: integer('--probe-failures', flags.probeFailures, 1, 100),
+      replaceAfterMs: positiveDuration('--replace-after', flags.replaceAfter),
+    },
     gcIntervalMs: nonNegativeDuration('--gc-interval', flags.gcInterval),
     gcGraceMs: nonNegativeDuration('--gc-grace', flags.gcGrace),
     metricsPort: flags.metricsPort === undefined ? undefined : integer('--metrics-port', flags.metricsPort, 0, 65535),

@@ -50,6 +50,9 @@ export interface AppConfig {
   gcIntervalMs: number;
   /** Instances younger than this are never garbage-collected. */
   gcGraceMs: number;
+  /** How often every proxy is reconciled (and its readiness re-probed) even without a change; 0 = never. */
+  resyncMs: number;
+  readiness: { failureThreshold: number; replaceAfterMs: number };
   /** How soon a proxy still starting or being deleted is looked at again. */
   recheckMs: number;
   /** Completed and failed job retention. */

@@ -6,8 +6,20 @@ import type { Proxy, ProxyStatus } from './resource.ts';
 
 export type ReadinessProbe = (endpoint: { host: string; port: number }, proxy: Proxy, signal: AbortSignal) => Promise<{ ok: true; egressIp: string } | { ok: false; message: string }>;
 
+export interface ReadinessPolicy {
+  /** A Ready proxy stops being ready after this many failed probes in a row (default 3). */
+  failureThreshold: number;
+  /** A proxy unready this long has its instance replaced (deleted, then made again). */
+  replaceAfterMs: number;
+}
+
 export interface ReconcileDeps {
   proxies: ProxyStore;
+  readiness?: ReadinessPolicy;
+  /** Observability hooks: a failed probe, a proxy that stopped being ready, a replacement. */
+  onProbe?: (provider: string, ok: boolean) => void;
+  onUnready?: (provider: string) => void;
+  onReplace?: (provider: string) => void;
   /** The lifecycle of each configured provider that can host proxies. */
   lifecycles: ReadonlyMap<string, ProxyLifecycle>;
   fleet: string;
@@ -82,17 +94,51 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
   }
   const url = `http://${instance.endpoint.host}:${instance.endpoint.port}`;
   const probed = await deps.probe(instance.endpoint, proxy, signal);
-  if (!probed.ok) {
-    await deps.proxies.updateStatus(name, (p) => status(p, { phase: p.status.phase === 'Ready' ? 'Ready' : 'Provisioning', instanceName, instanceId: instance.id, url, lastError: probed.message }), signal);
-    return { kind: 'retry-later', why: `readiness probe failed: ${probed.message}` };
-  }
+  deps.onProbe?.(proxy.spec.provider, probed.ok);
+  if (!probed.ok) return probeFailed(proxy, instance, url, probed.message, deps, signal);
   await deps.proxies.updateStatus(
     name,
     (p) => {
-      const { lastError: _drop, ...rest } = p.status;
-      return { ...rest, phase: 'Ready', instanceName, instanceId: instance.id, url, egressIp: probed.egressIp, observedGeneration: p.metadata.generation };
+      const { lastError: _drop, unreadySince: _since, ...rest } = p.status;
+      return { ...rest, phase: 'Ready', instanceName, instanceId: instance.id, url, egressIp: probed.egressIp, probeFailures: 0, observedGeneration: p.metadata.generation };
     },
     signal,
   );
   return { kind: 'ready', url };
+}
+
+const DEFAULT_READINESS: ReadinessPolicy = { failureThreshold: 3, replaceAfterMs: 5 * 60_000 };
+
+/**
+ * A failed readiness probe. Hysteresis: a Ready proxy stays Ready until `failureThreshold`
+ * probes in a row have failed; then it is Provisioning (out of discovery) and, once unready
+ * for `replaceAfterMs`, its instance is deleted so that the next look makes a fresh one.
+ */
+async function probeFailed(proxy: Proxy, instance: Instance, url: string, message: string, deps: ReconcileDeps, signal: AbortSignal): Promise<ReconcileOutcome> {
+  const policy = deps.readiness ?? DEFAULT_READINESS;
+  const now = (deps.now ?? (() => new Date()))();
+  const failures = (proxy.status.probeFailures ?? 0) + 1;
+  const stillReady = proxy.status.phase === 'Ready' && failures < policy.failureThreshold;
+  const unreadySince = stillReady ? undefined : (proxy.status.unreadySince ?? now.toISOString());
+  if (proxy.status.phase === 'Ready' && !stillReady) deps.onUnready?.(proxy.spec.provider);
+  const replace = unreadySince !== undefined && now.getTime() - Date.parse(unreadySince) >= policy.replaceAfterMs;
+  if (replace) {
+    await deps.lifecycles.get(proxy.spec.provider)?.deleteInstance(instance.name, proxy.spec.placement, signal);
+    deps.onReplace?.(proxy.spec.provider);
+  }
+  await deps.proxies.updateStatus(
+    proxy.name,
+    (p) =>
+      status(p, {
+        phase: stillReady ? 'Ready' : 'Provisioning',
+        instanceName: instance.name,
+        instanceId: instance.id,
+        url,
+        probeFailures: replace ? 0 : failures,
+        unreadySince: replace ? undefined : unreadySince,
+        lastError: replace ? `replaced: unready since ${unreadySince ?? ''} (${message})` : message,
+      }),
+    signal,
+  );
+  return { kind: 'retry-later', why: `readiness probe failed (${failures} in a row): ${message}` };
 }

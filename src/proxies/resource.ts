@@ -48,6 +48,10 @@ export interface ProxyStatus {
   egressIp?: string;
   conditions: ProxyCondition[];
   lastError?: string;
+  /** Readiness probes failed in a row (reset by a success). */
+  probeFailures?: number;
+  /** ISO time the proxy stopped being ready (while it is not); it is replaced after a while. */
+  unreadySince?: string;
   /** The spec generation the status describes. */
   observedGeneration: number;
 }

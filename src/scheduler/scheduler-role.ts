@@ -12,6 +12,8 @@ import { checkNowDedupId } from '../checks/request-check.ts';
 import { syncProviderSchedules, type ScheduleSync } from './provider-schedules.ts';
 import { Lease } from './lease.ts';
 
+const RESYNC_SCHEDULER = 'reconcile-resync';
+
 export interface SchedulerDeps {
   config: AppConfig;
   redisUrl: string;
@@ -44,6 +46,7 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
   readonly #deps: SchedulerDeps;
   readonly #checks: Queue;
   readonly #gc: Queue;
+  readonly #reconcile: Queue;
   readonly #lease: Lease;
   #closing: Promise<void> | undefined;
 
@@ -59,6 +62,8 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
     this.#checks.on('error', (err) => deps.logger.warn({ err: err.message }, 'checks queue connection error'));
     this.#gc = new Queue(QUEUES.gc, { connection: redisOptions(deps.redisUrl, 'worker'), prefix: config.redis.prefix, defaultJobOptions: defaultJobOptions(config) });
     this.#gc.on('error', (err) => deps.logger.warn({ err: err.message }, 'gc queue connection error'));
+    this.#reconcile = new Queue(QUEUES.reconcile, { connection: redisOptions(deps.redisUrl, 'worker'), prefix: config.redis.prefix, defaultJobOptions: defaultJobOptions(config) });
+    this.#reconcile.on('error', (err) => deps.logger.warn({ err: err.message }, 'reconcile queue connection error'));
     this.#lease = new Lease(deps.redis, `${config.redis.prefix}:scheduler:lease`, config.leaseMs, deps.logger);
     this.#lease.on('acquired', () => {
       deps.logger.info({ leaseId: this.#lease.id }, 'scheduler is now the leader');
@@ -116,8 +121,21 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
         checkedNow.push(provider);
       }
     }
-    logger.info({ ...schedules, gc: gcSchedules, deletedHealth, checkedNow }, 'scheduler synced');
+    await this.#syncResync();
+    logger.info({ ...schedules, gc: gcSchedules, resyncMs: config.resyncMs, deletedHealth, checkedNow }, 'scheduler synced');
     return { schedules, gcSchedules, deletedHealth, checkedNow };
+  }
+
+  /** One job scheduler on the reconcile queue asks for a reconcile of every proxy each resync interval. */
+  async #syncResync(): Promise<void> {
+    const every = this.#deps.config.resyncMs;
+    const current = await this.#reconcile.getJobScheduler(RESYNC_SCHEDULER);
+    if (every === 0) {
+      if (current) await this.#reconcile.removeJobScheduler(RESYNC_SCHEDULER);
+      return;
+    }
+    if (current?.every === every) return;
+    await this.#reconcile.upsertJobScheduler(RESYNC_SCHEDULER, { every }, { name: 'resync', data: {}, opts: { attempts: 1, removeOnComplete: { count: 10 }, removeOnFail: { count: 100 } } });
   }
 
   /** Hands the lease back (a standby takes over at once) and closes the queue. */
@@ -126,6 +144,7 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
       await this.#lease.stop();
       await this.#checks.close();
       await this.#gc.close();
+      await this.#reconcile.close();
     })();
     return this.#closing;
   }

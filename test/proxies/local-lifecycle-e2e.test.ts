@@ -26,6 +26,21 @@ function getThroughProxy(proxyUrl: string, url: string, withCredentials = true):
   });
 }
 
+/** The pid of the process listening on a loopback TCP port (from /proc/net/tcp and the fd links). */
+async function pidListeningOn(port: number): Promise<number | undefined> {
+  const { readFile, readdir, readlink } = await import('node:fs/promises');
+  const hexPort = port.toString(16).toUpperCase().padStart(4, '0');
+  const line = (await readFile('/proc/net/tcp', 'utf8')).split('\n').find((l) => l.includes(`:${hexPort} `) && l.trim().split(/\s+/)[3] === '0A');
+  const inode = line?.trim().split(/\s+/)[9];
+  if (!inode) return undefined;
+  for (const pid of await readdir('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    const fds = await readdir(`/proc/${pid}/fd`).catch(() => [] as string[]);
+    for (const fd of fds) if ((await readlink(`/proc/${pid}/fd/${fd}`).catch(() => '')) === `socket:[${inode}]`) return Number(pid);
+  }
+  return undefined;
+}
+
 function portOpen(host: string, port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const s = connect({ host, port });
@@ -42,7 +57,7 @@ describe('a proxy’s whole life on the local provider', () => {
   let api: string;
 
   beforeAll(async () => {
-    roles = await runRoles(testConfig({ queues: ['checks', 'reconcile'] }), ['publisher', 'worker', 'scheduler', 'api'], silentLogger());
+    roles = await runRoles(testConfig({ queues: ['checks', 'reconcile'], intervalMs: 60_000, resyncMs: 300 }), ['publisher', 'worker', 'scheduler', 'api'], silentLogger());
     api = roles.api?.url ?? '';
   });
   afterAll(async () => {
@@ -75,6 +90,23 @@ describe('a proxy’s whole life on the local provider', () => {
 
     const text = await (await fetch(`${api}/v1/proxies?ready=true&format=text`)).text();
     expect(text).toBe(`${proxyUrl}\n`);
+    const metrics = await (await fetch(`${api}/metrics`)).text();
+    expect(metrics).toContain('proxy_operator_proxies{provider="local",phase="Ready"} 1');
+    expect(metrics).toContain('proxy_operator_proxies{provider="local",phase="Failed"} 0');
+    expect(metrics).toMatch(/proxy_operator_reconciles_total\{provider="local",outcome="ready"\} [1-9]/);
+
+    // Self-healing: the proxy's process dies; the periodic resync notices and the next reconcile
+    // brings a working proxy back behind the same discovered URL.
+    const view = (await fetch(`${api}/v1/proxies/web-1`).then((r) => r.json())) as ProxyView;
+    const pidBefore = await waitFor('the proxy process', () => pidListeningOn(Number(new URL(proxyUrl).port)));
+    process.kill(pidBefore, 'SIGKILL');
+    const healed = await waitFor('a new proxy process', async () => {
+      const pid = await pidListeningOn(Number(new URL(proxyUrl).port)).catch(() => undefined);
+      return pid !== undefined && pid !== pidBefore ? pid : undefined;
+    }, 30_000);
+    expect(healed).not.toBe(pidBefore);
+    expect(view.status.instanceName).toMatch(/^ep-web-1-[0-9a-f]{8}$/);
+    await waitFor('traffic to flow again', async () => (await getThroughProxy(proxyUrl, `${api}/v1/echo`).catch(() => ({ status: 0 }))).status === 200, 30_000);
 
     const endpoint = new URL(proxyUrl);
     expect(await runCli(['delete', 'proxy', 'web-1', '--api-url', api])).toMatchObject({ code: 0 });

@@ -74,8 +74,43 @@ describe('reconcileProxy', () => {
     lc.startAs = 'running';
     lc.instances.clear();
     const failing: ReadinessProbe = async () => ({ ok: false, message: 'proxy-auth: 407' });
-    expect(await reconcileProxy('b', deps(lc, failing), signal)).toEqual({ kind: 'retry-later', why: 'readiness probe failed: proxy-auth: 407' });
+    expect(await reconcileProxy('b', deps(lc, failing), signal)).toEqual({ kind: 'retry-later', why: 'readiness probe failed (1 in a row): proxy-auth: 407' });
     expect((await store.get('b'))?.status).toMatchObject({ phase: 'Provisioning', lastError: 'proxy-auth: 407' });
+  });
+
+  test('a Ready proxy stays Ready through fewer than N failed probes, then leaves discovery, then is replaced', async () => {
+    const lc = new RecordingLifecycle();
+    await apply('h');
+    let t = Date.parse('2026-11-01T10:00:00.000Z');
+    const events: string[] = [];
+    let ok = true;
+    const probe: ReadinessProbe = async () => (ok ? { ok: true, egressIp: '127.0.0.1' } : { ok: false, message: 'tcp: connection refused' });
+    const d: ReconcileDeps = {
+      ...deps(lc, probe),
+      readiness: { failureThreshold: 3, replaceAfterMs: 60_000 },
+      now: () => new Date(t),
+      onUnready: (p) => events.push(`unready ${p}`),
+      onReplace: (p) => events.push(`replace ${p}`),
+    };
+    expect((await reconcileProxy('h', d, signal)).kind).toBe('ready');
+    ok = false;
+    for (const expected of [1, 2]) {
+      await reconcileProxy('h', d, signal);
+      expect((await store.get('h'))?.status).toMatchObject({ phase: 'Ready', probeFailures: expected });
+    }
+    await reconcileProxy('h', d, signal);
+    expect((await store.get('h'))?.status).toMatchObject({ phase: 'Provisioning', probeFailures: 3, unreadySince: new Date(t).toISOString() });
+    expect(events).toEqual(['unready local']);
+    t += 61_000;
+    await reconcileProxy('h', d, signal);
+    expect(events).toEqual(['unready local', 'replace local']);
+    expect(lc.instances.size).toBe(0);
+    expect((await store.get('h'))?.status.lastError).toMatch(/^replaced: unready since 2026-11-01T10:00:00.000Z \(tcp: connection refused\)$/);
+    ok = true;
+    expect((await reconcileProxy('h', d, signal)).kind).toBe('ready');
+    expect(lc.creates).toBe(2);
+    expect((await store.get('h'))?.status).toMatchObject({ phase: 'Ready', probeFailures: 0 });
+    expect((await store.get('h'))?.status.unreadySince).toBeUndefined();
   });
 
   test('an error a retry cannot fix ends the proxy in Failed with the provider’s message', async () => {

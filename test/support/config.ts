@@ -23,6 +23,7 @@ export interface TestConfigOverrides {
   dataDir?: string;
   queues?: ('checks' | 'reconcile' | 'gc')[];
   gcIntervalMs?: number;
+  resyncMs?: number;
   gcGraceMs?: number;
 }
 
@@ -36,6 +37,8 @@ export function testConfig(o: TestConfigOverrides = {}): AppConfig {
     metricsPort: undefined,
     echoUrl: undefined,
     recheckMs: 200,
+    resyncMs: o.resyncMs ?? 0,
+    readiness: { failureThreshold: 3, replaceAfterMs: 300_000 },
     gcIntervalMs: o.gcIntervalMs ?? 0,
     gcGraceMs: o.gcGraceMs ?? 600_000,
     worker: { queues: o.queues ?? ['checks'], concurrency: o.concurrency ?? 4, lockDurationMs: 1000, stalledIntervalMs: 500 },

@@ -50,10 +50,14 @@ export function addServerOptions(cmd: Command, env: ServerEnv, role: string): Co
   if (role === 'up' || role === 'scheduler') {
     cmd
       .option('--lease <duration>', 'scheduler leadership lease; a standby takes over within it', d.lease)
-      .option('--gc-interval <duration>', 'how often each provider is swept for instances no proxy owns; 0 = never', d.gcInterval);
+      .option('--gc-interval <duration>', 'how often each provider is swept for instances no proxy owns; 0 = never', d.gcInterval)
+      .option('--resync-interval <duration>', 'how often every proxy is reconciled and re-probed without a change; 0 = never', d.resyncInterval);
   }
   if (role === 'up' || role === 'worker') {
-    cmd.option('--gc-grace <duration>', 'instances younger than this are never garbage-collected', d.gcGrace);
+    cmd
+      .option('--gc-grace <duration>', 'instances younger than this are never garbage-collected', d.gcGrace)
+      .option('--probe-failures <n>', 'failed readiness probes in a row that take a Ready proxy out of discovery', d.probeFailures)
+      .option('--replace-after <duration>', 'a proxy unready this long has its instance replaced', d.replaceAfter);
   }
   return cmd;
 }
