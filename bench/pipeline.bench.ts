@@ -37,6 +37,8 @@ function config(redisUrl: string, prefix: string, dataDir: string): AppConfig {
     metricsPort: undefined,
     echoUrl: undefined,
     recheckMs: 200,
+    resyncMs: 0,
+    readiness: { failureThreshold: 3, replaceAfterMs: 300_000 },
     gcIntervalMs: 0,
     gcGraceMs: 600_000,
     worker: { queues: ['checks'], concurrency: CONCURRENCY, lockDurationMs: 30_000, stalledIntervalMs: 30_000 },
