@@ -1,6 +1,7 @@
 import { findCause } from '../errors.ts';
 import { ProvisioningError, type Instance, type ProxyLifecycle } from '../providers/lifecycle.ts';
 import type { ProxyStore } from '../store/proxy-store.ts';
+import { withReadyCondition } from './conditions.ts';
 import { instanceNameFor } from './instance-name.ts';
 import type { Proxy, ProxyStatus } from './resource.ts';
 
@@ -38,6 +39,19 @@ export type ReconcileOutcome =
   | { kind: 'failed'; message: string }
   | { kind: 'retry-later'; why: string };
 
+/** Every status write of reconcile goes through here, so the Ready condition always follows the phase. */
+function writeStatus(deps: ReconcileDeps, name: string, update: (p: Proxy) => ProxyStatus | undefined, signal: AbortSignal): Promise<Proxy | undefined> {
+  const now = (deps.now ?? (() => new Date()))();
+  return deps.proxies.updateStatus(
+    name,
+    (p) => {
+      const next = update(p);
+      return next ? withReadyCondition(next, now) : undefined;
+    },
+    signal,
+  );
+}
+
 function status(proxy: Proxy, patch: Partial<ProxyStatus>): ProxyStatus {
   return { ...proxy.status, ...patch, observedGeneration: proxy.metadata.generation };
 }
@@ -65,14 +79,14 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
   }
   if (!lifecycle) {
     const message = `provider "${proxy.spec.provider}" is not configured in this worker or cannot host proxies`;
-    await deps.proxies.updateStatus(name, (p) => status(p, { phase: 'Failed', lastError: message }), signal);
+    await writeStatus(deps, name, (p) => status(p, { phase: 'Failed', lastError: message }), signal);
     return { kind: 'failed', message };
   }
   const credentials = await deps.proxies.credentials(name, signal);
   if (!credentials) return { kind: 'retry-later', why: 'credentials not written yet' };
 
   if (proxy.status.phase === 'Pending') {
-    await deps.proxies.updateStatus(name, (p) => status(p, { phase: 'Provisioning', instanceName }), signal);
+    await writeStatus(deps, name, (p) => status(p, { phase: 'Provisioning', instanceName }), signal);
   }
   let instance: Instance;
   try {
@@ -80,23 +94,23 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
   } catch (err) {
     const provisioning = findCause(err, ProvisioningError);
     if (!provisioning) throw err;
-    await deps.proxies.updateStatus(name, (p) => status(p, { phase: 'Failed', instanceName, lastError: provisioning.message }), signal);
+    await writeStatus(deps, name, (p) => status(p, { phase: 'Failed', instanceName, lastError: provisioning.message }), signal);
     return { kind: 'failed', message: provisioning.message };
   }
   if (instance.state === 'failed') {
     const message = instance.message ?? `instance ${instanceName} failed`;
-    await deps.proxies.updateStatus(name, (p) => status(p, { phase: 'Failed', instanceName, instanceId: instance.id, lastError: message }), signal);
+    await writeStatus(deps, name, (p) => status(p, { phase: 'Failed', instanceName, instanceId: instance.id, lastError: message }), signal);
     return { kind: 'failed', message };
   }
   if (instance.state !== 'running' || !instance.endpoint) {
-    await deps.proxies.updateStatus(name, (p) => status(p, { phase: 'Provisioning', instanceName, instanceId: instance.id }), signal);
+    await writeStatus(deps, name, (p) => status(p, { phase: 'Provisioning', instanceName, instanceId: instance.id }), signal);
     return { kind: 'retry-later', why: `instance ${instanceName} is ${instance.state}` };
   }
   const url = `http://${instance.endpoint.host}:${instance.endpoint.port}`;
   const probed = await deps.probe(instance.endpoint, proxy, signal);
   deps.onProbe?.(proxy.spec.provider, probed.ok);
   if (!probed.ok) return probeFailed(proxy, instance, url, probed.message, deps, signal);
-  await deps.proxies.updateStatus(
+  await writeStatus(deps, 
     name,
     (p) => {
       const { lastError: _drop, unreadySince: _since, ...rest } = p.status;
@@ -126,7 +140,7 @@ async function probeFailed(proxy: Proxy, instance: Instance, url: string, messag
     await deps.lifecycles.get(proxy.spec.provider)?.deleteInstance(instance.name, proxy.spec.placement, signal);
     deps.onReplace?.(proxy.spec.provider);
   }
-  await deps.proxies.updateStatus(
+  await writeStatus(deps, 
     proxy.name,
     (p) =>
       status(p, {

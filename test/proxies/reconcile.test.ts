@@ -93,19 +93,25 @@ describe('reconcileProxy', () => {
       onReplace: (p) => events.push(`replace ${p}`),
     };
     expect((await reconcileProxy('h', d, signal)).kind).toBe('ready');
+    const readySince = new Date(t).toISOString();
+    expect((await store.get('h'))?.status.conditions).toEqual([{ type: 'Ready', status: 'True', reason: 'Ready', message: '', lastTransitionTime: readySince }]);
     ok = false;
     for (const expected of [1, 2]) {
+      t += 1000;
       await reconcileProxy('h', d, signal);
       expect((await store.get('h'))?.status).toMatchObject({ phase: 'Ready', probeFailures: expected });
+      // Still Ready: the condition says the probes are failing but its transition time stays.
+      expect((await store.get('h'))?.status.conditions[0]).toEqual({ type: 'Ready', status: 'True', reason: 'ProbeFailing', message: 'tcp: connection refused', lastTransitionTime: readySince });
     }
     await reconcileProxy('h', d, signal);
     expect((await store.get('h'))?.status).toMatchObject({ phase: 'Provisioning', probeFailures: 3, unreadySince: new Date(t).toISOString() });
+    expect((await store.get('h'))?.status.conditions[0]).toMatchObject({ status: 'False', reason: 'Provisioning', lastTransitionTime: new Date(t).toISOString() });
     expect(events).toEqual(['unready local']);
     t += 61_000;
     await reconcileProxy('h', d, signal);
     expect(events).toEqual(['unready local', 'replace local']);
     expect(lc.instances.size).toBe(0);
-    expect((await store.get('h'))?.status.lastError).toMatch(/^replaced: unready since 2026-11-01T10:00:00.000Z \(tcp: connection refused\)$/);
+    expect((await store.get('h'))?.status.lastError).toMatch(/^replaced: unready since 2026-11-01T10:00:02.000Z \(tcp: connection refused\)$/);
     ok = true;
     expect((await reconcileProxy('h', d, signal)).kind).toBe('ready');
     expect(lc.creates).toBe(2);

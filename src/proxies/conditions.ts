@@ -1,0 +1,21 @@
+import type { ProxyCondition, ProxyStatus } from './resource.ts';
+
+/**
+ * Keeps the `Ready` condition in step with the phase: True only in phase Ready; its reason is
+ * the phase (or `ProbeFailing` for a Ready proxy whose last probes failed), its message the last
+ * error; `lastTransitionTime` moves only when the status flips, like ProviderHealth's.
+ */
+export function withReadyCondition(status: ProxyStatus, now: Date): ProxyStatus {
+  const ready = status.phase === 'Ready';
+  const previous = status.conditions.find((c) => c.type === 'Ready');
+  const value: ProxyCondition['status'] = ready ? 'True' : 'False';
+  const reason = ready && (status.probeFailures ?? 0) > 0 ? 'ProbeFailing' : status.phase;
+  const condition: ProxyCondition = {
+    type: 'Ready',
+    status: value,
+    reason,
+    message: status.lastError ?? '',
+    lastTransitionTime: previous && previous.status === value ? previous.lastTransitionTime : now.toISOString(),
+  };
+  return { ...status, conditions: [condition, ...status.conditions.filter((c) => c.type !== 'Ready')] };
+}
