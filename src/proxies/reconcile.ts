@@ -77,6 +77,11 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
     await deps.proxies.remove(name, signal);
     return { kind: 'deleted' };
   }
+  if (proxy.status.phase === 'Failed' && proxy.status.observedGeneration === proxy.metadata.generation) {
+    // Failed is final for this generation: the periodic resync must not retry a create that
+    // cannot work (a quota, an invalid image) over and over. Applying a change retries it.
+    return { kind: 'failed', message: proxy.status.lastError ?? 'failed' };
+  }
   if (!lifecycle) {
     const message = `provider "${proxy.spec.provider}" is not configured in this worker or cannot host proxies`;
     await writeStatus(deps, name, (p) => status(p, { phase: 'Failed', lastError: message }), signal);
@@ -103,8 +108,8 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
     return { kind: 'failed', message };
   }
   if (instance.state !== 'running' || !instance.endpoint) {
-    await writeStatus(deps, name, (p) => status(p, { phase: 'Provisioning', instanceName, instanceId: instance.id }), signal);
-    return { kind: 'retry-later', why: `instance ${instanceName} is ${instance.state}` };
+    await writeStatus(deps, name, (p) => status(p, { phase: 'Provisioning', instanceName, instanceId: instance.id, ...(instance.message ? { lastError: instance.message } : {}) }), signal);
+    return { kind: 'retry-later', why: `instance ${instanceName} is ${instance.state}${instance.message ? `: ${instance.message}` : ''}` };
   }
   const url = `http://${instance.endpoint.host}:${instance.endpoint.port}`;
   const probed = await deps.probe(instance.endpoint, proxy, signal);

@@ -125,6 +125,14 @@ describe('reconcileProxy', () => {
     await apply('c');
     expect(await reconcileProxy('c', deps(lc), signal)).toEqual({ kind: 'failed', message: "Quota 'CPUS' exceeded. Limit: 8.0 in region us-central1." });
     expect((await store.get('c'))?.status).toMatchObject({ phase: 'Failed', lastError: "Quota 'CPUS' exceeded. Limit: 8.0 in region us-central1." });
+    // Failed is final for this generation: a resync does not try the create again...
+    lc.failNext = undefined;
+    expect((await reconcileProxy('c', deps(lc), signal)).kind).toBe('failed');
+    expect(lc.creates).toBe(0);
+    // ...a change does.
+    await store.apply({ metadata: { name: 'c', labels: { retry: 'yes' } }, spec: { provider: 'local' } });
+    expect((await reconcileProxy('c', deps(lc), signal)).kind).toBe('ready');
+    expect(lc.creates).toBe(1);
   });
 
   test('deletion finishes only when the instance is gone; then the proxy and its credentials are forgotten', async () => {
