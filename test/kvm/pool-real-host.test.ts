@@ -12,7 +12,7 @@ import type { KvmHostConfig } from '../../src/providers/kvm/config.ts';
 import { silentLogger } from '../../src/logging.ts';
 import { waitFor } from '../fakes/libvirt/harness.ts';
 import { FakeSshServer } from '../fakes/ssh/index.ts';
-import { kvmTestHost, libvirtdPid, type KvmTestHost } from '../support/kvm-host.ts';
+import { kvmHostConfigOf, kvmTestHost, libvirtdPid, type KvmTestHost } from '../support/kvm-host.ts';
 
 let testHost: KvmTestHost;
 let host: KvmHostConfig;
@@ -22,18 +22,7 @@ const cleanups: (() => Promise<void>)[] = [];
 
 beforeAll(async () => {
   testHost = await kvmTestHost();
-  host = {
-    name: 'local-kvm',
-    address: testHost.ssh.host,
-    port: testHost.ssh.port,
-    user: testHost.ssh.user,
-    privateKeyFile: testHost.ssh.keyFile,
-    knownHostsFile: testHost.ssh.knownHostsFile,
-    insecureIgnoreHostKey: false,
-    pool: testHost.pool,
-    socketPath: testHost.socket,
-    uri: testHost.uri,
-  };
+  host = kvmHostConfigOf(testHost, 'local-kvm');
 });
 
 function thaw(): void {

@@ -10,7 +10,7 @@ import { startFakeCompute, type FakeCompute } from '../fakes/compute/index.ts';
 import { startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';
 import { FakeSshServer } from '../fakes/ssh/index.ts';
 import { testConfig } from '../support/config.ts';
-import { kvmTestHost } from '../support/kvm-host.ts';
+import { kvmHostConfigOf, kvmTestHost } from '../support/kvm-host.ts';
 import { waitFor } from '../support/wait.ts';
 
 // Scheduler, worker, publisher and API in one process, with every provider type: local,
@@ -34,17 +34,7 @@ describe('provider health end to end with a mixed configuration', () => {
     goodKnownHosts = host.ssh.knownHostsFile;
     brokenKnownHosts = join(dir, 'known_hosts-broken');
     await writeFile(brokenKnownHosts, `[${host.ssh.host}]:${host.ssh.port} ${new FakeSshServer().hostKey.publicKey}\n`);
-    const kvmHost = (name: string, knownHostsFile: string) => ({
-      name,
-      address: host.ssh.host,
-      port: host.ssh.port,
-      user: host.ssh.user,
-      privateKeyFile: host.ssh.keyFile,
-      knownHostsFile,
-      pool: host.pool,
-      socketPath: host.socket,
-      uri: host.uri,
-    });
+    const kvmHost = (name: string, knownHostsFile: string) => kvmHostConfigOf(host, name, { knownHostsFile });
     const { providers } = parseConfigDocument(
       {
         providers: [

@@ -11,7 +11,7 @@ import { createKvmProvider, type KvmProvider } from '../../src/providers/kvm/ind
 import { kvmHostSchema, type KvmHostConfig } from '../../src/providers/kvm/config.ts';
 import { FakeLibvirtServer } from '../fakes/libvirt/index.ts';
 import { closedPort, FakeSshServer } from '../fakes/ssh/index.ts';
-import { kvmTestHost, type KvmTestHost } from '../support/kvm-host.ts';
+import { kvmHostConfigOf, kvmTestHost, type KvmTestHost } from '../support/kvm-host.ts';
 import { waitFor } from '../support/wait.ts';
 
 let host: KvmTestHost;
@@ -30,18 +30,7 @@ afterAll(async () => {
 });
 
 function realHost(name: string, overrides: Partial<KvmHostConfig> = {}): KvmHostConfig {
-  return kvmHostSchema.parse({
-    name,
-    address: host.ssh.host,
-    port: host.ssh.port,
-    user: host.ssh.user,
-    privateKeyFile: host.ssh.keyFile,
-    knownHostsFile: host.ssh.knownHostsFile,
-    pool: host.pool,
-    socketPath: host.socket,
-    uri: host.uri,
-    ...overrides,
-  });
+  return kvmHostSchema.parse(kvmHostConfigOf(host, name, overrides));
 }
 
 function provider(hosts: KvmHostConfig[]): KvmProvider {

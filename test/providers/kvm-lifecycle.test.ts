@@ -18,7 +18,7 @@ import { createLogger, type Logger } from '../../src/logging.ts';
 import { ProvisioningError, type Instance, type InstanceSpec } from '../../src/providers/lifecycle.ts';
 import type { KvmHostConfig } from '../../src/providers/kvm/config.ts';
 import { EGRESS_METADATA_URI, createKvmLifecycle, type KvmLifecycleOptions } from '../../src/providers/kvm/lifecycle.ts';
-import { kvmTestHost, type KvmTestHost } from '../support/kvm-host.ts';
+import { kvmHostConfigOf, kvmTestHost, type KvmTestHost } from '../support/kvm-host.ts';
 
 const run = promisify(execFile);
 const RUN_ID = `${process.pid.toString(36)}${Date.now().toString(36).slice(-4)}`;
@@ -108,18 +108,7 @@ async function defineUntagged(name: string): Promise<void> {
 
 beforeAll(async () => {
   testHost = await kvmTestHost();
-  host = {
-    name: 'kvm-test',
-    address: testHost.ssh.host,
-    port: testHost.ssh.port,
-    user: testHost.ssh.user,
-    privateKeyFile: testHost.ssh.keyFile,
-    knownHostsFile: testHost.ssh.knownHostsFile,
-    insecureIgnoreHostKey: false,
-    pool: testHost.pool,
-    socketPath: testHost.socket,
-    uri: testHost.uri,
-  };
+  host = kvmHostConfigOf(testHost, 'kvm-test');
   const sink = new Writable({
     write(chunk: Buffer, _enc, done) {
       logText += chunk.toString();

@@ -51,7 +51,10 @@ describe('garbage collection on KVM', () => {
   afterAll(async () => {
     for (const name of [untagged, orphan]) {
       await lib(async (c, s) => {
-        const dom = await c.domainLookupByName(name, s).catch((err: unknown) => (isLibvirtNotFound(err) ? undefined : Promise.reject(err)));
+        const dom = await c.domainLookupByName(name, s).catch((err: unknown) => {
+          if (isLibvirtNotFound(err)) return undefined;
+          throw err;
+        });
         if (!dom) return;
         await c.domainDestroy(dom, 0, s).catch(() => undefined);
         await c.domainUndefine(dom, 0, s).catch(() => undefined);
@@ -82,7 +85,16 @@ describe('garbage collection on KVM', () => {
     const deps = { proxies: store, fleet: 'gc-kvm', graceMs: 600_000, logger: silentLogger(), now: () => new Date(Date.now() + 3_600_000) };
     const result = await sweepProvider('kvm', lifecycle, deps, signal);
     expect(result).toMatchObject({ seen: 1, kept: 0, young: 0, deleted: [{ name: orphan, reason: 'no-proxy' }] });
-    const exists = (name: string) => lib((c, s) => c.domainLookupByName(name, s).then(() => true, (err: unknown) => (isLibvirtNotFound(err) ? false : Promise.reject(err))));
+    const exists = (name: string) =>
+      lib((c, s) =>
+        c.domainLookupByName(name, s).then(
+          () => true,
+          (err: unknown) => {
+            if (isLibvirtNotFound(err)) return false;
+            throw err;
+          },
+        ),
+      );
     expect(await exists(orphan)).toBe(false);
     expect(await exists(untagged)).toBe(true);
     const volumeGone = await lib(async (c, s) => {

@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
+import type { KvmHostConfig } from '../../src/providers/kvm/config.ts';
 
 /** Coordinates of the real KVM test host made by scripts/kvm-test-host.sh. */
 export interface KvmTestHost {
@@ -96,4 +97,21 @@ export async function libvirtdPid(host: KvmTestHost): Promise<number> {
   const pid = Number((await readFile(host.libvirtdPidFile, 'utf8')).trim());
   if (!Number.isInteger(pid) || pid <= 0) throw new Error(`kvm test host: no pid in ${host.libvirtdPidFile}`);
   return pid;
+}
+
+/** The configuration of a KVM host entry that reaches the test host (real sshd, real libvirtd). */
+export function kvmHostConfigOf(host: KvmTestHost, name: string, overrides: Partial<KvmHostConfig> = {}): KvmHostConfig {
+  return {
+    name,
+    address: host.ssh.host,
+    port: host.ssh.port,
+    user: host.ssh.user,
+    privateKeyFile: host.ssh.keyFile,
+    knownHostsFile: host.ssh.knownHostsFile,
+    insecureIgnoreHostKey: false,
+    pool: host.pool,
+    socketPath: host.socket,
+    uri: host.uri,
+    ...overrides,
+  };
 }
