@@ -1,0 +1,446 @@
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { Queue, type Job } from 'bullmq';
+import { Registry } from 'prom-client';
+import { Server as ProxyServer } from 'proxy-chain';
+import { afterAll, afterEach, beforeAll, describe, expect, inject, test } from 'vitest';
+import { redisOptions } from '../../queues/connection.ts';
+import { QUEUES } from '../../queues/names.ts';
+import type { HostConnection } from '../../src/kvm/host-connection.ts';
+import { DomainState, isLibvirtNotFound, type LibvirtConnection } from '../../src/kvm/libvirt/index.ts';
+import { createKvmHostPool, createKvmPoolMetrics, type KvmHostPool } from '../../src/kvm/pool/index.ts';
+import { silentLogger } from '../../src/logging.ts';
+import type { ProxyView } from '../../src/proxies/discovery.ts';
+import { fleetOf } from '../../src/proxies/instance-name.ts';
+import type { KvmHostConfig } from '../../src/providers/kvm/config.ts';
+import { createKvmLifecycle } from '../../src/providers/kvm/lifecycle.ts';
+import type { Instance, ProxyLifecycle } from '../../src/providers/lifecycle.ts';
+import { createLocalLifecycle } from '../../src/providers/local/lifecycle.ts';
+import { freePort } from '../../src/redis/redis-server.ts';
+import { startFakeKubeApiserver, type FakeKubeApiserver, type KubeRequest } from '../fakes/kube-apiserver/index.ts';
+import { ROOT, spawnEgress, type EgressProcess } from '../support/cli.ts';
+import { uniquePrefix } from '../support/config.ts';
+import { kvmTestHost } from '../support/kvm-host.ts';
+import { waitFor } from '../support/wait.ts';
+
+// "A worker killed with SIGKILL in the middle of a create, the job taken over by another worker:
+// then exactly one instance per proxy." Every role is its own process (`egress api`, `egress
+// worker`, or the crashing-worker harness) sharing the run's Redis under a fresh prefix. BullMQ
+// runs the stalled-job check once per interval across all workers of a queue, so every worker
+// gets the same short lock and stalled interval.
+const LOCKS = ['--lock-duration', '1s', '--stalled-interval', '500ms'];
+const CRASHING_WORKER = resolve(ROOT, 'test/support/crashing-worker.ts');
+
+interface Cluster {
+  procs: EgressProcess[];
+  /** Workers started by the current test; stopped after its proxies are deleted. */
+  workers: EgressProcess[];
+  common: string[];
+  prefix: string;
+  dataDir: string;
+  api: string;
+  echo: string;
+  reconcile: Queue;
+  start(args: string[], script?: string, env?: Record<string, string>): EgressProcess;
+  apply(yaml: string): Promise<void>;
+  proxy(name: string): Promise<ProxyView | undefined>;
+  close(): Promise<void>;
+}
+
+/** Starts `egress api` for a configuration; workers are started by each test. */
+async function startCluster(configYaml: string): Promise<Cluster> {
+  const dir = await mkdtemp(join(tmpdir(), 'egress-crash-'));
+  const file = join(dir, 'egress.yaml');
+  await writeFile(file, configYaml);
+  const dataDir = await mkdtemp(join(tmpdir(), 'egress-crash-data-'));
+  const prefix = uniquePrefix();
+  const common = ['--config', file, '--prefix', prefix, '--data-dir', dataDir];
+  const env = { REDIS_URL: inject('redisUrl') };
+  const procs: EgressProcess[] = [];
+  const workers: EgressProcess[] = [];
+  const start = (args: string[], script?: string, extra: Record<string, string> = {}): EgressProcess => {
+    const p = spawnEgress(args, { ...env, ...extra }, script);
+    procs.push(p);
+    return p;
+  };
+  const port = await freePort();
+  const api = `http://127.0.0.1:${port}`;
+  await start(['api', ...common, '--port', String(port)]).waitForLog('api listening');
+  const reconcile = new Queue(QUEUES.reconcile, { connection: redisOptions(env.REDIS_URL, 'producer'), prefix });
+  return {
+    procs,
+    workers,
+    common,
+    prefix,
+    dataDir,
+    api,
+    echo: `${api}/v1/echo`,
+    reconcile,
+    start(args, script, extra) {
+      const p = start(args, script, extra);
+      workers.push(p);
+      return p;
+    },
+    async apply(yaml) {
+      const res = await fetch(`${api}/v1/proxies`, { method: 'POST', headers: { 'content-type': 'application/yaml' }, body: yaml });
+      expect(res.status, await res.clone().text()).toBe(200);
+    },
+    async proxy(name) {
+      const res = await fetch(`${api}/v1/proxies/${name}`);
+      return res.status === 200 ? ((await res.json()) as ProxyView) : undefined;
+    },
+    async close() {
+      await reconcile.close();
+      await Promise.all(procs.map((p) => p.stop()));
+    },
+  };
+}
+
+/** Runs `check`; on failure, adds the tail of the workers' logs to the error. */
+async function withLogs<T>(workers: EgressProcess[], check: () => Promise<T>): Promise<T> {
+  try {
+    return await check();
+  } catch (err) {
+    const logs = workers.map((w, i) => `--- worker ${i} ---\n${w.logs().slice(-4000)}`).join('\n');
+    throw new Error(`${(err as Error).message}\n${logs}`, { cause: err });
+  }
+}
+
+/** The one active reconcile job of `proxy` (held by the worker about to die). */
+async function activeJobOf(reconcile: Queue, proxy: string): Promise<Job> {
+  return waitFor(`the active reconcile job of ${proxy}`, async () => {
+    const jobs = await reconcile.getJobs(['active']);
+    return jobs.find((j) => (j.data as { proxy?: string }).proxy === proxy);
+  });
+}
+
+/**
+ * Deletes every proxy through the API and waits until they are gone (`tick` runs between looks),
+ * then stops the test's workers: each must exit cleanly (the SIGKILLed one excepted).
+ */
+async function deleteAllProxies(c: Cluster, tick: () => void = () => undefined): Promise<void> {
+  const { items } = (await (await fetch(`${c.api}/v1/proxies`)).json()) as { items: ProxyView[] };
+  for (const p of items) await fetch(`${c.api}/v1/proxies/${p.name}`, { method: 'DELETE' });
+  await waitFor(
+    'every proxy gone',
+    async () => {
+      tick();
+      return ((await (await fetch(`${c.api}/v1/proxies`)).json()) as { items: unknown[] }).items.length === 0;
+    },
+    30_000,
+  );
+  const workers = c.workers.splice(0);
+  const codes = await Promise.all(workers.map((w) => w.stop()));
+  expect(codes.filter((code) => code !== 0 && code !== null)).toEqual([]);
+}
+
+/** Pids of live local forward-proxy processes whose instance directory lies under `dataDir`. */
+async function proxyProcessesUnder(dataDir: string): Promise<number[]> {
+  const pids: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid)) continue;
+    let args: string[];
+    try {
+      args = (await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0');
+    } catch {
+      continue;
+    }
+    const script = args.findIndex((a) => a.endsWith('/src/providers/local/proxy-process.ts'));
+    if (script >= 0 && args[script + 1]?.startsWith(`${dataDir}/`)) pids.push(pid);
+  }
+  return pids;
+}
+
+describe('crash safety on the local provider', () => {
+  let c: Cluster;
+
+  beforeAll(async () => {
+    c = await startCluster('providers:\n  - { name: local, type: local }\n');
+  });
+  afterEach(async () => {
+    await deleteAllProxies(c);
+    expect(await proxyProcessesUnder(c.dataDir)).toEqual([]);
+  });
+  afterAll(async () => {
+    await c?.close();
+  });
+
+  async function expectOneInstance(name: string): Promise<ProxyView> {
+    const ready = await waitFor(`${name} to be Ready`, async () => {
+      const p = await c.proxy(name);
+      return p?.status.phase === 'Ready' ? p : undefined;
+    }, 30_000);
+    // Exactly one forward-proxy process for this run's data directory, and it is the one served.
+    const pids = await proxyProcessesUnder(c.dataDir);
+    expect(pids).toHaveLength(1);
+    expect(ready.status.instanceId).toBe(String(pids[0]));
+    const lifecycle = createLocalLifecycle({ dataDir: join(c.dataDir, 'local', 'local'), logger: silentLogger() });
+    const listed = [];
+    for await (const i of lifecycle.listInstances(fleetOf(c.prefix), AbortSignal.timeout(10_000))) listed.push(i);
+    expect(listed.map((i) => ({ name: i.name, proxy: i.owner.proxy, state: i.state }))).toEqual([{ name: ready.status.instanceName, proxy: name, state: 'running' }]);
+    return ready;
+  }
+
+  test('killed after the proxy process was spawned, before it listened: the next worker adopts it', async () => {
+    const doomed = c.start(['worker', ...c.common, '--queues', 'reconcile', ...LOCKS, '--echo-url', c.echo]);
+    await doomed.waitForLog('worker started');
+    await c.apply('metadata: { name: spawned-1 }\nspec: { provider: local }\n');
+    const job = await activeJobOf(c.reconcile, 'spawned-1');
+    await doomed.waitForLog('local proxy process spawned');
+    doomed.child.kill('SIGKILL');
+    expect(await doomed.exited).toBe(null);
+    // It died inside the create: it never concluded anything about the proxy.
+    expect(doomed.logs()).not.toContain('reconciled proxy');
+
+    const rescuer = c.start(['worker', ...c.common, '--queues', 'reconcile', ...LOCKS, '--echo-url', c.echo]);
+    await withLogs(c.workers, () => expectOneInstance('spawned-1'));
+    expect(rescuer.logs()).toContain(`"jobId":"${job.id}"`);
+    expect((await c.reconcile.getJob(job.id ?? ''))?.stalledCounter).toBe(1);
+  });
+
+  test('killed after the create returned, before the status was written: the next worker finds the running instance', async () => {
+    const doomed = c.start([...c.common, '--queues', 'reconcile', ...LOCKS, '--echo-url', c.echo], CRASHING_WORKER, { PAUSE_AFTER_ENSURE: 'local' });
+    await doomed.waitForLog('worker started');
+    await c.apply('metadata: { name: created-1 }\nspec: { provider: local }\n');
+    const job = await activeJobOf(c.reconcile, 'created-1');
+    await doomed.waitForLog('ENSURE_RETURNED local');
+    const before = await proxyProcessesUnder(c.dataDir);
+    expect(before).toHaveLength(1);
+    doomed.child.kill('SIGKILL');
+    expect(await doomed.exited).toBe(null);
+    expect((await c.proxy('created-1'))?.status.phase).toBe('Provisioning');
+
+    const rescuer = c.start([...c.common, '--queues', 'reconcile', ...LOCKS, '--echo-url', c.echo], CRASHING_WORKER);
+    const ready = await withLogs(c.workers, () => expectOneInstance('created-1'));
+    // The very process the dead worker started, not a new one.
+    expect(ready.status.instanceId).toBe(String(before[0]));
+    expect(rescuer.logs()).toContain(`"jobId":"${job.id}"`);
+    expect((await c.reconcile.getJob(job.id ?? ''))?.stalledCounter).toBe(1);
+  });
+});
+
+describe('crash safety on the kubernetes provider (fake apiserver; the test plays the kubelet)', () => {
+  let c: Cluster;
+  let kube: FakeKubeApiserver;
+  let kubelet: ProxyServer;
+  const podCredentials = { user: '', password: '' };
+  const PODS = '/api/v1/namespaces/proxies/pods';
+
+  beforeAll(async () => {
+    kubelet = new ProxyServer({
+      host: '127.0.0.1',
+      port: 0,
+      prepareRequestFunction: ({ username, password }) => ({
+        requestAuthentication: !podCredentials.user || username !== podCredentials.user || password !== podCredentials.password,
+      }),
+    });
+    await kubelet.listen();
+    kube = await startFakeKubeApiserver({ tokens: { 'kube-token': 'system:serviceaccount:egress:operator' } });
+    kube.store.namespaces.add('proxies');
+    const dir = await mkdtemp(join(tmpdir(), 'egress-crash-kube-'));
+    await writeFile(join(dir, 'kube-token'), 'kube-token\n');
+    c = await startCluster(
+      `providers:\n  - { name: k8s, type: kubernetes, server: "${kube.url}", tokenFile: "${join(dir, 'kube-token')}", skipTLSVerify: true, namespace: proxies, proxies: { port: ${kubelet.port} } }\n`,
+    );
+  });
+  afterEach(async () => {
+    // Deleting: a Pod bound to a node terminates gracefully; the test's kubelet finishes it.
+    await deleteAllProxies(c, () => {
+      for (const p of kube.listPods('proxies')) if (p.metadata.deletionTimestamp) kube.finishPodDeletion('proxies', p.metadata.name);
+    });
+    expect(kube.listPods('proxies')).toEqual([]);
+  });
+  afterAll(async () => {
+    await c?.close();
+    await kubelet?.close(true);
+    await kube?.close();
+  });
+
+  /** Resolves with the next POST that creates a Pod. */
+  function nextPodCreate(): Promise<KubeRequest> {
+    return new Promise((resolvePost) => {
+      const onRequest = (r: KubeRequest): void => {
+        if (r.method === 'POST' && r.path === PODS) {
+          kube.off('request', onRequest);
+          resolvePost(r);
+        }
+      };
+      kube.on('request', onRequest);
+    });
+  }
+
+  /** Plays the kubelet for the proxy's one Pod and waits for the proxy to be Ready. */
+  async function runPodAndExpectReady(name: string): Promise<void> {
+    const pods = await waitFor(`the Pod of ${name}`, () => {
+      const found = kube.listPods('proxies').filter((p) => p.metadata.labels?.['egress-proxies/proxy'] === name);
+      return found.length > 0 ? found : undefined;
+    });
+    const pod = pods[0];
+    if (!pod) throw new Error('unreachable');
+    const env = Object.fromEntries(((pod.spec.containers[0]?.env ?? []) as { name: string; value?: string }[]).map((e) => [e.name, e.value ?? '']));
+    podCredentials.user = env.PROXY_USER ?? '';
+    podCredentials.password = env.PROXY_PASSWORD ?? '';
+    kube.setPodStatus('proxies', pod.metadata.name, { phase: 'Running', podIP: '127.0.0.1', ready: true });
+    const ready = await waitFor(`${name} to be Ready`, async () => {
+      const p = await c.proxy(name);
+      return p?.status.phase === 'Ready' ? p : undefined;
+    }, 30_000);
+    expect(ready.status).toMatchObject({ instanceName: pod.metadata.name, url: `http://127.0.0.1:${kubelet.port}` });
+    // Exactly one Pod for the proxy, never two.
+    expect(kube.listPods('proxies').map((p) => p.metadata.labels?.['egress-proxies/proxy'])).toEqual([name]);
+  }
+
+  async function crashDuringCreate(name: string, commit: boolean): Promise<{ job: Job; rescuer: EgressProcess; post: KubeRequest }> {
+    // The apiserver holds the create; the worker is killed while it waits for the answer.
+    kube.injectFault({ latencyMs: 120_000, match: { method: 'POST', path: PODS } });
+    const posted = nextPodCreate();
+    const doomed = c.start(['worker', ...c.common, '--queues', 'reconcile', ...LOCKS, '--echo-url', c.echo]);
+    await doomed.waitForLog('worker started');
+    await c.apply(`metadata: { name: ${name} }\nspec: { provider: k8s }\n`);
+    const job = await activeJobOf(c.reconcile, name);
+    const post = await posted;
+    // When `commit`, the apiserver stored the Pod but its answer never reached the worker.
+    if (commit) kube.store.create('proxies', JSON.parse(post.body));
+    const aborted = kube.nextClientAbort();
+    doomed.child.kill('SIGKILL');
+    expect(await doomed.exited).toBe(null);
+    expect((await aborted).path).toBe(PODS);
+    expect(doomed.logs()).not.toContain('reconciled proxy');
+    expect(kube.listPods('proxies')).toHaveLength(commit ? 1 : 0);
+    const rescuer = c.start(['worker', ...c.common, '--queues', 'reconcile', ...LOCKS, '--echo-url', c.echo]);
+    return { job, rescuer, post };
+  }
+
+  test('killed while the Pod create is held and the apiserver had stored it: the next worker adopts that Pod', async () => {
+    const { job, rescuer } = await crashDuringCreate('stored-1', true);
+    await withLogs(c.workers, () => runPodAndExpectReady('stored-1'));
+    expect(rescuer.logs()).toContain(`"jobId":"${job.id}"`);
+    expect((await c.reconcile.getJob(job.id ?? ''))?.stalledCounter).toBe(1);
+  });
+
+  test('killed while the Pod create is held and never stored: the next worker creates the one Pod', async () => {
+    const { job, rescuer, post } = await crashDuringCreate('lost-1', false);
+    await withLogs(c.workers, () => runPodAndExpectReady('lost-1'));
+    // The same deterministic name both times.
+    const nameOf = (r: KubeRequest): string => (JSON.parse(r.body) as { metadata: { name: string } }).metadata.name;
+    const created = kube.requests.filter((r) => r.method === 'POST' && r.path === PODS && r.status === 201 && nameOf(r) === nameOf(post));
+    expect(created).toHaveLength(1);
+    expect(rescuer.logs()).toContain(`"jobId":"${job.id}"`);
+    expect((await c.reconcile.getJob(job.id ?? ''))?.stalledCounter).toBe(1);
+  });
+});
+
+describe('crash safety on the kvm provider (the real test host)', () => {
+  let c: Cluster;
+  let host: KvmHostConfig;
+  let pool: KvmHostPool;
+  let lifecycle: ProxyLifecycle;
+  let baseVolume: string;
+  const sig = (): AbortSignal => AbortSignal.timeout(30_000);
+  const lib = <T>(fn: (conn: LibvirtConnection, s: AbortSignal) => Promise<T>): Promise<T> => pool.call(host, (conn: HostConnection, s) => fn(conn.libvirt, s), sig());
+
+  beforeAll(async () => {
+    const testHost = await kvmTestHost();
+    host = {
+      name: 'kvm-test',
+      address: testHost.ssh.host,
+      port: testHost.ssh.port,
+      user: testHost.ssh.user,
+      privateKeyFile: testHost.ssh.keyFile,
+      knownHostsFile: testHost.ssh.knownHostsFile,
+      insecureIgnoreHostKey: false,
+      pool: testHost.pool,
+      socketPath: testHost.socket,
+      uri: testHost.uri,
+    };
+    pool = createKvmHostPool({ logger: silentLogger(), metrics: createKvmPoolMetrics(new Registry()), idleTimeoutMs: 0 });
+    // A tiny qcow2 base image of this run, made in the pool's directory and picked up by a refresh.
+    baseVolume = `egt-crash-${randomUUID().slice(0, 8)}-base.qcow2`;
+    await promisify(execFile)('qemu-img', ['create', '-q', '-f', 'qcow2', join(testHost.poolDir, baseVolume), '16M']);
+    await lib(async (conn, s) => conn.storagePoolRefresh(await conn.storagePoolLookupByName(host.pool, s), s));
+    lifecycle = createKvmLifecycle({ pool, hosts: [host], logger: silentLogger(), options: { baseImageVolume: baseVolume, memoryMiB: 64 } });
+    const h = JSON.stringify(host);
+    c = await startCluster(`providers:\n  - { name: kvm, type: kvm, hosts: [ ${h} ], proxies: { baseImageVolume: "${baseVolume}", memoryMiB: 64 } }\n`);
+  }, 360_000);
+  afterEach(async () => {
+    await deleteAllProxies(c);
+    expect(await mine()).toEqual([]);
+  });
+  afterAll(async () => {
+    await c?.close();
+    if (pool) {
+      // Whatever a failed test left behind: this run's domains (by our fleet tag) and volumes.
+      for (const i of await mine()) await lifecycle.deleteInstance(i.name, i.placement, sig()).catch(() => undefined);
+      if (baseVolume) {
+        await lib(async (conn, s) => {
+          const p = await conn.storagePoolLookupByName(host.pool, s);
+          const v = await conn.storageVolLookupByName(p, baseVolume, s).catch((err: unknown) => {
+            if (isLibvirtNotFound(err)) return undefined;
+            throw err;
+          });
+          if (v) await conn.storageVolDelete(v, 0, s);
+        });
+      }
+      await pool.close();
+    }
+  });
+
+  /** This run's domains on the host, as the lifecycle lists them by our fleet's tag. */
+  async function mine(): Promise<Instance[]> {
+    const out: Instance[] = [];
+    for await (const i of lifecycle.listInstances(fleetOf(c.prefix), sig())) out.push(i);
+    return out;
+  }
+
+  async function expectOneDomain(name: string): Promise<void> {
+    const view = await waitFor(`${name} to record its instance`, async () => {
+      const p = await c.proxy(name);
+      return p?.status.instanceId ? p : undefined;
+    }, 60_000);
+    const domains = await mine();
+    expect(domains.map((d) => ({ name: d.name, proxy: d.owner.proxy, id: d.id }))).toEqual([{ name: view.status.instanceName, proxy: name, id: view.status.instanceId }]);
+    expect(['Provisioning', 'Ready']).toContain(view.status.phase);
+    // And by name on the host: one domain, running.
+    expect(await lib(async (conn, s) => (await conn.domainGetState(await conn.domainLookupByName(view.status.instanceName ?? '', s), s)).state)).toBe(DomainState.RUNNING);
+  }
+
+  test('killed right after the domain was defined (its start in flight): the next worker finishes the one domain', async () => {
+    const doomed = c.start(['worker', ...c.common, '--queues', 'reconcile', ...LOCKS, '--echo-url', c.echo]);
+    await doomed.waitForLog('worker started');
+    await c.apply('metadata: { name: defined-1 }\nspec: { provider: kvm }\n');
+    const job = await activeJobOf(c.reconcile, 'defined-1');
+    await doomed.waitForLog('proxy domain defined', 60_000);
+    doomed.child.kill('SIGKILL');
+    expect(await doomed.exited).toBe(null);
+    expect(doomed.logs()).not.toContain('reconciled proxy');
+    expect(await mine()).toHaveLength(1);
+
+    const rescuer = c.start(['worker', ...c.common, '--queues', 'reconcile', ...LOCKS, '--echo-url', c.echo]);
+    await withLogs(c.workers, () => expectOneDomain('defined-1'));
+    expect(rescuer.logs()).toContain(`"jobId":"${job.id}"`);
+    expect((await c.reconcile.getJob(job.id ?? ''))?.stalledCounter).toBe(1);
+  });
+
+  test('killed after the create returned, before the status was written: the next worker finds the running domain', async () => {
+    const doomed = c.start([...c.common, '--queues', 'reconcile', ...LOCKS, '--echo-url', c.echo], CRASHING_WORKER, { PAUSE_AFTER_ENSURE: 'kvm' });
+    await doomed.waitForLog('worker started');
+    await c.apply('metadata: { name: started-1 }\nspec: { provider: kvm }\n');
+    const job = await activeJobOf(c.reconcile, 'started-1');
+    await doomed.waitForLog('ENSURE_RETURNED kvm', 60_000);
+    const [made] = await mine();
+    doomed.child.kill('SIGKILL');
+    expect(await doomed.exited).toBe(null);
+
+    const rescuer = c.start([...c.common, '--queues', 'reconcile', ...LOCKS, '--echo-url', c.echo], CRASHING_WORKER);
+    await withLogs(c.workers, () => expectOneDomain('started-1'));
+    // The very domain the dead worker made.
+    expect((await mine())[0]?.id).toBe(made?.id);
+    expect(rescuer.logs()).toContain(`"jobId":"${job.id}"`);
+    expect((await c.reconcile.getJob(job.id ?? ''))?.stalledCounter).toBe(1);
+  });
+});
