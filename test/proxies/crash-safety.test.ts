@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -96,6 +96,8 @@ async function startCluster(configYaml: string): Promise<Cluster> {
     async close() {
       await reconcile.close();
       await Promise.all(procs.map((p) => p.stop()));
+      await rm(dir, { recursive: true, force: true });
+      await rm(dataDir, { recursive: true, force: true });
     },
   };
 }
@@ -228,6 +230,7 @@ describe('crash safety on the kubernetes provider (fake apiserver; the test play
   let c: Cluster;
   let kube: FakeKubeApiserver;
   let kubelet: ProxyServer;
+  let tokenDir: string | undefined;
   const podCredentials = { user: '', password: '' };
   const PODS = '/api/v1/namespaces/proxies/pods';
 
@@ -243,6 +246,7 @@ describe('crash safety on the kubernetes provider (fake apiserver; the test play
     kube = await startFakeKubeApiserver({ tokens: { 'kube-token': 'system:serviceaccount:egress:operator' } });
     kube.store.namespaces.add('proxies');
     const dir = await mkdtemp(join(tmpdir(), 'egress-crash-kube-'));
+    tokenDir = dir;
     await writeFile(join(dir, 'kube-token'), 'kube-token\n');
     c = await startCluster(
       `providers:\n  - { name: k8s, type: kubernetes, server: "${kube.url}", tokenFile: "${join(dir, 'kube-token')}", skipTLSVerify: true, namespace: proxies, proxies: { port: ${kubelet.port} } }\n`,
@@ -259,6 +263,7 @@ describe('crash safety on the kubernetes provider (fake apiserver; the test play
     await c?.close();
     await kubelet?.close(true);
     await kube?.close();
+    if (tokenDir) await rm(tokenDir, { recursive: true, force: true });
   });
 
   /** Resolves with the next POST that creates a Pod. */
