@@ -51,7 +51,7 @@ function config(redisUrl: string, prefix: string, dataDir: string): AppConfig {
   } satisfies AppConfig);
 }
 
-async function rawBullmq(redisUrl: string): Promise<{ jobsPerSecond: number; latency: { p50: number; p99: number; n: number } }> {
+export async function rawBullmq(redisUrl: string): Promise<{ jobsPerSecond: number; latency: { p50: number; p99: number; n: number } }> {
   const prefix = '{bench-raw}';
   const queue = new Queue('raw', { connection: redisOptions(redisUrl, 'producer'), prefix, defaultJobOptions: { removeOnComplete: { count: 1000 } } });
   let done = 0;

@@ -6,6 +6,7 @@ const benches: Record<string, () => Promise<unknown>> = {
   pipeline: async () => (await import('./pipeline.bench.ts')).runPipelineBench(),
   'health-round': async () => (await import('./health-round.bench.ts')).runHealthRoundBench(),
   'proxy-lifecycle': async () => (await import('./proxy-lifecycle.bench.ts')).runProxyLifecycleBench(),
+  reconcile: async () => (await import('./reconcile.bench.ts')).runReconcileBench(),
   'kvm-rpc': async () => (await import('./kvm-rpc.bench.ts')).runKvmRpcBench(),
 };
 

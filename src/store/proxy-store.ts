@@ -41,6 +41,11 @@ export class ProxyStore {
     return this.#secrets.get(name, signal);
   }
 
+  /** The credentials of several proxies in one round trip (discovery lists many). */
+  credentialsOf(names: readonly string[], signal?: AbortSignal): Promise<(ProxyCredentials | undefined)[]> {
+    return this.#secrets.getMany(names, signal);
+  }
+
   /**
    * Creates the proxy or updates its labels and spec; the generation moves only when they
    * change. Credentials are generated once, before the proxy exists, so a reconcile never sees

@@ -20,18 +20,41 @@ interface PendingUpdate<T> {
 }
 
 /**
+ * Compare-and-set of one object and its index entry, atomically.
+ * KEYS[1] the object, KEYS[2] the index set. ARGV[1] the expected current text, ARGV[2] 1 when
+ * the object is expected to be absent, ARGV[3] the new text, ARGV[4] 1 to delete, ARGV[5] the name.
+ * Returns 1 when written, 0 when the object changed meanwhile.
+ */
+const COMPARE_AND_SET = `
+local cur = redis.call('GET', KEYS[1])
+if ARGV[2] == '1' then
+  if cur then return 0 end
+elseif cur ~= ARGV[1] then
+  return 0
+end
+if ARGV[4] == '1' then
+  redis.call('DEL', KEYS[1])
+  redis.call('SREM', KEYS[2], ARGV[5])
+else
+  redis.call('SET', KEYS[1], ARGV[3])
+  redis.call('SADD', KEYS[2], ARGV[5])
+end
+return 1`;
+
+/**
  * A named collection of JSON objects in Redis: `<prefix>:<kind>:<name>` strings and an index
- * set `<prefix>:<kind>s`. Updates are optimistic (WATCH/MULTI on a connection of their own), so
- * concurrent writers never lose each other's changes; updates of one object that queue up while
- * a transaction runs are applied together, in arrival order, in the next one. Every key shares
- * the hash-tagged prefix (Redis Cluster safe).
+ * set `<prefix>:<kind>s`. Updates are optimistic — read, compute, then a compare-and-set script
+ * that writes only if nobody wrote in between (else read again) — so concurrent writers never
+ * lose each other's changes and updates of different objects run in parallel. Updates of one
+ * object that queue up while its write runs are applied together, in arrival order, in the next
+ * one. Every key shares the hash-tagged prefix (Redis Cluster safe).
  */
 export class RedisJsonCollection<T> {
   readonly #redis: Redis;
   readonly #prefix: string;
   readonly #kind: string;
-  #txConn: Redis | undefined;
-  #txQueue: Promise<unknown> = Promise.resolve();
+  /** Per object: the write in progress, so that one object's updates never race each other. */
+  readonly #chains = new Map<string, Promise<void>>();
   readonly #pending = new Map<string, PendingUpdate<T>[]>();
 
   constructor(redis: Redis, prefix: string, kind: string) {
@@ -54,6 +77,14 @@ export class RedisJsonCollection<T> {
     return text === null ? undefined : (JSON.parse(text) as T);
   }
 
+  /** Several objects in one round trip, in the order of `names` (undefined where absent). */
+  async getMany(names: readonly string[], signal?: AbortSignal): Promise<(T | undefined)[]> {
+    signal?.throwIfAborted();
+    if (names.length === 0) return [];
+    const texts = await this.#redis.mget(names.map((n) => this.key(n)));
+    return texts.map((t) => (t === null ? undefined : (JSON.parse(t) as T)));
+  }
+
   /** Every object, sorted by name. */
   async list(signal?: AbortSignal): Promise<T[]> {
     signal?.throwIfAborted();
@@ -70,7 +101,11 @@ export class RedisJsonCollection<T> {
       if (!batch) {
         batch = [];
         this.#pending.set(name, batch);
-        this.#txQueue = this.#txQueue.catch(() => undefined).then(() => this.#flush(name));
+        const chain = (this.#chains.get(name) ?? Promise.resolve()).then(() => this.#flush(name));
+        this.#chains.set(name, chain);
+        void chain.then(() => {
+          if (this.#chains.get(name) === chain) this.#chains.delete(name);
+        });
       }
       batch.push({ update, signal, resolve, reject });
     });
@@ -82,12 +117,9 @@ export class RedisJsonCollection<T> {
     return removed === 1;
   }
 
-  /** Closes the transaction connection; the shared one belongs to the caller. */
+  /** Waits for writes in progress; the connection belongs to the caller. */
   async close(): Promise<void> {
-    await this.#txQueue.catch(() => undefined);
-    const conn = this.#txConn;
-    this.#txConn = undefined;
-    if (conn) await conn.quit().catch(() => conn.disconnect());
+    await Promise.allSettled([...this.#chains.values()]);
   }
 
   async #flush(name: string): Promise<void> {
@@ -108,10 +140,8 @@ export class RedisJsonCollection<T> {
 
   async #transact(name: string, updates: readonly Updater<T>[]): Promise<(T | undefined)[]> {
     const key = this.key(name);
-    const conn = (this.#txConn ??= this.#redis.duplicate());
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      await conn.watch(key);
-      const text = await conn.get(key);
+      const text = await this.#redis.get(key);
       let current = text === null ? undefined : (JSON.parse(text) as T);
       const states = updates.map((update) => {
         const next = update(current);
@@ -119,14 +149,9 @@ export class RedisJsonCollection<T> {
         return current;
       });
       const nextText = current === undefined ? null : JSON.stringify(current);
-      if (nextText === text) {
-        await conn.unwatch();
-        return states;
-      }
-      const tx = conn.multi();
-      if (nextText === null) tx.del(key).srem(this.#index, name);
-      else tx.set(key, nextText).sadd(this.#index, name);
-      if ((await tx.exec()) !== null) return states;
+      if (nextText === text) return states;
+      const args = [text ?? '', text === null ? '1' : '0', nextText ?? '', nextText === null ? '1' : '0', name];
+      if ((await this.#redis.eval(COMPARE_AND_SET, 2, key, this.#index, ...args)) === 1) return states;
     }
     throw new StoreConflictError(key);
   }

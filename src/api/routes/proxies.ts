@@ -63,7 +63,8 @@ export function proxyRoutes(deps: ProxyRouteDeps): Hono {
     const format = c.req.query('format') ?? 'json';
     if (format !== 'json' && format !== 'text') throw new BadRequestError(`query parameter "format" must be json or text, got "${format}"`);
     const selected = (await deps.proxies.list()).filter((p) => matches(p, filter));
-    const views = await Promise.all(selected.map(async (p) => withProxyUrl(p, await deps.proxies.credentials(p.name))));
+    const secrets = await deps.proxies.credentialsOf(selected.map((p) => p.name));
+    const views = selected.map((p, i) => withProxyUrl(p, secrets[i]));
     const body =
       format === 'text'
         ? views.flatMap((v) => (v.proxyUrl ? [`${v.proxyUrl}\n`] : [])).join('')
