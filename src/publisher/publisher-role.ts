@@ -66,7 +66,7 @@ export async function startPublisherRole(deps: PublisherDeps): Promise<Publisher
       prefix: config.redis.prefix,
       // Transactions on one provider's object serialise in the store; concurrency overlaps the
       // queue round trips of different results.
-      concurrency: 8,
+      concurrency: 32,
       lockDuration: config.worker.lockDurationMs,
       stalledInterval: config.worker.stalledIntervalMs,
       autorun: false,
