@@ -22,6 +22,7 @@
  *   on their last path segment (`zone = us-central1-a`).
  * - Enum fields are strings (`"RUNNING"`), as the real server sends them despite `enum-encoding=int`.
  */
+import { delayUnlessClosed, watchClientAbort } from '../http-plumbing.ts';
 import { EventEmitter, once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
@@ -178,26 +179,10 @@ export class FakeCompute extends EventEmitter {
     };
     this.requests.push(entry);
     this.emit('request', entry);
-    res.on('close', () => {
-      if (entry.outcome === 'pending' && !res.writableFinished) {
-        entry.outcome = 'client-aborted';
-        this.emit('client-abort', entry);
-      }
-    });
+    watchClientAbort(entry, res, () => this.emit('client-abort', entry));
     const fault = this.takeFault(entry);
     if (fault?.latencyMs) {
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(() => {
-          this.timers.delete(t);
-          resolve();
-        }, fault.latencyMs);
-        this.timers.add(t);
-        res.once('close', () => {
-          clearTimeout(t);
-          this.timers.delete(t);
-          resolve();
-        });
-      });
+      await delayUnlessClosed(fault.latencyMs, res, this.timers);
       if (entry.outcome !== 'pending') return;
     }
     if (fault?.destroySocket) {

@@ -30,6 +30,7 @@
  *   `finishPodDeletion`. No `propagationPolicy`, no `preconditions`.
  * - Authorization is all-or-nothing per verb and token (no namespaces or resource names in rules).
  */
+import { delayUnlessClosed, watchClientAbort } from '../http-plumbing.ts';
 import { EventEmitter, once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
@@ -163,27 +164,11 @@ export class FakeKubeApiserver extends EventEmitter {
     };
     this.requests.push(entry);
     this.emit('request', entry);
-    res.on('close', () => {
-      if (entry.outcome === 'pending' && !res.writableFinished) {
-        entry.outcome = 'client-aborted';
-        this.emit('client-abort', entry);
-      }
-    });
+    watchClientAbort(entry, res, () => this.emit('client-abort', entry));
 
     const fault = this.takeFault(entry);
     if (fault?.latencyMs) {
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(() => {
-          this.timers.delete(t);
-          resolve();
-        }, fault.latencyMs);
-        this.timers.add(t);
-        res.once('close', () => {
-          clearTimeout(t);
-          this.timers.delete(t);
-          resolve();
-        });
-      });
+      await delayUnlessClosed(fault.latencyMs, res, this.timers);
       if (entry.outcome !== 'pending') return;
     }
     if (fault?.destroySocket === 'before-headers') {
