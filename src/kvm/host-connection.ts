@@ -14,6 +14,7 @@ import { openLibvirtConnection } from './libvirt/open.ts';
 import type { LibvirtConnection } from './libvirt/connection.ts';
 import type { KeepaliveOptions } from './libvirt/keepalive.ts';
 import type { LibvirtMetrics } from './libvirt/metrics.ts';
+import { CloseLatch } from './close-latch.ts';
 import { DialError } from './dial.ts';
 import { connectSsh, type SshConnectOptions } from './ssh/connect.ts';
 import { loadSshMaterial } from './ssh/material.ts';
@@ -21,8 +22,7 @@ import { SshClosedError, type SshSession } from './ssh/session.ts';
 import { openStreamLocal } from './ssh/streamlocal.ts';
 
 export class HostConnection {
-  private reason: Error | undefined;
-  private readonly listeners: ((reason: Error) => void)[] = [];
+  private readonly latch = new CloseLatch();
   private closing: Promise<void> | undefined;
   private clientClosing = false;
 
@@ -42,19 +42,17 @@ export class HostConnection {
   }
 
   get closed(): boolean {
-    return this.reason !== undefined;
+    return this.latch.closed;
   }
 
   /** Why the connection closed, once it has. */
   get closeReason(): Error | undefined {
-    return this.reason;
+    return this.latch.reason;
   }
 
   /** `listener` hears the close reason once (asynchronously at once when already closed). */
   onClose(listener: (reason: Error) => void): void {
-    const reason = this.reason;
-    if (reason) queueMicrotask(() => listener(reason));
-    else this.listeners.push(listener);
+    this.latch.onClose(listener);
   }
 
   /** CONNECT_CLOSE (bounded by the libvirt client), then the channel and the SSH client. Never rejects. */
@@ -81,13 +79,12 @@ export class HostConnection {
   }
 
   private died(reason: Error): void {
-    if (this.reason) return;
-    this.reason = reason;
-    this.libvirt.destroy(reason);
-    this.channel.destroy();
-    if (this.clientClosing) this.ssh.end();
-    else this.ssh.destroy(reason);
-    for (const l of this.listeners.splice(0)) l(reason);
+    this.latch.close(reason, () => {
+      this.libvirt.destroy(reason);
+      this.channel.destroy();
+      if (this.clientClosing) this.ssh.end();
+      else this.ssh.destroy(reason);
+    });
   }
 }
 

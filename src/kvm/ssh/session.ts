@@ -2,6 +2,7 @@
  * A ready SSH client and its lifetime: closure is reported once, with the first error seen
  * (keepalive timeout, socket error) or an SshClosedError when the link just ended.
  */
+import { CloseLatch } from '../close-latch.ts';
 import type { Client } from 'ssh2';
 import { EgressError } from '../../errors.ts';
 
@@ -14,9 +15,8 @@ export class SshClosedError extends EgressError {
 
 export class SshSession {
   readonly client: Client;
-  private reason: Error | undefined;
+  private readonly latch = new CloseLatch();
   private lastError: Error | undefined;
-  private readonly listeners: ((reason: Error) => void)[] = [];
 
   /** Takes over a client whose 'ready' has fired; `describe` names the peer in messages. */
   constructor(client: Client, readonly describe: string) {
@@ -28,23 +28,21 @@ export class SshSession {
   }
 
   get closed(): boolean {
-    return this.reason !== undefined;
+    return this.latch.closed;
   }
 
   get closeReason(): Error | undefined {
-    return this.reason;
+    return this.latch.reason;
   }
 
   /** `listener` hears the close reason once (asynchronously at once when already closed). */
   onClose(listener: (reason: Error) => void): void {
-    const reason = this.reason;
-    if (reason) queueMicrotask(() => listener(reason));
-    else this.listeners.push(listener);
+    this.latch.onClose(listener);
   }
 
   /** Polite close (SSH DISCONNECT, then end of socket). */
   end(): void {
-    if (this.reason) return;
+    if (this.latch.closed) return;
     this.client.end();
   }
 
@@ -54,12 +52,10 @@ export class SshSession {
     this.client.destroy();
     // ssh2 skips destroy when the socket is no longer writable; 'close' still follows, but make
     // sure listeners hear about it even if it already happened.
-    if (!this.reason && err) queueMicrotask(() => this.finish(err));
+    if (!this.latch.closed && err) queueMicrotask(() => this.finish(err));
   }
 
   private finish(reason: Error): void {
-    if (this.reason) return;
-    this.reason = reason;
-    for (const l of this.listeners.splice(0)) l(reason);
+    this.latch.close(reason);
   }
 }
