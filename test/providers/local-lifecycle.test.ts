@@ -115,7 +115,7 @@ describe('local proxy lifecycle', () => {
   afterEach(async () => {
     const names = await readdir(join(dataDir, 'instances')).catch(() => [] as string[]);
     for (const name of names) await lifecycle.deleteInstance(name, undefined, signal());
-    for (const name of names) expect(await findProxyProcesses(SCRIPT, join(dataDir, 'instances', name))).toEqual([]);
+    for (const name of names) expect(await findProxyProcesses(join(dataDir, 'instances', name))).toEqual([]);
     await rm(dataDir, { recursive: true, force: true });
   });
 
@@ -147,13 +147,36 @@ describe('local proxy lifecycle', () => {
     expect(await readFile(join(dir, 'proxy.log'), 'utf8')).not.toContain(CREDS.password);
   });
 
+  it('runs each proxy as plain node on the program built into the data directory, no TypeScript loader', async () => {
+    const instance = await lifecycle.ensureInstance(spec('p1'), signal());
+    const args = (await readFile(`/proc/${instance.id}/cmdline`, 'utf8')).split('\0').filter(Boolean);
+    expect(args).toEqual([process.execPath, join(dataDir, 'bin', 'proxy-process.cjs'), join(dataDir, 'instances', 'p1')]);
+  });
+
+  it('never takes a process whose arguments merely name the program and the directory for a proxy, nor signals it', async () => {
+    const dir = join(dataDir, 'instances', 'p1');
+    await lifecycle.ensureInstance(spec('p1'), signal());
+    const program = join(dataDir, 'bin', 'proxy-process.cjs');
+    const lookalike = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)', program, dir], { stdio: 'ignore' });
+    try {
+      await new Promise((resolveSpawn) => lookalike.once('spawn', resolveSpawn));
+      expect(await findProxyProcesses(dir)).not.toContain(lookalike.pid);
+      await lifecycle.deleteInstance('p1', undefined, signal());
+      expect(lookalike.exitCode).toBeNull();
+      expect(lookalike.signalCode).toBeNull();
+      expect(() => process.kill(lookalike.pid ?? 0, 0)).not.toThrow();
+    } finally {
+      lookalike.kill('SIGKILL');
+    }
+  });
+
   it('is idempotent: the same ensureInstance twice (even concurrently) gives one process on one port', async () => {
     const [a, b] = await Promise.all([lifecycle.ensureInstance(spec('p1'), signal()), lifecycle.ensureInstance(spec('p1'), signal())]);
     const c = await lifecycle.ensureInstance(spec('p1'), signal());
     expect(b.id).toBe(a.id);
     expect(c.id).toBe(a.id);
     expect(c.endpoint).toEqual(a.endpoint);
-    expect(await findProxyProcesses(SCRIPT, join(dataDir, 'instances', 'p1'))).toEqual([Number(a.id)]);
+    expect(await findProxyProcesses(join(dataDir, 'instances', 'p1'))).toEqual([Number(a.id)]);
   });
 
   it('two workers racing on the same name end with one process that both report', async () => {
@@ -164,7 +187,7 @@ describe('local proxy lifecycle', () => {
     // A process the loser spawned may still be loading; it finds the winner and exits without listening.
     const dir = join(dataDir, 'instances', 'p1');
     const left = await waitFor('one process left', async () => {
-      const pids = await findProxyProcesses(SCRIPT, dir);
+      const pids = await findProxyProcesses(dir);
       return pids.length === 1 ? pids : undefined;
     });
     expect(left).toEqual([Number(a.id)]);
@@ -183,7 +206,7 @@ describe('local proxy lifecycle', () => {
     const instance = await lifecycle.ensureInstance(spec('p1'), signal());
     const dir = join(dataDir, 'instances', 'p1');
     await lifecycle.deleteInstance('p1', undefined, signal());
-    expect(await findProxyProcesses(SCRIPT, dir)).toEqual([]);
+    expect(await findProxyProcesses(dir)).toEqual([]);
     expect(await portIsClosed(instance.endpoint!.port)).toBe(true);
     await expect(stat(dir)).rejects.toMatchObject({ code: 'ENOENT' });
     expect(await lifecycle.getInstance('p1', undefined, signal())).toBeUndefined();
@@ -214,13 +237,13 @@ describe('local proxy lifecycle', () => {
     // Simulate a worker that recorded the intent and died before its process ever listened.
     const first = await lifecycle.getInstance('p1', undefined, signal());
     process.kill(Number(first!.id), 'SIGKILL');
-    await waitFor('process gone', async () => (await findProxyProcesses(SCRIPT, dir)).length === 0);
+    await waitFor('process gone', async () => (await findProxyProcesses(dir)).length === 0);
     await rm(join(dir, 'instance.json'));
     expect(await lifecycle.getInstance('p1', undefined, signal())).toMatchObject({ state: 'failed' });
 
     const recovered = await lifecycle.ensureInstance(spec('p1'), signal());
     expect(recovered.state).toBe('running');
-    expect(await findProxyProcesses(SCRIPT, dir)).toEqual([Number(recovered.id)]);
+    expect(await findProxyProcesses(dir)).toEqual([Number(recovered.id)]);
   });
 
   it('adopts a process a crashed worker spawned instead of starting a second one', async () => {
@@ -228,14 +251,14 @@ describe('local proxy lifecycle', () => {
     await lifecycle.ensureInstance(spec('p1'), signal());
     const first = await lifecycle.getInstance('p1', undefined, signal());
     process.kill(Number(first!.id), 'SIGKILL');
-    await waitFor('process gone', async () => (await findProxyProcesses(SCRIPT, dir)).length === 0);
+    await waitFor('process gone', async () => (await findProxyProcesses(dir)).length === 0);
     await rm(join(dir, 'instance.json'));
     // The crashed worker's child: spawned, but nobody waited for it.
     const orphan = spawn(process.execPath, ['--import', 'tsx', SCRIPT, dir], { stdio: 'ignore', detached: true });
     orphan.unref();
     const adopted = await lifecycle.ensureInstance(spec('p1'), signal());
     expect(adopted.id).toBe(String(orphan.pid));
-    expect(await findProxyProcesses(SCRIPT, dir)).toEqual([orphan.pid]);
+    expect(await findProxyProcesses(dir)).toEqual([orphan.pid]);
   });
 
   it('reloads changed credentials without restarting the process', async () => {
@@ -252,7 +275,7 @@ describe('local proxy lifecycle', () => {
     const instance = await lifecycle.ensureInstance(spec('p1'), signal());
     const dir = join(dataDir, 'instances', 'p1');
     process.kill(Number(instance.id), 'SIGKILL');
-    await waitFor('process gone', async () => (await findProxyProcesses(SCRIPT, dir)).length === 0);
+    await waitFor('process gone', async () => (await findProxyProcesses(dir)).length === 0);
     // Another program now holds the pid recorded in instance.json.
     const bystander = spawn('sleep', ['60'], { stdio: 'ignore' });
     const exited = new Promise<NodeJS.Signals | null>((r) => bystander.once('exit', (_code, sig) => r(sig)));
@@ -277,7 +300,7 @@ describe('local proxy lifecycle', () => {
     // A stopped process cannot act on SIGTERM; only SIGKILL ends it.
     process.kill(Number(instance.id), 'SIGSTOP');
     await quick.deleteInstance('p1', undefined, signal());
-    expect(await findProxyProcesses(SCRIPT, dir)).toEqual([]);
+    expect(await findProxyProcesses(dir)).toEqual([]);
     await expect(stat(dir)).rejects.toMatchObject({ code: 'ENOENT' });
   });
 
@@ -285,13 +308,13 @@ describe('local proxy lifecycle', () => {
     const controller = new AbortController();
     const dir = join(dataDir, 'instances', 'p1');
     const pending = lifecycle.ensureInstance(spec('p1'), controller.signal);
-    await waitFor('process spawned', async () => (await findProxyProcesses(SCRIPT, dir)).length === 1);
+    await waitFor('process spawned', async () => (await findProxyProcesses(dir)).length === 1);
     controller.abort(new Error('job deadline'));
     await expect(pending).rejects.toThrow('job deadline');
-    const [started] = await findProxyProcesses(SCRIPT, dir);
+    const [started] = await findProxyProcesses(dir);
     const done = await lifecycle.ensureInstance(spec('p1'), signal());
     expect(done).toMatchObject({ state: 'running', id: String(started) });
-    expect(await findProxyProcesses(SCRIPT, dir)).toEqual([started]);
+    expect(await findProxyProcesses(dir)).toEqual([started]);
   });
 
   it('lists only the instances of the given fleet', async () => {

@@ -20,6 +20,7 @@ import type { KvmHostConfig } from '../../src/providers/kvm/config.ts';
 import { createKvmLifecycle } from '../../src/providers/kvm/lifecycle.ts';
 import type { Instance, ProxyLifecycle } from '../../src/providers/lifecycle.ts';
 import { createLocalLifecycle } from '../../src/providers/local/lifecycle.ts';
+import { isProxyProgram } from '../../src/providers/local/process-table.ts';
 import { freePort } from '../../src/redis/redis-server.ts';
 import { startFakeKubeApiserver, type FakeKubeApiserver, type KubeRequest } from '../fakes/kube-apiserver/index.ts';
 import { ROOT, spawnEgress, type EgressProcess } from '../support/cli.ts';
@@ -152,7 +153,7 @@ async function proxyProcessesUnder(dataDir: string): Promise<number[]> {
     } catch {
       continue;
     }
-    const script = args.findIndex((a) => a.endsWith('/src/providers/local/proxy-process.ts'));
+    const script = args.findIndex(isProxyProgram);
     if (script >= 0 && args[script + 1]?.startsWith(`${dataDir}/`)) pids.push(pid);
   }
   return pids;

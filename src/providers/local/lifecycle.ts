@@ -1,7 +1,6 @@
 import { spawn } from 'node:child_process';
 import { mkdir, open, readdir, readFile, rm } from 'node:fs/promises';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { EgressError } from '../../errors.ts';
 import type { Logger } from '../../logging.ts';
 import { ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../lifecycle.ts';
@@ -21,6 +20,7 @@ import {
   type IntentRecord,
 } from './instance-files.ts';
 import { findProxyProcesses, isProxyProcess, pause, waitUntilGone } from './process-table.ts';
+import { buildProxyProgram } from './proxy-program.ts';
 
 export interface LocalLifecycleOptions {
   /** The provider's data directory; instances live under `<dataDir>/instances/<name>/`. */
@@ -37,9 +37,6 @@ export class LocalInstanceError extends EgressError {
   }
 }
 
-const PROXY_SCRIPT = fileURLToPath(new URL('./proxy-process.ts', import.meta.url));
-/** The package root, so that `--import tsx` resolves from our own node_modules. */
-const PACKAGE_ROOT = resolve(dirname(PROXY_SCRIPT), '../../..');
 const NAME_PATTERN = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 
 /** Sends `sig` to `pid`; a process that is already gone is no error. */
@@ -73,6 +70,15 @@ async function logTail(dir: string): Promise<string> {
 export function createLocalLifecycle(options: LocalLifecycleOptions): ProxyLifecycle {
   const { dataDir, logger } = options;
   const stopGraceMs = options.stopGraceMs ?? 5000;
+  let built: Promise<string> | undefined;
+  /** The proxy program's path, built on first use; a failed build is tried again next time. */
+  function program(): Promise<string> {
+    built ??= buildProxyProgram(dataDir).catch((err: unknown) => {
+      built = undefined;
+      throw err;
+    });
+    return built;
+  }
   /** Serialises the calls on one name inside this process. */
   const locks = new Map<string, Promise<unknown>>();
 
@@ -95,10 +101,10 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): ProxyLifec
 
   async function describe(dir: string, intent: IntentRecord, record: InstanceRecord | undefined): Promise<Instance> {
     const base = { name: intent.name, owner: intent.owner, createdAt: intent.createdAt, ...(intent.placement === undefined ? {} : { placement: intent.placement }) };
-    if (record && (await isProxyProcess(record.pid, PROXY_SCRIPT, dir))) {
+    if (record && (await isProxyProcess(record.pid, dir))) {
       return { ...base, id: String(record.pid), state: 'running', endpoint: { host: '127.0.0.1', port: record.port } };
     }
-    const starting = await findProxyProcesses(PROXY_SCRIPT, dir);
+    const starting = await findProxyProcesses(dir);
     if (starting[0] !== undefined) return { ...base, id: String(starting[0]), state: 'provisioning' };
     const tail = await logTail(dir);
     const message = record
@@ -115,11 +121,11 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): ProxyLifec
     for (let every = 5; ; every = Math.min(every * 2, 40)) {
       signal.throwIfAborted();
       const record = asInstance(await readJson(join(dir, INSTANCE_FILE)));
-      if (record && (await isProxyProcess(record.pid, PROXY_SCRIPT, dir))) return record;
+      if (record && (await isProxyProcess(record.pid, dir))) return record;
       // Our child exits at once when it finds another process serving `dir`: then wait for that one.
-      if (childExited() && (await findProxyProcesses(PROXY_SCRIPT, dir)).length === 0) {
+      if (childExited() && (await findProxyProcesses(dir)).length === 0) {
         const again = asInstance(await readJson(join(dir, INSTANCE_FILE)));
-        if (again && (await isProxyProcess(again.pid, PROXY_SCRIPT, dir))) return again;
+        if (again && (await isProxyProcess(again.pid, dir))) return again;
         throw new LocalInstanceError(`local proxy process for ${dir} exited before listening: ${await logTail(dir)}`);
       }
       await pause(every, signal);
@@ -131,8 +137,8 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): ProxyLifec
     const log = await open(join(dir, LOG_FILE), 'a', 0o600);
     let exited = false;
     try {
-      const args = ['--import', 'tsx', PROXY_SCRIPT, dir, ...(previousPort ? ['--port', String(previousPort)] : [])];
-      const child = spawn(process.execPath, args, { cwd: PACKAGE_ROOT, detached: true, stdio: ['ignore', log.fd, log.fd] });
+      const args = [await program(), dir, ...(previousPort ? ['--port', String(previousPort)] : [])];
+      const child = spawn(process.execPath, args, { cwd: dir, detached: true, stdio: ['ignore', log.fd, log.fd] });
       child.once('exit', () => (exited = true));
       await new Promise<void>((resolveSpawn, reject) => {
         child.once('spawn', resolveSpawn);
@@ -167,14 +173,14 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): ProxyLifec
     const credentialsChanged = !stored || stored.username !== spec.credentials.username || stored.password !== spec.credentials.password;
     if (credentialsChanged) await writeJsonAtomic(join(dir, CREDENTIALS_FILE), spec.credentials, 0o600);
 
-    if (record && (await isProxyProcess(record.pid, PROXY_SCRIPT, dir))) {
+    if (record && (await isProxyProcess(record.pid, dir))) {
       if (credentialsChanged) {
         sendSignal(record.pid, 'SIGHUP');
         log.info({ pid: record.pid }, 'credentials changed; proxy told to reload them');
       }
       return describe(dir, intent, record);
     }
-    const running = await findProxyProcesses(PROXY_SCRIPT, dir);
+    const running = await findProxyProcesses(dir);
     if (running.length === 0) {
       const previousPort = record?.port;
       if (record) {
@@ -194,14 +200,14 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): ProxyLifec
     if (!NAME_PATTERN.test(name)) return;
     const dir = instanceDir(dataDir, name);
     const { record } = await readState(dir);
-    const pids = new Set(await findProxyProcesses(PROXY_SCRIPT, dir));
-    if (record && (await isProxyProcess(record.pid, PROXY_SCRIPT, dir))) pids.add(record.pid);
+    const pids = new Set(await findProxyProcesses(dir));
+    if (record && (await isProxyProcess(record.pid, dir))) pids.add(record.pid);
     for (const pid of pids) sendSignal(pid, 'SIGTERM');
     for (const pid of pids) {
-      if (await waitUntilGone(pid, PROXY_SCRIPT, dir, signal, stopGraceMs)) continue;
+      if (await waitUntilGone(pid, dir, signal, stopGraceMs)) continue;
       // Still ours after the grace period (checked again just now): force it.
-      if (await isProxyProcess(pid, PROXY_SCRIPT, dir)) sendSignal(pid, 'SIGKILL');
-      if (!(await waitUntilGone(pid, PROXY_SCRIPT, dir, signal, stopGraceMs))) {
+      if (await isProxyProcess(pid, dir)) sendSignal(pid, 'SIGKILL');
+      if (!(await waitUntilGone(pid, dir, signal, stopGraceMs))) {
         throw new LocalInstanceError(`local proxy process ${pid} of "${name}" did not exit after SIGKILL`);
       }
     }

@@ -1,9 +1,27 @@
 import { readdir, readFile } from 'node:fs/promises';
+import { basename } from 'node:path';
 
 /**
  * Identifies local proxy processes through /proc, so that nothing but our own proxy process
  * is ever signalled: a pid recorded in a state file may have been reused by the time we read it.
  */
+
+/** The file name of the built proxy program (proxy-program.ts writes it). */
+export const PROXY_PROGRAM_FILE = 'proxy-process.cjs';
+/** File names a local proxy process runs: the built program, or its source under a TypeScript loader. */
+const PROGRAM_NAMES = new Set([PROXY_PROGRAM_FILE, 'proxy-process.ts']);
+
+/** True when `arg` (an argument of a process's command line) names a local proxy program. */
+export function isProxyProgram(arg: string): boolean {
+  return PROGRAM_NAMES.has(basename(arg));
+}
+
+/** Options of node's that take the next argument as their value. */
+const VALUE_OPTIONS = new Set(['--import', '--require', '--loader', '--experimental-loader']);
+
+function isNode(executable: string): boolean {
+  return executable === process.execPath || basename(executable) === 'node';
+}
 
 /** Waits `ms`; on abort rejects with the signal's reason (like `throwIfAborted`), not a generic AbortError. */
 export function pause(ms: number, signal: AbortSignal): Promise<void> {
@@ -34,22 +52,30 @@ async function cmdline(pid: number): Promise<string[] | undefined> {
   }
 }
 
-/** True when `pid` is alive and runs `script` for `instanceDir` (its last two arguments). */
-export async function isProxyProcess(pid: number, script: string, instanceDir: string): Promise<boolean> {
+/** True when `pid` is alive and runs a local proxy program for `instanceDir` (the argument after it). */
+export async function isProxyProcess(pid: number, instanceDir: string): Promise<boolean> {
   if (!Number.isInteger(pid) || pid <= 0) return false;
   const args = await cmdline(pid);
   if (!args) return false;
-  const i = args.indexOf(script);
-  return i >= 0 && args[i + 1] === instanceDir;
+  const i = args.findIndex(isProxyProgram);
+  if (i <= 0 || args[i + 1] !== instanceDir || !isNode(args[0] ?? '')) return false;
+  // Node runs the program itself: everything before it is an option of node's (not `-e CODE` whose
+  // arguments merely name it, nor a wrapper such as `time` or `strace`).
+  for (let j = 1; j < i; j++) {
+    const arg = args[j] ?? '';
+    if (VALUE_OPTIONS.has(arg)) j++;
+    else if (!arg.startsWith('--') || arg === '--eval' || arg === '--print') return false;
+  }
+  return true;
 }
 
-/** Every live process that runs `script` for `instanceDir` (normally none or one). */
-export async function findProxyProcesses(script: string, instanceDir: string): Promise<number[]> {
+/** Every live process that runs a local proxy program for `instanceDir` (normally none or one). */
+export async function findProxyProcesses(instanceDir: string): Promise<number[]> {
   const found: number[] = [];
   for (const entry of await readdir('/proc')) {
     const pid = Number(entry);
     if (!Number.isInteger(pid) || pid === process.pid) continue;
-    if (await isProxyProcess(pid, script, instanceDir)) found.push(pid);
+    if (await isProxyProcess(pid, instanceDir)) found.push(pid);
   }
   return found;
 }
@@ -58,11 +84,11 @@ export async function findProxyProcesses(script: string, instanceDir: string): P
  * Waits until `pid` no longer runs our proxy for `instanceDir`, polling /proc (a detached process
  * that another worker started gives us no exit event). Rejects with the signal's reason on abort.
  */
-export async function waitUntilGone(pid: number, script: string, instanceDir: string, signal: AbortSignal, timeoutMs: number): Promise<boolean> {
+export async function waitUntilGone(pid: number, instanceDir: string, signal: AbortSignal, timeoutMs: number): Promise<boolean> {
   const deadline = performance.now() + timeoutMs;
   for (let every = 5; ; every = Math.min(every * 2, 50)) {
     signal.throwIfAborted();
-    if (!(await isProxyProcess(pid, script, instanceDir))) return true;
+    if (!(await isProxyProcess(pid, instanceDir))) return true;
     if (performance.now() > deadline) return false;
     await pause(every, signal);
   }

@@ -1,6 +1,7 @@
 /**
  * Entry point of one local forward proxy (HTTP with CONNECT, on proxy-chain), run detached by the
- * local lifecycle as `node --import tsx proxy-process.ts <instanceDir> [--port N]`.
+ * local lifecycle as `node <dataDir>/bin/proxy-process.cjs <instanceDir> [--port N]` (this file,
+ * bundled by proxy-program.ts).
  *
  * It reads its intent and credentials from the instance directory, listens on 127.0.0.1 (the
  * previous port when `--port` is given and free, else a kernel-chosen one), requires Basic
@@ -55,7 +56,6 @@ async function listen(port: number, check: (username: string, password: string) 
 }
 
 async function main(): Promise<void> {
-  const script = process.argv[1] ?? '';
   const dir = process.argv[2] ?? '';
   const portFlag = process.argv.indexOf('--port');
   const portHint = portFlag > 0 ? Number(process.argv[portFlag + 1]) : 0;
@@ -63,7 +63,7 @@ async function main(): Promise<void> {
 
   // At most one process per instance: defer to the one instance.json names, else to any older (lower) pid.
   const established = asInstance(await readJson(join(dir, INSTANCE_FILE)))?.pid;
-  const others = (await findProxyProcesses(script, dir)).filter((pid) => pid !== process.pid && (pid === established || pid < process.pid));
+  const others = (await findProxyProcesses(dir)).filter((pid) => pid !== process.pid && (pid === established || pid < process.pid));
   if (others.length > 0) {
     logger.info({ others }, 'another proxy process already serves this instance; exiting');
     process.exit(EXIT_DUPLICATE);
