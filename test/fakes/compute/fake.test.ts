@@ -1,4 +1,4 @@
-import { InstancesClient, ZoneOperationsClient } from '@google-cloud/compute';
+import { FirewallsClient, GlobalOperationsClient, InstancesClient, ZoneOperationsClient } from '@google-cloud/compute';
 import { OAuth2Client, PassThroughClient } from 'google-auth-library';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FilterError, matchesFilter, parseFilter, startFakeCompute, type FakeCompute } from './index.ts';
@@ -231,6 +231,176 @@ describe('fake Compute API through @google-cloud/compute', () => {
     expect([e.code, reasonOf(e)]).toEqual([403, 'accessNotConfigured']);
     compute.enableApi();
     expect((await failure(instances.get({ project: P, zone: Z, instance: 'x' }))).code).toBe(404);
+  });
+});
+
+describe('fake Compute API: power actions and preemption', () => {
+  const natIP = (name: string) => compute.getInstance(Z, name)?.networkInterfaces[0]?.accessConfigs?.[0]?.natIP;
+  async function finish(lro: { latestResponse: { name?: string | null } }): Promise<unknown> {
+    let status: unknown;
+    while (status !== 'DONE') [{ status }] = await operations.wait({ project: P, zone: Z, operation: lro.latestResponse.name });
+    return status;
+  }
+
+  it('stops through STOPPING to TERMINATED releasing the address, and starts through STAGING with a new one', async () => {
+    compute.seedInstance(Z, { name: 'vm', networkInterfaces: [{ accessConfigs: [{ name: 'External NAT' }] }] });
+    const first = natIP('vm');
+    expect(first).toBeTruthy();
+    compute.setOperationPolls(1);
+    const [stop] = await instances.stop({ project: P, zone: Z, instance: 'vm' });
+    expect(compute.getInstance(Z, 'vm')?.status).toBe('STOPPING');
+    await finish(stop);
+    expect(compute.getInstance(Z, 'vm')?.status).toBe('TERMINATED');
+    expect(natIP('vm')).toBeUndefined();
+    const [start] = await instances.start({ project: P, zone: Z, instance: 'vm' });
+    expect(compute.getInstance(Z, 'vm')?.status).toBe('STAGING');
+    await finish(start);
+    expect(compute.getInstance(Z, 'vm')?.status).toBe('RUNNING');
+    expect(natIP('vm')).toBeTruthy();
+    expect(natIP('vm')).not.toBe(first);
+    expect(compute.requests.filter((r) => r.method === 'POST' && /\/instances\/vm\/(stop|start)$/.test(r.path)).map((r) => r.path.split('/').at(-1))).toEqual(['stop', 'start']);
+  });
+
+  it('suspends through SUSPENDING to SUSPENDED and resumes to RUNNING', async () => {
+    compute.seedInstance(Z, { name: 'vm', networkInterfaces: [{ accessConfigs: [{}] }] });
+    const [suspend] = await instances.suspend({ project: P, zone: Z, instance: 'vm' });
+    expect(compute.getInstance(Z, 'vm')?.status).toBe('SUSPENDING');
+    await finish(suspend);
+    expect(compute.getInstance(Z, 'vm')?.status).toBe('SUSPENDED');
+    const [resume] = await instances.resume({ project: P, zone: Z, instance: 'vm' });
+    await finish(resume);
+    expect(compute.getInstance(Z, 'vm')?.status).toBe('RUNNING');
+    expect(natIP('vm')).toBeTruthy();
+  });
+
+  it('answers 400 resourceNotReady to an action in the wrong state, and a no-op operation to a start of a running VM', async () => {
+    compute.seedInstance(Z, { name: 'vm', status: 'STOPPING' });
+    const e = await failure(instances.start({ project: P, zone: Z, instance: 'vm' }));
+    expect([e.code, reasonOf(e)]).toEqual([400, 'resourceNotReady']);
+    compute.setInstanceStatus(Z, 'vm', 'RUNNING');
+    expect((await failure(instances.resume({ project: P, zone: Z, instance: 'vm' }))).code).toBe(400);
+    const [start] = await instances.start({ project: P, zone: Z, instance: 'vm' });
+    expect(compute.getInstance(Z, 'vm')?.status).toBe('RUNNING');
+    expect(await finish(start)).toBe('DONE');
+  });
+
+  it('preempts a spot VM: TERMINATED, address released, a DONE preempted operation in the zone', async () => {
+    compute.seedInstance(Z, { name: 'spot', networkInterfaces: [{ accessConfigs: [{}] }] });
+    const before = natIP('spot');
+    const op = compute.preemptInstance(Z, 'spot');
+    const inst = compute.getInstance(Z, 'spot');
+    expect(inst?.status).toBe('TERMINATED');
+    expect(inst?.scheduling).toMatchObject({ provisioningModel: 'SPOT', preemptible: true });
+    expect(natIP('spot')).toBeUndefined();
+    const [read] = await operations.get({ project: P, zone: Z, operation: op.name });
+    expect(read).toMatchObject({ operationType: 'compute.instances.preempted', status: 'DONE' });
+    await finish((await instances.start({ project: P, zone: Z, instance: 'spot' }))[0]);
+    expect(natIP('spot')).toBeTruthy();
+    expect(natIP('spot')).not.toBe(before);
+  });
+
+  it('hands out addresses from the externalIps allocator', async () => {
+    let n = 10;
+    const own = await startFakeCompute({ project: P, externalIps: () => `127.0.0.${n++}` });
+    try {
+      const inst = own.seedInstance(Z, { name: 'vm', networkInterfaces: [{ accessConfigs: [{}] }] });
+      expect(inst.networkInterfaces[0]?.accessConfigs?.[0]?.natIP).toBe('127.0.0.10');
+    } finally {
+      await own.close();
+    }
+  });
+});
+
+describe('fake Compute API: firewall rules and global operations', () => {
+  let firewalls: FirewallsClient;
+  let globalOps: GlobalOperationsClient;
+  beforeEach(() => {
+    firewalls = new FirewallsClient({ ...compute.clientOptions(), authClient: auth });
+    globalOps = new GlobalOperationsClient({ ...compute.clientOptions(), authClient: auth });
+  });
+  afterEach(async () => {
+    await firewalls.close();
+    await globalOps.close();
+  });
+  const rule = { name: 'allow-proxy', network: 'global/networks/default', sourceRanges: ['10.0.0.0/8'], targetTags: ['egress-proxy-gce'], allowed: [{ IPProtocol: 'tcp', ports: ['3128'] }] };
+  async function finish(name: string | null | undefined): Promise<{ status?: unknown; error?: unknown }> {
+    for (;;) {
+      const [op] = await globalOps.wait({ project: P, operation: name });
+      if (op.status === 'DONE') return op;
+    }
+  }
+
+  it('inserts a rule through a global operation: 404 until it is DONE, then readable; a duplicate is 409', async () => {
+    compute.setOperationPolls(1);
+    const [lro] = await firewalls.insert({ project: P, firewallResource: rule });
+    expect(lro.latestResponse.name).toBeTruthy();
+    const early = await failure(firewalls.get({ project: P, firewall: 'allow-proxy' }));
+    expect([early.code, reasonOf(early)]).toEqual([404, 'notFound']);
+    expect(JSON.parse(early.message).error.message).toBe(`The resource 'projects/${P}/global/firewalls/allow-proxy' was not found`);
+    const dupPending = await failure(firewalls.insert({ project: P, firewallResource: rule }));
+    expect([dupPending.code, reasonOf(dupPending)]).toEqual([409, 'alreadyExists']);
+    expect((await finish(lro.latestResponse.name)).error).toBeFalsy();
+    const [got] = await firewalls.get({ project: P, firewall: 'allow-proxy' });
+    expect(got).toMatchObject({ name: 'allow-proxy', direction: 'INGRESS', priority: 1000, sourceRanges: ['10.0.0.0/8'], targetTags: ['egress-proxy-gce'], allowed: [{ IPProtocol: 'tcp', ports: ['3128'] }] });
+    expect(got.network).toBe(`${compute.url}/compute/v1/projects/${P}/global/networks/default`);
+    const dup = await failure(firewalls.insert({ project: P, firewallResource: rule }));
+    expect([dup.code, reasonOf(dup)]).toEqual([409, 'alreadyExists']);
+    const paths = compute.requests.map((r) => `${r.method} ${r.path}`);
+    expect(paths[0]).toBe(`POST /compute/v1/projects/${P}/global/firewalls`);
+    expect(paths).toContain(`POST /compute/v1/projects/${P}/global/operations/${lro.latestResponse.name}/wait`);
+  });
+
+  it('patches the fields a patch carries, replacing lists, and refuses a network change', async () => {
+    compute.seedFirewall({ ...rule, network: `${compute.url}/compute/v1/projects/${P}/global/networks/default` });
+    const [lro] = await firewalls.patch({ project: P, firewall: 'allow-proxy', firewallResource: { sourceRanges: ['192.0.2.0/24', '198.51.100.7/32'], allowed: [{ IPProtocol: 'tcp', ports: ['8080'] }] } });
+    expect(compute.getFirewall('allow-proxy')?.sourceRanges).toEqual(['10.0.0.0/8']);
+    await finish(lro.latestResponse.name);
+    expect(compute.getFirewall('allow-proxy')).toMatchObject({ sourceRanges: ['192.0.2.0/24', '198.51.100.7/32'], allowed: [{ IPProtocol: 'tcp', ports: ['8080'] }], targetTags: ['egress-proxy-gce'] });
+    expect(compute.requests[0]?.method).toBe('PATCH');
+    compute.state.networks.add('other');
+    const moved = await failure(firewalls.patch({ project: P, firewall: 'allow-proxy', firewallResource: { network: 'global/networks/other' } }));
+    expect([moved.code, reasonOf(moved)]).toEqual([400, 'invalid']);
+    const missing = await failure(firewalls.patch({ project: P, firewall: 'nope', firewallResource: { sourceRanges: ['10.0.0.0/8'] } }));
+    expect(missing.code).toBe(404);
+  });
+
+  it('validates rules: CIDRs, ports, names, an unknown network', async () => {
+    const cases: [object, number, string][] = [
+      [{ ...rule, sourceRanges: ['10.0.0.0/33'] }, 400, "resource.sourceRanges[0]"],
+      [{ ...rule, sourceRanges: ['10.0.0.0/8', 'not-a-cidr'] }, 400, "resource.sourceRanges[1]"],
+      [{ ...rule, allowed: [{ IPProtocol: 'tcp', ports: ['70000'] }] }, 400, 'resource.allowed[0].ports[0]'],
+      [{ ...rule, allowed: [{ IPProtocol: 'icmp', ports: ['80'] }] }, 400, 'resource.allowed[0].ports'],
+      [{ ...rule, name: 'Bad_Name' }, 400, 'resource.name'],
+      [{ ...rule, targetTags: ['UPPER'] }, 400, 'resource.targetTags[0]'],
+      [{ ...rule, network: 'global/networks/missing' }, 404, `projects/${P}/global/networks/missing`],
+    ];
+    for (const [body, code, mentions] of cases) {
+      const e = await failure(firewalls.insert({ project: P, firewallResource: body }));
+      expect(e.code, JSON.stringify(body)).toBe(code);
+      expect(JSON.parse(e.message).error.message).toContain(mentions);
+    }
+    expect(compute.listFirewalls()).toEqual([]);
+  });
+
+  it('deletes a rule through a global operation', async () => {
+    compute.seedFirewall(rule);
+    const [lro] = await firewalls.delete({ project: P, firewall: 'allow-proxy' });
+    await finish(lro.latestResponse.name);
+    expect(compute.getFirewall('allow-proxy')).toBeUndefined();
+    expect((await failure(firewalls.delete({ project: P, firewall: 'allow-proxy' }))).code).toBe(404);
+  });
+
+  it('holds only the answer with afterApply: the change is made, the client never hears of it', async () => {
+    compute.injectFault({ latencyMs: 60_000, afterApply: true, match: { method: 'POST', path: `/compute/v1/projects/${P}/global/firewalls` } });
+    const seen = compute.nextRequest();
+    const pending = firewalls.insert({ project: P, firewallResource: rule }, { timeout: 60_000 });
+    pending.catch(() => undefined);
+    const req = await seen;
+    // The request was routed as soon as it arrived: its operation exists, its answer is held.
+    expect(compute.state.operations.size).toBe(1);
+    expect(req.outcome).toBe('pending');
+    compute.state.finishAllOperations();
+    expect(compute.getFirewall('allow-proxy')).toBeDefined();
   });
 });
 

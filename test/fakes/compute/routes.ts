@@ -2,6 +2,8 @@
 import { randomBytes } from 'node:crypto';
 import { computeError, invalid, notFound } from './errors.ts';
 import { FilterError, matchesFilter, parseFilter, type Filter } from './filter.ts';
+import { deleteFirewall, getFirewall, insertFirewall, listFirewalls, patchFirewall } from './firewalls.ts';
+import { INSTANCE_ACTIONS, instanceAction, type InstanceAction } from './instance-actions.ts';
 import type { ComputeRequest } from './types.ts';
 import type { ComputeState, FakeInstance } from './state.ts';
 
@@ -18,15 +20,17 @@ export function route(state: ComputeState, e: ComputeRequest, project: string): 
   const p = parts[3];
   const rest = parts.slice(4);
   const last = rest[rest.length - 1];
-  const collection = last === 'instances' || last === 'operations';
+  const collection = last === 'instances' || last === 'operations' || last === 'firewalls';
   const verb =
-    e.method === 'DELETE' ? 'delete' : e.method === 'GET' ? (collection ? 'list' : 'get') : collection ? 'create' : (last ?? 'get');
+    e.method === 'DELETE' ? 'delete' : e.method === 'PATCH' ? 'update' : e.method === 'GET' ? (collection ? 'list' : 'get') : collection ? 'create' : (last ?? 'get');
+  const resource = rest.includes('firewalls') ? 'firewalls' : 'instances';
   if (p !== project) {
-    throw computeError(403, 'forbidden', `Required 'compute.instances.${verb}' permission for 'projects/${p}'`);
+    throw computeError(403, 'forbidden', `Required 'compute.${resource}.${verb}' permission for 'projects/${p}'`);
   }
   if (rest[0] === 'aggregated' && rest[1] === 'instances' && rest.length === 2 && e.method === 'GET') {
     return aggregatedList(state, e);
   }
+  if (rest[0] === 'global') return globalRoute(state, e, p, rest);
   if (rest[0] !== 'zones' || !rest[1]) throw notFound(`projects/${p}/${rest.join('/')}`);
   const zone = rest[1];
   if (!state.zones.includes(zone)) throw notFound(`projects/${p}/zones/${zone}`);
@@ -37,9 +41,9 @@ export function route(state: ComputeState, e: ComputeRequest, project: string): 
       if (e.method === 'POST') return insert(state, e, zone);
     } else if (action === undefined) {
       if (e.method === 'GET') return [200, instanceOr404(state, p, zone, name)];
-      if (e.method === 'DELETE') return lifecycle(state, p, zone, name, 'delete');
-    } else if (e.method === 'POST' && (action === 'stop' || action === 'start') && rest.length === 5) {
-      return lifecycle(state, p, zone, name, action);
+      if (e.method === 'DELETE') return [200, instanceAction(state, p, zone, name, 'delete')];
+    } else if (e.method === 'POST' && INSTANCE_ACTIONS.includes(action) && rest.length === 5) {
+      return [200, instanceAction(state, p, zone, name, action as InstanceAction)];
     } else if (e.method === 'POST' && action === 'setLabels' && rest.length === 5) {
       return setLabels(state, e, p, zone, name);
     }
@@ -49,6 +53,30 @@ export function route(state: ComputeState, e: ComputeRequest, project: string): 
     if ((action === undefined && e.method === 'GET') || isWait) {
       const op = state.poll(zone, name);
       if (!op) throw notFound(`projects/${p}/zones/${zone}/operations/${name}`);
+      return [200, op];
+    }
+  }
+  throw notFound(`projects/${p}/${rest.join('/')}`);
+}
+
+/** `global/firewalls[/name]` and `global/operations/name[/wait]`. */
+function globalRoute(state: ComputeState, e: ComputeRequest, p: string, rest: string[]): Result {
+  const [, kind, name, action] = rest;
+  if (kind === 'firewalls' && rest.length <= 3) {
+    if (name === undefined) {
+      if (e.method === 'GET') return [200, listFirewalls(state)];
+      if (e.method === 'POST') return [200, insertFirewall(state, e.body)];
+    } else {
+      if (e.method === 'GET') return [200, getFirewall(state, name)];
+      if (e.method === 'PATCH') return [200, patchFirewall(state, name, e.body)];
+      if (e.method === 'DELETE') return [200, deleteFirewall(state, name)];
+    }
+  }
+  if (kind === 'operations' && name !== undefined) {
+    const isWait = action === 'wait' && e.method === 'POST' && rest.length === 4;
+    if ((action === undefined && e.method === 'GET') || isWait) {
+      const op = state.poll(undefined, name);
+      if (!op) throw notFound(`projects/${p}/global/operations/${name}`);
       return [200, op];
     }
   }
@@ -213,27 +241,4 @@ function checkLabels(labels: Record<string, unknown>): void {
     if (!LABEL_KEY.test(k)) throw invalid(`labels`, k, 'Label keys must start with a lowercase letter and contain only lowercase letters, digits, underscores and dashes (max 63).');
     if (typeof v !== 'string' || !LABEL_VALUE.test(v)) throw invalid(`labels.${k}`, String(v), 'Label values may contain only lowercase letters, digits, underscores and dashes (max 63).');
   }
-}
-
-function lifecycle(state: ComputeState, p: string, zone: string, name: string, action: 'delete' | 'stop' | 'start'): Result {
-  const key = state.key(zone, name);
-  const inst = state.instances.get(key);
-  if (!inst) throw notFound(`projects/${p}/zones/${zone}/instances/${name}`);
-  if (action === 'start') {
-    inst.status = 'STAGING';
-    return [200, state.startOperation(zone, 'start', inst, () => void (inst.status = 'RUNNING'))];
-  }
-  const before = inst.status;
-  inst.status = 'STOPPING';
-  const op = state.startOperation(
-    zone,
-    action,
-    inst,
-    () => {
-      if (action === 'delete') state.instances.delete(key);
-      else inst.status = 'TERMINATED';
-    },
-    () => void (inst.status = before),
-  );
-  return [200, op];
 }

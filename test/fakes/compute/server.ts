@@ -6,18 +6,28 @@
  * with `filter` (see filter.ts), `maxResults` ≤ 500 and an opaque `nextPageToken` tied to the filter,
  * per-zone NO_RESULTS_ON_PAGE warnings, `returnPartialSuccess` + `unreachables` (knob
  * `state.unreachableZones`; 503 without partial success); instances get, insert (name and label checks,
- * 409 on duplicates, `requestId` idempotency), delete, stop, start, setLabels (412 conditionNotMet on a
- * stale `labelFingerprint`); zone operations get and wait; operations that stay RUNNING
- * for `operationPolls` polls; provisioning failures as HTTP 200 + DONE + `error`; bearer-token or API-key
- * authentication (401), 403 for other projects, a "Compute API disabled" 403; one-shot faults; a request log;
- * optional TLS (`tls: true`). gcloud works against it too (gcloud.test.ts).
+ * 409 on duplicates, `requestId` idempotency), delete, stop, start, suspend, resume with the real status
+ * transitions and 400 `resourceNotReady` in the wrong state (instance-actions.ts), setLabels (412
+ * conditionNotMet on a stale `labelFingerprint`); preemption of a spot VM (`preemptInstance`); ephemeral
+ * external addresses released on stop, preemption and suspend and newly assigned on start and resume;
+ * global firewall rules get, list, insert, patch, delete with validation (firewalls.ts); zone and global
+ * operations get and wait; operations that stay RUNNING for `operationPolls` polls; provisioning failures
+ * as HTTP 200 + DONE + `error`; bearer-token or API-key authentication (401), 403 for other projects, a
+ * "Compute API disabled" 403; one-shot faults (a latency before or after the change is applied); a
+ * request log; optional TLS (`tls: true`). gcloud works against it too (gcloud.test.ts).
  *
  * Deviations from the real API:
- * - Only instances and zone operations; no regions, disks, images, machine-type or network validation.
+ * - Only instances, firewall rules, and zone and global operations; no regions, disks, images,
+ *   machine-type or subnetwork validation. Networks are names in `state.networks` (`default` only).
  * - Lists serve the current state on every page (the real pages come from a snapshot); aggregated lists
  *   cover zones only (no regional scopes) and page over instances in zone/name order.
  * - `wait` answers at once (one poll) instead of blocking up to 2 minutes; `orderBy` is ignored.
- * - Instances do not change state by themselves (no preemption) unless a test calls setInstanceStatus.
+ *   Operations advance only when polled (or `state.finishAllOperations()`), not with time.
+ * - Instances do not change state by themselves unless a test calls setInstanceStatus or
+ *   preemptInstance. Every external address is ephemeral (no reserved static addresses); that suspend
+ *   releases it as stop does has not been checked against the real API.
+ * - Error messages for firewall validation and `resourceNotReady` follow the real shapes (reason, field
+ *   named in the message) but their wording is approximate.
  * - Filter fields that do not exist match nothing (the real API may answer 400); URL fields also match
  *   on their last path segment (`zone = us-central1-a`).
  * - Enum fields are strings (`"RUNNING"`), as the real server sends them despite `enum-encoding=int`.
@@ -29,7 +39,8 @@ import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { apiDisabled, ComputeHttpError, computeError, defaultFaultReason, unauthenticated } from './errors.ts';
 import { route } from './routes.ts';
-import { ComputeState, type FakeInstance, type InstanceStatus, type OperationFailure } from './state.ts';
+import { preempt } from './instance-actions.ts';
+import { ComputeState, type FakeFirewall, type FakeInstance, type FakeOperation, type InstanceStatus, type OperationFailure } from './state.ts';
 import { selfSignedCert, type SelfSignedCert } from '../kube-apiserver/tls.ts';
 import type { ComputeFault, ComputeRequest } from './types.ts';
 
@@ -46,6 +57,8 @@ export interface FakeComputeOptions {
   tokens?: string[];
   /** Accepted API keys (`x-goog-api-key`). Default none. */
   apiKeys?: string[];
+  /** Allocates each new ephemeral external address (default 34.0.0.N); e.g. loopback addresses a test can reach. */
+  externalIps?: () => string;
 }
 
 export class FakeCompute extends EventEmitter {
@@ -56,6 +69,7 @@ export class FakeCompute extends EventEmitter {
   readonly apiKeys: Set<string>;
   state!: ComputeState;
   private readonly zones: string[];
+  private readonly externalIps: (() => string) | undefined;
   private readonly faults: ComputeFault[] = [];
   private readonly timers = new Set<NodeJS.Timeout>();
   private apiEnabled = true;
@@ -74,6 +88,7 @@ export class FakeCompute extends EventEmitter {
     this.zones = options.zones ?? ['europe-west1-b', 'us-central1-a', 'us-central1-b'];
     this.tokens = new Set(options.tokens ?? ['fake-access-token']);
     this.apiKeys = new Set(options.apiKeys ?? []);
+    this.externalIps = options.externalIps;
   }
 
   async start(): Promise<this> {
@@ -83,7 +98,7 @@ export class FakeCompute extends EventEmitter {
     await once(this.server, 'listening');
     this.port = (this.server.address() as AddressInfo).port;
     this.url = `${this.tlsCert ? 'https' : 'http'}://127.0.0.1:${this.port}`;
-    this.state = new ComputeState(this.project, this.zones, this.url);
+    this.state = new ComputeState(this.project, this.zones, this.url, this.externalIps);
     return this;
   }
 
@@ -156,6 +171,41 @@ export class FakeCompute extends EventEmitter {
     i.status = status;
   }
 
+  /**
+   * Preempts the instance as Compute preempts a spot VM: TERMINATED, its ephemeral external address
+   * released, a DONE `compute.instances.preempted` operation recorded. A `start` assigns a new address.
+   */
+  preemptInstance(zone: string, name: string): FakeOperation {
+    return preempt(this.state, zone, name);
+  }
+
+  getFirewall(name: string): FakeFirewall | undefined {
+    const f = this.state.firewalls.get(name);
+    return f ? structuredClone(f) : undefined;
+  }
+
+  listFirewalls(): FakeFirewall[] {
+    return [...this.state.firewalls.values()].map((f) => structuredClone(f));
+  }
+
+  /** Stores a rule directly (as if made by hand), completed at once. */
+  seedFirewall(rule: Partial<FakeFirewall> & { name: string }): FakeFirewall {
+    const fw: FakeFirewall = {
+      kind: 'compute#firewall',
+      id: String(Date.now()),
+      network: `${this.state.globalUrl()}/networks/default`,
+      priority: 1000,
+      direction: 'INGRESS',
+      disabled: false,
+      logConfig: { enable: false },
+      creationTimestamp: new Date().toISOString(),
+      selfLink: `${this.state.globalUrl()}/firewalls/${rule.name}`,
+      ...rule,
+    };
+    this.state.firewalls.set(fw.name, fw);
+    return structuredClone(fw);
+  }
+
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
@@ -181,6 +231,19 @@ export class FakeCompute extends EventEmitter {
     this.emit('request', entry);
     watchClientAbort(entry, res, () => this.emit('client-abort', entry));
     const fault = this.takeFault(entry);
+    if (fault?.latencyMs && fault.afterApply) {
+      // The change is made, only the answer is held (a server that committed, then a lost response).
+      let answer: [number, unknown];
+      try {
+        this.authenticate(entry);
+        answer = route(this.state, entry, this.project);
+      } catch (e) {
+        answer = e instanceof ComputeHttpError ? [e.code, e.body] : [500, computeError(500, 'backendError', `Internal error: ${String(e)}`).body];
+      }
+      await delayUnlessClosed(fault.latencyMs, res, this.timers);
+      if (entry.outcome === 'pending') this.send(res, entry, answer[0], answer[1]);
+      return;
+    }
     if (fault?.latencyMs) {
       await delayUnlessClosed(fault.latencyMs, res, this.timers);
       if (entry.outcome !== 'pending') return;

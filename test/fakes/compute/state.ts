@@ -1,7 +1,10 @@
 /**
- * The fake Compute project's state: zonal instances and zone operations. Operations stay RUNNING for
- * `operationPolls` polls (get or wait) and then complete, applying their effect (the instance becomes
- * RUNNING, TERMINATED or disappears), or fail as HTTP 200 + DONE + `error` when a failure was queued.
+ * The fake Compute project's state: zonal instances, global firewall rules, and zone and global
+ * operations. Operations stay RUNNING for `operationPolls` polls (get or wait) and then complete,
+ * applying their effect (the instance becomes RUNNING, TERMINATED, SUSPENDED or disappears; a firewall
+ * rule appears, changes or disappears), or fail as HTTP 200 + DONE + `error` when a failure was queued.
+ * External addresses are ephemeral: released when an instance stops, is preempted or suspends, and a
+ * new one is assigned when it starts or resumes.
  */
 import { randomBytes } from 'node:crypto';
 
@@ -23,6 +26,31 @@ export interface FakeInstance {
   [k: string]: unknown;
 }
 
+export interface FakeFirewall {
+  kind: 'compute#firewall';
+  id: string;
+  name: string;
+  description?: string;
+  network: string;
+  priority: number;
+  direction: 'INGRESS' | 'EGRESS';
+  sourceRanges?: string[];
+  targetTags?: string[];
+  allowed?: { IPProtocol: string; ports?: string[] }[];
+  denied?: { IPProtocol: string; ports?: string[] }[];
+  disabled: boolean;
+  logConfig: { enable: boolean };
+  creationTimestamp: string;
+  selfLink: string;
+  [k: string]: unknown;
+}
+
+/** What an operation points at. */
+export interface OperationTarget {
+  id: string;
+  selfLink: string;
+}
+
 export interface FakeOperation {
   kind: 'compute#operation';
   id: string;
@@ -30,7 +58,8 @@ export interface FakeOperation {
   operationType: string;
   status: 'PENDING' | 'RUNNING' | 'DONE';
   progress: number;
-  zone: string;
+  /** Zone operations only; global ones have none. */
+  zone?: string;
   targetLink: string;
   targetId: string;
   user: string;
@@ -62,13 +91,20 @@ interface OpRecord {
 export const computeTime = (d = new Date()): string => d.toISOString().replace('Z', '-00:00');
 
 let idCounter = 4_000_000_000_000_000_000n;
-const nextId = (): string => String((idCounter += 7919n));
+export const nextId = (): string => String((idCounter += 7919n));
+
+/** Where zone operations are keyed by `<zone>/<name>`, global ones by `global/<name>`. */
+const GLOBAL = 'global';
 
 export class ComputeState {
   readonly instances = new Map<string, FakeInstance>();
+  readonly firewalls = new Map<string, FakeFirewall>();
+  /** Networks that exist (by name); a firewall on another network is a 404. */
+  readonly networks = new Set<string>(['default']);
   readonly operations = new Map<string, OpRecord>();
   private readonly failures: OperationFailure[] = [];
   private ipCounter = 2;
+  private natCounter = 2;
   /** How many polls (get or wait) an operation reports RUNNING before it is DONE. */
   operationPolls = 0;
   /** Knob: zones an aggregated list cannot reach (left out and named in `unreachables` with partial success, 503 without). */
@@ -78,7 +114,28 @@ export class ComputeState {
     readonly project: string,
     readonly zones: string[],
     readonly base: string,
+    /** Allocates an ephemeral external address (default 34.0.0.N). */
+    private readonly allocateExternalIp: (() => string) | undefined = undefined,
   ) {}
+
+  globalUrl(): string {
+    return `${this.base}/compute/v1/projects/${this.project}/global`;
+  }
+
+  /** A new ephemeral external address. */
+  externalIp(): string {
+    return this.allocateExternalIp ? this.allocateExternalIp() : `34.0.0.${this.natCounter++}`;
+  }
+
+  /** Releases the instance's ephemeral external addresses (stop, preemption, suspend). */
+  releaseExternalIps(inst: FakeInstance): void {
+    for (const nic of inst.networkInterfaces) for (const ac of nic.accessConfigs ?? []) delete ac.natIP;
+  }
+
+  /** Gives every external access config without an address a new one (start, resume). */
+  assignExternalIps(inst: FakeInstance): void {
+    for (const nic of inst.networkInterfaces) for (const ac of nic.accessConfigs ?? []) ac.natIP ??= this.externalIp();
+  }
 
   zoneUrl(zone: string): string {
     return `${this.base}/compute/v1/projects/${this.project}/zones/${zone}`;
@@ -115,7 +172,7 @@ export class ComputeState {
         network: typeof n.network === 'string' ? n.network : `${this.base}/compute/v1/projects/${this.project}/global/networks/default`,
         networkIP: `10.128.0.${this.ipCounter++}`,
         ...(Array.isArray(n.accessConfigs)
-          ? { accessConfigs: (n.accessConfigs as Record<string, unknown>[]).map((a) => ({ ...a, kind: 'compute#accessConfig', type: 'ONE_TO_ONE_NAT', name: typeof a.name === 'string' ? a.name : 'External NAT', natIP: `34.0.0.${this.ipCounter++}` })) }
+          ? { accessConfigs: (n.accessConfigs as Record<string, unknown>[]).map((a) => ({ ...a, kind: 'compute#accessConfig', type: 'ONE_TO_ONE_NAT', name: typeof a.name === 'string' ? a.name : 'External NAT', natIP: this.externalIp() })) }
           : {}),
       })),
       creationTimestamp: computeTime(),
@@ -130,9 +187,11 @@ export class ComputeState {
     this.failures.push(f);
   }
 
-  startOperation(zone: string, type: string, target: FakeInstance, complete: () => void, onFail?: () => void): FakeOperation {
+  /** A zone operation (`zone`) or a global one (`zone` undefined) on `target`; `complete` applies its effect. */
+  startOperation(zone: string | undefined, type: string, target: OperationTarget, complete: () => void, onFail?: () => void): FakeOperation {
     const now = Date.now();
     const name = `operation-${now}-${randomBytes(6).toString('hex')}`;
+    const scopeUrl = zone === undefined ? this.globalUrl() : this.zoneUrl(zone);
     const op: FakeOperation = {
       kind: 'compute#operation',
       id: nextId(),
@@ -140,22 +199,35 @@ export class ComputeState {
       operationType: type,
       status: 'RUNNING',
       progress: 0,
-      zone: this.zoneUrl(zone),
+      ...(zone === undefined ? {} : { zone: this.zoneUrl(zone) }),
       targetLink: target.selfLink,
       targetId: target.id,
       user: 'egress@fake.iam.gserviceaccount.com',
       insertTime: computeTime(new Date(now)),
       startTime: computeTime(new Date(now)),
-      selfLink: `${this.zoneUrl(zone)}/operations/${name}`,
+      selfLink: `${scopeUrl}/operations/${name}`,
     };
     const fail = this.failures.shift();
-    this.operations.set(this.key(zone, name), { op, pollsLeft: this.operationPolls, complete, ...(onFail ? { onFail } : {}), ...(fail ? { fail } : {}) });
+    this.operations.set(this.key(zone ?? GLOBAL, name), { op, pollsLeft: this.operationPolls, complete, ...(onFail ? { onFail } : {}), ...(fail ? { fail } : {}) });
     return structuredClone(op);
   }
 
-  /** One poll (operations.get or wait): counts down, then completes the operation. */
-  poll(zone: string, name: string): FakeOperation | undefined {
-    const rec = this.operations.get(this.key(zone, name));
+  /** An operation that is already DONE (what the API records for a preemption, `compute.instances.preempted`). */
+  recordDoneOperation(zone: string, type: string, target: OperationTarget): FakeOperation {
+    const op = this.startOperation(zone, type, target, () => undefined);
+    const rec = this.operations.get(this.key(zone, op.name));
+    if (rec) {
+      // A queued failure is for the next operation a client starts, not for this one.
+      if (rec.fail) this.failures.unshift(rec.fail);
+      delete rec.fail;
+      this.finish(rec);
+    }
+    return structuredClone(rec?.op ?? op);
+  }
+
+  /** One poll (operations.get or wait) of a zone operation, or of a global one when `zone` is undefined. */
+  poll(zone: string | undefined, name: string): FakeOperation | undefined {
+    const rec = this.operations.get(this.key(zone ?? GLOBAL, name));
     if (!rec) return undefined;
     if (rec.op.status !== 'DONE') {
       if (rec.pollsLeft > 0) rec.pollsLeft -= 1;

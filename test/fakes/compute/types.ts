@@ -21,6 +21,8 @@ export interface ComputeRequest {
 export interface ComputeFault {
   match?: { method?: string; path?: string | RegExp };
   latencyMs?: number;
+  /** With `latencyMs`: apply the request first, then hold only the answer (default: hold before applying). */
+  afterApply?: boolean;
   destroySocket?: boolean;
   status?: number;
   reason?: string;
