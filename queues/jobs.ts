@@ -37,6 +37,17 @@ export const checkResultSchema = z.strictObject({
 });
 export type CheckResultData = z.infer<typeof checkResultSchema>;
 
+/**
+ * A job on `results`: the results that check workers finished together, in the order they
+ * finished (job name `results`). One result alone (job name `result`, what earlier releases
+ * put on the queue) is still accepted.
+ */
+export const resultsJobSchema = z.union([
+  z.strictObject({ results: z.array(checkResultSchema).min(1) }),
+  checkResultSchema.transform((result) => ({ results: [result] })),
+]);
+export type ResultsJobData = z.input<typeof resultsJobSchema>;
+
 export class JobDataError extends EgressError {
   constructor(queue: string, message: string, cause: unknown) {
     super('ERR_JOB_DATA', `invalid ${queue} job data: ${message}`, { cause });

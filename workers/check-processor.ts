@@ -1,14 +1,17 @@
-import { UnrecoverableError, type Job, type Queue } from 'bullmq';
+import { UnrecoverableError, type Job } from 'bullmq';
 import { checkJobSchema, checkResultSchema, parseJobData, type CheckResultData } from '../queues/jobs.ts';
-import { QUEUES, safeJobId } from '../queues/names.ts';
+import { QUEUES } from '../queues/names.ts';
+import { deadline } from '../src/abort.ts';
 import { EgressError } from '../src/errors.ts';
 import { runCheck } from '../src/health/run-check.ts';
 import type { Logger } from '../src/logging.ts';
 import type { Provider } from '../src/providers/types.ts';
+import type { ResultSink } from './result-batcher.ts';
 
 export interface CheckProcessorDeps {
   providers: ReadonlyMap<string, Provider>;
-  results: Queue;
+  /** The durable `results` queue, through a batcher (result-batcher.ts). */
+  results: ResultSink;
   /** The per-check deadline (`--provider-check-timeout`, resolved). */
   timeoutMs: number;
   logger: Logger;
@@ -42,10 +45,14 @@ export function createCheckProcessor(deps: CheckProcessorDeps) {
     const jobId = job.id ?? 'unknown';
     const log = deps.logger.child({ jobId, queue: QUEUES.checks, provider: provider.name, trigger: data.trigger });
 
-    const deadline = AbortSignal.timeout(deps.timeoutMs);
-    const combined = signal ? AbortSignal.any([signal, deadline]) : deadline;
+    const limit = deadline(signal, deps.timeoutMs);
     const checkedAt = new Date().toISOString();
-    const targets = await runCheck(provider, combined);
+    let targets;
+    try {
+      targets = await runCheck(provider, limit.signal);
+    } finally {
+      limit.clear();
+    }
     if (signal?.aborted) throw new CheckInterruptedError(signal.reason);
 
     // Validated on this end too: a checker returning a malformed result fails here, not in the publisher.
@@ -55,7 +62,7 @@ export function createCheckProcessor(deps: CheckProcessorDeps) {
     } catch (err) {
       throw new UnrecoverableError(`provider ${provider.name} returned a malformed result: ${(err as Error).message}`);
     }
-    await deps.results.add('result', result, { jobId: safeJobId('result', jobId) });
+    await deps.results.publish(result);
     for (const t of targets) {
       log.info({ target: t.target, ready: t.ready, reason: t.reason, durationSeconds: t.durationSeconds }, 'checked target');
     }

@@ -8,6 +8,7 @@ import type { JobMetrics } from '../src/metrics/job-metrics.ts';
 import type { Provider } from '../src/providers/types.ts';
 import { closeWorkerBounded } from '../src/runtime/bounded-close.ts';
 import { createCheckProcessor } from './check-processor.ts';
+import { createResultBatcher } from './result-batcher.ts';
 import { createReconcileProcessor } from './reconcile-processor.ts';
 import { createGcProcessor } from './gc-processor.ts';
 import type { Registry } from 'prom-client';
@@ -54,7 +55,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
   const lifecycles = new Map<string, ProxyLifecycle>();
   for (const [name, p] of deps.providers) if (p.lifecycle) lifecycles.set(name, p.lifecycle);
   const processors = {
-    checks: createCheckProcessor({ providers: deps.providers, results, timeoutMs: config.checks.timeoutMs, logger }),
+    checks: createCheckProcessor({ providers: deps.providers, results: createResultBatcher(results), timeoutMs: config.checks.timeoutMs, logger }),
     reconcile: createReconcileProcessor({
       proxies: deps.proxies,
       reconcile: reconcileQueue,

@@ -29,13 +29,27 @@ export function createJobMetrics(registry: Registry): JobMetrics {
     buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120],
     registers: [registry],
   });
+  // Label children looked up once per label set: a lookup by labels hashes them on every call.
+  const finished = new Map<string, { duration: Histogram.Internal<'queue' | 'outcome'>; outcomes: Counter.Internal }>();
+  const waits = new Map<string, Histogram.Internal<'queue'>>();
   return {
     observe(queue, outcome, seconds) {
-      duration.observe({ queue, outcome }, seconds);
-      outcomes.inc({ queue, outcome });
+      const key = `${queue}\0${outcome}`;
+      let child = finished.get(key);
+      if (!child) {
+        child = { duration: duration.labels({ queue, outcome }), outcomes: outcomes.labels({ queue, outcome }) };
+        finished.set(key, child);
+      }
+      child.duration.observe(seconds);
+      child.outcomes.inc();
     },
     observeWait(queue, seconds) {
-      wait.observe({ queue }, Math.max(0, seconds));
+      let child = waits.get(queue);
+      if (!child) {
+        child = wait.labels({ queue });
+        waits.set(queue, child);
+      }
+      child.observe(Math.max(0, seconds));
     },
   };
 }

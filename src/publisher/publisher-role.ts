@@ -1,6 +1,6 @@
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
 import { redisOptions } from '../../queues/connection.ts';
-import { checkResultSchema, JobDataError, parseJobData } from '../../queues/jobs.ts';
+import { JobDataError, parseJobData, resultsJobSchema, type CheckResultData } from '../../queues/jobs.ts';
 import { QUEUES } from '../../queues/names.ts';
 import type { AppConfig } from '../config/app.ts';
 import { nextProviderHealth } from '../health/next-status.ts';
@@ -26,21 +26,34 @@ export interface PublisherRole {
 }
 
 /**
- * Applies one result to the store. Idempotent: the same result delivered twice writes
- * nothing the second time. Results for providers no longer configured are dropped, so a
- * late result cannot bring back a ProviderHealth the scheduler deleted.
+ * Applies one `results` job (a batch of results, or one result) to the store: the results of
+ * each provider folded in order into one write of its ProviderHealth. Idempotent: the same job
+ * delivered twice writes nothing the second time. Results for providers no longer configured
+ * are dropped, so a late result cannot bring back a ProviderHealth the scheduler deleted.
+ * Returns what was stored, a provider an entry.
  */
-export async function publishResult(
+export async function publishResults(
   data: unknown,
   deps: { store: StatusStore; configured: ReadonlySet<string>; now: () => Date; logger: Logger },
   signal?: AbortSignal,
-): Promise<ProviderHealth | undefined> {
-  const result = parseJobData(checkResultSchema, QUEUES.results, data);
-  if (!deps.configured.has(result.provider)) {
-    deps.logger.info({ provider: result.provider }, 'dropping a result for a provider that is no longer configured');
-    return undefined;
+): Promise<ProviderHealth[]> {
+  const { results } = parseJobData(resultsJobSchema, QUEUES.results, data);
+  const byProvider = new Map<string, CheckResultData[]>();
+  for (const result of results) {
+    if (!deps.configured.has(result.provider)) {
+      deps.logger.info({ provider: result.provider }, 'dropping a result for a provider that is no longer configured');
+      continue;
+    }
+    const list = byProvider.get(result.provider) ?? [];
+    list.push(result);
+    byProvider.set(result.provider, list);
   }
-  return deps.store.updateProviderHealth(result.provider, (current) => nextProviderHealth(current, result, deps.now()), signal);
+  const stored = await Promise.all(
+    [...byProvider].map(([provider, list]) =>
+      deps.store.updateProviderHealth(provider, (current) => list.reduce<ProviderHealth | undefined>((health, result) => nextProviderHealth(health, result, deps.now()), current), signal),
+    ),
+  );
+  return stored.filter((health) => health !== undefined);
 }
 
 /** `egress publisher`: consumes the durable `results` queue into ProviderHealth status. */
@@ -53,8 +66,8 @@ export async function startPublisherRole(deps: PublisherDeps): Promise<Publisher
     async (job: Job, _token: string | undefined, signal: AbortSignal | undefined) => {
       const log = logger.child({ jobId: job.id, queue: QUEUES.results });
       try {
-        const stored = await publishResult(job.data, { store: deps.store, configured, now, logger: log }, signal);
-        if (stored) log.debug({ provider: stored.name, ready: stored.status.ready }, 'published provider health');
+        const stored = await publishResults(job.data, { store: deps.store, configured, now, logger: log }, signal);
+        for (const health of stored) log.debug({ provider: health.name, ready: health.status.ready }, 'published provider health');
       } catch (err) {
         if (err instanceof JobDataError) throw new UnrecoverableError((err as Error).message);
         log.warn({ err: (err as Error).message }, 'status write failed; the result will be retried');

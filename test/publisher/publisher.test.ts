@@ -63,6 +63,29 @@ describe('publisher', () => {
     expect(ph?.status).toMatchObject({ ready: false, lastTransitionTime: '2026-11-01T10:01:00.000Z' });
   });
 
+  test('a batch is folded in order into one write per provider; its redelivery changes nothing', async () => {
+    const { store, results, processed } = await setup();
+    const batch = {
+      results: [
+        result('2026-11-01T10:00:00.000Z', true),
+        { ...result('2026-11-01T10:00:30.000Z', true), provider: 'removed' },
+        result('2026-11-01T10:01:00.000Z', false),
+        result('2026-11-01T10:02:00.000Z', false),
+      ],
+    };
+    const done = processed();
+    await results.add('results', batch, { jobId: 'batch-1' });
+    await done;
+    const ph = await store.getProviderHealth('local');
+    // The flip inside the batch (ready → not ready at 10:01) is the transition; 10:02 did not flip.
+    expect(ph?.status).toMatchObject({ ready: false, lastTransitionTime: '2026-11-01T10:01:00.000Z', lastCheckTime: '2026-11-01T10:02:00.000Z' });
+    expect(await store.getProviderHealth('removed')).toBeUndefined();
+    const again = processed();
+    await results.add('results', batch, { jobId: 'batch-1-redelivered' });
+    await again;
+    expect(await store.getProviderHealth('local')).toEqual(ph);
+  });
+
   test('a failed status write is retried until it lands', async () => {
     let failures = 2;
     const { store, results, publisher } = await setup((inner) => ({

@@ -1,0 +1,83 @@
+import { createHash } from 'node:crypto';
+import type { Queue } from 'bullmq';
+import type { CheckResultData } from '../queues/jobs.ts';
+import { safeJobId } from '../queues/names.ts';
+
+/** Where check results go: `publish` settles once the result is durably on the `results` queue. */
+export interface ResultSink {
+  publish(result: CheckResultData): Promise<void>;
+}
+
+interface Pending {
+  result: CheckResultData;
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
+/** The batch's job id: the same results give the same id, so re-adding an identical batch adds nothing. */
+function batchJobId(batch: readonly Pending[]): string {
+  const first = batch[0];
+  if (batch.length === 1 && first) return safeJobId('result', first.result.checkJobId);
+  const ids = createHash('sha256');
+  for (const p of batch) ids.update(p.result.checkJobId).update('\0');
+  return safeJobId('results', ids.digest('hex').slice(0, 32));
+}
+
+/**
+ * Group commit of check results onto the `results` queue: results published in the same turn
+ * of the event loop, or while an add is in flight, go out together as one job (at most
+ * `maxBatch` a job) once that turn ends and no add is in flight. An idle worker adds well under
+ * a millisecond; a busy one puts one job on the queue for many checks, which is what keeps the
+ * pipeline's cost per check close to one BullMQ job (docs/benchmarks.md).
+ *
+ * A failed add rejects every `publish` of that batch, so each check job fails and is retried:
+ * a result is never acknowledged before it is on the queue.
+ */
+export function createResultBatcher(queue: Queue, options: { maxBatch?: number } = {}): ResultSink {
+  const maxBatch = options.maxBatch ?? 200;
+  let waiting: Pending[] = [];
+  let inFlight = false;
+  let scheduled = false;
+
+  /** Flushes after the current turn of the event loop, so that checks finishing together share a job. */
+  function schedule(): void {
+    if (scheduled || inFlight) return;
+    scheduled = true;
+    setImmediate(() => {
+      scheduled = false;
+      flush();
+    });
+  }
+
+  function flush(): void {
+    if (inFlight || waiting.length === 0) return;
+    const batch = waiting.slice(0, maxBatch);
+    waiting = waiting.slice(batch.length);
+    inFlight = true;
+    const jobId = batchJobId(batch);
+    const added =
+      batch.length === 1 && batch[0]
+        ? queue.add('result', batch[0].result, { jobId })
+        : queue.add('results', { results: batch.map((p) => p.result) }, { jobId });
+    added.then(
+      () => {
+        for (const p of batch) p.resolve();
+      },
+      (err: unknown) => {
+        for (const p of batch) p.reject(err);
+      },
+    ).finally(() => {
+      inFlight = false;
+      schedule();
+    });
+  }
+
+  return {
+    publish(result) {
+      return new Promise<void>((resolve, reject) => {
+        waiting.push({ result, resolve, reject });
+        schedule();
+      });
+    },
+  };
+}
