@@ -2,16 +2,19 @@ import { Writable } from 'node:stream';
 import { OAuth2Client } from 'google-auth-library';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { silentLogger } from '../../src/logging.ts';
+import { parseConfigDocument } from '../../src/config/file.ts';
+import { silentLogger, type Logger } from '../../src/logging.ts';
 import { createComputeClients, MANAGED_LABELS, type ComputeClients } from '../../src/providers/gcp/index.ts';
 import {
   createGcpLifecycle,
+  firewallRuleName,
   FLEET_LABEL,
   GcpAccessError,
   GcpRequestError,
   METADATA_PASSWORD,
   METADATA_USER,
   PROXY_LABEL,
+  proxyNetworkTag,
   type GcpLifecycleOptions,
 } from '../../src/providers/gcp/lifecycle.ts';
 import { ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../../src/providers/lifecycle.ts';
@@ -302,5 +305,206 @@ describe('gcp lifecycle: errors and cancellation', () => {
     const reason = new Error('deadline');
     ac.abort(reason);
     await expect(pending).rejects.toBe(reason);
+  });
+});
+
+describe('gcp lifecycle: a stopped, suspended or preempted instance is brought back', () => {
+  const natOf = (name: string) => compute.getInstance(ZONE, name)?.networkInterfaces[0]?.accessConfigs?.[0]?.natIP;
+  const actions = () => compute.requests.filter((r) => r.method === 'POST' && /\/instances\/[^/]+\/(start|resume|stop|suspend)$/.test(r.path)).map((r) => r.path.split('/').at(-1));
+
+  function capture(): { lines: () => Record<string, unknown>[]; logger: Logger } {
+    const out: string[] = [];
+    const sink = new Writable({ write: (chunk, _enc, cb) => void (out.push(String(chunk)), cb()) });
+    return { lines: () => out.map((l) => JSON.parse(l) as Record<string, unknown>), logger: pino({ level: 'info' }, sink) };
+  }
+
+  it('starts a preempted spot VM, awaiting the operation, and reports its new address', async () => {
+    const { lines, logger } = capture();
+    const lc = lifecycle({ logger });
+    const made = await lc.ensureInstance(spec(), signal());
+    const before = made.endpoint?.host;
+    expect(before).toBe(natOf('ep-alpha-1234abcd'));
+    compute.preemptInstance(ZONE, 'ep-alpha-1234abcd');
+    expect((await lc.getInstance('ep-alpha-1234abcd', undefined, signal()))?.endpoint).toBeUndefined();
+    compute.setOperationPolls(2);
+
+    const back = await lc.ensureInstance(spec(), signal());
+
+    expect(actions()).toEqual(['start']);
+    expect(polls().slice(-3).map((r) => r.path.endsWith('/wait'))).toEqual([true, true, true]);
+    expect(compute.getInstance(ZONE, 'ep-alpha-1234abcd')?.status).toBe('RUNNING');
+    expect(back).toMatchObject({ state: 'running', id: made.id, endpoint: { host: natOf('ep-alpha-1234abcd'), port: 3128 } });
+    expect(back.endpoint?.host).not.toBe(before);
+    expect(inserts()).toHaveLength(1);
+    const starting = lines().find((l) => l.msg === 'proxy instance is not running; starting it');
+    expect(starting).toMatchObject({ instance: 'ep-alpha-1234abcd', status: 'TERMINATED', reason: 'preempted or stopped (spot VM)' });
+    expect(lines().some((l) => l.msg === 'proxy instance started' && l.endpoint === back.endpoint?.host)).toBe(true);
+  });
+
+  it('starts an instance stopped by hand (through the API), and resumes a suspended one', async () => {
+    const { lines, logger } = capture();
+    const lc = lifecycle({ logger });
+    await lc.ensureInstance(spec(), signal());
+    await lc.ensureInstance(spec('ep-beta-1234abcd', 'beta'), signal());
+    await clients.instances.stop({ project: 'egress-test', zone: ZONE, instance: 'ep-alpha-1234abcd' });
+    await clients.instances.suspend({ project: 'egress-test', zone: ZONE, instance: 'ep-beta-1234abcd' });
+    compute.state.finishAllOperations();
+    expect([compute.getInstance(ZONE, 'ep-alpha-1234abcd')?.status, compute.getInstance(ZONE, 'ep-beta-1234abcd')?.status]).toEqual(['TERMINATED', 'SUSPENDED']);
+
+    expect((await lc.ensureInstance(spec(), signal())).state).toBe('running');
+    const beta = await lc.ensureInstance(spec('ep-beta-1234abcd', 'beta'), signal());
+    expect(beta.state).toBe('running');
+    expect(beta.endpoint?.host).toBe(natOf('ep-beta-1234abcd'));
+    expect(actions()).toEqual(['stop', 'suspend', 'start', 'resume']);
+    expect(lines().filter((l) => typeof l.reason === 'string').map((l) => [l.instance, l.reason])).toEqual([
+      ['ep-alpha-1234abcd', 'stopped'],
+      ['ep-beta-1234abcd', 'suspended'],
+    ]);
+  });
+
+  it('looks again later at an instance still STOPPING or SUSPENDING, without a call', async () => {
+    compute.seedInstance(ZONE, { name: 'ep-s', labels: ours('fleet-a', 's') });
+    const lc = lifecycle();
+    for (const status of ['STOPPING', 'SUSPENDING'] as const) {
+      compute.setInstanceStatus(ZONE, 'ep-s', status);
+      const inst = await lc.ensureInstance(spec('ep-s', 's'), signal());
+      expect(inst.state).toBe('provisioning');
+      expect(inst.message).toContain(status);
+    }
+    expect(compute.requests.every((r) => r.method === 'GET')).toBe(true);
+  });
+
+  it('a start that fails is retryable (the instance exists); a foreign stopped instance is never started', async () => {
+    compute.seedInstance(ZONE, { name: 'ep-spot', labels: ours('fleet-a', 'spot'), status: 'TERMINATED' });
+    compute.failNextOperation({ code: 'ZONE_RESOURCE_POOL_EXHAUSTED' });
+    const err = await lifecycle().ensureInstance(spec('ep-spot', 'spot'), signal()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(GcpRequestError);
+    expect(err).not.toBeInstanceOf(ProvisioningError);
+    expect(err).toMatchObject({ retryable: true, reason: 'ZONE_RESOURCE_POOL_EXHAUSTED' });
+    expect(compute.getInstance(ZONE, 'ep-spot')?.status).toBe('TERMINATED');
+    // A 400 resourceNotReady (the state changed under us) is retryable too.
+    compute.injectFault({ status: 400, reason: 'resourceNotReady', match: { method: 'POST' } });
+    await expect(lifecycle().ensureInstance(spec('ep-spot', 'spot'), signal())).rejects.toMatchObject({ retryable: true, status: 400 });
+    expect((await lifecycle().ensureInstance(spec('ep-spot', 'spot'), signal())).state).toBe('running');
+
+    compute.seedInstance(ZONE, { name: 'ep-theirs', labels: { team: 'web' }, status: 'TERMINATED' });
+    await expect(lifecycle().ensureInstance(spec('ep-theirs', 'x'), signal())).rejects.toBeInstanceOf(ProvisioningError);
+    expect(compute.getInstance(ZONE, 'ep-theirs')?.status).toBe('TERMINATED');
+    expect(actions()).toEqual(['start', 'start', 'start']);
+  });
+});
+
+describe('gcp lifecycle: the managed firewall rule', () => {
+  const RULE = 'egress-proxies-gce-allow';
+  const TAG = 'egress-proxy-gce';
+  const withFirewall = (o: Partial<GcpLifecycleOptions> = {}) => lifecycle({ provider: 'gce', firewall: { sourceRanges: ['203.0.113.0/24', '2001:db8::/32'] }, ...o });
+  const firewallCalls = () => compute.requests.filter((r) => r.path.includes('/global/')).map((r) => `${r.method} ${r.path.replace(/operation-[^/]+/, 'OP')}`);
+  const base = '/compute/v1/projects/egress-test/global';
+
+  it('creates the rule before the first insert, once per process, and tags every instance', async () => {
+    compute.setOperationPolls(1);
+    const lc = withFirewall({ port: 8888 });
+    await lc.ensureInstance(spec(), signal());
+    await lc.ensureInstance(spec('ep-beta-1234abcd', 'beta'), signal());
+
+    expect(compute.getFirewall(RULE)).toMatchObject({
+      network: `${compute.url}${base}/networks/default`,
+      direction: 'INGRESS',
+      sourceRanges: ['203.0.113.0/24', '2001:db8::/32'],
+      targetTags: [TAG],
+      allowed: [{ IPProtocol: 'tcp', ports: ['8888'] }],
+    });
+    expect(compute.getFirewall(RULE)?.description).toMatch(/^Managed by egress-proxies for provider "gce"/);
+    expect(firewallCalls()).toEqual([`GET ${base}/firewalls/${RULE}`, `POST ${base}/firewalls`, `POST ${base}/operations/OP/wait`, `POST ${base}/operations/OP/wait`]);
+    // The rule was in place before the first instance insert.
+    const firstInsert = compute.requests.findIndex((r) => r.method === 'POST' && r.path.endsWith('/instances'));
+    expect(compute.requests.findIndex((r) => r.path === `${base}/firewalls` && r.method === 'POST')).toBeLessThan(firstInsert);
+    for (const name of ['ep-alpha-1234abcd', 'ep-beta-1234abcd']) expect(compute.getInstance(ZONE, name)?.tags).toEqual({ items: [TAG] });
+  });
+
+  it('tags instances made from a template too, and keeps configured network tags next to the tag', async () => {
+    await withFirewall({ networkTags: ['web'] }).ensureInstance(spec(), signal());
+    expect(compute.getInstance(ZONE, 'ep-alpha-1234abcd')?.tags).toEqual({ items: ['web', TAG] });
+    await withFirewall({ image: undefined, instanceTemplate: 'global/instanceTemplates/t' }).ensureInstance(spec('ep-t', 't'), signal());
+    expect(JSON.parse(inserts()[1]?.body ?? '{}').tags).toEqual({ items: [TAG] });
+  });
+
+  it('patches a rule that drifted back to the port and ranges, and leaves a rule in place alone', async () => {
+    compute.seedFirewall({ name: RULE, sourceRanges: ['0.0.0.0/0'], targetTags: [TAG], allowed: [{ IPProtocol: 'tcp', ports: ['8080'] }], disabled: true });
+    await withFirewall().ensureInstance(spec(), signal());
+    const patch = compute.requests.find((r) => r.method === 'PATCH');
+    expect(patch?.path).toBe(`${base}/firewalls/${RULE}`);
+    expect(JSON.parse(patch?.body ?? '{}')).toMatchObject({ sourceRanges: ['203.0.113.0/24', '2001:db8::/32'], allowed: [{ IPProtocol: 'tcp', ports: ['3128'] }], targetTags: [TAG] });
+    expect(compute.getFirewall(RULE)).toMatchObject({ sourceRanges: ['203.0.113.0/24', '2001:db8::/32'], allowed: [{ IPProtocol: 'tcp', ports: ['3128'] }], disabled: false });
+
+    compute.requests.length = 0;
+    await withFirewall().ensureInstance(spec('ep-beta-1234abcd', 'beta'), signal());
+    expect(firewallCalls()).toEqual([`GET ${base}/firewalls/${RULE}`]);
+  });
+
+  it('takes 409 alreadyExists as success (another worker made the rule)', async () => {
+    compute.seedFirewall({ name: RULE, sourceRanges: ['203.0.113.0/24', '2001:db8::/32'], targetTags: [TAG], allowed: [{ IPProtocol: 'tcp', ports: ['3128'] }] });
+    compute.injectFault({ status: 404, reason: 'notFound', match: { method: 'GET', path: `${base}/firewalls/${RULE}` } });
+    await withFirewall().ensureInstance(spec(), signal());
+    expect(compute.requests.filter((r) => r.path === `${base}/firewalls`).map((r) => r.status)).toEqual([409]);
+    expect(inserts().map((r) => r.status)).toEqual([200]);
+  });
+
+  it('shares one attempt between concurrent creates', async () => {
+    compute.setOperationPolls(2);
+    const lc = withFirewall();
+    await Promise.all(['a', 'b', 'c'].map((p) => lc.ensureInstance(spec(`ep-${p}`, p), signal())));
+    expect(firewallCalls().filter((c) => !c.includes('/operations/'))).toEqual([`GET ${base}/firewalls/${RULE}`, `POST ${base}/firewalls`]);
+    expect(inserts()).toHaveLength(3);
+  });
+
+  it('fails the create with a ProvisioningError for an invalid rule, and tries again after any failure', async () => {
+    const bad = await withFirewall({ firewall: { sourceRanges: ['10.0.0.0/33'] } }).ensureInstance(spec(), signal()).catch((e: unknown) => e);
+    expect(bad).toBeInstanceOf(ProvisioningError);
+    expect((bad as Error).message).toContain('resource.sourceRanges[0]');
+    expect(inserts()).toHaveLength(0);
+
+    const lc = withFirewall();
+    compute.injectFault({ status: 503, match: { method: 'GET', path: `${base}/firewalls/${RULE}` } });
+    await expect(lc.ensureInstance(spec(), signal())).rejects.toMatchObject({ retryable: true, status: 503 });
+    expect(inserts()).toHaveLength(0);
+    await lc.ensureInstance(spec(), signal());
+    expect(compute.getFirewall(RULE)).toBeDefined();
+    expect(inserts()).toHaveLength(1);
+  });
+
+  it('refuses a rule of that name on another network', async () => {
+    compute.state.networks.add('other');
+    compute.seedFirewall({ name: RULE, network: `${compute.url}${base}/networks/other`, allowed: [{ IPProtocol: 'tcp', ports: ['3128'] }] });
+    await expect(withFirewall().ensureInstance(spec(), signal())).rejects.toThrow(/exists on network "other", not "default"/);
+    expect(compute.requests.some((r) => r.method === 'PATCH')).toBe(false);
+  });
+
+  it('never removes the rule when proxies are deleted', async () => {
+    const lc = withFirewall();
+    await lc.ensureInstance(spec(), signal());
+    await lc.deleteInstance('ep-alpha-1234abcd', undefined, signal());
+    expect(compute.getInstance(ZONE, 'ep-alpha-1234abcd')).toBeUndefined();
+    expect(compute.getFirewall(RULE)).toBeDefined();
+    expect(compute.requests.some((r) => r.method === 'DELETE' && r.path.includes('/firewalls/'))).toBe(false);
+  });
+
+  it('keeps names within 63 characters for long provider names', () => {
+    const long = 'p'.repeat(40) + '-' + 'q'.repeat(22);
+    for (const name of [firewallRuleName(long), proxyNetworkTag(long)]) {
+      expect(name.length).toBeLessThanOrEqual(63);
+      expect(name).toMatch(/^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/);
+    }
+    expect(firewallRuleName(long)).not.toBe(firewallRuleName(`${long.slice(0, -1)}r`));
+    expect(firewallRuleName('gce')).toBe(RULE);
+  });
+
+  it('validates the configuration, naming the field', () => {
+    const doc = (firewall: unknown) => ({ providers: [{ name: 'gce', type: 'gcp', project: 'p', proxies: { image: 'i', firewall } }] });
+    expect(() => parseConfigDocument(doc({ sourceRanges: [] }), 'egress.yaml')).toThrow(/providers\[0\]\.proxies\.firewall\.sourceRanges: give at least one address range/);
+    expect(() => parseConfigDocument(doc({ sourceRanges: ['10.0.0.0/8', '10.0.0.0/40'] }), 'egress.yaml')).toThrow(/providers\[0\]\.proxies\.firewall\.sourceRanges\[1\]: expected an address range in CIDR notation/);
+    expect(() => parseConfigDocument(doc({}), 'egress.yaml')).toThrow(/providers\[0\]\.proxies\.firewall\.sourceRanges/);
+    const ok = parseConfigDocument(doc({ sourceRanges: ['203.0.113.7', '2001:db8::/32'], network: 'global/networks/crawl' }), 'egress.yaml');
+    expect(ok.providers[0]).toMatchObject({ proxies: { firewall: { sourceRanges: ['203.0.113.7', '2001:db8::/32'], network: 'global/networks/crawl' } } });
   });
 });

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { InstancesClient, ZoneOperationsClient } from '@google-cloud/compute';
+import { FirewallsClient, GlobalOperationsClient, InstancesClient, ZoneOperationsClient } from '@google-cloud/compute';
 import { OAuth2Client } from 'google-auth-library';
 import { ConfigError } from '../../errors.ts';
 import type { GcpProviderConfig } from './config.ts';
@@ -63,6 +63,9 @@ export interface ComputeClients {
   instances: InstancesClient;
   /** Built on first access: the health check never needs it. */
   readonly zoneOperations: ZoneOperationsClient;
+  /** Built on first access: only a provider with a managed firewall rule needs these two. */
+  readonly firewalls: FirewallsClient;
+  readonly globalOperations: GlobalOperationsClient;
   close(): Promise<void>;
 }
 
@@ -73,13 +76,21 @@ export interface ComputeClients {
 export function createComputeClients(options: ComputeClientOptions): ComputeClients {
   const instances = new InstancesClient({ ...options });
   let zoneOperations: ZoneOperationsClient | undefined;
+  let firewalls: FirewallsClient | undefined;
+  let globalOperations: GlobalOperationsClient | undefined;
   return {
     instances,
     get zoneOperations() {
       return (zoneOperations ??= new ZoneOperationsClient({ ...options }));
     },
+    get firewalls() {
+      return (firewalls ??= new FirewallsClient({ ...options }));
+    },
+    get globalOperations() {
+      return (globalOperations ??= new GlobalOperationsClient({ ...options }));
+    },
     close: async () => {
-      await Promise.allSettled([instances.close(), zoneOperations?.close()]);
+      await Promise.allSettled([instances.close(), zoneOperations?.close(), firewalls?.close(), globalOperations?.close()]);
     },
   };
 }

@@ -1,5 +1,26 @@
 import { z } from 'zod';
+import { isIP } from 'node:net';
 import { resourceName } from '../../config/zod-helpers.ts';
+
+/** An IPv4 or IPv6 address range in CIDR notation (`203.0.113.0/24`, `2001:db8::/32`); a bare address is one host. */
+export function isCidr(range: string): boolean {
+  const [addr, bits, ...rest] = range.split('/');
+  if (rest.length > 0 || addr === undefined) return false;
+  const family = isIP(addr);
+  if (family === 0) return false;
+  if (bits === undefined) return true;
+  return /^\d{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128);
+}
+
+const cidr = z.string().refine(isCidr, { message: 'expected an address range in CIDR notation, such as 203.0.113.0/24' });
+
+/** The firewall rule that lets crawlers reach the proxies; see docs/gcp-provider.md. */
+export const gcpFirewallSchema = z.strictObject({
+  /** Who may connect to the proxy port: the crawlers' (and workers') address ranges. */
+  sourceRanges: z.array(cidr).min(1, 'give at least one address range'),
+  /** The network the rule applies to (default: `proxies.network`, else `global/networks/default`). */
+  network: z.string().min(1).optional(),
+});
 
 /**
  * A `gcp` provider. Credentials, in order of precedence: `accessTokenFile`, `credentialsFile`, Application
@@ -16,6 +37,8 @@ export const gcpProxiesSchema = z
     network: z.string().min(1).optional(),
     networkTags: z.array(z.string().min(1)).optional(),
     port: z.number().int().min(1).max(65535).default(3128),
+    /** A managed firewall rule opening `port` from `sourceRanges` to the proxies' network tag. */
+    firewall: gcpFirewallSchema.optional(),
   })
   .refine((p) => Boolean(p.image) !== Boolean(p.instanceTemplate), { message: 'give exactly one of image and instanceTemplate' });
 

@@ -8,7 +8,10 @@
  * public methods' request logging (GOOGLE_SDK_NODE_LOGGING) never sees a request, so instance metadata
  * holding proxy credentials cannot reach it.
  */
+import type { protos } from '@google-cloud/compute';
 import { raceAbort } from '../../abort.ts';
+
+export type Operation = protos.google.cloud.compute.v1.IOperation;
 
 /** A gax API call: a promise with `cancel()`, resolving to `[response, nextRequest, rawResponse]`. */
 type CancellableCall = Promise<[unknown, unknown, unknown]> & { cancel(): void };
@@ -61,4 +64,22 @@ export function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
     }),
     signal,
   );
+}
+
+/** The client leaves numeric enums off, so `status` is the string the API sends; the number is for safety. */
+const DONE = 2104194; // google.cloud.compute.v1.Operation.Status.DONE
+export const isDone = (op: Operation): boolean => String(op.status) === 'DONE' || Number(op.status) === DONE;
+
+/**
+ * Polls an operation (zone or global: `wait` is the scope's `operations.wait`) until DONE, at least
+ * `pollMs` apart when `wait` answers early (the real one blocks up to ~2 minutes per call).
+ */
+export async function awaitOperation(op: Operation, wait: (name: string, signal: AbortSignal) => Promise<Operation>, pollMs: number, signal: AbortSignal): Promise<Operation> {
+  let current = op;
+  while (!isDone(current)) {
+    const started = Date.now();
+    current = await wait(current.name ?? '', signal);
+    if (!isDone(current)) await abortableDelay(pollMs - (Date.now() - started), signal);
+  }
+  return current;
 }

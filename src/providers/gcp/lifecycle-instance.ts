@@ -24,6 +24,8 @@ export interface InstanceSettings {
   port: number;
   network: string;
   networkTags: string[];
+  /** The managed firewall rule's target tag, when the provider has one: on every instance, template or not. */
+  firewallTag: string | undefined;
 }
 
 /** `(labels.managed-by = "egress-proxies") (labels.egress-fleet = "<fleet>")`: both terms ANDed. */
@@ -53,13 +55,15 @@ export function instanceResource(spec: InstanceSpec, s: InstanceSettings): Compu
     },
   };
   const machineType = s.machineType ? { machineType: `zones/${s.zone}/machineTypes/${s.machineType}` } : {};
-  if (s.instanceTemplate) return { ...stamped, ...machineType };
+  const tags = [...new Set([...s.networkTags, ...(s.firewallTag ? [s.firewallTag] : [])])];
+  // With a template, tags in the body replace the template's: sent only for the firewall rule's tag.
+  if (s.instanceTemplate) return { ...stamped, ...machineType, ...(s.firewallTag ? { tags: { items: tags } } : {}) };
   return {
     ...stamped,
     ...machineType,
     disks: [{ boot: true, autoDelete: true, initializeParams: { sourceImage: s.image ?? null } }],
     networkInterfaces: [{ network: s.network, accessConfigs: [{ name: 'External NAT', type: 'ONE_TO_ONE_NAT' }] }],
-    ...(s.networkTags.length ? { tags: { items: s.networkTags } } : {}),
+    ...(tags.length ? { tags: { items: tags } } : {}),
   };
 }
 

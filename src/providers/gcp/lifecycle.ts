@@ -1,17 +1,20 @@
 /**
  * The gcp side of the proxy lifecycle: a proxy instance is a Compute Engine VM named after the instance
  * in zone `placement` (or the configured zone), carrying MANAGED_LABELS plus the fleet and proxy labels;
- * an instance without them is never read as ours, listed, or deleted. Inserts and deletes await their
- * zone operation; an insert operation that ends with an error (quota, an exhausted zone) is a
- * ProvisioningError with the API's message. Every request is cancelled when the caller's signal ends
- * (lifecycle-calls.ts). Error mapping: lifecycle-errors.ts.
- */
+ * an instance without them is never read as ours, listed, or deleted. Inserts, starts, resumes and
+ * deletes await their zone operation; an insert operation that ends with an error (quota, an exhausted
+ * zone) is a ProvisioningError with the API's message. An existing instance that was stopped or
+ * preempted (TERMINATED) is started, a suspended one resumed; one still stopping or suspending is
+ * looked at again later. With a firewall configured, the provider's rule is ensured once before the
+ * first insert (firewall.ts) and every instance carries its network tag. Every request is cancelled
+ * when the caller's signal ends (lifecycle-calls.ts). Error mapping: lifecycle-errors.ts. */
 import type { protos } from '@google-cloud/compute';
 import type { Logger } from '../../logging.ts';
 import { ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../lifecycle.ts';
 import type { ComputeClients } from './clients.ts';
 import { httpStatus } from './classify.ts';
-import { abortableDelay, gaxCall } from './lifecycle-calls.ts';
+import { createFirewallEnsurer, proxyNetworkTag, type FirewallEnsurer } from './firewall.ts';
+import { awaitOperation as pollOperation, gaxCall } from './lifecycle-calls.ts';
 import { GcpRequestError, mapComputeError, operationErrorText } from './lifecycle-errors.ts';
 import {
   FLEET_LABEL,
@@ -26,6 +29,7 @@ import {
 
 export { GcpAccessError, GcpRequestError } from './lifecycle-errors.ts';
 export { FLEET_LABEL, PROXY_LABEL, METADATA_USER, METADATA_PASSWORD, METADATA_PORT, fleetFilter } from './lifecycle-instance.ts';
+export { firewallRuleName, proxyNetworkTag } from './firewall.ts';
 
 type Operation = protos.google.cloud.compute.v1.IOperation;
 type ScopedList = protos.google.cloud.compute.v1.IInstancesScopedList;
@@ -52,6 +56,13 @@ export interface GcpLifecycleOptions {
   network?: string;
   /** Network tags (for the firewall rule that opens the port); ignored with a template. */
   networkTags?: string[];
+  /** The provider's name: names the managed firewall rule and the proxies' network tag. */
+  provider?: string;
+  /**
+   * A managed firewall rule (needs `provider`): TCP on `port` from `sourceRanges` to the proxies' network
+   * tag, on `network` (default: the instances' network). Ensured once before the first insert.
+   */
+  firewall?: { sourceRanges: string[]; network?: string };
   logger: Logger;
   /** `maxResults` of each aggregated-list page (≤ 500, default 500). */
   pageSize?: number;
@@ -59,9 +70,13 @@ export interface GcpLifecycleOptions {
   operationPollMs?: number;
 }
 
-/** The client leaves numeric enums off, so `status` is the string the API sends; the number is for safety. */
-const DONE = 2104194; // google.cloud.compute.v1.Operation.Status.DONE
-const isDone = (op: Operation): boolean => String(op.status) === 'DONE' || Number(op.status) === DONE;
+/** Why an instance is not running, for the logs: the API does not say whether a spot VM was preempted or stopped. */
+function stopReason(inst: ComputeInstance): string {
+  const status = String(inst.status);
+  if (status === 'SUSPENDED') return 'suspended';
+  const spot = String(inst.scheduling?.provisioningModel) === 'SPOT' || inst.scheduling?.preemptible === true;
+  return spot ? 'preempted or stopped (spot VM)' : 'stopped';
+}
 
 export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle {
   const { clients, project } = options;
@@ -72,6 +87,19 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
   const pageSize = options.pageSize ?? DEFAULT_PAGE_SIZE;
   const pollMs = options.operationPollMs ?? 1000;
   const log = options.logger.child({ component: 'gcp-lifecycle', project });
+  if (options.firewall && !options.provider) throw new TypeError('createGcpLifecycle: a firewall needs the provider name');
+  const firewallTag = options.firewall && options.provider ? proxyNetworkTag(options.provider) : undefined;
+  const network = options.network ?? 'global/networks/default';
+  const firewall: FirewallEnsurer | undefined =
+    options.firewall && options.provider
+      ? createFirewallEnsurer({
+          clients,
+          project,
+          settings: { provider: options.provider, sourceRanges: options.firewall.sourceRanges, network: options.firewall.network ?? network, port },
+          logger: log,
+          operationPollMs: pollMs,
+        })
+      : undefined;
   const zoneOf = (placement: string | undefined): string => placement ?? options.zone;
   const settings = (zone: string): InstanceSettings => ({
     zone,
@@ -79,8 +107,9 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
     image: options.image,
     instanceTemplate: options.instanceTemplate,
     port,
-    network: options.network ?? 'global/networks/default',
+    network,
     networkTags: options.networkTags ?? [],
+    firewallTag,
   });
 
   /** The instance, or undefined when there is none (404). */
@@ -95,15 +124,10 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
   }
 
   /** Polls the zone operation until DONE (`wait` blocks up to ~2 minutes per call on the real API). */
-  async function awaitOperation(op: Operation, zone: string, signal: AbortSignal): Promise<Operation> {
-    let current = op;
-    while (!isDone(current)) {
-      const started = Date.now();
-      const operation = current.name ?? '';
-      ({ response: current } = await gaxCall<Operation>(clients.zoneOperations, 'wait', { project, zone, operation }, { project, zone, operation }, signal));
-      if (!isDone(current)) await abortableDelay(pollMs - (Date.now() - started), signal);
-    }
-    return current;
+  function awaitOperation(op: Operation, zone: string, signal: AbortSignal): Promise<Operation> {
+    const wait = async (operation: string, s: AbortSignal): Promise<Operation> =>
+      (await gaxCall<Operation>(clients.zoneOperations, 'wait', { project, zone, operation }, { project, zone, operation }, s)).response;
+    return pollOperation(op, wait, pollMs, signal);
   }
 
   function adopt(inst: ComputeInstance, spec: InstanceSpec, zone: string): Instance {
@@ -155,11 +179,61 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
     return adopt(created, spec, zone);
   }
 
+  /**
+   * Starts a stopped or preempted instance (`start`) or resumes a suspended one (`resume`), awaiting the
+   * operation, then reads it again: its ephemeral external address is a new one. A failure here is
+   * retryable whatever the API said (the instance exists; a zone out of capacity for a spot VM, a
+   * resourceNotReady race), except for access errors.
+   */
+  async function restart(inst: ComputeInstance, spec: InstanceSpec, zone: string, action: 'start' | 'resume', signal: AbortSignal): Promise<Instance> {
+    const name = spec.name;
+    const what = `${action === 'start' ? 'starting' : 'resuming'} instance "${name}" in zone "${zone}"`;
+    log.info(
+      { instance: name, zone, proxy: spec.owner.proxy, status: String(inst.status), reason: stopReason(inst), lastStopTimestamp: inst.lastStopTimestamp ?? undefined },
+      action === 'start' ? 'proxy instance is not running; starting it' : 'proxy instance is suspended; resuming it',
+    );
+    const retryable = (err: unknown): unknown => {
+      const mapped = mapComputeError(err, what, signal);
+      return mapped instanceof ProvisioningError ? new GcpRequestError(mapped.message, httpStatus(err), undefined, { cause: mapped.cause }) : mapped;
+    };
+    let done: Operation;
+    try {
+      const { response: op } = await gaxCall<Operation>(clients.instances, action, { project, zone, instance: name }, { project, zone, instance: name }, signal);
+      done = await awaitOperation(op, zone, signal);
+    } catch (err) {
+      throw retryable(err);
+    }
+    if (done.error) {
+      const { code, text } = operationErrorText(done.error);
+      log.warn({ instance: name, zone, code }, `proxy instance ${action} failed`);
+      throw new GcpRequestError(`${what}: ${text}`, done.httpErrorStatusCode ?? undefined, code);
+    }
+    const fresh = await read(name, zone, signal);
+    if (!fresh) throw new GcpRequestError(`${what}: the instance is gone`, undefined, undefined);
+    const instance = adopt(fresh, spec, zone);
+    log.info({ instance: name, zone, proxy: spec.owner.proxy, status: String(fresh.status), endpoint: instance.endpoint?.host }, `proxy instance ${action === 'start' ? 'started' : 'resumed'}`);
+    return instance;
+  }
+
+  /** An existing instance of ours, brought back when it was stopped, preempted or suspended. */
+  async function revive(inst: ComputeInstance, spec: InstanceSpec, zone: string, signal: AbortSignal): Promise<Instance> {
+    const current = adopt(inst, spec, zone);
+    const status = String(inst.status);
+    if (status === 'TERMINATED' || status === 'STOPPED') return restart(inst, spec, zone, 'start', signal);
+    if (status === 'SUSPENDED') return restart(inst, spec, zone, 'resume', signal);
+    if (status === 'STOPPING' || status === 'SUSPENDING') {
+      log.info({ instance: spec.name, zone, proxy: spec.owner.proxy, status }, 'proxy instance is stopping; it is brought back once it has stopped');
+      return { ...current, state: 'provisioning', message: `instance is ${status}; it is started again once it has stopped` };
+    }
+    return current;
+  }
+
   return {
     async ensureInstance(spec, signal) {
       const zone = zoneOf(spec.placement);
       const existing = await read(spec.name, zone, signal);
-      if (existing) return adopt(existing, spec, zone);
+      if (existing) return revive(existing, spec, zone, signal);
+      await firewall?.ensure(signal);
       return insert(spec, zone, signal);
     },
 

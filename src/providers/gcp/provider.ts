@@ -71,6 +71,8 @@ export function createGcpProvider(config: GcpProviderConfig, deps: ProviderDeps,
           network: proxies.network,
           networkTags: proxies.networkTags,
           port: proxies.port,
+          provider: config.name,
+          ...(proxies.firewall ? { firewall: proxies.firewall } : {}),
           logger: deps.logger,
         }),
       )

@@ -197,7 +197,8 @@ function insert(state: ComputeState, e: ComputeRequest, zone: string): Result {
   const name = typeof body.name === 'string' ? body.name : '';
   if (!name) throw computeError(400, 'required', "Required field 'resource.name' not specified");
   if (!NAME.test(name)) throw invalid('resource.name', name, "Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'");
-  if (!body.machineType) throw computeError(400, 'required', "Required field 'resource.machineType' not specified");
+  // With an instance template the machine type may come from the template.
+  if (!body.machineType && !e.query.sourceInstanceTemplate) throw computeError(400, 'required', "Required field 'resource.machineType' not specified");
   checkLabels((body.labels ?? {}) as Record<string, unknown>);
   if (state.instances.has(state.key(zone, name))) {
     throw computeError(409, 'alreadyExists', `The resource 'projects/${state.project}/zones/${zone}/instances/${name}' already exists`);
