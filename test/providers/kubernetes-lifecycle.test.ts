@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { silentLogger } from '../../src/logging.ts';
+import { sweepProvider, type GcDeps } from '../../src/proxies/gc.ts';
 import { ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../../src/providers/lifecycle.ts';
 import { MANAGED_LABELS } from '../../src/providers/kubernetes/index.ts';
 import {
@@ -37,6 +38,10 @@ function spec(name = 'ep-alpha-1234abcd', proxy = 'alpha', fleet = 'fleet-a'): I
 
 const creates = () => kube.requests.filter((r) => r.method === 'POST' && r.path.endsWith('/pods'));
 
+const b64 = (s: string): string => Buffer.from(s).toString('base64');
+const decoded = (data: unknown): Record<string, string> =>
+  Object.fromEntries(Object.entries((data ?? {}) as Record<string, string>).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
+
 async function collect(it: AsyncIterable<Instance>): Promise<Instance[]> {
   const out: Instance[] = [];
   for await (const i of it) out.push(i);
@@ -44,34 +49,47 @@ async function collect(it: AsyncIterable<Instance>): Promise<Instance[]> {
 }
 
 describe('kubernetes lifecycle: ensure', () => {
-  it('creates a Pod with the owner labels, image, port and credentials as env vars', async () => {
+  it('creates a Secret with the credentials and a Pod that reads them by secretKeyRef, none in its spec', async () => {
     const lc = lifecycle({ image: 'registry.local/fp:7', port: 8888 });
     const inst = await lc.ensureInstance(spec(), signal());
 
+    const secret = kube.getSecret('proxies', 'ep-alpha-1234abcd');
+    expect(secret).toMatchObject({ type: 'Opaque', metadata: { labels: { ...MANAGED_LABELS, [FLEET_LABEL]: 'fleet-a', [PROXY_LABEL]: 'alpha' } } });
+    expect(decoded(secret?.data)).toEqual({ PROXY_USER: 'u-alpha', PROXY_PASSWORD: 's3cret-pw' });
+
     const pod = kube.getPod('proxies', 'ep-alpha-1234abcd');
     expect(pod?.metadata.labels).toEqual({ ...MANAGED_LABELS, [FLEET_LABEL]: 'fleet-a', [PROXY_LABEL]: 'alpha' });
-    const container = pod?.spec.containers[0] as unknown as { image: string; ports: { containerPort: number }[]; env: { name: string; value: string }[] };
+    const container = pod?.spec.containers[0] as unknown as { image: string; ports: { containerPort: number }[]; env: unknown[] };
     expect(container.image).toBe('registry.local/fp:7');
     expect(container.ports[0]?.containerPort).toBe(8888);
-    expect(container.env).toEqual(
-      expect.arrayContaining([
-        { name: 'PROXY_USER', value: 'u-alpha' },
-        { name: 'PROXY_PASSWORD', value: 's3cret-pw' },
-      ]),
-    );
+    expect(container.env).toEqual([
+      { name: 'PROXY_PORT', value: '8888' },
+      { name: 'PROXY_USER', valueFrom: { secretKeyRef: { name: 'ep-alpha-1234abcd', key: 'PROXY_USER' } } },
+      { name: 'PROXY_PASSWORD', valueFrom: { secretKeyRef: { name: 'ep-alpha-1234abcd', key: 'PROXY_PASSWORD' } } },
+    ]);
+    // Neither value is anywhere in the Pod as stored, nor in the Pod create the server received.
+    expect(JSON.stringify(pod)).not.toContain('s3cret-pw');
+    expect(JSON.stringify(pod)).not.toContain('u-alpha"');
+    expect(creates()[0]?.body).not.toContain('s3cret-pw');
+    // The Secret exists before the Pod that reads it.
+    const order = kube.requests.filter((r) => r.method === 'POST').map((r) => r.path.split('/').pop());
+    expect(order).toEqual(['secrets', 'pods']);
     expect(inst).toMatchObject({ name: 'ep-alpha-1234abcd', id: pod?.metadata.uid, state: 'provisioning', placement: 'proxies', owner: { fleet: 'fleet-a', proxy: 'alpha' } });
     expect(inst.endpoint).toBeUndefined();
     expect(Date.parse(inst.createdAt)).not.toBeNaN();
     expect(creates()[0]?.authorization).toBe(`Bearer ${kube.token}`);
   });
 
-  it('is idempotent: a second ensure returns the same Pod after a single create', async () => {
+  it('is idempotent: a second ensure returns the same Pod after a single create, and writes nothing', async () => {
     const lc = lifecycle();
     const a = await lc.ensureInstance(spec(), signal());
+    const writes = kube.requests.length;
     const b = await lc.ensureInstance(spec(), signal());
     expect(b.id).toBe(a.id);
     expect(creates()).toHaveLength(1);
     expect(kube.listPods('proxies')).toHaveLength(1);
+    expect(kube.listSecrets('proxies')).toHaveLength(1);
+    expect(kube.requests.slice(writes).every((r) => r.method === 'GET')).toBe(true);
   });
 
   it('adopts the Pod a concurrent ensure created between its read and its create (409 AlreadyExists)', async () => {
@@ -79,16 +97,33 @@ describe('kubernetes lifecycle: ensure', () => {
     const [a, b] = await Promise.all([lc.ensureInstance(spec(), signal()), lc.ensureInstance(spec(), signal())]);
     expect(a.id).toBe(b.id);
     expect(kube.listPods('proxies')).toHaveLength(1);
+    expect(kube.listSecrets('proxies')).toHaveLength(1);
     expect(creates().filter((r) => r.status === 201)).toHaveLength(1);
   });
 
   it('adopts our Pod when the create answers 409 AlreadyExists', async () => {
-    const seeded = kube.seedPod({ metadata: { name: 'ep-alpha-1234abcd', namespace: 'proxies', labels: { ...MANAGED_LABELS, [FLEET_LABEL]: 'fleet-a', [PROXY_LABEL]: 'alpha' } } });
-    // The first read misses it (as a read racing another worker's create would).
+    const lc = lifecycle();
+    const first = await lc.ensureInstance(spec(), signal());
+    // The next read misses it (as a read racing another worker's create would).
     kube.injectFault({ status: 404, match: { method: 'GET', path: '/api/v1/namespaces/proxies/pods/ep-alpha-1234abcd' } });
-    const inst = await lifecycle().ensureInstance(spec(), signal());
-    expect(inst.id).toBe(seeded.metadata.uid);
-    expect(creates().map((r) => r.status)).toEqual([409]);
+    const inst = await lc.ensureInstance(spec(), signal());
+    expect(inst).toMatchObject({ id: first.id, state: 'provisioning' });
+    expect(creates().map((r) => r.status)).toEqual([201, 409]);
+    expect(kube.listPods('proxies')).toHaveLength(1);
+  });
+
+  it('adopts the Secret a crashed ensure left (409 on its create), and replaces it when the credentials differ', async () => {
+    kube.seedSecret({
+      metadata: { name: 'ep-alpha-1234abcd', namespace: 'proxies', labels: { ...MANAGED_LABELS, [FLEET_LABEL]: 'fleet-a', [PROXY_LABEL]: 'alpha' } },
+      type: 'Opaque',
+      stringData: { PROXY_USER: 'u-alpha', PROXY_PASSWORD: 'older-pw' },
+    });
+    kube.injectFault({ status: 404, match: { method: 'GET', path: '/api/v1/namespaces/proxies/secrets/ep-alpha-1234abcd' } });
+    await lifecycle().ensureInstance(spec(), signal());
+    const secretWrites = kube.requests.filter((r) => r.path.startsWith('/api/v1/namespaces/proxies/secrets') && r.method !== 'GET');
+    expect(secretWrites.map((r) => [r.method, r.status])).toEqual([['POST', 409], ['PUT', 200]]);
+    expect(decoded(kube.getSecret('proxies', 'ep-alpha-1234abcd')?.data)).toEqual({ PROXY_USER: 'u-alpha', PROXY_PASSWORD: 's3cret-pw' });
+    expect(kube.listSecrets('proxies')).toHaveLength(1);
   });
 
   it('uses the placement as the namespace', async () => {
@@ -98,21 +133,38 @@ describe('kubernetes lifecycle: ensure', () => {
     expect(kube.getPod('edge', 'ep-alpha-1234abcd')).toBeDefined();
   });
 
-  it('never logs the credentials', async () => {
+  it('never logs the credentials, nor puts them in an error message', async () => {
     const lines: string[] = [];
     const sink = new Writable({ write: (chunk, _enc, cb) => void (lines.push(String(chunk)), cb()) });
     const lc = lifecycle({ logger: pino({ level: 'trace' }, sink) });
     await lc.ensureInstance(spec(), signal());
+    // A credential change whose Secret update fails (409 Conflict), then succeeds.
+    const changed = { ...spec(), credentials: { username: 'u-alpha', password: 'n3w-secret-pw' } };
+    kube.injectFault({ status: 409, reason: 'Conflict', match: { method: 'PUT' } });
+    const err = await lc.ensureInstance(changed, signal()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(KubernetesRequestError);
+    await lc.ensureInstance(changed, signal());
     await lc.deleteInstance('ep-alpha-1234abcd', undefined, signal());
     expect(lines.length).toBeGreaterThan(0);
-    expect(lines.join('')).not.toContain('s3cret-pw');
+    const everything = lines.join('') + String((err as Error).message) + JSON.stringify(err);
+    for (const value of ['s3cret-pw', 'n3w-secret-pw', b64('s3cret-pw'), b64('n3w-secret-pw')]) expect(everything).not.toContain(value);
   });
 
-  it('refuses a Pod of that name without our labels, and one owned by another proxy', async () => {
+  it('refuses a Pod of that name without our labels, and one owned by another proxy, making nothing next to it', async () => {
     kube.seedPod({ metadata: { name: 'ep-alpha-1234abcd', namespace: 'proxies', labels: { app: 'other' } } });
     await expect(lifecycle().ensureInstance(spec(), signal())).rejects.toBeInstanceOf(ProvisioningError);
     kube.seedPod({ metadata: { name: 'ep-beta', namespace: 'proxies', labels: { ...MANAGED_LABELS, [FLEET_LABEL]: 'fleet-a', [PROXY_LABEL]: 'beta' } } });
     await expect(lifecycle().ensureInstance(spec('ep-beta'), signal())).rejects.toThrow(/belongs to proxy "beta"/);
+    expect(creates()).toHaveLength(0);
+    expect(kube.listSecrets('proxies')).toEqual([]);
+  });
+
+  it('refuses a Secret of that name without our labels and leaves it as it was', async () => {
+    const foreign = kube.seedSecret({ metadata: { name: 'ep-alpha-1234abcd', namespace: 'proxies', labels: { app: 'db' } }, stringData: { PROXY_PASSWORD: 'theirs' } });
+    const err = await lifecycle().ensureInstance(spec(), signal()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ProvisioningError);
+    expect((err as Error).message).toContain('a Secret named "ep-alpha-1234abcd" exists in namespace "proxies" without our labels');
+    expect(kube.getSecret('proxies', 'ep-alpha-1234abcd')).toEqual(foreign);
     expect(creates()).toHaveLength(0);
   });
 });
@@ -133,7 +185,12 @@ describe('kubernetes lifecycle: state', () => {
     // Bound to a node now, so the fake deletes it gracefully (deletionTimestamp set).
     await lc.deleteInstance('ep-alpha-1234abcd', undefined, signal());
     expect((await lc.getInstance('ep-alpha-1234abcd', undefined, signal()))?.state).toBe('stopping');
+    // The terminating Pod still runs with its Secret: the Secret stays until the Pod is gone.
+    expect(kube.getSecret('proxies', 'ep-alpha-1234abcd')).toBeDefined();
     kube.finishPodDeletion('proxies', 'ep-alpha-1234abcd');
+    expect(await lc.getInstance('ep-alpha-1234abcd', undefined, signal())).toMatchObject({ state: 'stopped', message: 'the Pod is gone; its Secret is left' });
+    await lc.deleteInstance('ep-alpha-1234abcd', undefined, signal());
+    expect(kube.getSecret('proxies', 'ep-alpha-1234abcd')).toBeUndefined();
     expect(await lc.getInstance('ep-alpha-1234abcd', undefined, signal())).toBeUndefined();
   });
 
@@ -168,11 +225,14 @@ describe('kubernetes lifecycle: state', () => {
 });
 
 describe('kubernetes lifecycle: delete', () => {
-  it('deletes the Pod, and deleting a missing one is no error', async () => {
+  it('deletes the Pod and then the Secret, and deleting a missing one is no error', async () => {
     const lc = lifecycle();
     await lc.ensureInstance(spec(), signal());
     await lc.deleteInstance('ep-alpha-1234abcd', undefined, signal());
     expect(kube.getPod('proxies', 'ep-alpha-1234abcd')).toBeUndefined();
+    expect(kube.getSecret('proxies', 'ep-alpha-1234abcd')).toBeUndefined();
+    const deletes = kube.requests.filter((r) => r.method === 'DELETE').map((r) => r.path.split('/').at(-2));
+    expect(deletes).toEqual(['pods', 'secrets']);
     expect(await lc.getInstance('ep-alpha-1234abcd', undefined, signal())).toBeUndefined();
     await expect(lc.deleteInstance('ep-alpha-1234abcd', undefined, signal())).resolves.toBeUndefined();
   });
@@ -180,8 +240,9 @@ describe('kubernetes lifecycle: delete', () => {
   it('treats a 404 from the delete itself (gone in between) as done', async () => {
     const lc = lifecycle();
     await lc.ensureInstance(spec(), signal());
-    kube.injectFault({ status: 404, match: { method: 'DELETE' } });
+    kube.injectFault({ status: 404, match: { method: 'DELETE', path: /\/secrets\// } });
     await expect(lc.deleteInstance('ep-alpha-1234abcd', undefined, signal())).resolves.toBeUndefined();
+    expect(kube.getPod('proxies', 'ep-alpha-1234abcd')).toBeUndefined();
   });
 });
 
@@ -230,12 +291,16 @@ describe('kubernetes lifecycle: errors and cancellation', () => {
   });
 
   it('maps 403 on create to KubernetesAccessError: not a provisioning failure, not retryable by itself', async () => {
-    kube.forbid(kube.token, ['create']);
+    kube.forbid(kube.token, ['create'], ['pods']);
     const err = await lifecycle().ensureInstance(spec(), signal()).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(KubernetesAccessError);
     expect(err).not.toBeInstanceOf(ProvisioningError);
     expect(err).toMatchObject({ status: 403, retryable: false });
     expect((err as Error).message).toContain('cannot create resource "pods"');
+    // The server was asked whether this identity may create Pods there, and said no.
+    const review = kube.requests.find((r) => r.path === '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews');
+    expect(JSON.parse(review?.body ?? '{}')).toMatchObject({ spec: { resourceAttributes: { namespace: 'proxies', verb: 'create', resource: 'pods', group: '' } } });
+    expect(JSON.parse(review?.responseBody ?? '{}')).toMatchObject({ status: { allowed: false } });
   });
 
   it('maps a 503 to a retryable KubernetesRequestError', async () => {
@@ -255,5 +320,204 @@ describe('kubernetes lifecycle: errors and cancellation', () => {
     ac.abort(reason);
     await expect(pending).rejects.toBe(reason);
     expect((await aborted).method).toBe('GET');
+  });
+});
+
+describe('kubernetes lifecycle: credentials change', () => {
+  const changed = (): InstanceSpec => ({ ...spec(), credentials: { username: 'u-alpha', password: 'rotated-pw' } });
+
+  it('updates the Secret and replaces the Pod, which runs with a container that read the old values', async () => {
+    const lc = lifecycle();
+    const before = await lc.ensureInstance(spec(), signal());
+    kube.setPodStatus('proxies', 'ep-alpha-1234abcd', { phase: 'Running', podIP: '10.1.2.3', ready: true });
+
+    const replacing = await lc.ensureInstance(changed(), signal());
+    expect(replacing).toMatchObject({ state: 'stopping', message: 'replacing Pod "ep-alpha-1234abcd": its credentials changed' });
+    expect(replacing.endpoint).toBeUndefined();
+    expect(decoded(kube.getSecret('proxies', 'ep-alpha-1234abcd')?.data).PROXY_PASSWORD).toBe('rotated-pw');
+    // Bound to a node: terminating; the next looks wait, then make the new Pod once the old one is gone.
+    expect((await lc.ensureInstance(changed(), signal())).state).toBe('stopping');
+    kube.finishPodDeletion('proxies', 'ep-alpha-1234abcd');
+    const after = await lc.ensureInstance(changed(), signal());
+    expect(after.state).toBe('provisioning');
+    expect(after.id).not.toBe(before.id);
+    expect(kube.listPods('proxies')).toHaveLength(1);
+    expect(creates().filter((r) => r.status === 201)).toHaveLength(2);
+    // Settled: a further look changes nothing.
+    expect((await lc.ensureInstance(changed(), signal())).id).toBe(after.id);
+    expect(creates().filter((r) => r.status === 201)).toHaveLength(2);
+  });
+
+  it('never leaves two Pods when duplicated reconciles see the change at once, nor when one crashed after the Secret update', async () => {
+    const lc = lifecycle();
+    await lc.ensureInstance(spec(), signal());
+    // Duplicated looks race through the change; unbound Pods go at once, so creates race the deletes.
+    for (let round = 0; round < 3; round++) {
+      await Promise.all([lc.ensureInstance(changed(), signal()), lc.ensureInstance(changed(), signal()), lc.ensureInstance(changed(), signal())]);
+      expect(kube.listPods('proxies').length).toBeLessThanOrEqual(1);
+    }
+    const pod = kube.getPod('proxies', 'ep-alpha-1234abcd');
+    expect(pod?.metadata.annotations?.['egress-proxies/secret-version']).toBe(kube.getSecret('proxies', 'ep-alpha-1234abcd')?.metadata.resourceVersion);
+
+    // A worker that updated the Secret and died before replacing the Pod: the next look replaces it.
+    kube.injectFault({ destroySocket: 'before-headers', match: { method: 'DELETE' } });
+    const third = { ...spec(), credentials: { username: 'u-alpha', password: 'third-pw' } };
+    await expect(lc.ensureInstance(third, signal())).rejects.toBeInstanceOf(KubernetesRequestError);
+    expect(kube.getPod('proxies', 'ep-alpha-1234abcd')?.metadata.uid).toBe(pod?.metadata.uid);
+    expect((await lc.ensureInstance(third, signal())).state).toBe('stopping');
+    const fresh = await lc.ensureInstance(third, signal());
+    expect(fresh.id).not.toBe(pod?.metadata.uid);
+    expect(kube.listPods('proxies')).toHaveLength(1);
+  });
+});
+
+describe('kubernetes lifecycle: Service', () => {
+  const running = (): void => void kube.setPodStatus('proxies', 'ep-alpha-1234abcd', { phase: 'Running', podIP: '10.1.2.3', ready: true });
+
+  it('ClusterIP: creates a Service selecting the Pod; the endpoint is the cluster IP and the proxy port', async () => {
+    const lc = lifecycle({ port: 8888, service: { type: 'ClusterIP' } });
+    await lc.ensureInstance(spec(), signal());
+    const svc = kube.getService('proxies', 'ep-alpha-1234abcd') as unknown as { metadata: { labels: Record<string, string> }; spec: { type: string; clusterIP: string; selector: Record<string, string>; ports: unknown[] } };
+    const owner = { ...MANAGED_LABELS, [FLEET_LABEL]: 'fleet-a', [PROXY_LABEL]: 'alpha' };
+    expect(svc.metadata.labels).toEqual(owner);
+    expect(svc.spec).toMatchObject({ type: 'ClusterIP', selector: owner, ports: [{ name: 'proxy', protocol: 'TCP', port: 8888, targetPort: 8888 }] });
+    expect(svc.spec.clusterIP).toMatch(/^10\.9[6-9]|^10\.1[01]\d\./);
+    running();
+    expect(await lc.getInstance('ep-alpha-1234abcd', undefined, signal())).toMatchObject({ state: 'running', endpoint: { host: svc.spec.clusterIP, port: 8888 } });
+    expect((await lc.ensureInstance(spec(), signal())).endpoint).toEqual({ host: svc.spec.clusterIP, port: 8888 });
+    expect(kube.requests.filter((r) => r.method === 'POST' && r.path.endsWith('/services'))).toHaveLength(1);
+  });
+
+  it('NodePort: the endpoint is the configured node address and the allocated node port', async () => {
+    const lc = lifecycle({ service: { type: 'NodePort', nodeAddress: 'nodes.example.net' } });
+    await lc.ensureInstance(spec(), signal());
+    const nodePort = (kube.getService('proxies', 'ep-alpha-1234abcd') as unknown as { spec: { ports: { nodePort: number }[] } }).spec.ports[0]?.nodePort ?? 0;
+    expect(nodePort).toBeGreaterThanOrEqual(30000);
+    expect(nodePort).toBeLessThanOrEqual(32767);
+    running();
+    expect(await lc.getInstance('ep-alpha-1234abcd', undefined, signal())).toMatchObject({ state: 'running', endpoint: { host: 'nodes.example.net', port: nodePort } });
+  });
+
+  it('LoadBalancer: provisioning until the load balancer has an ingress, then its IP (or hostname) and the port', async () => {
+    const lc = lifecycle({ service: { type: 'LoadBalancer' } });
+    await lc.ensureInstance(spec(), signal());
+    running();
+    const waiting = await lc.ensureInstance(spec(), signal());
+    expect(waiting).toMatchObject({ state: 'provisioning', message: 'waiting for the load balancer of Service "ep-alpha-1234abcd" to get an address' });
+    expect(waiting.endpoint).toBeUndefined();
+    kube.setServiceLoadBalancer('proxies', 'ep-alpha-1234abcd', [{ ip: '203.0.113.7' }]);
+    expect(await lc.ensureInstance(spec(), signal())).toMatchObject({ state: 'running', endpoint: { host: '203.0.113.7', port: 3128 } });
+    kube.setServiceLoadBalancer('proxies', 'ep-alpha-1234abcd', [{ hostname: 'lb-1.example.net' }]);
+    expect((await lc.getInstance('ep-alpha-1234abcd', undefined, signal()))?.endpoint).toEqual({ host: 'lb-1.example.net', port: 3128 });
+  });
+
+  it('delete removes the Pod, the Service and the Secret, and reports the instance until all are gone', async () => {
+    const lc = lifecycle({ service: { type: 'ClusterIP' } });
+    await lc.ensureInstance(spec(), signal());
+    kube.injectFault({ status: 503, match: { method: 'DELETE', path: /\/secrets\// } });
+    await expect(lc.deleteInstance('ep-alpha-1234abcd', undefined, signal())).rejects.toBeInstanceOf(KubernetesRequestError);
+    expect(kube.getPod('proxies', 'ep-alpha-1234abcd')).toBeUndefined();
+    expect(kube.getService('proxies', 'ep-alpha-1234abcd')).toBeUndefined();
+    expect(await lc.getInstance('ep-alpha-1234abcd', undefined, signal())).toMatchObject({ state: 'stopped' });
+    await lc.deleteInstance('ep-alpha-1234abcd', undefined, signal());
+    expect(kube.listSecrets()).toEqual([]);
+    expect(await lc.getInstance('ep-alpha-1234abcd', undefined, signal())).toBeUndefined();
+    expect(kube.requests.filter((r) => r.method === 'DELETE').map((r) => r.path.split('/').at(-2))).toEqual(['pods', 'services', 'secrets', 'secrets']);
+  });
+
+  it('without a Service configured, the endpoint stays the Pod IP and no Service is made', async () => {
+    const lc = lifecycle();
+    await lc.ensureInstance(spec(), signal());
+    running();
+    expect((await lc.getInstance('ep-alpha-1234abcd', undefined, signal()))?.endpoint).toEqual({ host: '10.1.2.3', port: 3128 });
+    expect(kube.listServices()).toEqual([]);
+    expect(kube.requests.some((r) => r.path.includes('/services'))).toBe(false);
+  });
+});
+
+describe('kubernetes lifecycle: admission refusals and RBAC refusals (both 403 Forbidden)', () => {
+  it('a ResourceQuota refusal is a ProvisioningError with the server message (the proxy ends Failed)', async () => {
+    kube.setQuota('proxies', { pods: 1 }, 'proxy-pods');
+    kube.seedPod({ metadata: { name: 'someone-else', namespace: 'proxies' } });
+    const err = await lifecycle().ensureInstance(spec(), signal()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ProvisioningError);
+    expect((err as Error).message).toBe(
+      'creating Pod "ep-alpha-1234abcd" in namespace "proxies": pods "ep-alpha-1234abcd" is forbidden: exceeded quota: proxy-pods, requested: pods=1, used: pods=1, limited: pods=1',
+    );
+    const review = kube.requests.find((r) => r.path.endsWith('/selfsubjectaccessreviews'));
+    expect(JSON.parse(review?.responseBody ?? '{}')).toMatchObject({ status: { allowed: true } });
+  });
+
+  it('a quota on Secrets is named as such', async () => {
+    kube.setQuota('proxies', { secrets: 0 });
+    const err = await lifecycle().ensureInstance(spec(), signal()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ProvisioningError);
+    expect((err as Error).message).toContain('creating Secret "ep-alpha-1234abcd" in namespace "proxies": secrets "ep-alpha-1234abcd" is forbidden: exceeded quota');
+    expect(creates()).toHaveLength(0);
+  });
+
+  it('an RBAC refusal of the Secret create is an access error, not a provisioning failure', async () => {
+    kube.forbid(kube.token, ['create'], ['secrets']);
+    const err = await lifecycle().ensureInstance(spec(), signal()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(KubernetesAccessError);
+    expect((err as Error).message).toContain('cannot create resource "secrets"');
+    expect(creates()).toHaveLength(0);
+  });
+
+  it('when the review itself is refused, the 403 stays an access error', async () => {
+    kube.setQuota('proxies', { pods: 0 });
+    kube.forbid(kube.token, ['create'], ['selfsubjectaccessreviews']);
+    const err = await lifecycle().ensureInstance(spec(), signal()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(KubernetesAccessError);
+    expect((err as Error).message).toContain('exceeded quota');
+    const review = kube.requests.find((r) => r.path.endsWith('/selfsubjectaccessreviews'));
+    expect(review?.status).toBe(403);
+  });
+
+  it('a quota refusal of a create another worker already made is the existing Pod, not a failure', async () => {
+    const lc = lifecycle();
+    const first = await lc.ensureInstance(spec(), signal());
+    kube.setQuota('proxies', { pods: 1 });
+    kube.injectFault({ status: 404, match: { method: 'GET', path: '/api/v1/namespaces/proxies/pods/ep-alpha-1234abcd' } });
+    expect((await lc.ensureInstance(spec(), signal())).id).toBe(first.id);
+    expect(creates().map((r) => r.status)).toEqual([201, 403]);
+  });
+});
+
+describe('kubernetes lifecycle: GC of orphaned Secrets', () => {
+  const owner = (proxy: string, fleet = 'fleet-a') => ({ ...MANAGED_LABELS, [FLEET_LABEL]: fleet, [PROXY_LABEL]: proxy });
+
+  it('lists a managed Secret without a Pod as a stopped instance (createdAt from the Secret), across pages', async () => {
+    const lc = lifecycle({ pageSize: 1 });
+    await lc.ensureInstance(spec(), signal());
+    kube.seedSecret({ metadata: { name: 'ep-orphan-1', namespace: 'proxies', labels: owner('orphan'), creationTimestamp: '2026-01-02T03:04:05Z' }, stringData: { PROXY_USER: 'x' } });
+    kube.seedSecret({ metadata: { name: 'ep-orphan-2', namespace: 'default', labels: owner('orphan2') } });
+    kube.seedSecret({ metadata: { name: 'ep-other-fleet', namespace: 'proxies', labels: owner('x', 'fleet-b') } });
+    kube.seedSecret({ metadata: { name: 'ep-unlabelled', namespace: 'proxies', labels: { [FLEET_LABEL]: 'fleet-a', [PROXY_LABEL]: 'y' } } });
+
+    const found = await collect(lc.listInstances('fleet-a', signal()));
+    expect(found.map((i) => [i.name, i.state]).sort()).toEqual([
+      ['ep-alpha-1234abcd', 'provisioning'],
+      ['ep-orphan-1', 'stopped'],
+      ['ep-orphan-2', 'stopped'],
+    ]);
+    expect(found.find((i) => i.name === 'ep-orphan-1')).toMatchObject({ createdAt: '2026-01-02T03:04:05.000Z', placement: 'proxies', owner: { fleet: 'fleet-a', proxy: 'orphan' } });
+    const secretLists = kube.requests.filter((r) => r.path === '/api/v1/secrets');
+    expect(secretLists.length).toBeGreaterThan(1);
+    expect(secretLists.every((r) => r.query.labelSelector === `app=egress-proxy,managed-by=egress-proxies,${FLEET_LABEL}=fleet-a` && r.query.limit === '1')).toBe(true);
+  });
+
+  it('a GC sweep deletes an orphaned Secret past the grace period, and never one without our labels', async () => {
+    const old = '2026-01-01T00:00:00Z';
+    kube.seedSecret({ metadata: { name: 'ep-orphan-1', namespace: 'proxies', labels: owner('gone'), creationTimestamp: old }, stringData: { PROXY_PASSWORD: 'x' } });
+    kube.seedSecret({ metadata: { name: 'ep-young', namespace: 'proxies', labels: owner('gone2') } });
+    kube.seedSecret({ metadata: { name: 'db-password', namespace: 'proxies', labels: { app: 'db' }, creationTimestamp: old } });
+    // Named like an instance and carrying our fleet and proxy labels, but not the managed ones.
+    kube.seedSecret({ metadata: { name: 'ep-lookalike', namespace: 'proxies', labels: { [FLEET_LABEL]: 'fleet-a', [PROXY_LABEL]: 'gone' }, creationTimestamp: old } });
+    const proxies = { list: () => Promise.resolve([]) } as unknown as GcDeps['proxies'];
+    const result = await sweepProvider('k8s', lifecycle(), { proxies, fleet: 'fleet-a', graceMs: 60_000, logger: silentLogger() }, signal());
+    expect(result.deleted).toEqual([{ name: 'ep-orphan-1', reason: 'no-proxy' }]);
+    expect(result.young).toBe(1);
+    expect(kube.listSecrets('proxies').map((s) => s.metadata.name)).toEqual(['db-password', 'ep-lookalike', 'ep-young']);
   });
 });

@@ -8,7 +8,7 @@ import { parseConfigDocument } from '../../src/config/file.ts';
 import { silentLogger } from '../../src/logging.ts';
 import type { ProxyView } from '../../src/proxies/discovery.ts';
 import { startFakeCompute, type FakeCompute } from '../fakes/compute/index.ts';
-import { startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';
+import { podEnv, startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';
 import { testConfig } from '../support/config.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -35,6 +35,8 @@ describe('proxies on kubernetes and gcp, end to end against the fakes', () => {
     await kubelet.listen();
     kube = await startFakeKubeApiserver({ tokens: { 'kube-token': 'system:serviceaccount:egress:operator' } });
     kube.store.namespaces.add('proxies');
+    kube.store.namespaces.add('lb');
+    kube.store.namespaces.add('tight');
     compute = await startFakeCompute({ project: 'egress-test', tokens: ['gcp-token'] });
     const dir = await mkdtemp(join(tmpdir(), 'egress-cloud-e2e-'));
     await writeFile(join(dir, 'kube-token'), 'kube-token\n');
@@ -43,6 +45,16 @@ describe('proxies on kubernetes and gcp, end to end against the fakes', () => {
       {
         providers: [
           { name: 'k8s', type: 'kubernetes', server: kube.url, tokenFile: join(dir, 'kube-token'), skipTLSVerify: true, namespace: 'proxies', proxies: { port: kubelet.port } },
+          // The same cluster, proxies behind a LoadBalancer Service (the test plays the cloud controller).
+          {
+            name: 'k8s-lb',
+            type: 'kubernetes',
+            server: kube.url,
+            tokenFile: join(dir, 'kube-token'),
+            skipTLSVerify: true,
+            namespace: 'lb',
+            proxies: { port: kubelet.port, service: { type: 'LoadBalancer' } },
+          },
           { name: 'gce', type: 'gcp', project: 'egress-test', accessTokenFile: join(dir, 'gcp-token'), apiEndpoint: '127.0.0.1', port: compute.port, protocol: 'http', proxies: { image: 'projects/egress/global/images/family/forward-proxy' } },
         ],
       },
@@ -77,9 +89,11 @@ describe('proxies on kubernetes and gcp, end to end against the fakes', () => {
     const pod = await waitFor('the Pod', () => kube.listPods('proxies').find((p) => p.metadata.labels?.['egress-proxies/proxy'] === 'k8s-1'));
     expect(pod.metadata.labels).toMatchObject({ 'app': 'egress-proxy', 'managed-by': 'egress-proxies', 'egress-proxies/proxy': 'k8s-1' });
     expect((await proxy('k8s-1')).status.phase).toBe('Provisioning');
-    // Play the kubelet: the Pod's proxy accepts the credentials in its env; the Pod runs and is Ready.
-    const env = Object.fromEntries(((pod.spec.containers[0]?.env ?? []) as { name: string; value?: string }[]).map((e) => [e.name, e.value ?? '']));
+    // Play the kubelet: resolve the Pod's env (the credentials come from its Secret by secretKeyRef); the
+    // Pod's proxy accepts them; the Pod runs and is Ready.
+    const env = podEnv(kube, pod);
     expect(env.PROXY_PORT).toBe(String(kubelet.port));
+    expect(JSON.stringify(pod.spec)).not.toContain(env.PROXY_PASSWORD);
     podCredentials.user = env.PROXY_USER ?? '';
     podCredentials.password = env.PROXY_PASSWORD ?? '';
     kube.setPodStatus('proxies', pod.metadata.name, { phase: 'Running', podIP: '127.0.0.1', ready: true });
@@ -89,5 +103,48 @@ describe('proxies on kubernetes and gcp, end to end against the fakes', () => {
     });
     expect(ready.status).toMatchObject({ url: `http://127.0.0.1:${kubelet.port}`, egressIp: '127.0.0.1' });
     expect(ready.proxyUrl).toBe(`http://${encodeURIComponent(podCredentials.user)}:${encodeURIComponent(podCredentials.password)}@127.0.0.1:${kubelet.port}`);
+  });
+
+  test('a ResourceQuota refusal of the Pod ends the proxy Failed with the server’s message', async () => {
+    kube.setQuota('tight', { pods: 0 }, 'no-pods');
+    expect((await apply('metadata: { name: k8s-quota }\nspec: { provider: k8s, placement: tight }\n')).status).toBe(200);
+    const failed = await waitFor('k8s-quota to fail', async () => {
+      const p = await proxy('k8s-quota');
+      return p.status.phase === 'Failed' ? p : undefined;
+    });
+    expect(failed.status.lastError).toMatch(/^creating Pod "ep-k8s-quota-[a-z0-9]+" in namespace "tight": pods "ep-k8s-quota-[a-z0-9]+" is forbidden: exceeded quota: no-pods, requested: pods=1, used: pods=0, limited: pods=0$/);
+    expect(kube.listPods('tight')).toEqual([]);
+  });
+
+  test('an RBAC refusal of the Pod create is retried, not Failed, and the proxy proceeds once access is granted', async () => {
+    kube.forbid('kube-token', ['create'], ['pods']);
+    try {
+      expect((await apply('metadata: { name: k8s-rbac }\nspec: { provider: k8s }\n')).status).toBe(200);
+      await waitFor('a refused review', () => kube.requests.find((r) => r.path.endsWith('/selfsubjectaccessreviews') && r.responseBody?.includes('"allowed":false')));
+      const p = await proxy('k8s-rbac');
+      expect(p.status.phase).toBe('Provisioning');
+    } finally {
+      kube.allow('kube-token');
+    }
+    // The job's retry (backoff) makes the Pod once the identity may.
+    await waitFor('the Pod of k8s-rbac', () => kube.listPods('proxies').find((p) => p.metadata.labels?.['egress-proxies/proxy'] === 'k8s-rbac'), 30_000);
+    expect((await proxy('k8s-rbac')).status.phase).toBe('Provisioning');
+  });
+
+  test('behind a LoadBalancer Service, the proxy waits for the load balancer and its URL is the ingress address', async () => {
+    expect((await apply('metadata: { name: k8s-lb-1 }\nspec: { provider: k8s-lb }\n')).status).toBe(200);
+    const pod = await waitFor('the Pod', () => kube.listPods('lb').find((p) => p.metadata.labels?.['egress-proxies/proxy'] === 'k8s-lb-1'));
+    const env = podEnv(kube, pod);
+    podCredentials.user = env.PROXY_USER ?? '';
+    podCredentials.password = env.PROXY_PASSWORD ?? '';
+    kube.setPodStatus('lb', pod.metadata.name, { phase: 'Running', podIP: '10.0.0.9', ready: true });
+    await waitFor('the wait for the load balancer to show', async () => (await proxy('k8s-lb-1')).status.lastError?.includes('waiting for the load balancer'));
+    expect((await proxy('k8s-lb-1')).status.phase).toBe('Provisioning');
+    kube.setServiceLoadBalancer('lb', pod.metadata.name, [{ ip: '127.0.0.1' }]);
+    const ready = await waitFor('k8s-lb-1 to be Ready', async () => {
+      const v = await proxy('k8s-lb-1');
+      return v.status.phase === 'Ready' ? v : undefined;
+    });
+    expect(ready.status.url).toBe(`http://127.0.0.1:${kubelet.port}`);
   });
 });

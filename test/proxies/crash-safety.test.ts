@@ -22,7 +22,7 @@ import type { Instance, ProxyLifecycle } from '../../src/providers/lifecycle.ts'
 import { createLocalLifecycle } from '../../src/providers/local/lifecycle.ts';
 import { isProxyProgram } from '../../src/providers/local/process-table.ts';
 import { freePort } from '../../src/redis/redis-server.ts';
-import { startFakeKubeApiserver, type FakeKubeApiserver, type KubeRequest } from '../fakes/kube-apiserver/index.ts';
+import { podEnv, startFakeKubeApiserver, type FakeKubeApiserver, type KubeRequest } from '../fakes/kube-apiserver/index.ts';
 import { ROOT, spawnEgress, type EgressProcess } from '../support/cli.ts';
 import { uniquePrefix } from '../support/config.ts';
 import { kvmTestHost } from '../support/kvm-host.ts';
@@ -259,6 +259,7 @@ describe('crash safety on the kubernetes provider (fake apiserver; the test play
       for (const p of kube.listPods('proxies')) if (p.metadata.deletionTimestamp) kube.finishPodDeletion('proxies', p.metadata.name);
     });
     expect(kube.listPods('proxies')).toEqual([]);
+    expect(kube.listSecrets('proxies')).toEqual([]);
   });
   afterAll(async () => {
     await c?.close();
@@ -288,7 +289,8 @@ describe('crash safety on the kubernetes provider (fake apiserver; the test play
     });
     const pod = pods[0];
     if (!pod) throw new Error('unreachable');
-    const env = Object.fromEntries(((pod.spec.containers[0]?.env ?? []) as { name: string; value?: string }[]).map((e) => [e.name, e.value ?? '']));
+    // The credentials come from the Pod's Secret (secretKeyRef), as the kubelet resolves them.
+    const env = podEnv(kube, pod);
     podCredentials.user = env.PROXY_USER ?? '';
     podCredentials.password = env.PROXY_PASSWORD ?? '';
     kube.setPodStatus('proxies', pod.metadata.name, { phase: 'Running', podIP: '127.0.0.1', ready: true });
@@ -297,8 +299,9 @@ describe('crash safety on the kubernetes provider (fake apiserver; the test play
       return p?.status.phase === 'Ready' ? p : undefined;
     }, 30_000);
     expect(ready.status).toMatchObject({ instanceName: pod.metadata.name, url: `http://127.0.0.1:${kubelet.port}` });
-    // Exactly one Pod for the proxy, never two.
+    // Exactly one Pod (and one Secret) for the proxy, never two.
     expect(kube.listPods('proxies').map((p) => p.metadata.labels?.['egress-proxies/proxy'])).toEqual([name]);
+    expect(kube.listSecrets('proxies').map((s) => [s.metadata.name, s.metadata.labels?.['egress-proxies/proxy']])).toEqual([[pod.metadata.name, name]]);
   }
 
   async function crashDuringCreate(name: string, commit: boolean): Promise<{ job: Job; rescuer: EgressProcess; post: KubeRequest }> {
@@ -318,6 +321,8 @@ describe('crash safety on the kubernetes provider (fake apiserver; the test play
     expect((await aborted).path).toBe(PODS);
     expect(doomed.logs()).not.toContain('reconciled proxy');
     expect(kube.listPods('proxies')).toHaveLength(commit ? 1 : 0);
+    // The Secret comes before the Pod: it was made before the worker died.
+    expect(kube.listSecrets('proxies')).toHaveLength(1);
     const rescuer = c.start(['worker', ...c.common, '--queues', 'reconcile', ...LOCKS, '--echo-url', c.echo]);
     return { job, rescuer, post };
   }

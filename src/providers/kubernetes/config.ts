@@ -5,11 +5,34 @@ import { resourceName } from '../../config/zod-helpers.ts';
  * A `kubernetes` provider. The API server is reached through, in order of precedence: `kubeconfig` (with
  * `context`), `server` + `tokenFile`, or the in-cluster service account. See docs/kubernetes-provider.md.
  */
+/** The Service in front of each proxy Pod, when proxies are reached through one instead of the Pod IP. */
+export const SERVICE_TYPES = ['ClusterIP', 'NodePort', 'LoadBalancer'] as const;
+export type ProxyServiceType = (typeof SERVICE_TYPES)[number];
+
+export const kubernetesServiceSchema = z
+  .strictObject({
+    type: z.enum(SERVICE_TYPES),
+    /** NodePort only: the host crawlers and workers reach the nodes on (a node IP, a DNS name). */
+    nodeAddress: z.string().min(1).optional(),
+  })
+  .superRefine((s, ctx) => {
+    if (s.type === 'NodePort' && !s.nodeAddress) {
+      ctx.addIssue({ code: 'custom', path: ['nodeAddress'], message: 'required with type NodePort: the address crawlers reach the nodes on' });
+    }
+    if (s.type !== 'NodePort' && s.nodeAddress) {
+      ctx.addIssue({ code: 'custom', path: ['nodeAddress'], message: `only used with type NodePort, not ${s.type}` });
+    }
+  });
+
+export type KubernetesServiceConfig = z.infer<typeof kubernetesServiceSchema>;
+
 /** How proxies run as Pods; without it the provider is health-checked but hosts no proxies. */
 export const kubernetesProxiesSchema = z.strictObject({
   /** Forward-proxy image; it reads PROXY_PORT, PROXY_USER and PROXY_PASSWORD. */
   image: z.string().min(1).optional(),
   port: z.number().int().min(1).max(65535).default(3128),
+  /** A Service per proxy; the proxy URL is then the Service's address instead of the Pod IP. */
+  service: kubernetesServiceSchema.optional(),
 });
 
 export const kubernetesProviderSchema = z.strictObject({

@@ -1,11 +1,16 @@
 /** The Pod a kubernetes proxy instance is, and how a Pod reads back as an `Instance`. */
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Instance, InstanceSpec, InstanceState } from '../lifecycle.ts';
-import { MANAGED_LABELS } from './labels.ts';
+import { FLEET_LABEL, PROXY_LABEL, isManagedObject, ownerLabels } from './lifecycle-owner.ts';
+import { credentialEnv } from './lifecycle-secret.ts';
 
-/** Owner labels stamped on every proxy Pod next to MANAGED_LABELS. */
-export const FLEET_LABEL = 'egress-proxies/fleet';
-export const PROXY_LABEL = 'egress-proxies/proxy';
+export { FLEET_LABEL, PROXY_LABEL };
+/**
+ * The Pod annotation naming the resourceVersion of the credentials Secret the Pod was made for. A container
+ * does not re-read env from a changed Secret, so a Pod whose annotation differs from the Secret's current
+ * version runs with old credentials and is replaced.
+ */
+export const SECRET_VERSION_ANNOTATION = 'egress-proxies/secret-version';
 /** The forward-proxy container's name. */
 export const PROXY_CONTAINER = 'proxy';
 
@@ -22,23 +27,29 @@ export function fleetSelector(managedSelector: string, fleet: string): string {
 
 /** True when the Pod carries every managed label (and so may be read, listed and deleted by us). */
 export function isManaged(pod: V1Pod): boolean {
-  const labels = pod.metadata?.labels ?? {};
-  return Object.entries(MANAGED_LABELS).every(([k, v]) => labels[k] === v) && Boolean(labels[FLEET_LABEL]) && Boolean(labels[PROXY_LABEL]);
+  return isManagedObject(pod);
+}
+
+/** True when the Pod was made for this version of its credentials Secret. */
+export function madeForSecret(pod: V1Pod, secretVersion: string): boolean {
+  return pod.metadata?.annotations?.[SECRET_VERSION_ANNOTATION] === secretVersion;
 }
 
 /**
- * The Pod for a spec: owner labels, one container with the configured image and port, the credentials as
- * the env vars PROXY_USER / PROXY_PASSWORD (the image's forward proxy requires them), PROXY_PORT, and a TCP
- * readiness probe on the port so that Ready means "accepting connections".
+ * The Pod for a spec: owner labels, one container with the configured image and port, PROXY_PORT, the env
+ * vars PROXY_USER / PROXY_PASSWORD from the instance's Secret (`secretKeyRef`: the values are not in the
+ * Pod spec), and a TCP readiness probe on the port so that Ready means "accepting connections". The
+ * annotation records the Secret's resourceVersion (see SECRET_VERSION_ANNOTATION).
  */
-export function podManifest(spec: InstanceSpec, s: PodSettings): V1Pod {
+export function podManifest(spec: InstanceSpec, s: PodSettings, secretVersion: string): V1Pod {
   return {
     apiVersion: 'v1',
     kind: 'Pod',
     metadata: {
       name: spec.name,
       namespace: s.namespace,
-      labels: { ...MANAGED_LABELS, [FLEET_LABEL]: spec.owner.fleet, [PROXY_LABEL]: spec.owner.proxy },
+      labels: ownerLabels(spec.owner),
+      annotations: { [SECRET_VERSION_ANNOTATION]: secretVersion },
     },
     spec: {
       restartPolicy: 'Always',
@@ -48,11 +59,7 @@ export function podManifest(spec: InstanceSpec, s: PodSettings): V1Pod {
           name: PROXY_CONTAINER,
           image: s.image,
           ports: [{ name: 'proxy', containerPort: s.port, protocol: 'TCP' }],
-          env: [
-            { name: 'PROXY_PORT', value: String(s.port) },
-            { name: 'PROXY_USER', value: spec.credentials.username },
-            { name: 'PROXY_PASSWORD', value: spec.credentials.password },
-          ],
+          env: [{ name: 'PROXY_PORT', value: String(s.port) }, ...credentialEnv(spec.name)],
           readinessProbe: { tcpSocket: { port: s.port }, periodSeconds: 5 },
         },
       ],
@@ -95,7 +102,7 @@ function stateOf(pod: V1Pod): { state: InstanceState; message: string | undefine
   }
 }
 
-function iso(t: Date | string | undefined): string {
+export function iso(t: Date | string | undefined): string {
   if (t instanceof Date) return t.toISOString();
   return t ? new Date(t).toISOString() : new Date(0).toISOString();
 }

@@ -1,24 +1,33 @@
 /**
- * The kubernetes side of the proxy lifecycle: a proxy instance is a Pod named after the instance in
- * `placement` (or the configured namespace), carrying MANAGED_LABELS plus the fleet and proxy labels.
- * A Pod without them is never read as ours, listed, or deleted. Every call passes the caller's signal
- * to the HTTP request (`withSignal`) and stops waiting for credentials when it ends (`raceAbort`).
- * Error mapping: see lifecycle-errors.ts.
+ * The kubernetes side of the proxy lifecycle. A proxy instance is, in `placement` (or the configured
+ * namespace), all named after the instance and carrying MANAGED_LABELS plus the fleet and proxy labels:
+ * - a Secret (type Opaque) with the credentials, keys PROXY_USER and PROXY_PASSWORD;
+ * - with `service` configured, a Service selecting the Pod, whose address is the proxy's endpoint;
+ * - the Pod, reading the credentials from the Secret (`secretKeyRef`) and annotated with the Secret's
+ *   resourceVersion, so that a Pod made for older credentials is replaced (env is not reloaded).
+ * An object without our labels is never read as ours, listed, or deleted. Every call passes the caller's
+ * signal to the HTTP request (`withSignal`) and stops waiting for credentials when it ends (`raceAbort`).
+ * Error mapping: see lifecycle-errors.ts (and access-review.ts for a 403 on a create).
  */
-import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { CoreV1Api, type KubeConfig, type V1ObjectMeta, type V1Pod, type V1Secret, type V1Service } from '@kubernetes/client-node';
 import type { Logger } from '../../logging.ts';
 import { ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../lifecycle.ts';
+import { forbiddenCreateExplainer } from './access-review.ts';
+import type { KubernetesServiceConfig } from './config.ts';
 import { MANAGED_LABEL_SELECTOR } from './labels.ts';
-import { apiStatus, mapKubeError } from './lifecycle-errors.ts';
-import { FLEET_LABEL, PROXY_LABEL, fleetSelector, isManaged, podManifest, podToInstance } from './lifecycle-pod.ts';
+import { KubernetesRequestError, apiStatus, mapKubeError } from './lifecycle-errors.ts';
+import { FLEET_LABEL, foreignReason, isManagedObject, ownerOf } from './lifecycle-owner.ts';
+import { fleetSelector, iso, madeForSecret, podManifest, podToInstance } from './lifecycle-pod.ts';
+import { holdsCredentials, secretManifest, withCredentials } from './lifecycle-secret.ts';
+import { serviceEndpoint, serviceManifest } from './lifecycle-service.ts';
 import { raceAbort, withSignal } from './request-options.ts';
 
 export { KubernetesAccessError, KubernetesRequestError } from './lifecycle-errors.ts';
-export { FLEET_LABEL, PROXY_LABEL, PROXY_CONTAINER } from './lifecycle-pod.ts';
+export { FLEET_LABEL, PROXY_LABEL, PROXY_CONTAINER, SECRET_VERSION_ANNOTATION } from './lifecycle-pod.ts';
 
 export const DEFAULT_PROXY_IMAGE = 'ghcr.io/egress-proxies/forward-proxy:1';
 export const DEFAULT_PROXY_PORT = 3128;
-/** Pods per list page in `listInstances`. */
+/** Objects per list page in `listInstances`. */
 export const DEFAULT_PAGE_SIZE = 500;
 
 export interface KubernetesLifecycleOptions {
@@ -28,99 +37,269 @@ export interface KubernetesLifecycleOptions {
   namespace: string;
   /** Forward-proxy image; it must read PROXY_PORT, PROXY_USER and PROXY_PASSWORD. Default DEFAULT_PROXY_IMAGE. */
   image?: string;
-  /** Port the forward proxy listens on in the Pod. Default 3128. */
+  /** Port the forward proxy listens on in the Pod (and the Service's port). Default 3128. */
   port?: number;
+  /** A Service per proxy whose address is the endpoint; without it the endpoint is the Pod IP. */
+  service?: KubernetesServiceConfig;
   logger: Logger;
   /** `limit` of each list page (default 500). */
   pageSize?: number;
 }
+
+type Kind = 'Pod' | 'Secret' | 'Service';
+const PLURAL: Record<Kind, string> = { Pod: 'pods', Secret: 'secrets', Service: 'services' };
 
 export function createKubernetesLifecycle(options: KubernetesLifecycleOptions): ProxyLifecycle {
   const api = options.kubeConfig.makeApiClient(CoreV1Api);
   const image = options.image ?? DEFAULT_PROXY_IMAGE;
   const port = options.port ?? DEFAULT_PROXY_PORT;
   const pageSize = options.pageSize ?? DEFAULT_PAGE_SIZE;
+  const serviceConfig = options.service;
   const log = options.logger.child({ component: 'kubernetes-lifecycle' });
+  const explainForbidden = forbiddenCreateExplainer(options.kubeConfig, log);
   const namespaceOf = (placement: string | undefined): string => placement ?? options.namespace;
+  const describe = (verb: string, kind: Kind, name: string, namespace: string): string => `${verb} ${kind} "${name}" in namespace "${namespace}"`;
 
   /** Runs one API call with the signal; maps its failure. */
-  async function call<T>(what: string, signal: AbortSignal, fn: () => Promise<T>, creating = false): Promise<T> {
+  async function call<T>(what: string, signal: AbortSignal, fn: () => Promise<T>): Promise<T> {
     try {
       return await raceAbort(fn(), signal);
     } catch (err) {
-      throw mapKubeError(err, what, signal, creating);
+      throw mapKubeError(err, what, signal);
     }
   }
 
-  /** The Pod, or undefined when there is none (404). */
-  async function readPod(name: string, namespace: string, signal: AbortSignal): Promise<V1Pod | undefined> {
+  /** The object, or undefined when there is none (404). */
+  async function read<T>(kind: Kind, name: string, namespace: string, signal: AbortSignal): Promise<T | undefined> {
+    const fetchOne = (): Promise<unknown> => {
+      const o = withSignal(signal);
+      if (kind === 'Pod') return api.readNamespacedPod({ name, namespace }, o);
+      if (kind === 'Secret') return api.readNamespacedSecret({ name, namespace }, o);
+      return api.readNamespacedService({ name, namespace }, o);
+    };
     try {
-      return await raceAbort(api.readNamespacedPod({ name, namespace }, withSignal(signal)), signal);
+      return (await raceAbort(fetchOne(), signal)) as T;
     } catch (err) {
       if (!signal.aborted && apiStatus(err) === 404) return undefined;
-      throw mapKubeError(err, `reading Pod "${name}" in namespace "${namespace}"`, signal);
+      throw mapKubeError(err, describe('reading', kind, name, namespace), signal);
     }
   }
 
-  /** An existing Pod of that name: ours and this proxy's, or a ProvisioningError naming whose it is. */
-  function adopt(pod: V1Pod, spec: InstanceSpec, namespace: string): Instance {
-    const labels = pod.metadata?.labels ?? {};
-    if (!isManaged(pod)) {
-      throw new ProvisioningError(`a Pod named "${spec.name}" exists in namespace "${namespace}" without our labels; it is left alone`);
+  /**
+   * Creates the object; `exists` when it is already there (409 AlreadyExists: a concurrent ensure made it,
+   * or a crashed one did). A 403 is explained by a SelfSubjectAccessReview (quota/admission vs. RBAC).
+   */
+  async function create<T extends { metadata?: V1ObjectMeta }>(kind: Kind, body: T, signal: AbortSignal): Promise<T | 'exists'> {
+    const name = body.metadata?.name ?? '';
+    const namespace = body.metadata?.namespace ?? '';
+    const what = describe('creating', kind, name, namespace);
+    const send = (): Promise<unknown> => {
+      const o = withSignal(signal);
+      if (kind === 'Pod') return api.createNamespacedPod({ namespace, body }, o);
+      if (kind === 'Secret') return api.createNamespacedSecret({ namespace, body }, o);
+      return api.createNamespacedService({ namespace, body }, o);
+    };
+    try {
+      return (await raceAbort(send(), signal)) as T;
+    } catch (err) {
+      if (signal.aborted) throw signal.reason;
+      const code = apiStatus(err);
+      if (code === 409) return 'exists';
+      if (code !== 403) throw mapKubeError(err, what, signal, true);
+      const explained = await explainForbidden(err, { resource: PLURAL[kind], namespace, what }, signal);
+      // A quota counts the object a concurrent ensure already made: a duplicate create is refused, not 409.
+      if (explained instanceof ProvisioningError && (await read(kind, name, namespace, signal))) return 'exists';
+      throw explained;
     }
-    if (labels[FLEET_LABEL] !== spec.owner.fleet || labels[PROXY_LABEL] !== spec.owner.proxy) {
-      throw new ProvisioningError(
-        `Pod "${spec.name}" in namespace "${namespace}" belongs to proxy "${labels[PROXY_LABEL]}" of fleet "${labels[FLEET_LABEL]}", not "${spec.owner.proxy}" of "${spec.owner.fleet}"`,
-      );
+  }
+
+  /** Deletes the object if it is ours; 404 counts as done. */
+  async function removeIfOurs(kind: 'Secret' | 'Service', name: string, namespace: string, signal: AbortSignal): Promise<void> {
+    const found = await read<V1Secret | V1Service>(kind, name, namespace, signal);
+    if (!found) return;
+    if (!isManagedObject(found)) {
+      log.warn({ instance: name, namespace, kind }, 'object has no labels of ours; not deleting it');
+      return;
     }
-    return podToInstance(pod, port);
+    try {
+      const o = withSignal(signal);
+      const sent: Promise<unknown> = kind === 'Secret' ? api.deleteNamespacedSecret({ name, namespace }, o) : api.deleteNamespacedService({ name, namespace }, o);
+      await raceAbort(sent, signal);
+      log.info({ instance: name, namespace, kind }, `proxy ${kind} deleted`);
+    } catch (err) {
+      if (!signal.aborted && apiStatus(err) === 404) return;
+      throw mapKubeError(err, describe('deleting', kind, name, namespace), signal);
+    }
+  }
+
+  /** Reads an object that a create just reported as existing; it must be there (and this proxy's). */
+  async function readExisting<T extends { metadata?: V1ObjectMeta }>(kind: Kind, spec: InstanceSpec, namespace: string, signal: AbortSignal): Promise<T> {
+    const found = await read<T>(kind, spec.name, namespace, signal);
+    if (!found) {
+      throw new KubernetesRequestError(`${describe('creating', kind, spec.name, namespace)}: it already existed, and was gone when read`, 409, 'AlreadyExists');
+    }
+    refuseForeign(kind, found, spec, namespace);
+    return found;
+  }
+
+  function refuseForeign(kind: Kind, obj: { metadata?: V1ObjectMeta }, spec: InstanceSpec, namespace: string): void {
+    const why = foreignReason(kind, obj, spec.name, namespace, spec.owner);
+    if (why) throw new ProvisioningError(why);
+  }
+
+  /** The Secret with these credentials: created, or updated when they changed. Values are never logged. */
+  async function ensureSecret(spec: InstanceSpec, namespace: string, signal: AbortSignal): Promise<V1Secret> {
+    let secret = await read<V1Secret>('Secret', spec.name, namespace, signal);
+    if (!secret) {
+      const made = await create('Secret', secretManifest(spec, namespace), signal);
+      if (made !== 'exists') {
+        log.info({ instance: spec.name, namespace, proxy: spec.owner.proxy }, 'proxy Secret created');
+        return made;
+      }
+      secret = await readExisting<V1Secret>('Secret', spec, namespace, signal);
+    }
+    refuseForeign('Secret', secret, spec, namespace);
+    if (holdsCredentials(secret, spec.credentials)) return secret;
+    // The resourceVersion read is the precondition. A 409 Conflict is a concurrent write: when it was a
+    // duplicate ensure writing these same credentials, continue from its Secret; otherwise retry later.
+    const what = describe('updating', 'Secret', spec.name, namespace);
+    try {
+      const updated = await raceAbort(api.replaceNamespacedSecret({ name: spec.name, namespace, body: withCredentials(secret, spec) }, withSignal(signal)), signal);
+      log.info({ instance: spec.name, namespace, proxy: spec.owner.proxy }, 'proxy credentials changed: Secret updated, its Pod is replaced');
+      return updated;
+    } catch (err) {
+      if (signal.aborted || apiStatus(err) !== 409) throw mapKubeError(err, what, signal);
+      const now = await read<V1Secret>('Secret', spec.name, namespace, signal);
+      if (now && isManagedObject(now) && holdsCredentials(now, spec.credentials)) return now;
+      throw mapKubeError(err, what, signal);
+    }
+  }
+
+  /** The Service in front of the Pod, created when missing, its type changed when the config changed. */
+  async function ensureService(config: KubernetesServiceConfig, spec: InstanceSpec, namespace: string, signal: AbortSignal): Promise<V1Service> {
+    let service = await read<V1Service>('Service', spec.name, namespace, signal);
+    const desired = serviceManifest(spec, namespace, port, config);
+    if (!service) {
+      const made = await create('Service', desired, signal);
+      if (made !== 'exists') {
+        log.info({ instance: spec.name, namespace, proxy: spec.owner.proxy, type: config.type }, 'proxy Service created');
+        return made;
+      }
+      service = await readExisting<V1Service>('Service', spec, namespace, signal);
+    }
+    refuseForeign('Service', service, spec, namespace);
+    if (service.spec?.type === config.type) return service;
+    const current = service;
+    const body: V1Service = { ...desired, metadata: { ...current.metadata, labels: desired.metadata?.labels ?? {} }, spec: { ...desired.spec, clusterIP: current.spec?.clusterIP } };
+    const updated = await call(describe('updating', 'Service', spec.name, namespace), signal, () =>
+      api.replaceNamespacedService({ name: spec.name, namespace, body }, withSignal(signal)),
+    );
+    log.info({ instance: spec.name, namespace, type: config.type }, 'proxy Service type changed');
+    return updated;
+  }
+
+  /** The Pod as an Instance; with a Service configured, the endpoint is the Service's (or none yet). */
+  function toInstance(pod: V1Pod, service: V1Service | undefined): Instance {
+    const instance = podToInstance(pod, port);
+    if (!serviceConfig) return instance;
+    const { endpoint: _podEndpoint, ...rest } = instance;
+    const found = service ? serviceEndpoint(service, serviceConfig) : { waiting: `Service "${instance.name}" is missing` };
+    if ('endpoint' in found) return { ...rest, endpoint: found.endpoint };
+    return rest.state === 'running' ? { ...rest, state: 'provisioning', message: found.waiting } : rest;
+  }
+
+  /** What is left of an instance whose Pod is gone: its Service or Secret (deleted next, or swept by GC). */
+  function leftover(kind: 'Secret' | 'Service', obj: V1Secret | V1Service): Instance {
+    return {
+      name: obj.metadata?.name ?? '',
+      id: obj.metadata?.uid ?? '',
+      state: 'stopped',
+      owner: ownerOf(obj),
+      ...(obj.metadata?.namespace ? { placement: obj.metadata.namespace } : {}),
+      createdAt: iso(obj.metadata?.creationTimestamp),
+      message: `the Pod is gone; its ${kind} is left`,
+    };
+  }
+
+  /** Deletes a Pod made for older credentials; the next ensure creates it again from the current Secret. */
+  async function replaceStalePod(pod: V1Pod, namespace: string, signal: AbortSignal): Promise<Instance> {
+    const name = pod.metadata?.name ?? '';
+    if (!pod.metadata?.deletionTimestamp) {
+      try {
+        await raceAbort(api.deleteNamespacedPod({ name, namespace }, withSignal(signal)), signal);
+        log.info({ instance: name, namespace }, 'proxy Pod deleted: its credentials changed, a new one replaces it');
+      } catch (err) {
+        if (signal.aborted || apiStatus(err) !== 404) throw mapKubeError(err, describe('deleting', 'Pod', name, namespace), signal);
+      }
+    }
+    const { endpoint: _stale, ...rest } = podToInstance(pod, port);
+    return { ...rest, state: 'stopping', message: `replacing Pod "${name}": its credentials changed` };
   }
 
   return {
     async ensureInstance(spec, signal) {
       const namespace = namespaceOf(spec.placement);
-      const existing = await readPod(spec.name, namespace, signal);
-      if (existing) return adopt(existing, spec, namespace);
-      const body = podManifest(spec, { namespace, image, port });
-      try {
-        const created = await raceAbort(api.createNamespacedPod({ namespace, body }, withSignal(signal)), signal);
-        log.info({ instance: spec.name, namespace, proxy: spec.owner.proxy, image }, 'proxy Pod created');
-        return podToInstance(created, port);
-      } catch (err) {
-        // A concurrent ensure created it between our read and our create: continue from what it made.
-        if (!signal.aborted && apiStatus(err) === 409) {
-          const raced = await readPod(spec.name, namespace, signal);
-          if (raced) return adopt(raced, spec, namespace);
+      let pod = await read<V1Pod>('Pod', spec.name, namespace, signal);
+      // A Pod that is not this proxy's is refused before anything is made next to it.
+      if (pod) refuseForeign('Pod', pod, spec, namespace);
+      const secret = await ensureSecret(spec, namespace, signal);
+      const secretVersion = secret.metadata?.resourceVersion ?? '';
+      const service = serviceConfig ? await ensureService(serviceConfig, spec, namespace, signal) : undefined;
+      if (!pod) {
+        const made = await create('Pod', podManifest(spec, { namespace, image, port }, secretVersion), signal);
+        if (made !== 'exists') {
+          log.info({ instance: spec.name, namespace, proxy: spec.owner.proxy, image }, 'proxy Pod created');
+          return toInstance(made, service);
         }
-        throw mapKubeError(err, `creating Pod "${spec.name}" in namespace "${namespace}"`, signal, true);
+        // A concurrent ensure created it between our read and our create: continue from what it made.
+        pod = await readExisting<V1Pod>('Pod', spec, namespace, signal);
       }
+      if (!madeForSecret(pod, secretVersion)) return replaceStalePod(pod, namespace, signal);
+      return toInstance(pod, service);
     },
 
     async getInstance(name, placement, signal) {
-      const pod = await readPod(name, namespaceOf(placement), signal);
-      return pod && isManaged(pod) ? podToInstance(pod, port) : undefined;
+      const namespace = namespaceOf(placement);
+      const pod = await read<V1Pod>('Pod', name, namespace, signal);
+      if (pod && isManagedObject(pod)) {
+        const service = serviceConfig ? await read<V1Service>('Service', name, namespace, signal) : undefined;
+        return toInstance(pod, service);
+      }
+      if (serviceConfig) {
+        const service = await read<V1Service>('Service', name, namespace, signal);
+        if (service && isManagedObject(service)) return leftover('Service', service);
+      }
+      const secret = await read<V1Secret>('Secret', name, namespace, signal);
+      return secret && isManagedObject(secret) ? leftover('Secret', secret) : undefined;
     },
 
     async deleteInstance(name, placement, signal) {
       const namespace = namespaceOf(placement);
-      const pod = await readPod(name, namespace, signal);
-      if (!pod) return;
-      if (!isManaged(pod)) {
+      const pod = await read<V1Pod>('Pod', name, namespace, signal);
+      if (pod && !isManagedObject(pod)) {
         log.warn({ instance: name, namespace }, 'Pod has no labels of ours; not deleting it');
-        return;
+      } else if (pod) {
+        if (!pod.metadata?.deletionTimestamp) {
+          try {
+            await raceAbort(api.deleteNamespacedPod({ name, namespace }, withSignal(signal)), signal);
+            log.info({ instance: name, namespace }, 'proxy Pod deleted');
+          } catch (err) {
+            if (signal.aborted || apiStatus(err) !== 404) throw mapKubeError(err, describe('deleting', 'Pod', name, namespace), signal);
+          }
+        }
+        // A terminating Pod still runs with its Secret: the rest goes once the Pod is gone (a later call).
+        const still = await read<V1Pod>('Pod', name, namespace, signal);
+        if (still) return;
       }
-      if (pod.metadata?.deletionTimestamp) return;
-      try {
-        await raceAbort(api.deleteNamespacedPod({ name, namespace }, withSignal(signal)), signal);
-        log.info({ instance: name, namespace }, 'proxy Pod deleted');
-      } catch (err) {
-        if (!signal.aborted && apiStatus(err) === 404) return;
-        throw mapKubeError(err, `deleting Pod "${name}" in namespace "${namespace}"`, signal);
-      }
+      if (serviceConfig) await removeIfOurs('Service', name, namespace, signal);
+      await removeIfOurs('Secret', name, namespace, signal);
     },
 
     async *listInstances(fleet, signal) {
       const labelSelector = fleetSelector(MANAGED_LABEL_SELECTOR, fleet);
+      const ours = (o: { metadata?: V1ObjectMeta }): boolean => isManagedObject(o) && o.metadata?.labels?.[FLEET_LABEL] === fleet;
+      const key = (o: { metadata?: V1ObjectMeta }): string => `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
+      const pods = new Set<string>();
       let token: string | undefined;
       do {
         const page = await call('listing proxy Pods', signal, () =>
@@ -128,8 +307,19 @@ export function createKubernetesLifecycle(options: KubernetesLifecycleOptions): 
         );
         for (const pod of page.items) {
           // The server filtered already; checking again costs nothing and guards the "never touch" rule.
-          if (isManaged(pod) && pod.metadata?.labels?.[FLEET_LABEL] === fleet) yield podToInstance(pod, port);
+          if (!ours(pod)) continue;
+          pods.add(key(pod));
+          yield podToInstance(pod, port);
         }
+        token = page.metadata?._continue || undefined;
+      } while (token);
+      // A Secret whose Pod is gone (a crash between the two creates, a deletion cut short) is an instance
+      // too, so that the sweep deletes it once no proxy owns it and it is past the grace period.
+      do {
+        const page = await call('listing proxy Secrets', signal, () =>
+          api.listSecretForAllNamespaces({ labelSelector, limit: pageSize, ...(token ? { _continue: token } : {}) }, withSignal(signal)),
+        );
+        for (const secret of page.items) if (ours(secret) && !pods.has(key(secret))) yield leftover('Secret', secret);
         token = page.metadata?._continue || undefined;
       } while (token);
     },

@@ -66,7 +66,14 @@ export function createKubernetesProvider(
   }
 
   const lifecycle = config.proxies
-    ? createKubernetesLifecycle({ kubeConfig: kc, namespace: config.namespace, image: config.proxies.image, port: config.proxies.port, logger: deps.logger })
+    ? createKubernetesLifecycle({
+        kubeConfig: kc,
+        namespace: config.namespace,
+        image: config.proxies.image,
+        port: config.proxies.port,
+        ...(config.proxies.service ? { service: config.proxies.service } : {}),
+        logger: deps.logger,
+      })
     : undefined;
   return {
     ...(lifecycle ? { lifecycle } : {}),

@@ -79,7 +79,42 @@ export function podFilter(labelSelector = '', fieldSelector = ''): { match: (p: 
 
 /** Builds one page of a PodList from `all` (already in key order). */
 export function listPods(all: FakePod[], q: ListParams, currentRv: string, epoch: number): PodList {
-  const { match, filtered } = podFilter(q.labelSelector, q.fieldSelector);
+  return listObjects('PodList', all, q, currentRv, epoch, (p, f) => podField(p, f), POD_FIELDS) as PodList;
+}
+
+export interface ObjectList {
+  kind: string;
+  apiVersion: 'v1';
+  metadata: { resourceVersion: string; continue?: string; remainingItemCount?: number };
+  items: unknown[];
+}
+
+/** The field selectors every kind supports. */
+export const OBJECT_FIELDS = ['metadata.name', 'metadata.namespace'] as const;
+
+type Listable = { apiVersion?: string; kind?: string; metadata: { name: string; namespace: string; labels?: Record<string, string> } };
+
+/** Builds one page of a `<Kind>List` from `all` (already in key order), with selectors, `limit` and `continue`. */
+export function listObjects<T extends Listable>(
+  listKind: string,
+  all: T[],
+  q: ListParams,
+  currentRv: string,
+  epoch: number,
+  field: (o: T, f: string) => string = (o, f) => (f === 'metadata.name' ? o.metadata.name : f === 'metadata.namespace' ? o.metadata.namespace : ''),
+  supported: readonly string[] = OBJECT_FIELDS,
+): ObjectList {
+  let match: (o: T) => boolean;
+  let filtered: boolean;
+  try {
+    const labels = parseLabelSelector(q.labelSelector ?? '');
+    const fields = parseFieldSelector(q.fieldSelector ?? '', supported);
+    match = (o) => matchesLabels(labels, o.metadata.labels) && matchesFields(fields, (f) => field(o, f));
+    filtered = labels.length > 0 || fields.length > 0;
+  } catch (e) {
+    if (e instanceof SelectorError) throw badRequest(e.message);
+    throw e;
+  }
   let limit = 0;
   if (q.limit !== undefined && q.limit !== '') {
     if (!/^-?\d+$/.test(q.limit)) throw badRequest(`limit: Invalid value: "${q.limit}": must be an integer`);
@@ -93,10 +128,10 @@ export function listPods(all: FakePod[], q: ListParams, currentRv: string, epoch
     rv = t.rv;
     after = t.k;
   }
-  const key = (p: FakePod): string => `${p.metadata.namespace}/${p.metadata.name}`;
-  const selected = all.filter((p) => (after === undefined || key(p) > after) && match(p));
+  const key = (o: T): string => `${o.metadata.namespace}/${o.metadata.name}`;
+  const selected = all.filter((o) => (after === undefined || key(o) > after) && match(o));
   const page = limit > 0 ? selected.slice(0, limit) : selected;
-  const list: PodList = { kind: 'PodList', apiVersion: 'v1', metadata: { resourceVersion: rv }, items: [] };
+  const list: ObjectList = { kind: listKind, apiVersion: 'v1', metadata: { resourceVersion: rv }, items: [] };
   if (limit > 0 && selected.length > limit) {
     list.metadata.continue = encodeContinue({ e: epoch, rv, k: key(page[page.length - 1]!) });
     // The real server cannot count what a selector would keep, so it omits the count for filtered lists.

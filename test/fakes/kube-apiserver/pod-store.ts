@@ -55,6 +55,11 @@ export class PodStore extends EventEmitter {
     return String(this.rv);
   }
 
+  /** Takes the next global resourceVersion (for the other kinds' stores, which share it). */
+  nextResourceVersion(): string {
+    return this.bump();
+  }
+
   private bump(): string {
     this.rv += 1;
     return String(this.rv);

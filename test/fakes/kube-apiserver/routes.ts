@@ -1,18 +1,21 @@
-/** Request routing of the fake apiserver: core/v1 pods and namespaces (see server.ts for scope and deviations). */
+/** Request routing of the fake apiserver: core/v1 pods, secrets, services and namespaces, and SelfSubjectAccessReview (see server.ts for scope and deviations). */
 import type { ServerResponse } from 'node:http';
-import { listPods } from './lists.ts';
+import { admitCreate, authorize as authorizeResource, selfSubjectAccessReview, type AccessState, type Verb } from './access.ts';
+import { listObjects, listPods } from './lists.ts';
+import type { ObjectStore } from './object-store.ts';
 import { applyPatch } from './patch.ts';
 import type { PodStore } from './pod-store.ts';
 import type { KubeRequest } from './types.ts';
-import { badRequest, routeNotFound, status, StatusError, unauthorized } from './status.ts';
+import { badRequest, notFound, routeNotFound, status, StatusError, unauthorized } from './status.ts';
 import { serveWatch } from './watch.ts';
 
-export type Verb = 'get' | 'list' | 'create' | 'update' | 'patch' | 'delete' | 'watch';
+export type { Verb };
 
 export interface RouteContext {
   store: PodStore;
-  tokens: Map<string, string>;
-  denied: Map<string, Set<Verb> | 'all'>;
+  secrets: ObjectStore;
+  services: ObjectStore;
+  access: AccessState;
   continueEpoch: number;
   bookmarkIntervalMs: number;
 }
@@ -23,34 +26,29 @@ export type RouteResult = [number, unknown] | 'streaming';
 const NOT_ALLOWED = 'the server does not allow this method on the requested resource';
 
 function authorize(ctx: RouteContext, entry: KubeRequest, verb: Verb, ns: string | undefined, name?: string): void {
-  const token = entry.authorization?.startsWith('Bearer ') ? entry.authorization.slice(7) : undefined;
-  const user = token === undefined ? undefined : ctx.tokens.get(token);
-  if (token === undefined || user === undefined) throw new StatusError(unauthorized());
-  const denied = ctx.denied.get(token);
-  if (denied === 'all' || denied?.has(verb)) {
-    const scope = ns === undefined ? 'at the cluster scope' : `in the namespace "${ns}"`;
-    const what = name === undefined ? '' : ` "${name}"`;
-    throw new StatusError(
-      status(403, 'Forbidden', `pods${what} is forbidden: User "${user}" cannot ${verb} resource "pods" in API group "" ${scope}`, {
-        ...(name === undefined ? {} : { name }),
-        kind: 'pods',
-      }),
-    );
-  }
+  authorizeResource(ctx.access, entry, verb, 'pods', ns, name);
 }
 
 export function route(ctx: RouteContext, e: KubeRequest, res: ServerResponse): RouteResult {
   // Authentication comes before routing, as on the real server.
   const token = e.authorization?.startsWith('Bearer ') ? e.authorization.slice(7) : undefined;
-  if (token === undefined || !ctx.tokens.has(token)) throw new StatusError(unauthorized());
+  if (token === undefined || !ctx.access.tokens.has(token)) throw new StatusError(unauthorized());
   const parts = e.path.split('/').filter(Boolean).map(decodeURIComponent);
   const discovered = discovery(parts, e.method);
   if (discovered) return discovered;
+  if (parts.join('/') === 'apis/authorization.k8s.io/v1/selfsubjectaccessreviews') {
+    if (e.method !== 'POST') throw new StatusError(status(405, 'MethodNotAllowed', NOT_ALLOWED));
+    return selfSubjectAccessReview(ctx.access, e, parseJson(e.body));
+  }
   if (parts[0] !== 'api' || parts[1] !== 'v1') throw routeNotFound();
   const rest = parts.slice(2);
   const dryRun = e.query.dryRun === 'All';
   const { store } = ctx;
   if (rest[0] === 'pods' && rest.length === 1) return list(ctx, e, undefined, res);
+  const other = rest[0] === 'namespaces' ? rest[2] : rest[0];
+  if (other === 'secrets' || other === 'services') {
+    return objectRoute(ctx, e, other === 'secrets' ? ctx.secrets : ctx.services, rest[0] === 'namespaces' ? rest.slice(1) : [undefined, ...rest]);
+  }
   if (rest[0] === 'namespaces' && rest.length === 1 && e.method === 'GET') {
     return [200, { kind: 'NamespaceList', apiVersion: 'v1', metadata: { resourceVersion: store.resourceVersion() }, items: [...store.namespaces].sort().map(namespaceObject) }];
   }
@@ -69,7 +67,11 @@ export function route(ctx: RouteContext, e: KubeRequest, res: ServerResponse): R
     if (e.method === 'GET') return list(ctx, e, ns, res);
     if (e.method === 'POST') {
       authorize(ctx, e, 'create', ns);
-      return [201, store.create(ns, parseJson(e.body), dryRun)];
+      const body = parseJson(e.body);
+      // ResourceQuota admission counts the Pods that are not terminal yet.
+      const live = store.list(ns).filter((p) => p.status.phase !== 'Succeeded' && p.status.phase !== 'Failed').length;
+      admitCreate(ctx.access, 'pods', ns, nameOf(body), live);
+      return [201, store.create(ns, body, dryRun)];
     }
   } else {
     if (e.method === 'GET') {
@@ -141,6 +143,54 @@ function list(ctx: RouteContext, e: KubeRequest, ns: string | undefined, res: Se
   return [200, listPods(ctx.store.list(ns), params, ctx.store.resourceVersion(), ctx.continueEpoch)];
 }
 
+/**
+ * Secrets and Services: `[ns, plural, name?]` (ns undefined for the cluster-wide list). Create, get, PUT,
+ * delete and list (selectors, limit, continue); no watch or PATCH on these kinds.
+ */
+function objectRoute(ctx: RouteContext, e: KubeRequest, objects: ObjectStore, [ns, , name, sub, ...more]: (string | undefined)[]): RouteResult {
+  const plural = objects.rules.plural;
+  const authz = (verb: Verb, n?: string): void => authorizeResource(ctx.access, e, verb, plural, ns, n);
+  const dryRun = e.query.dryRun === 'All';
+  if (more.length > 0 || (sub !== undefined && !(plural === 'services' && sub === 'status' && e.method === 'GET'))) throw routeNotFound();
+  if (name === undefined) {
+    if (e.method === 'GET') {
+      if (e.query.watch === 'true' || e.query.watch === '1') throw new StatusError(status(405, 'MethodNotAllowed', NOT_ALLOWED));
+      authz('list');
+      const q = e.query;
+      return [200, listObjects(`${objects.rules.kind}List`, objects.list(ns), { labelSelector: q.labelSelector, fieldSelector: q.fieldSelector, limit: q.limit, continue: q.continue }, ctx.store.resourceVersion(), ctx.continueEpoch)];
+    }
+    if (e.method === 'POST' && ns !== undefined) {
+      authz('create');
+      const body = parseJson(e.body);
+      admitCreate(ctx.access, plural, ns, nameOf(body), objects.count(ns));
+      return [201, objects.create(ns, body, dryRun)];
+    }
+    throw new StatusError(status(405, 'MethodNotAllowed', NOT_ALLOWED));
+  }
+  if (ns === undefined) throw routeNotFound();
+  if (e.method === 'GET') {
+    authz('get', name);
+    const o = objects.get(ns, name);
+    if (!o) throw notFound(plural, name);
+    return [200, o];
+  }
+  if (e.method === 'PUT') {
+    authz('update', name);
+    return [200, objects.replace(ns, name, parseJson(e.body))];
+  }
+  if (e.method === 'DELETE') {
+    authz('delete', name);
+    const opts = e.body ? (parseJson(e.body) as { dryRun?: string[] }) : {};
+    return [200, objects.delete(ns, name, dryRun || (opts.dryRun ?? []).includes('All'))];
+  }
+  throw new StatusError(status(405, 'MethodNotAllowed', NOT_ALLOWED));
+}
+
+function nameOf(body: unknown): string {
+  const meta = (body as { metadata?: { name?: unknown } } | null)?.metadata;
+  return typeof meta?.name === 'string' ? meta.name : '';
+}
+
 /** Legacy (unaggregated) discovery, enough for kubectl to find pods and namespaces. */
 function discovery(parts: string[], method: string): RouteResult | undefined {
   if (method !== 'GET') return undefined;
@@ -159,6 +209,9 @@ function discovery(parts: string[], method: string): RouteResult | undefined {
           { name: 'namespaces', singularName: 'namespace', namespaced: false, kind: 'Namespace', verbs: ['get', 'list'], shortNames: ['ns'] },
           { name: 'pods', singularName: 'pod', namespaced: true, kind: 'Pod', verbs: podVerbs, shortNames: ['po'], categories: ['all'] },
           { name: 'pods/status', singularName: '', namespaced: true, kind: 'Pod', verbs: ['get', 'patch', 'update'] },
+          { name: 'secrets', singularName: 'secret', namespaced: true, kind: 'Secret', verbs: ['create', 'delete', 'get', 'list', 'update'] },
+          { name: 'services', singularName: 'service', namespaced: true, kind: 'Service', verbs: ['create', 'delete', 'get', 'list', 'update'], shortNames: ['svc'], categories: ['all'] },
+          { name: 'services/status', singularName: '', namespaced: true, kind: 'Service', verbs: ['get'] },
         ],
       },
     ];

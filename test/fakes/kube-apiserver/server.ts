@@ -36,8 +36,12 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
+import type { AccessState, DenyRule } from './access.ts';
+import { ObjectStore, type FakeObject } from './object-store.ts';
 import { PodStore } from './pod-store.ts';
 import { route, type RouteContext, type Verb } from './routes.ts';
+import { secretRules } from './secret-rules.ts';
+import { serviceRules } from './service-rules.ts';
 import { status, StatusError, type KubeStatus } from './status.ts';
 import { selfSignedCert, type SelfSignedCert } from './tls.ts';
 import type { KubeFault, KubeRequest } from './types.ts';
@@ -53,9 +57,12 @@ export interface FakeKubeOptions {
 
 export class FakeKubeApiserver extends EventEmitter {
   readonly store = new PodStore();
+  /** Secrets and Services, under the Pod store's resourceVersion and namespaces. */
+  readonly secrets = new ObjectStore(this.store, secretRules);
+  readonly services = new ObjectStore(this.store, serviceRules());
   readonly requests: KubeRequest[] = [];
   readonly tokens: Map<string, string>;
-  private readonly denied = new Map<string, Set<Verb> | 'all'>();
+  private readonly access: AccessState;
   private readonly faults: KubeFault[] = [];
   private readonly timers = new Set<NodeJS.Timeout>();
   private continueEpoch = 1;
@@ -71,6 +78,7 @@ export class FakeKubeApiserver extends EventEmitter {
     super();
     this.tlsCert = options.tls ? selfSignedCert() : undefined;
     this.tokens = new Map(Object.entries(options.tokens ?? { 'fake-token': 'system:serviceaccount:egress:operator' }));
+    this.access = { tokens: this.tokens, denied: new Map(), quotas: new Map() };
   }
 
   /** The first configured token. */
@@ -112,13 +120,29 @@ export class FakeKubeApiserver extends EventEmitter {
     return kc;
   }
 
-  /** RBAC knob: the token gets 403 for these verbs (all verbs when omitted). */
-  forbid(token: string, verbs?: Verb[]): void {
-    this.denied.set(token, verbs ? new Set(verbs) : 'all');
+  /**
+   * RBAC knob: the token gets 403 for these verbs (all verbs when omitted) on these resources (plurals:
+   * `pods`, `secrets`, `services`, `selfsubjectaccessreviews`; all when omitted). Rules add up; a
+   * SelfSubjectAccessReview answers from them.
+   */
+  forbid(token: string, verbs?: Verb[], resources?: string[]): void {
+    const rule: DenyRule = { ...(verbs ? { verbs: new Set(verbs) } : {}), ...(resources ? { resources: new Set(resources) } : {}) };
+    this.access.denied.set(token, [...(this.access.denied.get(token) ?? []), rule]);
   }
 
+  /** Removes every deny rule of the token. */
   allow(token: string): void {
-    this.denied.delete(token);
+    this.access.denied.delete(token);
+  }
+
+  /**
+   * ResourceQuota knob: at most `hard[plural]` objects of that kind in `namespace` (Pods count while not
+   * Succeeded or Failed). A create over it is 403 Forbidden "exceeded quota", as the real admission answers.
+   * `undefined` removes the quota.
+   */
+  setQuota(namespace: string, hard: Partial<Record<'pods' | 'secrets' | 'services', number>> | undefined, name = 'egress-quota'): void {
+    if (hard === undefined) this.access.quotas.delete(namespace);
+    else this.access.quotas.set(namespace, { name, hard: new Map(Object.entries(hard).filter((e): e is [string, number] => e[1] !== undefined)) });
   }
 
   injectFault(fault: KubeFault): void {
@@ -146,6 +170,19 @@ export class FakeKubeApiserver extends EventEmitter {
   listPods = (ns?: string) => this.store.list(ns);
   setPodStatus = (ns: string, name: string, update: Parameters<PodStore['setStatus']>[2]) => this.store.setStatus(ns, name, update);
   finishPodDeletion = (ns: string, name: string) => this.store.finishDeletion(ns, name);
+  seedSecret = (secret: Parameters<ObjectStore['seed']>[0]) => this.secrets.seed(secret);
+  getSecret = (ns: string, name: string) => this.secrets.get(ns, name);
+  listSecrets = (ns?: string) => this.secrets.list(ns);
+  seedService = (service: Parameters<ObjectStore['seed']>[0]) => this.services.seed(service);
+  getService = (ns: string, name: string) => this.services.get(ns, name);
+  listServices = (ns?: string) => this.services.list(ns);
+
+  /** Plays the cloud controller: sets `status.loadBalancer.ingress` of a Service. */
+  setServiceLoadBalancer(ns: string, name: string, ingress: { ip?: string; hostname?: string }[]): FakeObject {
+    return this.services.mutate(ns, name, (o) => {
+      o.status = { loadBalancer: ingress.length ? { ingress: ingress.map((i) => ({ ...i })) } : {} };
+    });
+  }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const chunks: Buffer[] = [];
@@ -196,7 +233,14 @@ export class FakeKubeApiserver extends EventEmitter {
       return;
     }
     try {
-      const ctx: RouteContext = { store: this.store, tokens: this.tokens, denied: this.denied, continueEpoch: this.continueEpoch, bookmarkIntervalMs: this.bookmarkIntervalMs };
+      const ctx: RouteContext = {
+        store: this.store,
+        secrets: this.secrets,
+        services: this.services,
+        access: this.access,
+        continueEpoch: this.continueEpoch,
+        bookmarkIntervalMs: this.bookmarkIntervalMs,
+      };
       const result = route(ctx, entry, res);
       if (result !== 'streaming') this.send(res, entry, result[0], result[1]);
     } catch (e) {
