@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
+import { parseConfigDocument } from '../../src/config/file.ts';
 import { silentLogger } from '../../src/logging.ts';
 import { sweepProvider, type GcDeps } from '../../src/proxies/gc.ts';
 import { ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../../src/providers/lifecycle.ts';
@@ -519,5 +520,32 @@ describe('kubernetes lifecycle: GC of orphaned Secrets', () => {
     expect(result.deleted).toEqual([{ name: 'ep-orphan-1', reason: 'no-proxy' }]);
     expect(result.young).toBe(1);
     expect(kube.listSecrets('proxies').map((s) => s.metadata.name)).toEqual(['db-password', 'ep-lookalike', 'ep-young']);
+  });
+});
+
+describe('kubernetes provider config: proxies.service', () => {
+  const parse = (service: unknown) =>
+    parseConfigDocument({ providers: [{ name: 'k8s', type: 'kubernetes', server: 'https://10.0.0.1:6443', tokenFile: '/t', proxies: { service } }] }, 'egress.yaml');
+  const failure = (service: unknown): string => {
+    try {
+      parse(service);
+    } catch (e) {
+      return (e as Error).message;
+    }
+    throw new Error('expected a configuration error');
+  };
+
+  it('accepts the three types, NodePort with its nodeAddress', () => {
+    for (const service of [{ type: 'ClusterIP' }, { type: 'LoadBalancer' }, { type: 'NodePort', nodeAddress: '192.0.2.10' }]) {
+      const p = parse(service).providers[0];
+      expect(p?.type === 'kubernetes' ? p.proxies?.service : undefined).toEqual(service);
+    }
+  });
+
+  it('names the field in its errors', () => {
+    expect(failure({ type: 'NodePort' })).toContain('providers[0].proxies.service.nodeAddress: required with type NodePort');
+    expect(failure({ type: 'ClusterIP', nodeAddress: 'x' })).toContain('providers[0].proxies.service.nodeAddress: only used with type NodePort, not ClusterIP');
+    expect(failure({ type: 'ExternalName' })).toContain('providers[0].proxies.service.type:');
+    expect(failure({ type: 'ClusterIP', port: 80 })).toContain('providers[0].proxies.service: unknown key "port"');
   });
 });

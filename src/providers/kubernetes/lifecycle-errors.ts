@@ -3,10 +3,15 @@
  * `reason` only (never by message text):
  * - 400 BadRequest, 422 Invalid, 404 on create (the namespace is missing): the Pod as written can never
  *   be created → `ProvisioningError` (the proxy ends `Failed` with the server's message).
- * - 401 / 403 → `KubernetesAccessError`: the provider's credentials, RBAC, a ResourceQuota or an admission
- *   policy refused. The Proxy is not at fault, so it is not `ProvisioningError`; a retry alone does not
- *   fix it either (`retryable: false`), but reconcile's backoff picks it up once an operator has fixed the
- *   access. The health check reports the same condition as Unauthorized / Forbidden.
+ * - 401 / 403 → `KubernetesAccessError`: the provider's credentials or RBAC refused. The Proxy is not at
+ *   fault, so it is not `ProvisioningError`; a retry alone does not fix it either (`retryable: false`), but
+ *   reconcile's backoff picks it up once an operator has fixed the access. The health check reports the
+ *   same condition as Unauthorized / Forbidden.
+ *   Exception: a 403 to a create may also be an admission refusal (an exceeded ResourceQuota, a policy
+ *   plugin), which the server answers with the same status and reason. The lifecycle does not read the
+ *   message to tell them apart: it asks the server with a SelfSubjectAccessReview (access-review.ts).
+ *   Allowed → admission refused → `ProvisioningError` (the proxy ends `Failed` with the server's message);
+ *   not allowed, or the review fails → `KubernetesAccessError` as above.
  * - anything else (5xx, 429, 409 Conflict, 410 Expired, a transport failure) → `KubernetesRequestError`,
  *   retryable.
  * An error after the caller's signal ended is the signal's reason, unchanged.
@@ -29,7 +34,7 @@ export class KubernetesRequestError extends EgressError {
   }
 }
 
-/** 401 or 403: credentials, RBAC, quota or admission refused the call. Not fixed by retrying alone. */
+/** 401 or 403: credentials or RBAC refused the call. Not fixed by retrying alone. */
 export class KubernetesAccessError extends EgressError {
   readonly status: number;
   constructor(message: string, status: number, options: { cause?: unknown } = {}) {

@@ -39,6 +39,8 @@ export interface KindRules {
   onDelete?(obj: FakeObject): void;
   /** Fields a PUT never changes (a status subresource). */
   keepOnUpdate?: readonly string[];
+  /** DELETE answers a Status "Success" instead of the deleted object (the real store's ReturnDeletedObject: false). */
+  deleteReturnsStatus?: boolean;
 }
 
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;

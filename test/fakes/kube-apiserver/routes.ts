@@ -181,7 +181,9 @@ function objectRoute(ctx: RouteContext, e: KubeRequest, objects: ObjectStore, [n
   if (e.method === 'DELETE') {
     authz('delete', name);
     const opts = e.body ? (parseJson(e.body) as { dryRun?: string[] }) : {};
-    return [200, objects.delete(ns, name, dryRun || (opts.dryRun ?? []).includes('All'))];
+    const deleted = objects.delete(ns, name, dryRun || (opts.dryRun ?? []).includes('All'));
+    if (!objects.rules.deleteReturnsStatus) return [200, deleted];
+    return [200, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name, kind: plural, uid: deleted.metadata.uid } }];
   }
   throw new StatusError(status(405, 'MethodNotAllowed', NOT_ALLOWED));
 }

@@ -75,6 +75,7 @@ function clean(o: IncomingObject): IncomingObject {
 export const secretRules: KindRules = {
   kind: 'Secret',
   plural: 'secrets',
+  deleteReturnsStatus: true,
   onCreate(name, obj) {
     validateSubdomainName('Secret', name);
     return clean(normalize(name, obj));

@@ -14,6 +14,16 @@
  * PUT, 409 Conflict when stale, no-op writes keep the resourceVersion); Pod spec immutability except images. Bearer-token authentication (401) and a per-token RBAC knob (403).
  * Request log, one-shot faults. Optional TLS with a self-signed certificate (`tls: true`); kubectl works
  * against it (kubectl.test.ts).
+ * Secrets and Services (object-store.ts, secret-rules.ts, service-rules.ts): create, get, PUT (a stale
+ * resourceVersion is 409 Conflict; none is an unconditional update, as these kinds allow), delete (a
+ * Secret's answers a Status, a Service's the object), list with selectors, limit and continue. Secrets:
+ * `data` base64-decoded as Go does (bad base64 → 400 BadRequest, the decoding error), config keys (422),
+ * `stringData` merged into `data` and not stored, type Opaque by default and immutable, `immutable: true`.
+ * Services: cluster IPs from 10.96.0.0/12, unique node ports in 30000–32767 for NodePort/LoadBalancer
+ * (taken or out of range → 422), released on delete; `status` kept by PUT; `setServiceLoadBalancer` plays
+ * the cloud controller. RBAC rules per token, verb and resource (access.ts); SelfSubjectAccessReview
+ * (POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews) answers from those rules; ResourceQuota-like
+ * admission (`setQuota`) after authorization: 403 Forbidden "exceeded quota: …".
  *
  * Deviations from the real server:
  * - No CRDs, no aggregated discovery (legacy /api, /api/v1, /apis and /version only, enough for kubectl),
@@ -28,7 +38,14 @@
  * - Deletion: `auto` mode deletes a Pod with `spec.nodeName` gracefully and an unbound Pod at once (as
  *   the real server does without a kubelet); the grace period never expires by itself: a test calls
  *   `finishPodDeletion`. No `propagationPolicy`, no `preconditions`.
- * - Authorization is all-or-nothing per verb and token (no namespaces or resource names in rules).
+ * - Authorization rules are per token, verb and resource (no namespaces or resource names in rules); a
+ *   SelfSubjectAccessReview for a non-resource URL is always allowed; `denied` is never set (RBAC only
+ *   allows or has no opinion).
+ * - Quota counts objects only (no compute resources, no scopes), is checked before validation, and is
+ *   not reported as a ResourceQuota object.
+ * - Secrets and Services: no watch, no PATCH, no PUT on `/status` (GET of a Service's `/status` works),
+ *   no Secret type-specific validation (tls, dockerconfigjson), no Service dual-stack or ExternalName
+ *   checks; a Secret's size limit counts keys and decoded values.
  */
 import { delayUnlessClosed, watchClientAbort } from '../http-plumbing.ts';
 import { EventEmitter, once } from 'node:events';
