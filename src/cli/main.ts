@@ -99,8 +99,9 @@ function buildProgram(env: CliEnv, io: CliIO, result: { code: number }): Command
   addClientOptions(program.command('delete').description('delete a proxy (its instance is removed first)'), env)
     .argument('<type>', 'proxy')
     .argument('<name>', 'the proxy')
-    .action(async (kind: string, name: string, flags: ClientFlags) => {
-      result.code = await deleteProxy(await clientOf(flags, env), io, kind, name, signal);
+    .option('--orphan', 'forget the proxy without removing its instance (left to GC, if its provider is configured)')
+    .action(async (kind: string, name: string, flags: ClientFlags & { orphan?: boolean }) => {
+      result.code = await deleteProxy(await clientOf(flags, env), io, kind, name, { orphan: flags.orphan === true }, signal);
     });
 
   const jobs = addClientOptions(program.command('jobs').description('list jobs (failed, active, waiting, delayed by default)').enablePositionalOptions(), env)

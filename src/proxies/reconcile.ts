@@ -3,7 +3,7 @@ import { ProvisioningError, type Instance, type ProxyLifecycle } from '../provid
 import type { ProxyStore } from '../store/proxy-store.ts';
 import { withReadyCondition } from './conditions.ts';
 import { instanceNameFor } from './instance-name.ts';
-import type { Proxy, ProxyStatus } from './resource.ts';
+import type { InstanceLocation, Proxy, ProxyStatus } from './resource.ts';
 
 export type ReadinessProbe = (endpoint: { host: string; port: number }, proxy: Proxy, signal: AbortSignal) => Promise<{ ok: true; egressIp: string } | { ok: false; message: string }>;
 
@@ -68,15 +68,10 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
   const lifecycle = deps.lifecycles.get(proxy.spec.provider);
   const instanceName = instanceNameFor(deps.fleet, proxy);
   const placement = proxy.spec.placement;
+  const here: InstanceLocation = { provider: proxy.spec.provider, ...(placement === undefined ? {} : { placement }) };
+  const recorded = proxy.status.instanceLocation;
 
-  if (proxy.metadata.deletionRequestedAt) {
-    if (lifecycle) {
-      await lifecycle.deleteInstance(instanceName, placement, signal);
-      if (await lifecycle.getInstance(instanceName, placement, signal)) return { kind: 'retry-later', why: `instance ${instanceName} is still being deleted` };
-    }
-    await deps.proxies.remove(name, signal);
-    return { kind: 'deleted' };
-  }
+  if (proxy.metadata.deletionRequestedAt) return deleteProxy(proxy, instanceName, recorded && !sameLocation(recorded, here) ? [recorded, here] : [here], deps, signal);
   if (proxy.status.phase === 'Failed' && proxy.status.observedGeneration === proxy.metadata.generation) {
     // Failed is final for this generation: the periodic resync must not retry a create that
     // cannot work (a quota, an invalid image) over and over. Applying a change retries it.
@@ -90,8 +85,27 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
   const credentials = await deps.proxies.credentials(name, signal);
   if (!credentials) return { kind: 'retry-later', why: 'credentials not written yet' };
 
-  if (proxy.status.phase === 'Pending') {
-    await writeStatus(deps, name, (p) => status(p, { phase: 'Provisioning', instanceName }), signal);
+  const moving = recorded !== undefined && !sameLocation(recorded, here);
+  if (moving) {
+    const removal = await removeFrom(recorded, instanceName, deps, signal);
+    if (removal.kind !== 'removed') {
+      const why = removal.kind === 'unreachable' ? removal.why : `moving from ${describeLocation(recorded)}: instance ${instanceName} there is still being deleted`;
+      await writeStatus(deps, name, (p) => ({ ...withoutEndpoint(p.status), phase: 'Provisioning', lastError: why, observedGeneration: p.metadata.generation }), signal);
+      return removal.kind === 'unreachable' ? { kind: 'failed', message: why } : { kind: 'retry-later', why };
+    }
+  }
+  if (proxy.status.phase === 'Pending' || moving || !recorded) {
+    // Recorded before the create, so that a crash after it still knows where the instance is.
+    await writeStatus(
+      deps,
+      name,
+      (p) => {
+        const base = moving ? withoutEndpoint(p.status) : p.status;
+        const phase = p.status.phase === 'Ready' && !moving ? 'Ready' : 'Provisioning';
+        return { ...base, phase, instanceName, instanceLocation: here, observedGeneration: p.metadata.generation };
+      },
+      signal,
+    );
   }
   let instance: Instance;
   try {
@@ -124,6 +138,55 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
     signal,
   );
   return { kind: 'ready', url };
+}
+
+function sameLocation(a: InstanceLocation, b: InstanceLocation): boolean {
+  return a.provider === b.provider && a.placement === b.placement;
+}
+
+function describeLocation(l: InstanceLocation): string {
+  return l.placement === undefined ? `provider "${l.provider}"` : `provider "${l.provider}" at "${l.placement}"`;
+}
+
+/** The status without what described a reachable instance (it is being moved). */
+function withoutEndpoint(s: ProxyStatus): ProxyStatus {
+  const { url: _url, egressIp: _ip, instanceId: _id, probeFailures: _f, unreadySince: _u, ...rest } = s;
+  return rest;
+}
+
+type Removal = { kind: 'removed' } | { kind: 'pending' } | { kind: 'unreachable'; why: string };
+
+/** Deletes the instance at `where` and says whether it is gone. */
+async function removeFrom(where: InstanceLocation, instanceName: string, deps: ReconcileDeps, signal: AbortSignal): Promise<Removal> {
+  const lifecycle = deps.lifecycles.get(where.provider);
+  if (!lifecycle) {
+    return {
+      kind: 'unreachable',
+      why: `instance ${instanceName} is on ${describeLocation(where)}, which is not configured in this worker or cannot host proxies, so it cannot be removed; configure the provider again, or delete the proxy with --orphan to forget it and leave the instance`,
+    };
+  }
+  await lifecycle.deleteInstance(instanceName, where.placement, signal);
+  return (await lifecycle.getInstance(instanceName, where.placement, signal)) ? { kind: 'pending' } : { kind: 'removed' };
+}
+
+/**
+ * Deletion: the instance is removed from every place it may be (where it was made and, during a
+ * move, where the spec points), then the proxy and its credentials are forgotten. A provider that
+ * is not configured leaves the proxy Terminating with the reason, unless the deletion orphans.
+ */
+async function deleteProxy(proxy: Proxy, instanceName: string, places: InstanceLocation[], deps: ReconcileDeps, signal: AbortSignal): Promise<ReconcileOutcome> {
+  if (!proxy.metadata.orphanInstance) {
+    for (const where of places) {
+      const removal = await removeFrom(where, instanceName, deps, signal);
+      if (removal.kind === 'pending') return { kind: 'retry-later', why: `instance ${instanceName} is still being deleted` };
+      if (removal.kind === 'unreachable') {
+        await writeStatus(deps, proxy.name, (p) => (p.status.lastError === removal.why ? undefined : { ...p.status, lastError: removal.why }), signal);
+        return { kind: 'failed', message: removal.why };
+      }
+    }
+  }
+  await deps.proxies.remove(proxy.name, signal);
+  return { kind: 'deleted' };
 }
 
 const DEFAULT_READINESS: ReadinessPolicy = { failureThreshold: 3, replaceAfterMs: 5 * 60_000 };

@@ -52,8 +52,19 @@ export interface ProxyStatus {
   probeFailures?: number;
   /** ISO time the proxy stopped being ready (while it is not); it is replaced after a while. */
   unreadySince?: string;
+  /**
+   * Where the instance is: the provider and placement it was made at, recorded before the
+   * create. When the spec names another provider or placement, the instance here is removed
+   * before one is made there.
+   */
+  instanceLocation?: InstanceLocation;
   /** The spec generation the status describes. */
   observedGeneration: number;
+}
+
+export interface InstanceLocation {
+  provider: string;
+  placement?: string;
 }
 
 /** A Proxy as stored and served. */
@@ -68,6 +79,8 @@ export interface Proxy {
     createdAt: string;
     /** Set by `delete`; the proxy disappears once its instance is gone. */
     deletionRequestedAt?: string;
+    /** Set by `delete --orphan`: forget the proxy without removing its instance. */
+    orphanInstance?: boolean;
   };
   status: ProxyStatus;
 }

@@ -84,16 +84,22 @@ export class ProxyStore {
     return { proxy: stored, outcome };
   }
 
-  /** Marks the proxy for deletion; it stays (Terminating) until its instance is gone. */
-  async requestDeletion(name: string, signal?: AbortSignal): Promise<Proxy> {
+  /**
+   * Marks the proxy for deletion; it stays (Terminating) until its instance is gone. With
+   * `orphan`, reconcile forgets the proxy without removing its instance: an instance no proxy
+   * owns is then GC's (removed by the sweep of its provider, if that provider is configured).
+   * Asking again with `orphan` turns a pending deletion into an orphaning one.
+   */
+  async requestDeletion(name: string, options: { orphan?: boolean } = {}, signal?: AbortSignal): Promise<Proxy> {
+    const orphan = options.orphan === true;
     const stored = await this.#proxies.update(
       name,
       (current) => {
         if (!current) throw new NotFoundError('proxy', name);
-        if (current.metadata.deletionRequestedAt) return undefined;
+        if (current.metadata.deletionRequestedAt && (!orphan || current.metadata.orphanInstance)) return undefined;
         return {
           ...current,
-          metadata: { ...current.metadata, deletionRequestedAt: this.#now().toISOString() },
+          metadata: { ...current.metadata, deletionRequestedAt: current.metadata.deletionRequestedAt ?? this.#now().toISOString(), ...(orphan ? { orphanInstance: true } : {}) },
           status: { ...current.status, phase: 'Terminating' },
         };
       },

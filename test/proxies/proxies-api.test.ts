@@ -111,6 +111,20 @@ describe('the Proxy resource through the API and the CLI', () => {
     expect((await fetch(`${api}/v1/proxies/nope`, { method: 'DELETE' })).status).toBe(404);
   });
 
+  test('delete ?orphan=true marks the deletion as leaving the instance; a bad value is a 400 naming the parameter', async () => {
+    await post(doc('orph'));
+    const bad = await fetch(`${api}/v1/proxies/orph?orphan=yes`, { method: 'DELETE' });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { message: string }).message).toBe('query parameter "orphan" must be true or false, got "yes"');
+    expect((await store.get('orph'))?.metadata.deletionRequestedAt).toBeUndefined();
+    const del = await fetch(`${api}/v1/proxies/orph`, { method: 'DELETE' });
+    expect(((await del.json()) as ProxyView).metadata.orphanInstance).toBeUndefined();
+    // A pending deletion turned into an orphaning one.
+    const orphaned = await fetch(`${api}/v1/proxies/orph?orphan=true`, { method: 'DELETE' });
+    expect(orphaned.status).toBe(202);
+    expect(((await orphaned.json()) as ProxyView).metadata).toMatchObject({ orphanInstance: true, deletionRequestedAt: expect.any(String) });
+  });
+
   test('egress apply, get proxies and delete proxy', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'egress-apply-'));
     const file = join(dir, 'proxies.yaml');
@@ -123,6 +137,8 @@ describe('the Proxy resource through the API and the CLI', () => {
     const one = JSON.parse((await runCli(['get', 'proxy', 'cli-a', '-o', 'json', '--api-url', api])).out) as ProxyView;
     expect(one.name).toBe('cli-a');
     expect(await runCli(['delete', 'proxy', 'cli-b', '--api-url', api])).toMatchObject({ code: 0, out: 'proxy/cli-b deletion requested\n' });
+    expect(await runCli(['delete', 'proxy', 'cli-a', '--orphan', '--api-url', api])).toMatchObject({ code: 0, out: 'proxy/cli-a deletion requested (its instance is left in place)\n' });
+    expect((await store.get('cli-a'))?.metadata.orphanInstance).toBe(true);
     const badFile = join(dir, 'bad.yaml');
     await writeFile(badFile, 'metadata: { name: x }\nspec: { provider: local, extra: 1 }\n');
     const rejected = await runCli(['apply', '-f', badFile, '--api-url', api]);

@@ -11,26 +11,30 @@ import { uniquePrefix } from '../support/config.ts';
  * The providers' real lifecycles are tested against their real or faithful backends.
  */
 class RecordingLifecycle implements ProxyLifecycle {
+  /** Instances by `placement/name`: the same name at two placements is two instances. */
   readonly instances = new Map<string, Instance>();
   creates = 0;
   failNext: ProvisioningError | undefined;
   startAs: Instance['state'] = 'running';
   deleteTakes = 0;
+  static key(name: string, placement?: string): string {
+    return `${placement ?? ''}/${name}`;
+  }
   async ensureInstance(spec: InstanceSpec): Promise<Instance> {
-    const existing = this.instances.get(spec.name);
+    const existing = this.instances.get(RecordingLifecycle.key(spec.name, spec.placement));
     if (existing) return existing;
     if (this.failNext) throw this.failNext;
     this.creates++;
-    const inst: Instance = { name: spec.name, id: `id-${this.creates}`, state: this.startAs, owner: spec.owner, createdAt: new Date().toISOString(), endpoint: { host: '127.0.0.1', port: 3000 + this.creates } };
-    this.instances.set(spec.name, inst);
+    const inst: Instance = { name: spec.name, id: `id-${this.creates}`, state: this.startAs, owner: spec.owner, createdAt: new Date().toISOString(), endpoint: { host: '127.0.0.1', port: 3000 + this.creates }, ...(spec.placement ? { placement: spec.placement } : {}) };
+    this.instances.set(RecordingLifecycle.key(spec.name, spec.placement), inst);
     return inst;
   }
-  async getInstance(name: string): Promise<Instance | undefined> {
-    return this.instances.get(name);
+  async getInstance(name: string, placement?: string): Promise<Instance | undefined> {
+    return this.instances.get(RecordingLifecycle.key(name, placement));
   }
-  async deleteInstance(name: string): Promise<void> {
+  async deleteInstance(name: string, placement?: string): Promise<void> {
     if (this.deleteTakes-- > 0) return;
-    this.instances.delete(name);
+    this.instances.delete(RecordingLifecycle.key(name, placement));
   }
   async *listInstances(): AsyncIterable<Instance> {
     yield* this.instances.values();
@@ -156,6 +160,60 @@ describe('reconcileProxy', () => {
       kind: 'failed',
       message: 'provider "elsewhere" is not configured in this worker or cannot host proxies',
     });
+  });
+
+  test('a changed placement moves the proxy: the old instance is removed before the new one is made, never both at once', async () => {
+    const lc = new RecordingLifecycle();
+    await store.apply({ metadata: { name: 'm', labels: {} }, spec: { provider: 'local', placement: 'zone-a' } });
+    expect((await reconcileProxy('m', deps(lc), signal)).kind).toBe('ready');
+    expect((await store.get('m'))?.status.instanceLocation).toEqual({ provider: 'local', placement: 'zone-a' });
+    await store.apply({ metadata: { name: 'm', labels: {} }, spec: { provider: 'local', placement: 'zone-b' } });
+    lc.deleteTakes = 1; // the old instance takes a while to go
+    const name = instanceNameFor('test', (await store.get('m'))!);
+    expect(await reconcileProxy('m', deps(lc), signal)).toEqual({ kind: 'retry-later', why: `moving from provider "local" at "zone-a": instance ${name} there is still being deleted` });
+    const moving = await store.get('m');
+    expect(moving?.status.phase).toBe('Provisioning');
+    expect(moving?.status.url).toBeUndefined();
+    expect([...lc.instances.keys()]).toEqual([`zone-a/${name}`]);
+    expect((await reconcileProxy('m', deps(lc), signal)).kind).toBe('ready');
+    expect([...lc.instances.keys()]).toEqual([`zone-b/${name}`]);
+    expect((await store.get('m'))?.status).toMatchObject({ phase: 'Ready', instanceLocation: { provider: 'local', placement: 'zone-b' }, observedGeneration: 2 });
+  });
+
+  test('a changed provider moves the proxy between providers; deleting mid-move removes it from both', async () => {
+    const a = new RecordingLifecycle();
+    const b = new RecordingLifecycle();
+    const both: ReconcileDeps = { proxies: store, lifecycles: new Map([['local', a], ['other', b]]), fleet: 'test', probe: okProbe };
+    await apply('n');
+    expect((await reconcileProxy('n', both, signal)).kind).toBe('ready');
+    await store.apply({ metadata: { name: 'n', labels: {} }, spec: { provider: 'other' } });
+    expect((await reconcileProxy('n', both, signal)).kind).toBe('ready');
+    expect([a.instances.size, b.instances.size]).toEqual([0, 1]);
+    // Back to `local`, but deleted before the move finished: both places are cleaned.
+    await store.apply({ metadata: { name: 'n', labels: {} }, spec: { provider: 'local' } });
+    b.deleteTakes = 1;
+    expect((await reconcileProxy('n', both, signal)).kind).toBe('retry-later');
+    await store.requestDeletion('n');
+    await a.ensureInstance({ name: instanceNameFor('test', (await store.get('n'))!), owner: { fleet: 'test', proxy: 'n' }, credentials: { username: 'u', password: 'p' } });
+    expect(await reconcileProxy('n', both, signal)).toEqual({ kind: 'deleted' });
+    expect([a.instances.size, b.instances.size]).toEqual([0, 0]);
+  });
+
+  test('deleting a proxy whose provider is gone from the config keeps it Terminating with the reason; --orphan forgets it', async () => {
+    const lc = new RecordingLifecycle();
+    await apply('o');
+    expect((await reconcileProxy('o', deps(lc), signal)).kind).toBe('ready');
+    await store.requestDeletion('o');
+    const unconfigured: ReconcileDeps = { proxies: store, lifecycles: new Map(), fleet: 'test', probe: okProbe };
+    const outcome = await reconcileProxy('o', unconfigured, signal);
+    expect(outcome.kind).toBe('failed');
+    expect(outcome).toMatchObject({ message: expect.stringMatching(/is on provider "local", which is not configured in this worker .* delete the proxy with --orphan/) });
+    expect((await store.get('o'))?.status).toMatchObject({ phase: 'Terminating', lastError: expect.stringContaining('cannot be removed') });
+    expect(lc.instances.size).toBe(1);
+    await store.requestDeletion('o', { orphan: true });
+    expect(await reconcileProxy('o', unconfigured, signal)).toEqual({ kind: 'deleted' });
+    expect(await store.get('o')).toBeUndefined();
+    expect(lc.instances.size).toBe(1); // left in place, for GC
   });
 
   test('instance names are deterministic, bounded and differ per proxy identity', () => {

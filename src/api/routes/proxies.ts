@@ -84,7 +84,9 @@ export function proxyRoutes(deps: ProxyRouteDeps): Hono {
   });
 
   app.delete('/proxies/:name', async (c) => {
-    const proxy = await deps.proxies.requestDeletion(c.req.param('name'));
+    const orphan = c.req.query('orphan');
+    if (orphan !== undefined && orphan !== 'true' && orphan !== 'false') throw new BadRequestError(`query parameter "orphan" must be true or false, got "${orphan}"`);
+    const proxy = await deps.proxies.requestDeletion(c.req.param('name'), { orphan: orphan === 'true' });
     await requestReconcile(deps.reconcile, proxy.name);
     return c.json(proxy, 202);
   });

@@ -48,9 +48,9 @@ export async function getProxies(client: ApiClient, io: CliIO, name: string | un
   return 0;
 }
 
-export async function deleteProxy(client: ApiClient, io: CliIO, kind: string, name: string, signal: AbortSignal): Promise<number> {
+export async function deleteProxy(client: ApiClient, io: CliIO, kind: string, name: string, options: { orphan?: boolean }, signal: AbortSignal): Promise<number> {
   if (kind !== 'proxy' && kind !== 'proxies') throw new UsageError(`delete: unknown resource type "${kind}" (known: proxy)`);
-  await client.request('DELETE', `/v1/proxies/${encodeURIComponent(name)}`, signal);
-  io.out(`proxy/${name} deletion requested\n`);
+  await client.request('DELETE', `/v1/proxies/${encodeURIComponent(name)}${options.orphan ? '?orphan=true' : ''}`, signal);
+  io.out(options.orphan ? `proxy/${name} deletion requested (its instance is left in place)\n` : `proxy/${name} deletion requested\n`);
   return 0;
 }
