@@ -1,7 +1,8 @@
 /**
  * Second-client cross-check: the real kubectl (Debian's, when installed) against the fake over TLS.
- * Discovery, chunked lists (`continue`), selectors, NotFound errors and delete-and-wait (a watch with a
- * field selector) must all work for a client the fake was not written against.
+ * Discovery, chunked lists (`continue`), selectors, NotFound errors, delete-and-wait (a watch with a
+ * field selector), and Secrets and Services created from manifests must all work for a client the fake
+ * was not written against.
  */
 import { execFile } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -79,5 +80,27 @@ describe.skipIf(!hasKubectl)('kubectl against the fake apiserver', { timeout: 12
     const r = await deleting;
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('pod "busy" deleted');
+  });
+
+  // kubectl's typed commands (`create secret generic`, `auth can-i`) send protobuf, which the fake does not
+  // decode; `create -f` sends JSON.
+  it('creates a Secret from a manifest (stringData merged into base64 data) and reads it back', async () => {
+    await writeFile(join(dir, 'secret.json'), JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'creds' }, stringData: { PROXY_USER: 'u1', PROXY_PASSWORD: 'p w' } }));
+    const created = await kubectl('create', '--validate=false', '-n', 'default', '-f', join(dir, 'secret.json'));
+    expect(created.stdout).toContain('secret/creds created');
+    expect(kube.getSecret('default', 'creds')).toMatchObject({ type: 'Opaque', data: { PROXY_USER: Buffer.from('u1').toString('base64'), PROXY_PASSWORD: Buffer.from('p w').toString('base64') } });
+    const read = await kubectl('get', 'secret', 'creds', '-n', 'default', '-o', 'jsonpath={.data.PROXY_PASSWORD}');
+    expect(Buffer.from(read.stdout, 'base64').toString()).toBe('p w');
+    const again = await kubectl('create', '--validate=false', '-n', 'default', '-f', join(dir, 'secret.json'));
+    expect(again.stderr).toContain('Error from server (AlreadyExists)');
+    expect(again.stderr).toContain('secrets "creds" already exists');
+  });
+
+  it('creates a NodePort Service and reads its allocated port', async () => {
+    await writeFile(join(dir, 'svc.json'), JSON.stringify({ apiVersion: 'v1', kind: 'Service', metadata: { name: 'px' }, spec: { type: 'NodePort', ports: [{ port: 3128 }] } }));
+    expect((await kubectl('create', '--validate=false', '-n', 'default', '-f', join(dir, 'svc.json'))).code).toBe(0);
+    const port = await kubectl('get', 'service', 'px', '-n', 'default', '-o', 'jsonpath={.spec.ports[0].nodePort}');
+    expect(Number(port.stdout)).toBeGreaterThanOrEqual(30000);
+    expect(Number(port.stdout)).toBe((kube.getService('default', 'px') as unknown as { spec: { ports: { nodePort: number }[] } }).spec.ports[0]?.nodePort);
   });
 });

@@ -43,6 +43,8 @@
  *   allows or has no opinion).
  * - Quota counts objects only (no compute resources, no scopes), is checked before validation, and is
  *   not reported as a ResourceQuota object.
+ * - JSON only: no protobuf request bodies (kubectl's typed commands such as `create secret generic` and
+ *   `auth can-i` send protobuf; they get 400 here).
  * - Secrets and Services: no watch, no PATCH, no PUT on `/status` (GET of a Service's `/status` works),
  *   no Secret type-specific validation (tls, dockerconfigjson), no Service dual-stack or ExternalName
  *   checks; a Secret's size limit counts keys and decoded values.
