@@ -9,8 +9,19 @@ import { RedisJsonCollection } from './redis-json-collection.ts';
 export type ApplyOutcome = 'created' | 'configured' | 'unchanged';
 
 export class ProxyTerminatingError extends EgressError {
-  constructor(name: string) {
-    super('ERR_PROXY_TERMINATING', `proxy "${name}" is being deleted; apply it again once it is gone`);
+  /** The proxies being deleted that the apply named. */
+  readonly names: readonly string[];
+  /** `names` of the proxies being deleted; `documents`, how many the apply had (when more than one, nothing of it was applied). */
+  constructor(names: string | readonly string[], documents = 1) {
+    const list = typeof names === 'string' ? [names] : names;
+    const quoted = list.map((n) => `"${n}"`).join(', ');
+    super(
+      'ERR_PROXY_TERMINATING',
+      documents <= 1 && list.length === 1
+        ? `proxy ${quoted} is being deleted; apply it again once it is gone`
+        : `rejected, nothing applied: ${list.length === 1 ? `proxy ${quoted} is` : `proxies ${quoted} are`} being deleted; apply again once ${list.length === 1 ? 'it is' : 'they are'} gone`,
+    );
+    this.names = list;
   }
 }
 

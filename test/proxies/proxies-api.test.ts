@@ -109,6 +109,11 @@ describe('the Proxy resource through the API and the CLI', () => {
     expect(reapply.status).toBe(409);
     expect(await reapply.json()).toEqual({ error: 'ERR_PROXY_TERMINATING', message: 'proxy "gone" is being deleted; apply it again once it is gone' });
     expect((await fetch(`${api}/v1/proxies/nope`, { method: 'DELETE' })).status).toBe(404);
+    // In a file of several, one proxy being deleted stops the whole apply before anything is written.
+    const several = await post(`${doc('fresh-1')}---\n${doc('gone')}`);
+    expect(several.status).toBe(409);
+    expect(await several.json()).toEqual({ error: 'ERR_PROXY_TERMINATING', message: 'rejected, nothing applied: proxy "gone" is being deleted; apply again once it is gone' });
+    expect(await store.get('fresh-1')).toBeUndefined();
   });
 
   test('delete ?orphan=true marks the deletion as leaving the instance; a bad value is a 400 naming the parameter', async () => {

@@ -4,7 +4,7 @@ import { NotFoundError } from '../../errors.ts';
 import { matches, etagOf, withProxyUrl, type DiscoveryFilter } from '../../proxies/discovery.ts';
 import { InvalidProxyDocumentsError, parseProxyDocuments, validateProxyDocuments } from '../../proxies/parse-documents.ts';
 import type { ProxyDocument } from '../../proxies/resource.ts';
-import type { ProxyStore } from '../../store/proxy-store.ts';
+import { ProxyTerminatingError, type ProxyStore } from '../../store/proxy-store.ts';
 import { BadRequestError } from '../http-errors.ts';
 import { requestReconcile } from '../../proxies/request-reconcile.ts';
 
@@ -49,6 +49,11 @@ export function proxyRoutes(deps: ProxyRouteDeps): Hono {
       deps.providers.includes(d.spec.provider) ? [] : [`${docs.length > 1 ? `documents[${i}].` : ''}spec.provider: "${d.spec.provider}" is not a configured provider (configured: ${deps.providers.join(', ') || 'none'})`],
     );
     if (unknown.length > 0) throw new InvalidProxyDocumentsError(unknown);
+    // All or nothing here too: a document naming a proxy still being deleted stops the whole
+    // request before anything is written (a deletion racing this check is still refused per proxy).
+    const current = await Promise.all(docs.map((d) => deps.proxies.get(d.metadata.name)));
+    const terminating = current.flatMap((p) => (p?.metadata.deletionRequestedAt ? [p.name] : []));
+    if (terminating.length > 0) throw new ProxyTerminatingError(terminating, docs.length);
     const items = [];
     for (const doc of docs) {
       const { proxy, outcome } = await deps.proxies.apply(doc);
