@@ -13,6 +13,7 @@ import { CoreV1Api, type KubeConfig, type V1ObjectMeta, type V1Pod, type V1Secre
 import type { Logger } from '../../logging.ts';
 import { ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../lifecycle.ts';
 import { forbiddenCreateExplainer } from './access-review.ts';
+import { describeCall, objectCalls, type Kind } from './lifecycle-calls.ts';
 import type { KubernetesServiceConfig } from './config.ts';
 import { MANAGED_LABEL_SELECTOR } from './labels.ts';
 import { KubernetesRequestError, apiStatus, mapKubeError } from './lifecycle-errors.ts';
@@ -46,9 +47,6 @@ export interface KubernetesLifecycleOptions {
   pageSize?: number;
 }
 
-type Kind = 'Pod' | 'Secret' | 'Service';
-const PLURAL: Record<Kind, string> = { Pod: 'pods', Secret: 'secrets', Service: 'services' };
-
 export function createKubernetesLifecycle(options: KubernetesLifecycleOptions): ProxyLifecycle {
   const api = options.kubeConfig.makeApiClient(CoreV1Api);
   const image = options.image ?? DEFAULT_PROXY_IMAGE;
@@ -56,87 +54,14 @@ export function createKubernetesLifecycle(options: KubernetesLifecycleOptions): 
   const pageSize = options.pageSize ?? DEFAULT_PAGE_SIZE;
   const serviceConfig = options.service;
   const log = options.logger.child({ component: 'kubernetes-lifecycle' });
-  const explainForbidden = forbiddenCreateExplainer(options.kubeConfig, log);
+  const { call, read, create, removeIfOurs } = objectCalls(api, forbiddenCreateExplainer(options.kubeConfig, log), log);
   const namespaceOf = (placement: string | undefined): string => placement ?? options.namespace;
-  const describe = (verb: string, kind: Kind, name: string, namespace: string): string => `${verb} ${kind} "${name}" in namespace "${namespace}"`;
-
-  /** Runs one API call with the signal; maps its failure. */
-  async function call<T>(what: string, signal: AbortSignal, fn: () => Promise<T>): Promise<T> {
-    try {
-      return await raceAbort(fn(), signal);
-    } catch (err) {
-      throw mapKubeError(err, what, signal);
-    }
-  }
-
-  /** The object, or undefined when there is none (404). */
-  async function read<T>(kind: Kind, name: string, namespace: string, signal: AbortSignal): Promise<T | undefined> {
-    const fetchOne = (): Promise<unknown> => {
-      const o = withSignal(signal);
-      if (kind === 'Pod') return api.readNamespacedPod({ name, namespace }, o);
-      if (kind === 'Secret') return api.readNamespacedSecret({ name, namespace }, o);
-      return api.readNamespacedService({ name, namespace }, o);
-    };
-    try {
-      return (await raceAbort(fetchOne(), signal)) as T;
-    } catch (err) {
-      if (!signal.aborted && apiStatus(err) === 404) return undefined;
-      throw mapKubeError(err, describe('reading', kind, name, namespace), signal);
-    }
-  }
-
-  /**
-   * Creates the object; `exists` when it is already there (409 AlreadyExists: a concurrent ensure made it,
-   * or a crashed one did). A 403 is explained by a SelfSubjectAccessReview (quota/admission vs. RBAC).
-   */
-  async function create<T extends { metadata?: V1ObjectMeta }>(kind: Kind, body: T, signal: AbortSignal): Promise<T | 'exists'> {
-    const name = body.metadata?.name ?? '';
-    const namespace = body.metadata?.namespace ?? '';
-    const what = describe('creating', kind, name, namespace);
-    const send = (): Promise<unknown> => {
-      const o = withSignal(signal);
-      if (kind === 'Pod') return api.createNamespacedPod({ namespace, body }, o);
-      if (kind === 'Secret') return api.createNamespacedSecret({ namespace, body }, o);
-      return api.createNamespacedService({ namespace, body }, o);
-    };
-    try {
-      return (await raceAbort(send(), signal)) as T;
-    } catch (err) {
-      if (signal.aborted) throw signal.reason;
-      const code = apiStatus(err);
-      if (code === 409) return 'exists';
-      if (code !== 403) throw mapKubeError(err, what, signal, true);
-      const explained = await explainForbidden(err, { resource: PLURAL[kind], namespace, what }, signal);
-      // A quota counts the object a concurrent ensure already made: a duplicate create is refused, not 409.
-      if (explained instanceof ProvisioningError && (await read(kind, name, namespace, signal))) return 'exists';
-      throw explained;
-    }
-  }
-
-  /** Deletes the object if it is ours; 404 counts as done. */
-  async function removeIfOurs(kind: 'Secret' | 'Service', name: string, namespace: string, signal: AbortSignal): Promise<void> {
-    const found = await read<V1Secret | V1Service>(kind, name, namespace, signal);
-    if (!found) return;
-    if (!isManagedObject(found)) {
-      log.warn({ instance: name, namespace, kind }, 'object has no labels of ours; not deleting it');
-      return;
-    }
-    try {
-      const o = withSignal(signal);
-      const sent: Promise<unknown> = kind === 'Secret' ? api.deleteNamespacedSecret({ name, namespace }, o) : api.deleteNamespacedService({ name, namespace }, o);
-      await raceAbort(sent, signal);
-      log.info({ instance: name, namespace, kind }, `proxy ${kind} deleted`);
-    } catch (err) {
-      if (!signal.aborted && apiStatus(err) === 404) return;
-      throw mapKubeError(err, describe('deleting', kind, name, namespace), signal);
-    }
-  }
 
   /** Reads an object that a create just reported as existing; it must be there (and this proxy's). */
   async function readExisting<T extends { metadata?: V1ObjectMeta }>(kind: Kind, spec: InstanceSpec, namespace: string, signal: AbortSignal): Promise<T> {
     const found = await read<T>(kind, spec.name, namespace, signal);
     if (!found) {
-      throw new KubernetesRequestError(`${describe('creating', kind, spec.name, namespace)}: it already existed, and was gone when read`, 409, 'AlreadyExists');
+      throw new KubernetesRequestError(`${describeCall('creating', kind, spec.name, namespace)}: it already existed, and was gone when read`, 409, 'AlreadyExists');
     }
     refuseForeign(kind, found, spec, namespace);
     return found;
@@ -162,7 +87,7 @@ export function createKubernetesLifecycle(options: KubernetesLifecycleOptions): 
     if (holdsCredentials(secret, spec.credentials)) return secret;
     // The resourceVersion read is the precondition. A 409 Conflict is a concurrent write: when it was a
     // duplicate ensure writing these same credentials, continue from its Secret; otherwise retry later.
-    const what = describe('updating', 'Secret', spec.name, namespace);
+    const what = describeCall('updating', 'Secret', spec.name, namespace);
     try {
       const updated = await raceAbort(api.replaceNamespacedSecret({ name: spec.name, namespace, body: withCredentials(secret, spec) }, withSignal(signal)), signal);
       log.info({ instance: spec.name, namespace, proxy: spec.owner.proxy }, 'proxy credentials changed: Secret updated, its Pod is replaced');
@@ -191,7 +116,7 @@ export function createKubernetesLifecycle(options: KubernetesLifecycleOptions): 
     if (service.spec?.type === config.type) return service;
     const current = service;
     const body: V1Service = { ...desired, metadata: { ...current.metadata, labels: desired.metadata?.labels ?? {} }, spec: { ...desired.spec, clusterIP: current.spec?.clusterIP } };
-    const updated = await call(describe('updating', 'Service', spec.name, namespace), signal, () =>
+    const updated = await call(describeCall('updating', 'Service', spec.name, namespace), signal, () =>
       api.replaceNamespacedService({ name: spec.name, namespace, body }, withSignal(signal)),
     );
     log.info({ instance: spec.name, namespace, type: config.type }, 'proxy Service type changed');
@@ -229,7 +154,7 @@ export function createKubernetesLifecycle(options: KubernetesLifecycleOptions): 
         await raceAbort(api.deleteNamespacedPod({ name, namespace }, withSignal(signal)), signal);
         log.info({ instance: name, namespace }, 'proxy Pod deleted: its credentials changed, a new one replaces it');
       } catch (err) {
-        if (signal.aborted || apiStatus(err) !== 404) throw mapKubeError(err, describe('deleting', 'Pod', name, namespace), signal);
+        if (signal.aborted || apiStatus(err) !== 404) throw mapKubeError(err, describeCall('deleting', 'Pod', name, namespace), signal);
       }
     }
     const { endpoint: _stale, ...rest } = podToInstance(pod, port);
@@ -284,7 +209,7 @@ export function createKubernetesLifecycle(options: KubernetesLifecycleOptions): 
             await raceAbort(api.deleteNamespacedPod({ name, namespace }, withSignal(signal)), signal);
             log.info({ instance: name, namespace }, 'proxy Pod deleted');
           } catch (err) {
-            if (signal.aborted || apiStatus(err) !== 404) throw mapKubeError(err, describe('deleting', 'Pod', name, namespace), signal);
+            if (signal.aborted || apiStatus(err) !== 404) throw mapKubeError(err, describeCall('deleting', 'Pod', name, namespace), signal);
           }
         }
         // A terminating Pod still runs with its Secret: the rest goes once the Pod is gone (a later call).
