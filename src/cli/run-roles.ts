@@ -15,6 +15,7 @@ import { SchedulerRole } from '../scheduler/scheduler-role.ts';
 import { ProxyStore } from '../store/proxy-store.ts';
 import { RedisStatusStore } from '../store/redis-status-store.ts';
 import { startWorkerRole } from '../../workers/worker-role.ts';
+import { echoUrlAdvice } from '../readiness/echo-url-advice.ts';
 
 export type RoleName = 'scheduler' | 'worker' | 'publisher' | 'api';
 
@@ -97,6 +98,10 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
         api = a;
         closers.push(() => a.close());
       }
+    }
+    if (roles.includes('worker')) {
+      const advice = echoUrlAdvice(config.providers, echoUrl());
+      if (advice) logger.warn({ echoUrl: echoUrl() }, advice);
     }
     if (config.metricsPort !== undefined && !roles.includes('api')) {
       const metrics = await startMetricsServer(registry, config.api.host, config.metricsPort);
