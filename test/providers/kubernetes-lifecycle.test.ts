@@ -426,6 +426,26 @@ describe('kubernetes lifecycle: Service', () => {
     expect(kube.requests.filter((r) => r.method === 'DELETE').map((r) => r.path.split('/').at(-2))).toEqual(['pods', 'services', 'secrets', 'secrets']);
   });
 
+  it('changes the type of an existing Service when the configuration changed, keeping its cluster IP', async () => {
+    await lifecycle({ service: { type: 'ClusterIP' } }).ensureInstance(spec(), signal());
+    const before = kube.getService('proxies', 'ep-alpha-1234abcd') as unknown as { spec: { clusterIP: string } };
+    running();
+    const lc = lifecycle({ service: { type: 'NodePort', nodeAddress: '192.0.2.1' } });
+    const inst = await lc.ensureInstance(spec(), signal());
+    const after = kube.getService('proxies', 'ep-alpha-1234abcd') as unknown as { spec: { type: string; clusterIP: string; ports: { nodePort: number }[] } };
+    expect(after.spec).toMatchObject({ type: 'NodePort', clusterIP: before.spec.clusterIP });
+    expect(inst.endpoint).toEqual({ host: '192.0.2.1', port: after.spec.ports[0]?.nodePort });
+    expect(kube.requests.filter((r) => r.method === 'PUT').map((r) => r.path)).toEqual(['/api/v1/namespaces/proxies/services/ep-alpha-1234abcd']);
+  });
+
+  it('refuses a Service of that name without our labels', async () => {
+    kube.seedService({ metadata: { name: 'ep-alpha-1234abcd', namespace: 'proxies', labels: { app: 'web' } }, spec: { ports: [{ port: 80 }] } });
+    await expect(lifecycle({ service: { type: 'ClusterIP' } }).ensureInstance(spec(), signal())).rejects.toThrow('a Service named "ep-alpha-1234abcd" exists in namespace "proxies" without our labels');
+    expect(creates()).toHaveLength(0);
+    await lifecycle({ service: { type: 'ClusterIP' } }).deleteInstance('ep-alpha-1234abcd', undefined, signal());
+    expect(kube.getService('proxies', 'ep-alpha-1234abcd')).toBeDefined();
+  });
+
   it('without a Service configured, the endpoint stays the Pod IP and no Service is made', async () => {
     const lc = lifecycle();
     await lc.ensureInstance(spec(), signal());
