@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { parseConfigDocument } from '../../src/config/file.ts';
 import { silentLogger, type Logger } from '../../src/logging.ts';
 import { createComputeClients, MANAGED_LABELS, type ComputeClients } from '../../src/providers/gcp/index.ts';
+import { createFirewallEnsurer } from '../../src/providers/gcp/firewall.ts';
 import {
   createGcpLifecycle,
   firewallRuleName,
@@ -471,6 +472,34 @@ describe('gcp lifecycle: the managed firewall rule', () => {
     await lc.ensureInstance(spec(), signal());
     expect(compute.getFirewall(RULE)).toBeDefined();
     expect(inserts()).toHaveLength(1);
+  });
+
+  it('a caller that gives up does not fail another one waiting on the same attempt', async () => {
+    const ensurer = createFirewallEnsurer({
+      clients,
+      project: 'egress-test',
+      settings: { provider: 'gce', sourceRanges: ['203.0.113.0/24'], network: 'global/networks/default', port: 3128 },
+      logger: silentLogger(),
+      operationPollMs: 0,
+    });
+    compute.injectFault({ latencyMs: 60_000, match: { method: 'GET', path: `${base}/firewalls/${RULE}` } });
+    const held = compute.nextRequest();
+    const impatient = new AbortController();
+    // Both join one attempt (started by the first call, under its signal).
+    const first = ensurer.ensure(impatient.signal);
+    const second = ensurer.ensure(new AbortController().signal);
+    await held;
+    const aborted = compute.nextClientAbort();
+    impatient.abort(new Error('gave up'));
+    await expect(first).rejects.toThrow('gave up');
+    await aborted;
+    await second;
+    expect(compute.getFirewall(RULE)).toBeDefined();
+    expect(compute.requests.filter((r) => r.method === 'GET').map((r) => r.outcome)).toEqual(['client-aborted', 'served']);
+    // Remembered: no further request.
+    const before = compute.requests.length;
+    await ensurer.ensure(new AbortController().signal);
+    expect(compute.requests).toHaveLength(before);
   });
 
   it('refuses a rule of that name on another network', async () => {

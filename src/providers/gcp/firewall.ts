@@ -166,31 +166,37 @@ export function createFirewallEnsurer(o: FirewallEnsurerOptions): FirewallEnsure
     log.info({ drift }, 'firewall rule updated');
   }
 
+  interface Attempt {
+    promise: Promise<void>;
+    /** The signal of the caller that started it: when that caller gives up, the attempt ends. */
+    signal: AbortSignal;
+  }
   let done = false;
-  let attempt: { promise: Promise<void>; signal: AbortSignal } | undefined;
+  let attempt: Attempt | undefined;
+  function begin(signal: AbortSignal): Attempt {
+    const rec: Attempt = {
+      signal,
+      promise: ensureOnce(signal).then(
+        () => void (done = true),
+        (err: unknown) => {
+          if (attempt === rec) attempt = undefined; // forget a failure: the next create tries again
+          throw err;
+        },
+      ),
+    };
+    rec.promise.catch(() => undefined); // a caller that gave up no longer listens
+    return rec;
+  }
   return {
     async ensure(signal) {
       while (!done) {
         signal.throwIfAborted();
-        const current =
-          attempt ??
-          (attempt = ((s: AbortSignal) => {
-            const rec = { signal: s, promise: Promise.resolve() };
-            rec.promise = ensureOnce(s).then(
-              () => void (done = true),
-              (err: unknown) => {
-                if (attempt === rec) attempt = undefined;
-                throw err;
-              },
-            );
-            rec.promise.catch(() => undefined); // a caller that gave up no longer listens
-            return rec;
-          })(signal));
+        const current = (attempt ??= begin(signal));
         try {
           await raceAbort(current.promise, signal);
           return;
         } catch (err) {
-          if (signal.aborted) throw signal.reason;
+          if (signal.aborted) throw signal.reason as Error;
           // The attempt belonged to a caller whose signal ended: try again under ours.
           if (current.signal !== signal && current.signal.aborted) continue;
           throw err;

@@ -74,6 +74,30 @@ describe.skipIf(!hasGcloud)('gcloud against the fake Compute API', { timeout: 30
     expect(compute.requests.some((q) => q.method === 'DELETE')).toBe(true);
   });
 
+  it('creates and updates a firewall rule, polling global operations, and shows a validation error', async () => {
+    compute.setOperationPolls(1);
+    const created = await gcloud('compute', 'firewall-rules', 'create', 'allow-proxy', '--network=default', '--allow=tcp:3128', '--source-ranges=203.0.113.0/24', '--target-tags=egress-proxy-gce');
+    expect(created.code, created.stderr).toBe(0);
+    expect(compute.getFirewall('allow-proxy')).toMatchObject({ sourceRanges: ['203.0.113.0/24'], targetTags: ['egress-proxy-gce'], allowed: [{ IPProtocol: 'tcp', ports: ['3128'] }] });
+    const updated = await gcloud('compute', 'firewall-rules', 'update', 'allow-proxy', '--source-ranges=198.51.100.0/24');
+    expect(updated.code, updated.stderr).toBe(0);
+    expect(compute.getFirewall('allow-proxy')?.sourceRanges).toEqual(['198.51.100.0/24']);
+    expect(compute.requests.some((q) => q.method === 'PATCH' && q.path.endsWith('/global/firewalls/allow-proxy'))).toBe(true);
+    expect(compute.requests.some((q) => q.path.includes('/global/operations/'))).toBe(true);
+    const bad = await gcloud('compute', 'firewall-rules', 'create', 'bad-rule', '--allow=tcp:3128', '--source-ranges=10.0.0.0/33');
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain('sourceRanges');
+  });
+
+  it('starts a preempted instance, polling the zone operation', async () => {
+    compute.seedInstance(Z, { name: 'spot', networkInterfaces: [{ accessConfigs: [{}] }] });
+    compute.preemptInstance(Z, 'spot');
+    const started = await gcloud('compute', 'instances', 'start', 'spot', `--zone=${Z}`);
+    expect(started.code, started.stderr).toBe(0);
+    expect(compute.getInstance(Z, 'spot')?.status).toBe('RUNNING');
+    expect(compute.getInstance(Z, 'spot')?.networkInterfaces[0]?.accessConfigs?.[0]?.natIP).toBeTruthy();
+  });
+
   it('shows the API error of a missing instance', async () => {
     const r = await gcloud('compute', 'instances', 'describe', 'ghost', `--zone=${Z}`);
     expect(r.code).not.toBe(0);

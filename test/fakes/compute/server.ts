@@ -152,6 +152,8 @@ export class FakeCompute extends EventEmitter {
     if (!this.zones.includes(zone)) throw new Error(`unknown zone ${zone}`);
     const { status, ...body } = instance;
     const inst = this.state.build(zone, body, status ?? 'RUNNING');
+    // A seeded instance may be old (GC tests); an inserted one is always made now.
+    if (typeof body.creationTimestamp === 'string') inst.creationTimestamp = body.creationTimestamp;
     this.state.instances.set(this.state.key(zone, inst.name), inst);
     return structuredClone(inst);
   }
