@@ -349,6 +349,21 @@ describe('kubernetes lifecycle: credentials change', () => {
     expect(creates().filter((r) => r.status === 201)).toHaveLength(2);
   });
 
+  it('replaces a Pod made before credentials moved to a Secret (plain env values, no annotation) once', async () => {
+    kube.seedPod({
+      metadata: { name: 'ep-alpha-1234abcd', namespace: 'proxies', labels: { ...MANAGED_LABELS, [FLEET_LABEL]: 'fleet-a', [PROXY_LABEL]: 'alpha' } },
+      spec: { containers: [{ name: 'proxy', image: 'fp:1', env: [{ name: 'PROXY_PASSWORD', value: 's3cret-pw' }] }] },
+    });
+    const lc = lifecycle();
+    expect((await lc.ensureInstance(spec(), signal())).state).toBe('stopping');
+    // Not bound to a node, so the fake deleted it at once; the next look makes the new one.
+    expect(kube.getPod('proxies', 'ep-alpha-1234abcd')).toBeUndefined();
+    await lc.ensureInstance(spec(), signal());
+    const fresh = kube.getPod('proxies', 'ep-alpha-1234abcd');
+    expect(JSON.stringify(fresh?.spec)).not.toContain('s3cret-pw');
+    expect(fresh?.metadata.annotations?.['egress-proxies/secret-version']).toBe(kube.getSecret('proxies', 'ep-alpha-1234abcd')?.metadata.resourceVersion);
+  });
+
   it('never leaves two Pods when duplicated reconciles see the change at once, nor when one crashed after the Secret update', async () => {
     const lc = lifecycle();
     await lc.ensureInstance(spec(), signal());
