@@ -7,5 +7,7 @@ COPY bin ./bin
 COPY src ./src
 COPY queues ./queues
 COPY workers ./workers
+# The worker's --data-dir (docker-compose.yml): provider state, the local proxy program.
+RUN mkdir -p /var/lib/egress && chown node:node /var/lib/egress
 USER node
 ENTRYPOINT ["node", "/app/bin/egress.js"]
