@@ -6,6 +6,7 @@ import { EgressError } from '../src/errors.ts';
 import { runCheck } from '../src/health/run-check.ts';
 import type { Logger } from '../src/logging.ts';
 import type { Provider } from '../src/providers/types.ts';
+import type { LimitFunction } from 'p-limit';
 import type { ResultSink } from './result-batcher.ts';
 
 export interface CheckProcessorDeps {
@@ -14,6 +15,11 @@ export interface CheckProcessorDeps {
   results: ResultSink;
   /** The per-check deadline (`--provider-check-timeout`, resolved). */
   timeoutMs: number;
+  /**
+   * Bounds the checks that run at once (`--concurrency`). The worker takes more jobs than that,
+   * so that a job waiting for its result to be stored does not hold a check's place.
+   */
+  checkSlots: LimitFunction;
   logger: Logger;
 }
 
@@ -45,14 +51,15 @@ export function createCheckProcessor(deps: CheckProcessorDeps) {
     const jobId = job.id ?? 'unknown';
     const log = deps.logger.child({ jobId, queue: QUEUES.checks, provider: provider.name, trigger: data.trigger });
 
-    const limit = deadline(signal, deps.timeoutMs);
-    const checkedAt = new Date().toISOString();
-    let targets;
-    try {
-      targets = await runCheck(provider, limit.signal);
-    } finally {
-      limit.clear();
-    }
+    const { checkedAt, targets } = await deps.checkSlots(async () => {
+      // The deadline starts with the check, not while the job waited for a place.
+      const limit = deadline(signal, deps.timeoutMs);
+      try {
+        return { checkedAt: new Date().toISOString(), targets: await runCheck(provider, limit.signal) };
+      } finally {
+        limit.clear();
+      }
+    });
     if (signal?.aborted) throw new CheckInterruptedError(signal.reason);
 
     // Validated on this end too: a checker returning a malformed result fails here, not in the publisher.

@@ -9,6 +9,7 @@ import type { Provider } from '../src/providers/types.ts';
 import { closeWorkerBounded } from '../src/runtime/bounded-close.ts';
 import { createCheckProcessor } from './check-processor.ts';
 import { createResultBatcher } from './result-batcher.ts';
+import pLimit from 'p-limit';
 import { createReconcileProcessor } from './reconcile-processor.ts';
 import { createGcProcessor } from './gc-processor.ts';
 import type { Registry } from 'prom-client';
@@ -40,6 +41,9 @@ export interface WorkerRole {
   close(): Promise<void>;
 }
 
+/** Check jobs a worker takes per check it runs at once (the others wait for their results to be stored). */
+const CHECK_JOBS_PER_SLOT = 2;
+
 /** `egress worker`: BullMQ workers for the configured queues, holding provider clients for life. */
 export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole> {
   const { config, logger } = deps;
@@ -55,7 +59,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
   const lifecycles = new Map<string, ProxyLifecycle>();
   for (const [name, p] of deps.providers) if (p.lifecycle) lifecycles.set(name, p.lifecycle);
   const processors = {
-    checks: createCheckProcessor({ providers: deps.providers, results: createResultBatcher(results), timeoutMs: config.checks.timeoutMs, logger }),
+    checks: createCheckProcessor({ providers: deps.providers, results: createResultBatcher(results), checkSlots: pLimit(config.worker.concurrency), timeoutMs: config.checks.timeoutMs, logger }),
     reconcile: createReconcileProcessor({
       proxies: deps.proxies,
       reconcile: reconcileQueue,
@@ -86,7 +90,9 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
       {
         connection: redisOptions(deps.redisUrl, 'worker'),
         prefix,
-        concurrency: config.worker.concurrency,
+        // A check job holds its place until its result is on the `results` queue; twice the jobs
+        // let the next checks run meanwhile, while at most --concurrency checks run at once.
+        concurrency: queue === 'checks' ? config.worker.concurrency * CHECK_JOBS_PER_SLOT : config.worker.concurrency,
         lockDuration: config.worker.lockDurationMs,
         stalledInterval: config.worker.stalledIntervalMs,
         autorun: false,
