@@ -1,5 +1,5 @@
 import { Queue } from 'bullmq';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { redisOptions } from '../../queues/connection.ts';
 import { QUEUES } from '../../queues/names.ts';
 import { runRoles, type RunningRoles } from '../../src/cli/run-roles.ts';
@@ -36,7 +36,7 @@ describe('--concurrency bounds the checks that run at once', () => {
   beforeAll(async () => {
     config = testConfig({ providers: [{ name: 'slow', type: 'local' }], intervalMs: 0, timeoutMs: 60_000, concurrency: 2 });
     roles = await runRoles(config, ['worker', 'publisher'], silentLogger(), { providerFactory: (c) => gated(c.name) });
-    checks = new Queue(QUEUES.checks, { connection: redisOptions(config.redis.url, 'producer'), prefix: config.redis.prefix });
+    checks = new Queue(QUEUES.checks, { connection: redisOptions(inject('redisUrl'), 'producer'), prefix: config.redis.prefix });
   });
   afterAll(async () => {
     for (const open of gates.splice(0)) open();

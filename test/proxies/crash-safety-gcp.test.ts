@@ -2,13 +2,11 @@ import type { IncomingMessage } from 'node:http';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Queue, type Job } from 'bullmq';
+import type { Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { OAuth2Client } from 'google-auth-library';
 import { Server as ProxyServer } from 'proxy-chain';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, test } from 'vitest';
-import { redisOptions } from '../../queues/connection.ts';
-import { QUEUES } from '../../queues/names.ts';
 import { silentLogger } from '../../src/logging.ts';
 import type { ProxyView } from '../../src/proxies/discovery.ts';
 import { sweepProvider } from '../../src/proxies/gc.ts';
@@ -17,11 +15,11 @@ import { requestReconcile } from '../../src/proxies/request-reconcile.ts';
 import { createComputeClients, MANAGED_LABELS, type ComputeClients } from '../../src/providers/gcp/index.ts';
 import { createGcpLifecycle, firewallRuleName, FLEET_LABEL, METADATA_PASSWORD, METADATA_USER, PROXY_LABEL } from '../../src/providers/gcp/lifecycle.ts';
 import type { Instance, ProxyLifecycle } from '../../src/providers/lifecycle.ts';
-import { freePort } from '../../src/redis/redis-server.ts';
 import { ProxyStore } from '../../src/store/proxy-store.ts';
 import { startFakeCompute, type ComputeFault, type ComputeRequest, type FakeCompute, type FakeInstance } from '../fakes/compute/index.ts';
-import { spawnEgress, type EgressProcess } from '../support/cli.ts';
+import type { EgressProcess } from '../support/cli.ts';
 import { uniquePrefix } from '../support/config.ts';
+import { activeJobOf, startProcessCluster, withLogs, type ProcessCluster } from '../support/process-cluster.ts';
 import { waitFor } from '../support/wait.ts';
 
 // "A worker killed with SIGKILL in the middle of a create, the job taken over by another worker:
@@ -45,80 +43,14 @@ const ZONE = 'us-central1-a';
 const INSTANCES = `/compute/v1/projects/${PROJECT}/zones/${ZONE}/instances`;
 const PROVIDER = 'gce';
 
-interface Cluster {
-  workers: EgressProcess[];
-  common: string[];
-  prefix: string;
-  api: string;
-  echo: string;
-  reconcile: Queue;
+interface Cluster extends ProcessCluster {
+  /** Starts `egress worker` on the reconcile queue with the test's locks. */
   worker(extra?: string[]): EgressProcess;
-  apply(yaml: string): Promise<void>;
-  proxy(name: string): Promise<ProxyView | undefined>;
-  close(): Promise<void>;
 }
 
-async function startCluster(configYaml: string, dir: string): Promise<Cluster> {
-  const file = join(dir, 'egress.yaml');
-  await writeFile(file, configYaml);
-  const dataDir = await mkdtemp(join(tmpdir(), 'egress-crash-gcp-data-'));
-  const prefix = uniquePrefix();
-  const common = ['--config', file, '--prefix', prefix, '--data-dir', dataDir];
-  const env = { REDIS_URL: inject('redisUrl') };
-  const procs: EgressProcess[] = [];
-  const workers: EgressProcess[] = [];
-  const port = await freePort();
-  const api = `http://127.0.0.1:${port}`;
-  const apiProc = spawnEgress(['api', ...common, '--port', String(port)], env);
-  procs.push(apiProc);
-  await apiProc.waitForLog('api listening');
-  const reconcile = new Queue(QUEUES.reconcile, { connection: redisOptions(env.REDIS_URL, 'producer'), prefix });
-  const echo = `${api}/v1/echo`;
-  return {
-    workers,
-    common,
-    prefix,
-    api,
-    echo,
-    reconcile,
-    worker(extra = []) {
-      const p = spawnEgress(['worker', ...common, '--queues', 'reconcile', ...LOCKS, '--echo-url', echo, ...extra], env);
-      procs.push(p);
-      workers.push(p);
-      return p;
-    },
-    async apply(yaml) {
-      const res = await fetch(`${api}/v1/proxies`, { method: 'POST', headers: { 'content-type': 'application/yaml' }, body: yaml });
-      expect(res.status, await res.clone().text()).toBe(200);
-    },
-    async proxy(name) {
-      const res = await fetch(`${api}/v1/proxies/${name}`);
-      return res.status === 200 ? ((await res.json()) as ProxyView) : undefined;
-    },
-    async close() {
-      await reconcile.close();
-      await Promise.all(procs.map((p) => p.stop()));
-      await rm(dataDir, { recursive: true, force: true });
-    },
-  };
-}
-
-/** Runs `check`; on failure, adds the tail of the workers' logs to the error. */
-async function withLogs<T>(workers: EgressProcess[], check: () => Promise<T>): Promise<T> {
-  try {
-    return await check();
-  } catch (err) {
-    const logs = workers.map((w, i) => `--- worker ${i} ---\n${w.logs().slice(-4000)}`).join('\n');
-    throw new Error(`${(err as Error).message}\n${logs}`, { cause: err });
-  }
-}
-
-/** The one active reconcile job of `proxy` (held by the worker about to die). */
-function activeJobOf(reconcile: Queue, proxy: string): Promise<Job> {
-  return waitFor(`the active reconcile job of ${proxy}`, async () => {
-    const jobs = await reconcile.getJobs(['active']);
-    return jobs.find((j) => (j.data as { proxy?: string }).proxy === proxy);
-  });
+async function startCluster(configYaml: string): Promise<Cluster> {
+  const c = await startProcessCluster(configYaml);
+  return { ...c, worker: (extra = []) => c.start(['worker', ...c.common, '--queues', 'reconcile', ...LOCKS, '--echo-url', c.echo, ...extra]) };
 }
 
 /** Resolves with the next request the fake sees that `matches` (registered now, before the trigger). */
@@ -171,7 +103,7 @@ describe('crash safety on the gcp provider (fake Compute API; the test plays the
       protocol: 'http',
       proxies: { image: 'projects/egress/global/images/family/forward-proxy', port: vm.port, firewall: { sourceRanges: ['127.0.0.0/8'] } },
     };
-    c = await startCluster(`providers:\n  - ${JSON.stringify(provider)}\n`, dir);
+    c = await startCluster(`providers:\n  - ${JSON.stringify(provider)}\n`);
   }, 60_000);
   afterEach(async () => {
     // Whatever a test held: operations complete from now on, so deletes finish.

@@ -4,12 +4,10 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
-import { Queue, type Job } from 'bullmq';
+import type { Job } from 'bullmq';
 import { Registry } from 'prom-client';
 import { Server as ProxyServer } from 'proxy-chain';
-import { afterAll, afterEach, beforeAll, describe, expect, inject, test } from 'vitest';
-import { redisOptions } from '../../queues/connection.ts';
-import { QUEUES } from '../../queues/names.ts';
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import type { HostConnection } from '../../src/kvm/host-connection.ts';
 import { DomainState, isLibvirtNotFound, type LibvirtConnection } from '../../src/kvm/libvirt/index.ts';
 import { createKvmHostPool, createKvmPoolMetrics, type KvmHostPool } from '../../src/kvm/pool/index.ts';
@@ -21,11 +19,10 @@ import { createKvmLifecycle } from '../../src/providers/kvm/lifecycle.ts';
 import type { Instance, ProxyLifecycle } from '../../src/providers/lifecycle.ts';
 import { createLocalLifecycle } from '../../src/providers/local/lifecycle.ts';
 import { isProxyProgram } from '../../src/providers/local/process-table.ts';
-import { freePort } from '../../src/redis/redis-server.ts';
 import { podEnv, startFakeKubeApiserver, type FakeKubeApiserver, type KubeRequest } from '../fakes/kube-apiserver/index.ts';
-import { ROOT, spawnEgress, type EgressProcess } from '../support/cli.ts';
-import { uniquePrefix } from '../support/config.ts';
+import { ROOT, type EgressProcess } from '../support/cli.ts';
 import { kvmTestHost } from '../support/kvm-host.ts';
+import { activeJobOf, startProcessCluster, withLogs, type ProcessCluster } from '../support/process-cluster.ts';
 import { waitFor } from '../support/wait.ts';
 
 // "A worker killed with SIGKILL in the middle of a create, the job taken over by another worker:
@@ -36,90 +33,8 @@ import { waitFor } from '../support/wait.ts';
 const LOCKS = ['--lock-duration', '1s', '--stalled-interval', '500ms'];
 const CRASHING_WORKER = resolve(ROOT, 'test/support/crashing-worker.ts');
 
-interface Cluster {
-  procs: EgressProcess[];
-  /** Workers started by the current test; stopped after its proxies are deleted. */
-  workers: EgressProcess[];
-  common: string[];
-  prefix: string;
-  dataDir: string;
-  api: string;
-  echo: string;
-  reconcile: Queue;
-  start(args: string[], script?: string, env?: Record<string, string>): EgressProcess;
-  apply(yaml: string): Promise<void>;
-  proxy(name: string): Promise<ProxyView | undefined>;
-  close(): Promise<void>;
-}
-
-/** Starts `egress api` for a configuration; workers are started by each test. */
-async function startCluster(configYaml: string): Promise<Cluster> {
-  const dir = await mkdtemp(join(tmpdir(), 'egress-crash-'));
-  const file = join(dir, 'egress.yaml');
-  await writeFile(file, configYaml);
-  const dataDir = await mkdtemp(join(tmpdir(), 'egress-crash-data-'));
-  const prefix = uniquePrefix();
-  const common = ['--config', file, '--prefix', prefix, '--data-dir', dataDir];
-  const env = { REDIS_URL: inject('redisUrl') };
-  const procs: EgressProcess[] = [];
-  const workers: EgressProcess[] = [];
-  const start = (args: string[], script?: string, extra: Record<string, string> = {}): EgressProcess => {
-    const p = spawnEgress(args, { ...env, ...extra }, script);
-    procs.push(p);
-    return p;
-  };
-  const port = await freePort();
-  const api = `http://127.0.0.1:${port}`;
-  await start(['api', ...common, '--port', String(port)]).waitForLog('api listening');
-  const reconcile = new Queue(QUEUES.reconcile, { connection: redisOptions(env.REDIS_URL, 'producer'), prefix });
-  return {
-    procs,
-    workers,
-    common,
-    prefix,
-    dataDir,
-    api,
-    echo: `${api}/v1/echo`,
-    reconcile,
-    start(args, script, extra) {
-      const p = start(args, script, extra);
-      workers.push(p);
-      return p;
-    },
-    async apply(yaml) {
-      const res = await fetch(`${api}/v1/proxies`, { method: 'POST', headers: { 'content-type': 'application/yaml' }, body: yaml });
-      expect(res.status, await res.clone().text()).toBe(200);
-    },
-    async proxy(name) {
-      const res = await fetch(`${api}/v1/proxies/${name}`);
-      return res.status === 200 ? ((await res.json()) as ProxyView) : undefined;
-    },
-    async close() {
-      await reconcile.close();
-      await Promise.all(procs.map((p) => p.stop()));
-      await rm(dir, { recursive: true, force: true });
-      await rm(dataDir, { recursive: true, force: true });
-    },
-  };
-}
-
-/** Runs `check`; on failure, adds the tail of the workers' logs to the error. */
-async function withLogs<T>(workers: EgressProcess[], check: () => Promise<T>): Promise<T> {
-  try {
-    return await check();
-  } catch (err) {
-    const logs = workers.map((w, i) => `--- worker ${i} ---\n${w.logs().slice(-4000)}`).join('\n');
-    throw new Error(`${(err as Error).message}\n${logs}`, { cause: err });
-  }
-}
-
-/** The one active reconcile job of `proxy` (held by the worker about to die). */
-async function activeJobOf(reconcile: Queue, proxy: string): Promise<Job> {
-  return waitFor(`the active reconcile job of ${proxy}`, async () => {
-    const jobs = await reconcile.getJobs(['active']);
-    return jobs.find((j) => (j.data as { proxy?: string }).proxy === proxy);
-  });
-}
+type Cluster = ProcessCluster;
+const startCluster = startProcessCluster;
 
 /**
  * Deletes every proxy through the API and waits until they are gone (`tick` runs between looks),
