@@ -30,8 +30,10 @@ export const DEFAULT_CONFIG_FILE: ConfigFile = { providers: [{ name: 'local', ty
 function issueMessage(issue: z.core.$ZodIssue): string {
   if (issue.code === 'invalid_type') return `expected ${issue.expected === 'int' ? 'an integer' : `a ${issue.expected}`}`;
   if (issue.code === 'unrecognized_keys') return `unknown key${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
-  if (issue.code === 'invalid_union' && 'discriminator' in issue && issue.discriminator) {
-    return `expected type to be one of local, kvm, kubernetes, gcp`;
+  if (issue.code === 'invalid_union' && issue.discriminator) {
+    // A discriminated union (the providers' `type`, or one nested in a provider) names its own key and values.
+    const options = 'options' in issue && issue.options ? issue.options.map(String) : [];
+    return options.length > 0 ? `expected ${issue.discriminator} to be one of ${options.join(', ')}` : `unexpected value of ${issue.discriminator}`;
   }
   return issue.message;
 }
