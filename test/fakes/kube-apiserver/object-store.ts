@@ -8,20 +8,12 @@ import { randomUUID } from 'node:crypto';
 import { canonical } from './pod-rules.ts';
 import type { PodStore } from './pod-store.ts';
 import { alreadyExists, badRequest, invalid, notFound, status, StatusError } from './status.ts';
+import type { FakeObjectMeta } from './types.ts';
 
 export interface FakeObject {
   apiVersion?: string;
   kind?: string;
-  metadata: {
-    name: string;
-    namespace: string;
-    uid: string;
-    resourceVersion: string;
-    creationTimestamp: string;
-    labels?: Record<string, string>;
-    annotations?: Record<string, string>;
-    [k: string]: unknown;
-  };
+  metadata: FakeObjectMeta;
   [k: string]: unknown;
 }
 

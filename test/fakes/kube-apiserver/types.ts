@@ -37,19 +37,24 @@ export interface KubeFault {
   message?: string;
 }
 
+/** The ObjectMeta every stored object has: what the client sent plus what the apiserver sets. */
+export interface FakeObjectMeta {
+  name: string;
+  namespace: string;
+  uid: string;
+  resourceVersion: string;
+  creationTimestamp: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  [k: string]: unknown;
+}
+
 /** A Pod as JSON. The fake keeps whatever the client sent, plus the fields the apiserver sets. */
 export interface FakePod {
   apiVersion?: string;
   kind?: string;
-  metadata: {
-    name: string;
-    namespace: string;
-    uid: string;
-    resourceVersion: string;
-    creationTimestamp: string;
+  metadata: FakeObjectMeta & {
     generation?: number;
-    labels?: Record<string, string>;
-    annotations?: Record<string, string>;
     finalizers?: string[];
     deletionTimestamp?: string;
     deletionGracePeriodSeconds?: number;
