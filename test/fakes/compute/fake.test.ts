@@ -136,6 +136,13 @@ describe('fake Compute API through @google-cloud/compute', () => {
     expect(after.labelFingerprint).not.toBe(seeded.labelFingerprint);
   });
 
+  it('compares a label fingerprint as bytes: the URL-safe base64 form gcloud sends is the same fingerprint', async () => {
+    compute.seedInstance(Z, { name: 'u', labelFingerprint: '+/+/+/+/+/8=' });
+    const [lro] = await instances.setLabels({ project: P, zone: Z, instance: 'u', instancesSetLabelsRequestResource: { labels: { a: 'b' }, labelFingerprint: '-_-_-_-_-_8=' } });
+    await operations.wait({ project: P, zone: Z, operation: lro.latestResponse.name });
+    expect(compute.getInstance(Z, 'u')!.labels).toEqual({ a: 'b' });
+  });
+
   it('reports unreachable zones with returnPartialSuccess, and fails without it', async () => {
     compute.seedInstance(Z, { name: 'seen' });
     compute.seedInstance('europe-west1-b', { name: 'hidden' });

@@ -64,11 +64,11 @@ describe.skipIf(!hasGcloud)('gcloud against the fake Compute API', { timeout: 30
     compute.setOperationPolls(1);
     compute.seedInstance(Z, { name: 'vm', labels: { 'managed-by': 'egress-proxies' } });
     const labelled = await gcloud('compute', 'instances', 'add-labels', 'vm', `--zone=${Z}`, '--labels=pool=eu');
-    expect(labelled.code).toBe(0);
+    expect(labelled.code, `${labelled.stderr}\n${compute.requests.map((q) => `${q.method} ${q.path} ${q.status ?? q.outcome} ${q.responseBody?.slice(0, 300) ?? ''}`).join('\n')}`).toBe(0);
     expect(compute.getInstance(Z, 'vm')!.labels).toEqual({ 'managed-by': 'egress-proxies', pool: 'eu' });
 
     const deleted = await gcloud('compute', 'instances', 'delete', 'vm', `--zone=${Z}`, '--quiet');
-    expect(deleted.code).toBe(0);
+    expect(deleted.code, deleted.stderr).toBe(0);
     expect(compute.getInstance(Z, 'vm')).toBeUndefined();
     expect(compute.requests.some((q) => q.method === 'POST' && q.path.endsWith('/setLabels'))).toBe(true);
     expect(compute.requests.some((q) => q.method === 'DELETE')).toBe(true);

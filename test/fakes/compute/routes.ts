@@ -223,7 +223,8 @@ function setLabels(state: ComputeState, e: ComputeRequest, p: string, zone: stri
     throw computeError(400, 'parseError', 'Invalid JSON payload received.');
   }
   if (!body.labelFingerprint) throw computeError(400, 'required', "Required field 'labelFingerprint' not specified");
-  if (body.labelFingerprint !== inst.labelFingerprint) {
+  // A fingerprint is bytes: clients may send it in either base64 alphabet (gcloud re-encodes it URL-safe).
+  if (!Buffer.from(body.labelFingerprint, 'base64').equals(Buffer.from(inst.labelFingerprint, 'base64'))) {
     throw computeError(412, 'conditionNotMet', 'Labels fingerprint either invalid or resource labels have changed', { status: 'FAILED_PRECONDITION' });
   }
   const labels = body.labels ?? {};

@@ -32,7 +32,7 @@
  *   on their last path segment (`zone = us-central1-a`).
  * - Enum fields are strings (`"RUNNING"`), as the real server sends them despite `enum-encoding=int`.
  */
-import { delayUnlessClosed, watchClientAbort } from '../http-plumbing.ts';
+import { delayUnlessClosed, sendJson, takeFault, watchClientAbort } from '../http-plumbing.ts';
 import { EventEmitter, once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
@@ -154,6 +154,7 @@ export class FakeCompute extends EventEmitter {
     const inst = this.state.build(zone, body, status ?? 'RUNNING');
     // A seeded instance may be old (GC tests); an inserted one is always made now.
     if (typeof body.creationTimestamp === 'string') inst.creationTimestamp = body.creationTimestamp;
+    if (typeof body.labelFingerprint === 'string') inst.labelFingerprint = body.labelFingerprint;
     this.state.instances.set(this.state.key(zone, inst.name), inst);
     return structuredClone(inst);
   }
@@ -232,7 +233,7 @@ export class FakeCompute extends EventEmitter {
     this.requests.push(entry);
     this.emit('request', entry);
     watchClientAbort(entry, res, () => this.emit('client-abort', entry));
-    const fault = this.takeFault(entry);
+    const fault = takeFault(this.faults, entry);
     if (fault?.latencyMs && fault.afterApply) {
       // The change is made, only the answer is held (a server that committed, then a lost response).
       let answer: [number, unknown];
@@ -279,27 +280,10 @@ export class FakeCompute extends EventEmitter {
     if (token === undefined || !this.tokens.has(token)) throw unauthenticated(false);
   }
 
-  private takeFault(entry: ComputeRequest): ComputeFault | undefined {
-    const i = this.faults.findIndex((f) => {
-      const m = f.match;
-      if (!m) return true;
-      if (m.method && m.method.toUpperCase() !== entry.method) return false;
-      if (typeof m.path === 'string' && m.path !== entry.path) return false;
-      if (m.path instanceof RegExp && !m.path.test(entry.path)) return false;
-      return true;
-    });
-    return i >= 0 ? this.faults.splice(i, 1)[0] : undefined;
+  private send(res: ServerResponse, entry: ComputeRequest, code: number, body: unknown): void {
+    sendJson(res, entry, code, body, 'application/json; charset=UTF-8');
   }
 
-  private send(res: ServerResponse, entry: ComputeRequest, code: number, body: unknown): void {
-    if (res.destroyed) return;
-    entry.status = code;
-    entry.outcome = 'served';
-    const text = JSON.stringify(body);
-    entry.responseBody = text;
-    res.writeHead(code, { 'Content-Type': 'application/json; charset=UTF-8', 'Content-Length': Buffer.byteLength(text) });
-    res.end(text);
-  }
 }
 
 /** Starts a fake Compute API on an ephemeral port. Close it with `close()` in afterEach/afterAll. */
