@@ -1,4 +1,5 @@
 /** Request-log entries and fault descriptions of the fake Compute API. */
+import type { FaultMatch } from '../http-plumbing.ts';
 
 export interface ComputeRequest {
   method: string;
@@ -19,7 +20,7 @@ export interface ComputeRequest {
 }
 
 export interface ComputeFault {
-  match?: { method?: string; path?: string | RegExp };
+  match?: FaultMatch;
   latencyMs?: number;
   /** With `latencyMs`: apply the request first, then hold only the answer (default: hold before applying). */
   afterApply?: boolean;

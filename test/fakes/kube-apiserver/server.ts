@@ -49,7 +49,7 @@
  *   no Secret type-specific validation (tls, dockerconfigjson), no Service dual-stack or ExternalName
  *   checks; a Secret's size limit counts keys and decoded values.
  */
-import { delayUnlessClosed, watchClientAbort } from '../http-plumbing.ts';
+import { delayUnlessClosed, sendJson, takeFault, watchClientAbort } from '../http-plumbing.ts';
 import { EventEmitter, once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
@@ -222,7 +222,7 @@ export class FakeKubeApiserver extends EventEmitter {
     this.emit('request', entry);
     watchClientAbort(entry, res, () => this.emit('client-abort', entry));
 
-    const fault = this.takeFault(entry);
+    const fault = takeFault(this.faults, entry);
     if (fault?.latencyMs) {
       await delayUnlessClosed(fault.latencyMs, res, this.timers);
       if (entry.outcome !== 'pending') return;
@@ -268,27 +268,10 @@ export class FakeKubeApiserver extends EventEmitter {
     }
   }
 
-  private takeFault(entry: KubeRequest): KubeFault | undefined {
-    const i = this.faults.findIndex((f) => {
-      const m = f.match;
-      if (!m) return true;
-      if (m.method && m.method.toUpperCase() !== entry.method) return false;
-      if (typeof m.path === 'string' && m.path !== entry.path) return false;
-      if (m.path instanceof RegExp && !m.path.test(entry.path)) return false;
-      return true;
-    });
-    return i >= 0 ? this.faults.splice(i, 1)[0] : undefined;
+  private send(res: ServerResponse, entry: KubeRequest, code: number, body: unknown): void {
+    sendJson(res, entry, code, body);
   }
 
-  private send(res: ServerResponse, entry: KubeRequest, code: number, body: unknown): void {
-    if (res.destroyed) return;
-    entry.status = code;
-    entry.outcome = 'served';
-    const text = JSON.stringify(body);
-    entry.responseBody = text;
-    res.writeHead(code, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text) });
-    res.end(text);
-  }
 }
 
 function defaultReason(code: number): string {

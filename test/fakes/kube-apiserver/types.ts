@@ -1,4 +1,5 @@
 /** Pods as the fake stores them, request-log entries and fault descriptions of the fake apiserver. */
+import type { FaultMatch } from '../http-plumbing.ts';
 
 export interface KubeRequest {
   method: string;
@@ -23,7 +24,7 @@ export interface KubeRequest {
 
 export interface KubeFault {
   /** Only requests matching these apply; the first matching fault is used once and removed. */
-  match?: { method?: string; path?: string | RegExp };
+  match?: FaultMatch;
   /** Delay before answering (the answer is the fault status if any, otherwise the normal one). */
   latencyMs?: number;
   /**
