@@ -1,7 +1,6 @@
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Server as ProxyServer } from 'proxy-chain';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { runRoles, type RunningRoles } from '../../src/cli/run-roles.ts';
 import { parseConfigDocument } from '../../src/config/file.ts';
@@ -10,6 +9,7 @@ import type { ProxyView } from '../../src/proxies/discovery.ts';
 import { startFakeCompute, type FakeCompute } from '../fakes/compute/index.ts';
 import { podEnv, startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';
 import { testConfig } from '../support/config.ts';
+import { startContainerProxy, type ContainerProxy } from '../support/container-proxy.ts';
 import { waitFor } from '../support/wait.ts';
 
 // Proxies on kubernetes and gcp through the whole pipeline (API → reconcile queue → worker →
@@ -21,18 +21,10 @@ describe('proxies on kubernetes and gcp, end to end against the fakes', () => {
   let kube: FakeKubeApiserver;
   let compute: FakeCompute;
   // The test's kubelet: a real forward proxy that accepts the credentials the Pod was given.
-  let kubelet: ProxyServer;
-  const podCredentials = { user: '', password: '' };
+  let kubelet: ContainerProxy;
 
   beforeAll(async () => {
-    kubelet = new ProxyServer({
-      host: '127.0.0.1',
-      port: 0,
-      prepareRequestFunction: ({ username, password }) => ({
-        requestAuthentication: !podCredentials.user || username !== podCredentials.user || password !== podCredentials.password,
-      }),
-    });
-    await kubelet.listen();
+    kubelet = await startContainerProxy();
     kube = await startFakeKubeApiserver({ tokens: { 'kube-token': 'system:serviceaccount:egress:operator' } });
     kube.store.namespaces.add('proxies');
     kube.store.namespaces.add('lb');
@@ -65,7 +57,7 @@ describe('proxies on kubernetes and gcp, end to end against the fakes', () => {
   });
   afterAll(async () => {
     await roles?.close();
-    await kubelet?.close(true);
+    await kubelet?.close();
     await kube?.close();
     await compute?.close();
   });
@@ -94,15 +86,15 @@ describe('proxies on kubernetes and gcp, end to end against the fakes', () => {
     const env = podEnv(kube, pod);
     expect(env.PROXY_PORT).toBe(String(kubelet.port));
     expect(JSON.stringify(pod.spec)).not.toContain(env.PROXY_PASSWORD);
-    podCredentials.user = env.PROXY_USER ?? '';
-    podCredentials.password = env.PROXY_PASSWORD ?? '';
+    kubelet.credentials.user = env.PROXY_USER ?? '';
+    kubelet.credentials.password = env.PROXY_PASSWORD ?? '';
     kube.setPodStatus('proxies', pod.metadata.name, { phase: 'Running', podIP: '127.0.0.1', ready: true });
     const ready = await waitFor('k8s-1 to be Ready', async () => {
       const v = await proxy('k8s-1');
       return v.status.phase === 'Ready' ? v : undefined;
     });
     expect(ready.status).toMatchObject({ url: `http://127.0.0.1:${kubelet.port}`, egressIp: '127.0.0.1' });
-    expect(ready.proxyUrl).toBe(`http://${encodeURIComponent(podCredentials.user)}:${encodeURIComponent(podCredentials.password)}@127.0.0.1:${kubelet.port}`);
+    expect(ready.proxyUrl).toBe(`http://${encodeURIComponent(kubelet.credentials.user)}:${encodeURIComponent(kubelet.credentials.password)}@127.0.0.1:${kubelet.port}`);
   });
 
   test('a ResourceQuota refusal of the Pod ends the proxy Failed with the server’s message', async () => {
@@ -135,8 +127,8 @@ describe('proxies on kubernetes and gcp, end to end against the fakes', () => {
     expect((await apply('metadata: { name: k8s-lb-1 }\nspec: { provider: k8s-lb }\n')).status).toBe(200);
     const pod = await waitFor('the Pod', () => kube.listPods('lb').find((p) => p.metadata.labels?.['egress-proxies/proxy'] === 'k8s-lb-1'));
     const env = podEnv(kube, pod);
-    podCredentials.user = env.PROXY_USER ?? '';
-    podCredentials.password = env.PROXY_PASSWORD ?? '';
+    kubelet.credentials.user = env.PROXY_USER ?? '';
+    kubelet.credentials.password = env.PROXY_PASSWORD ?? '';
     kube.setPodStatus('lb', pod.metadata.name, { phase: 'Running', podIP: '10.0.0.9', ready: true });
     await waitFor('the wait for the load balancer to show', async () => (await proxy('k8s-lb-1')).status.lastError?.includes('waiting for the load balancer'));
     expect((await proxy('k8s-lb-1')).status.phase).toBe('Provisioning');

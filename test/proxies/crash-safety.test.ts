@@ -6,7 +6,6 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import type { Job } from 'bullmq';
 import { Registry } from 'prom-client';
-import { Server as ProxyServer } from 'proxy-chain';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import type { HostConnection } from '../../src/kvm/host-connection.ts';
 import { DomainState, isLibvirtNotFound, type LibvirtConnection } from '../../src/kvm/libvirt/index.ts';
@@ -23,6 +22,7 @@ import { podEnv, startFakeKubeApiserver, type FakeKubeApiserver, type KubeReques
 import { ROOT, type EgressProcess } from '../support/cli.ts';
 import { kvmTestHost } from '../support/kvm-host.ts';
 import { activeJobOf, startProcessCluster, withLogs, type ProcessCluster } from '../support/process-cluster.ts';
+import { startContainerProxy, type ContainerProxy } from '../support/container-proxy.ts';
 import { waitFor } from '../support/wait.ts';
 
 // "A worker killed with SIGKILL in the middle of a create, the job taken over by another worker:
@@ -145,20 +145,12 @@ describe('crash safety on the local provider', () => {
 describe('crash safety on the kubernetes provider (fake apiserver; the test plays the kubelet)', () => {
   let c: Cluster;
   let kube: FakeKubeApiserver;
-  let kubelet: ProxyServer;
+  let kubelet: ContainerProxy;
   let tokenDir: string | undefined;
-  const podCredentials = { user: '', password: '' };
   const PODS = '/api/v1/namespaces/proxies/pods';
 
   beforeAll(async () => {
-    kubelet = new ProxyServer({
-      host: '127.0.0.1',
-      port: 0,
-      prepareRequestFunction: ({ username, password }) => ({
-        requestAuthentication: !podCredentials.user || username !== podCredentials.user || password !== podCredentials.password,
-      }),
-    });
-    await kubelet.listen();
+    kubelet = await startContainerProxy();
     kube = await startFakeKubeApiserver({ tokens: { 'kube-token': 'system:serviceaccount:egress:operator' } });
     kube.store.namespaces.add('proxies');
     const dir = await mkdtemp(join(tmpdir(), 'egress-crash-kube-'));
@@ -178,7 +170,7 @@ describe('crash safety on the kubernetes provider (fake apiserver; the test play
   });
   afterAll(async () => {
     await c?.close();
-    await kubelet?.close(true);
+    await kubelet?.close();
     await kube?.close();
     if (tokenDir) await rm(tokenDir, { recursive: true, force: true });
   });
@@ -206,8 +198,8 @@ describe('crash safety on the kubernetes provider (fake apiserver; the test play
     if (!pod) throw new Error('unreachable');
     // The credentials come from the Pod's Secret (secretKeyRef), as the kubelet resolves them.
     const env = podEnv(kube, pod);
-    podCredentials.user = env.PROXY_USER ?? '';
-    podCredentials.password = env.PROXY_PASSWORD ?? '';
+    kubelet.credentials.user = env.PROXY_USER ?? '';
+    kubelet.credentials.password = env.PROXY_PASSWORD ?? '';
     kube.setPodStatus('proxies', pod.metadata.name, { phase: 'Running', podIP: '127.0.0.1', ready: true });
     const ready = await waitFor(`${name} to be Ready`, async () => {
       const p = await c.proxy(name);
