@@ -8,7 +8,7 @@ import { dialHost, type HostConnection } from '../../src/kvm/host-connection.ts'
 import type { KvmHostConfig } from '../../src/providers/kvm/config.ts';
 import { silentLogger } from '../../src/logging.ts';
 import { closedPort, generateKeyPair } from '../fakes/ssh/index.ts';
-import { kvmTestHost } from '../support/kvm-host.ts';
+import { kvmHostConfigOf, kvmTestHost } from '../support/kvm-host.ts';
 
 let host: KvmHostConfig;
 let dir: string;
@@ -16,18 +16,7 @@ const conns: HostConnection[] = [];
 
 beforeAll(async () => {
   const h = await kvmTestHost();
-  host = {
-    name: 'real',
-    address: h.ssh.host,
-    port: h.ssh.port,
-    user: h.ssh.user,
-    privateKeyFile: h.ssh.keyFile,
-    knownHostsFile: h.ssh.knownHostsFile,
-    insecureIgnoreHostKey: false,
-    pool: h.pool,
-    socketPath: h.socket,
-    uri: h.uri,
-  };
+  host = kvmHostConfigOf(h, 'real');
   dir = await mkdtemp(join(tmpdir(), 'kvm-real-ssh-'));
 });
 afterEach(async () => {

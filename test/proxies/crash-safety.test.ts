@@ -20,7 +20,7 @@ import { createLocalLifecycle } from '../../src/providers/local/lifecycle.ts';
 import { isProxyProgram } from '../../src/providers/local/process-table.ts';
 import { podEnv, startFakeKubeApiserver, type FakeKubeApiserver, type KubeRequest } from '../fakes/kube-apiserver/index.ts';
 import { ROOT, type EgressProcess } from '../support/cli.ts';
-import { kvmTestHost } from '../support/kvm-host.ts';
+import { kvmHostConfigOf, kvmTestHost } from '../support/kvm-host.ts';
 import { activeJobOf, startProcessCluster, withLogs, type ProcessCluster } from '../support/process-cluster.ts';
 import { startContainerProxy, type ContainerProxy } from '../support/container-proxy.ts';
 import { waitFor } from '../support/wait.ts';
@@ -264,18 +264,7 @@ describe('crash safety on the kvm provider (the real test host)', () => {
 
   beforeAll(async () => {
     const testHost = await kvmTestHost();
-    host = {
-      name: 'kvm-test',
-      address: testHost.ssh.host,
-      port: testHost.ssh.port,
-      user: testHost.ssh.user,
-      privateKeyFile: testHost.ssh.keyFile,
-      knownHostsFile: testHost.ssh.knownHostsFile,
-      insecureIgnoreHostKey: false,
-      pool: testHost.pool,
-      socketPath: testHost.socket,
-      uri: testHost.uri,
-    };
+    host = kvmHostConfigOf(testHost, 'kvm-test');
     pool = createKvmHostPool({ logger: silentLogger(), metrics: createKvmPoolMetrics(new Registry()), idleTimeoutMs: 0 });
     // A tiny qcow2 base image of this run, made in the pool's directory and picked up by a refresh.
     baseVolume = `egt-crash-${randomUUID().slice(0, 8)}-base.qcow2`;
