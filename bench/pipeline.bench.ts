@@ -18,37 +18,22 @@ import { Queue, Worker } from 'bullmq';
 import { redisOptions } from '../queues/connection.ts';
 import { QUEUES } from '../queues/names.ts';
 import { runRoles } from '../src/cli/run-roles.ts';
-import { freezeConfig, type AppConfig } from '../src/config/app.ts';
+import type { AppConfig } from '../src/config/app.ts';
 import { silentLogger } from '../src/logging.ts';
 import type { Provider } from '../src/providers/types.ts';
 import { startRedisChild } from '../src/redis/redis-server.ts';
 import { fmt, summarize } from './stats.ts';
+import { benchConfig } from './support/app-config.ts';
 
 const N = Number(process.env.BENCH_JOBS ?? 20000);
 const LATENCY_SAMPLES = Number(process.env.BENCH_SAMPLES ?? 300);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 10);
 
 function config(redisUrl: string, prefix: string, dataDir: string): AppConfig {
-  return freezeConfig({
+  return benchConfig(redisUrl, prefix, dataDir, {
     providers: [{ name: 'noop', type: 'local' }],
-    checks: { intervalMs: 0, timeoutMs: 15_000 },
-    redis: { url: redisUrl, prefix },
-    api: { host: '127.0.0.1', port: 0, tokens: [] },
-    metricsPort: undefined,
-    echoUrl: undefined,
-    recheckMs: 200,
-    resyncMs: 0,
-    readiness: { failureThreshold: 3, replaceAfterMs: 300_000 },
-    gcIntervalMs: 0,
-    gcGraceMs: 600_000,
     worker: { queues: ['checks'], concurrency: CONCURRENCY, lockDurationMs: 30_000, stalledIntervalMs: 30_000 },
-    dataDir,
-    logLevel: 'silent',
-    shutdownGraceMs: 2000,
-    leaseMs: 15_000,
-    backoffMs: 1000,
-    retention: { completed: 1000, failed: 1000 },
-  } satisfies AppConfig);
+  });
 }
 
 export async function rawBullmq(redisUrl: string, n = N, prefix = '{bench-raw}'): Promise<{ jobsPerSecond: number; latency: { p50: number; p99: number; n: number } }> {

@@ -12,34 +12,21 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runRoles } from '../src/cli/run-roles.ts';
-import { freezeConfig, type AppConfig } from '../src/config/app.ts';
+import type { AppConfig } from '../src/config/app.ts';
 import { silentLogger } from '../src/logging.ts';
 import { startRedisChild } from '../src/redis/redis-server.ts';
 import { fmt } from './stats.ts';
+import { benchConfig } from './support/app-config.ts';
 
 const SIZES = (process.env.BENCH_PROXIES ?? '1,10,100').split(',').map(Number);
 
 function config(redisUrl: string, dataDir: string): AppConfig {
-  return freezeConfig({
-    providers: [{ name: 'local', type: 'local' }],
-    checks: { intervalMs: 0, timeoutMs: 15_000 },
-    redis: { url: redisUrl, prefix: '{bench-proxies}' },
-    api: { host: '127.0.0.1', port: 0, tokens: [] },
-    metricsPort: undefined,
-    echoUrl: undefined,
+  return benchConfig(redisUrl, '{bench-proxies}', dataDir, {
     recheckMs: 100,
-    resyncMs: 0,
-    readiness: { failureThreshold: 3, replaceAfterMs: 300_000 },
-    gcIntervalMs: 0,
-    gcGraceMs: 600_000,
     worker: { queues: ['reconcile'], concurrency: 10, lockDurationMs: 30_000, stalledIntervalMs: 30_000 },
-    dataDir,
-    logLevel: 'silent',
     shutdownGraceMs: 5000,
-    leaseMs: 15_000,
     backoffMs: 200,
-    retention: { completed: 1000, failed: 1000 },
-  } satisfies AppConfig);
+  });
 }
 
 async function until(what: string, probe: () => Promise<boolean>, timeoutMs: number): Promise<void> {
