@@ -19,6 +19,7 @@ import { ProvisioningError, type Instance, type InstanceSpec } from '../../src/p
 import type { KvmHostConfig } from '../../src/providers/kvm/config.ts';
 import { EGRESS_METADATA_URI, createKvmLifecycle, type KvmLifecycleOptions } from '../../src/providers/kvm/lifecycle.ts';
 import { kvmHostConfigOf, kvmTestHost, type KvmTestHost } from '../support/kvm-host.ts';
+import { orUndefined } from '../../src/providers/kvm/lifecycle-ops.ts';
 
 const run = promisify(execFile);
 const RUN_ID = `${process.pid.toString(36)}${Date.now().toString(36).slice(-4)}`;
@@ -69,10 +70,7 @@ async function domainState(name: string): Promise<number | undefined> {
 async function removeVolume(name: string): Promise<void> {
   await lib(async (c, s) => {
     const p = await c.storagePoolLookupByName(host.pool, s);
-    const v = await c.storageVolLookupByName(p, name, s).catch((err: unknown) => {
-      if (isLibvirtNotFound(err)) return undefined;
-      throw err;
-    });
+    const v = await orUndefined(c.storageVolLookupByName(p, name, s));
     if (v) await c.storageVolDelete(v, 0, s);
   });
 }
@@ -127,10 +125,7 @@ beforeAll(async () => {
 afterEach(async () => {
   for (const name of domains) {
     await lib(async (c, s) => {
-      const dom = await c.domainLookupByName(name, s).catch((err: unknown) => {
-        if (isLibvirtNotFound(err)) return undefined;
-        throw err;
-      });
+      const dom = await orUndefined(c.domainLookupByName(name, s));
       if (!dom) return;
       await c.domainDestroy(dom, 0, s).catch(() => undefined);
       await c.domainUndefine(dom, 4, s);

@@ -8,7 +8,7 @@ import type { Job } from 'bullmq';
 import { Registry } from 'prom-client';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import type { HostConnection } from '../../src/kvm/host-connection.ts';
-import { DomainState, isLibvirtNotFound, type LibvirtConnection } from '../../src/kvm/libvirt/index.ts';
+import { DomainState, type LibvirtConnection } from '../../src/kvm/libvirt/index.ts';
 import { createKvmHostPool, createKvmPoolMetrics, type KvmHostPool } from '../../src/kvm/pool/index.ts';
 import { silentLogger } from '../../src/logging.ts';
 import type { ProxyView } from '../../src/proxies/discovery.ts';
@@ -24,6 +24,7 @@ import { kvmHostConfigOf, kvmTestHost } from '../support/kvm-host.ts';
 import { activeJobOf, startProcessCluster, withLogs, type ProcessCluster } from '../support/process-cluster.ts';
 import { startContainerProxy, type ContainerProxy } from '../support/container-proxy.ts';
 import { waitFor } from '../support/wait.ts';
+import { orUndefined } from '../../src/providers/kvm/lifecycle-ops.ts';
 
 // "A worker killed with SIGKILL in the middle of a create, the job taken over by another worker:
 // then exactly one instance per proxy." Every role is its own process (`egress api`, `egress
@@ -286,10 +287,7 @@ describe('crash safety on the kvm provider (the real test host)', () => {
       if (baseVolume) {
         await lib(async (conn, s) => {
           const p = await conn.storagePoolLookupByName(host.pool, s);
-          const v = await conn.storageVolLookupByName(p, baseVolume, s).catch((err: unknown) => {
-            if (isLibvirtNotFound(err)) return undefined;
-            throw err;
-          });
+          const v = await orUndefined(conn.storageVolLookupByName(p, baseVolume, s));
           if (v) await conn.storageVolDelete(v, 0, s);
         });
       }

@@ -14,6 +14,7 @@ import { sweepProvider } from '../../src/proxies/gc.ts';
 import { ProxyStore } from '../../src/store/proxy-store.ts';
 import { uniquePrefix } from '../support/config.ts';
 import { kvmTestHost } from '../support/kvm-host.ts';
+import { orUndefined } from '../../src/providers/kvm/lifecycle-ops.ts';
 
 const run = promisify(execFile);
 const ID = `${process.pid.toString(36)}${Date.now().toString(36).slice(-4)}`;
@@ -51,10 +52,7 @@ describe('garbage collection on KVM', () => {
   afterAll(async () => {
     for (const name of [untagged, orphan]) {
       await lib(async (c, s) => {
-        const dom = await c.domainLookupByName(name, s).catch((err: unknown) => {
-          if (isLibvirtNotFound(err)) return undefined;
-          throw err;
-        });
+        const dom = await orUndefined(c.domainLookupByName(name, s));
         if (!dom) return;
         await c.domainDestroy(dom, 0, s).catch(() => undefined);
         await c.domainUndefine(dom, 0, s).catch(() => undefined);
