@@ -231,14 +231,19 @@ describe('local proxy lifecycle', () => {
     expect((await getThrough(restarted.endpoint!.port, `http://127.0.0.1:${targetPort}/back`, CREDS)).status).toBe(200);
   });
 
-  it('recovers an intent left by a crash before the spawn: one process, no second', async () => {
-    const dir = join(dataDir, 'instances', 'p1');
-    await lifecycle.ensureInstance(spec('p1'), signal());
-    // Simulate a worker that recorded the intent and died before its process ever listened.
-    const first = await lifecycle.getInstance('p1', undefined, signal());
-    process.kill(Number(first!.id), 'SIGKILL');
+  /** An instance directory holding an intent and no live process (its process SIGKILLed, its instance.json gone); returns the directory. */
+  async function intentWithoutProcess(name: string): Promise<string> {
+    const dir = join(dataDir, 'instances', name);
+    const first = await lifecycle.ensureInstance(spec(name), signal());
+    process.kill(Number(first.id), 'SIGKILL');
     await waitFor('process gone', async () => (await findProxyProcesses(dir)).length === 0);
     await rm(join(dir, 'instance.json'));
+    return dir;
+  }
+
+  it('recovers an intent left by a crash before the spawn: one process, no second', async () => {
+    // Simulate a worker that recorded the intent and died before its process ever listened.
+    const dir = await intentWithoutProcess('p1');
     expect(await lifecycle.getInstance('p1', undefined, signal())).toMatchObject({ state: 'failed' });
 
     const recovered = await lifecycle.ensureInstance(spec('p1'), signal());
@@ -247,12 +252,7 @@ describe('local proxy lifecycle', () => {
   });
 
   it('adopts a process a crashed worker spawned instead of starting a second one', async () => {
-    const dir = join(dataDir, 'instances', 'p1');
-    await lifecycle.ensureInstance(spec('p1'), signal());
-    const first = await lifecycle.getInstance('p1', undefined, signal());
-    process.kill(Number(first!.id), 'SIGKILL');
-    await waitFor('process gone', async () => (await findProxyProcesses(dir)).length === 0);
-    await rm(join(dir, 'instance.json'));
+    const dir = await intentWithoutProcess('p1');
     // The crashed worker's child: spawned, but nobody waited for it.
     const orphan = spawn(process.execPath, ['--import', 'tsx', SCRIPT, dir], { stdio: 'ignore', detached: true });
     orphan.unref();
