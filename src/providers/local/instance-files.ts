@@ -40,16 +40,21 @@ export function instanceDir(dataDir: string, name: string): string {
   return join(instancesDir(dataDir), name);
 }
 
-/** Writes JSON atomically (temporary file + rename); `mode` applies from creation on. */
-export async function writeJsonAtomic(path: string, value: unknown, mode = 0o644): Promise<void> {
+/** Writes a file atomically (temporary file + rename): a reader sees the old or the new content whole; `mode` applies from creation on. */
+export async function writeFileAtomic(path: string, data: string | Uint8Array, mode = 0o644): Promise<void> {
   const tmp = `${path}.${randomUUID()}.tmp`;
   try {
-    await writeFile(tmp, `${JSON.stringify(value)}\n`, { mode, flag: 'wx' });
+    await writeFile(tmp, data, { mode, flag: 'wx' });
     await rename(tmp, path);
   } catch (err) {
     await rm(tmp, { force: true });
     throw err;
   }
+}
+
+/** Writes JSON atomically (see writeFileAtomic). */
+export function writeJsonAtomic(path: string, value: unknown, mode = 0o644): Promise<void> {
+  return writeFileAtomic(path, `${JSON.stringify(value)}\n`, mode);
 }
 
 /** The parsed file, or undefined when it does not exist. */

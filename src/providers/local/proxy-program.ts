@@ -1,9 +1,9 @@
-import { randomUUID } from 'node:crypto';
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { EgressError } from '../../errors.ts';
+import { writeFileAtomic } from './instance-files.ts';
 import { PROXY_PROGRAM_FILE } from './process-table.ts';
 
 /** The TypeScript source of the forward-proxy process. */
@@ -52,13 +52,6 @@ export async function buildProxyProgram(dataDir: string): Promise<string> {
   const existing = await readFile(target).catch(() => undefined);
   if (existing && Buffer.compare(existing, code) === 0) return target;
   await mkdir(dir, { recursive: true, mode: 0o700 });
-  const tmp = `${target}.${randomUUID()}.tmp`;
-  try {
-    await writeFile(tmp, code, { mode: 0o644, flag: 'wx' });
-    await rename(tmp, target);
-  } catch (err) {
-    await rm(tmp, { force: true });
-    throw err;
-  }
+  await writeFileAtomic(target, code);
   return target;
 }
