@@ -46,3 +46,13 @@ export function deadline(parent: AbortSignal | undefined, ms: number): Deadline 
     },
   };
 }
+
+/** Runs `work` under `deadline(parent, ms)` and releases the deadline when it settles. */
+export async function withDeadline<T>(parent: AbortSignal | undefined, ms: number, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const limit = deadline(parent, ms);
+  try {
+    return await work(limit.signal);
+  } finally {
+    limit.clear();
+  }
+}

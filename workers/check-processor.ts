@@ -1,7 +1,7 @@
 import { UnrecoverableError, type Job } from 'bullmq';
 import { checkJobSchema, checkResultSchema, parseJobData, type CheckResultData } from '../queues/jobs.ts';
 import { QUEUES } from '../queues/names.ts';
-import { deadline } from '../src/abort.ts';
+import { withDeadline } from '../src/abort.ts';
 import { EgressError } from '../src/errors.ts';
 import { runCheck } from '../src/health/run-check.ts';
 import type { Logger } from '../src/logging.ts';
@@ -51,15 +51,10 @@ export function createCheckProcessor(deps: CheckProcessorDeps) {
     const jobId = job.id ?? 'unknown';
     const log = deps.logger.child({ jobId, queue: QUEUES.checks, provider: provider.name, trigger: data.trigger });
 
-    const { checkedAt, targets } = await deps.checkSlots(async () => {
-      // The deadline starts with the check, not while the job waited for a place.
-      const limit = deadline(signal, deps.timeoutMs);
-      try {
-        return { checkedAt: new Date().toISOString(), targets: await runCheck(provider, limit.signal) };
-      } finally {
-        limit.clear();
-      }
-    });
+    // The deadline starts with the check, not while the job waited for a place.
+    const { checkedAt, targets } = await deps.checkSlots(() =>
+      withDeadline(signal, deps.timeoutMs, async (limit) => ({ checkedAt: new Date().toISOString(), targets: await runCheck(provider, limit) })),
+    );
     if (signal?.aborted) throw new CheckInterruptedError(signal.reason);
 
     // Validated on this end too: a checker returning a malformed result fails here, not in the publisher.

@@ -2,7 +2,7 @@ import { UnrecoverableError, type Job } from 'bullmq';
 import { Counter, type Registry } from 'prom-client';
 import { gcJobSchema, parseJobData } from '../queues/jobs.ts';
 import { QUEUES } from '../queues/names.ts';
-import { deadline } from '../src/abort.ts';
+import { withDeadline } from '../src/abort.ts';
 import type { Logger } from '../src/logging.ts';
 import type { ProxyLifecycle } from '../src/providers/lifecycle.ts';
 import { sweepProvider, type GcDeps, type SweepResult } from '../src/proxies/gc.ts';
@@ -34,13 +34,9 @@ export function createGcProcessor(deps: GcProcessorDeps) {
     const lifecycle = deps.lifecycles.get(data.provider);
     if (!lifecycle) return { provider: data.provider, skipped: 'the provider hosts no proxies in this worker' };
     const log = deps.logger.child({ jobId: job.id, queue: QUEUES.gc, provider: data.provider });
-    const limit = deadline(signal, deps.timeoutMs);
-    let result;
-    try {
-      result = await sweepProvider(data.provider, lifecycle, { ...deps, logger: log, onDelete: (provider, reason) => deletions.inc({ provider, reason }) }, limit.signal);
-    } finally {
-      limit.clear();
-    }
+    const result = await withDeadline(signal, deps.timeoutMs, (limit) =>
+      sweepProvider(data.provider, lifecycle, { ...deps, logger: log, onDelete: (provider, reason) => deletions.inc({ provider, reason }) }, limit),
+    );
     log.info({ seen: result.seen, kept: result.kept, young: result.young, deleted: result.deleted.length }, 'gc sweep done');
     return result;
   };

@@ -6,7 +6,7 @@ import { requestReconcile } from '../src/proxies/request-reconcile.ts';
 export const RESYNC_JOB = 'resync';
 import { parseJobData, reconcileJobSchema } from '../queues/jobs.ts';
 import { QUEUES } from '../queues/names.ts';
-import { deadline } from '../src/abort.ts';
+import { withDeadline } from '../src/abort.ts';
 import type { Logger } from '../src/logging.ts';
 import { reconcileProxy, type ReconcileDeps, type ReconcileOutcome } from '../src/proxies/reconcile.ts';
 
@@ -52,13 +52,7 @@ export function createReconcileProcessor(deps: ReconcileProcessorDeps) {
       throw new UnrecoverableError((err as Error).message);
     }
     const log = deps.logger.child({ jobId: job.id, queue: QUEUES.reconcile, proxy: data.proxy });
-    const limit = deadline(signal, deps.timeoutMs);
-    let outcome;
-    try {
-      outcome = await reconcileProxy(data.proxy, withHooks, limit.signal);
-    } finally {
-      limit.clear();
-    }
+    const outcome = await withDeadline(signal, deps.timeoutMs, (limit) => reconcileProxy(data.proxy, withHooks, limit));
     deps.metrics?.outcome((await deps.proxies.get(data.proxy))?.spec.provider ?? 'unknown', outcome.kind);
     log.info({ outcome: outcome.kind, ...('why' in outcome ? { why: outcome.why } : {}), ...('message' in outcome ? { message: outcome.message } : {}) }, 'reconciled proxy');
     if (outcome.kind === 'retry-later') {

@@ -70,8 +70,9 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
   const placement = proxy.spec.placement;
   const here: InstanceLocation = { provider: proxy.spec.provider, ...(placement === undefined ? {} : { placement }) };
   const recorded = proxy.status.instanceLocation;
+  const moving = recorded !== undefined && !sameLocation(recorded, here);
 
-  if (proxy.metadata.deletionRequestedAt) return deleteProxy(proxy, instanceName, recorded && !sameLocation(recorded, here) ? [recorded, here] : [here], deps, signal);
+  if (proxy.metadata.deletionRequestedAt) return deleteProxy(proxy, instanceName, moving ? [recorded, here] : [here], deps, signal);
   if (proxy.status.phase === 'Failed' && proxy.status.observedGeneration === proxy.metadata.generation) {
     // Failed is final for this generation: the periodic resync must not retry a create that
     // cannot work (a quota, an invalid image) over and over. Applying a change retries it.
@@ -85,7 +86,6 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
   const credentials = await deps.proxies.credentials(name, signal);
   if (!credentials) return { kind: 'retry-later', why: 'credentials not written yet' };
 
-  const moving = recorded !== undefined && !sameLocation(recorded, here);
   if (moving) {
     const removal = await removeFrom(recorded, instanceName, deps, signal);
     if (removal.kind !== 'removed') {

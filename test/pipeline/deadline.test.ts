@@ -1,6 +1,6 @@
 import { once } from 'node:events';
 import { describe, expect, test } from 'vitest';
-import { deadline } from '../../src/abort.ts';
+import { deadline, withDeadline } from '../../src/abort.ts';
 import { DeadlineError } from '../../src/errors.ts';
 
 describe('deadline(parent, ms)', () => {
@@ -31,5 +31,23 @@ describe('deadline(parent, ms)', () => {
     limit.clear();
     parent.abort('late');
     expect(limit.signal.aborted).toBe(false);
+  });
+
+  test('withDeadline hands the work the deadline and releases it once the work settles, even when it throws', async () => {
+    const parent = new AbortController();
+    let seen: AbortSignal | undefined;
+    await expect(
+      withDeadline(parent.signal, 60_000, (signal) => {
+        seen = signal;
+        return Promise.reject(new Error('boom'));
+      }),
+    ).rejects.toThrow('boom');
+    parent.abort('late');
+    expect(seen?.aborted).toBe(false);
+    const timedOut = await withDeadline(undefined, 1, async (signal) => {
+      await once(signal, 'abort');
+      return signal.reason as unknown;
+    });
+    expect(timedOut).toBeInstanceOf(DeadlineError);
   });
 });
