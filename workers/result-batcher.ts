@@ -35,7 +35,7 @@ function batchJobId(batch: readonly Pending[]): string {
  */
 export function createResultBatcher(queue: Queue, options: { maxBatch?: number } = {}): ResultSink {
   const maxBatch = options.maxBatch ?? 200;
-  let waiting: Pending[] = [];
+  const waiting: Pending[] = [];
   let inFlight = false;
   let scheduled = false;
 
@@ -51,8 +51,7 @@ export function createResultBatcher(queue: Queue, options: { maxBatch?: number }
 
   function flush(): void {
     if (inFlight || waiting.length === 0) return;
-    const batch = waiting.slice(0, maxBatch);
-    waiting = waiting.slice(batch.length);
+    const batch = waiting.splice(0, maxBatch);
     inFlight = true;
     const jobId = batchJobId(batch);
     const added =
