@@ -44,6 +44,11 @@ export class ProxyStore {
     return this.#proxies.get(name, signal);
   }
 
+  /** Several proxies in one round trip (undefined for those that do not exist). */
+  getMany(names: readonly string[], signal?: AbortSignal): Promise<(Proxy | undefined)[]> {
+    return this.#proxies.getMany(names, signal);
+  }
+
   list(signal?: AbortSignal): Promise<Proxy[]> {
     return this.#proxies.list(signal);
   }

@@ -51,7 +51,7 @@ export function proxyRoutes(deps: ProxyRouteDeps): Hono {
     if (unknown.length > 0) throw new InvalidProxyDocumentsError(unknown);
     // All or nothing here too: a document naming a proxy still being deleted stops the whole
     // request before anything is written (a deletion racing this check is still refused per proxy).
-    const current = await Promise.all(docs.map((d) => deps.proxies.get(d.metadata.name)));
+    const current = await deps.proxies.getMany(docs.map((d) => d.metadata.name));
     const terminating = current.flatMap((p) => (p?.metadata.deletionRequestedAt ? [p.name] : []));
     if (terminating.length > 0) throw new ProxyTerminatingError(terminating, docs.length);
     const items = [];
