@@ -100,8 +100,9 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
       }
     }
     if (roles.includes('worker')) {
-      const advice = echoUrlAdvice(config.providers, echoUrl());
-      if (advice) logger.warn({ echoUrl: echoUrl() }, advice);
+      const url = echoUrl();
+      const advice = echoUrlAdvice(config.providers, url);
+      if (advice) logger.warn({ echoUrl: url }, advice);
     }
     if (config.metricsPort !== undefined && !roles.includes('api')) {
       const metrics = await startMetricsServer(registry, config.api.host, config.metricsPort);
