@@ -16,6 +16,13 @@ import { ProxyStore } from '../store/proxy-store.ts';
 import { RedisStatusStore } from '../store/redis-status-store.ts';
 import { startWorkerRole } from '../../workers/worker-role.ts';
 import { echoUrlAdvice } from '../readiness/echo-url-advice.ts';
+import { egressGuards } from '../egress/policy-config.ts';
+
+/** `http://127.0.0.1:8080` → its host (without brackets) and port. */
+function listenerOf(url: string): { host: string; port: number } {
+  const u = new URL(url);
+  return { host: u.hostname.replace(/^\[|\]$/g, ''), port: Number(u.port) };
+}
 
 export type RoleName = 'scheduler' | 'worker' | 'publisher' | 'api';
 
@@ -66,17 +73,38 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
     const registry = createRegistry();
     const jobMetrics = createJobMetrics(registry);
 
+    // The API and the metrics listener start before the providers: their addresses are among the
+    // listeners every proxy must refuse (ProviderDeps.egress), and the echo URL needs the API's port.
+    let api: ApiRole | undefined;
+    if (roles.includes('api')) {
+      const a = await startApiRole({ config, redisUrl, redis, store, registry, logger: logger.child({ role: 'api' }) });
+      api = a;
+      closers.push(() => a.close());
+    }
+    let metricsListener: { host: string; port: number } | undefined;
+    if (config.metricsPort !== undefined && !roles.includes('api')) {
+      const metrics = await startMetricsServer(registry, config.api.host, config.metricsPort);
+      closers.push(() => metrics.close());
+      metricsListener = listenerOf(metrics.url);
+      logger.info({ url: `${metrics.url}/metrics` }, 'metrics listening');
+    }
+    const echoUrl = (): string => config.echoUrl ?? `${api?.url ?? `http://127.0.0.1:${config.api.port}`}/v1/echo`;
+
     let providers: ReadonlyMap<string, Provider> = new Map();
     if (roles.includes('worker')) {
-      const built = await createProviders(config.providers, { logger, registry, dataDir: config.dataDir }, options.providerFactory);
+      const egress = egressGuards({
+        redisUrl,
+        ...(api ? { api: listenerOf(api.url) } : {}),
+        ...(metricsListener ? { metrics: metricsListener } : {}),
+        echoUrl: echoUrl(),
+      });
+      const built = await createProviders(config.providers, { logger, registry, dataDir: config.dataDir, egress }, options.providerFactory);
       providers = built;
       closers.push(async () => {
         await Promise.allSettled([...built.values()].map((p) => p.close()));
       });
     }
-    let api: ApiRole | undefined;
     let scheduler: SchedulerRole | undefined;
-    const echoUrl = (): string => config.echoUrl ?? `${api?.url ?? `http://127.0.0.1:${config.api.port}`}/v1/echo`;
     for (const role of roles) {
       const log = logger.child({ role });
       if (role === 'worker') {
@@ -93,21 +121,12 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
         s.start();
         scheduler = s;
         closers.push(() => s.close());
-      } else {
-        const a = await startApiRole({ config, redisUrl, redis, store, registry, logger: log });
-        api = a;
-        closers.push(() => a.close());
       }
     }
     if (roles.includes('worker')) {
       const url = echoUrl();
       const advice = echoUrlAdvice(config.providers, url);
       if (advice) logger.warn({ echoUrl: url }, advice);
-    }
-    if (config.metricsPort !== undefined && !roles.includes('api')) {
-      const metrics = await startMetricsServer(registry, config.api.host, config.metricsPort);
-      closers.push(() => metrics.close());
-      logger.info({ url: `${metrics.url}/metrics` }, 'metrics listening');
     }
     let closing: Promise<void> | undefined;
     return {

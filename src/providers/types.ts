@@ -1,5 +1,6 @@
 import type { Registry } from 'prom-client';
 import type { ProviderType } from '../config/providers.ts';
+import type { EgressGuards } from '../egress/policy-config.ts';
 import type { HealthCheck } from '../health/types.ts';
 import type { Logger } from '../logging.ts';
 import type { ProxyLifecycle } from './lifecycle.ts';
@@ -11,6 +12,12 @@ export interface ProviderDeps {
   registry: Registry;
   /** The orchestrator's data directory (`./.egress` by default). */
   dataDir: string;
+  /**
+   * This process's own listeners (Redis, API, metrics) and the readiness echo, which every proxy
+   * the provider makes must refuse (all but the echo's one path). Always given by runRoles; absent
+   * only where a test builds a provider by hand, and then only the default deny applies.
+   */
+  egress?: EgressGuards;
 }
 
 /**

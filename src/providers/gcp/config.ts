@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { egressPolicySchema } from '../../egress/policy-config.ts';
 import { isIP } from 'node:net';
 import { resourceName } from '../../config/zod-helpers.ts';
 
@@ -39,6 +40,8 @@ export const gcpProxiesSchema = z
     port: z.number().int().min(1).max(65535).default(3128),
     /** A managed firewall rule opening `port` from `sourceRanges` to the proxies' network tag. */
     firewall: gcpFirewallSchema.optional(),
+    /** Where the proxies may connect (docs/proxies.md#egress-policy); default deny toward the inside. */
+    egressPolicy: egressPolicySchema.optional(),
   })
   .refine((p) => Boolean(p.image) !== Boolean(p.instanceTemplate), { message: 'give exactly one of image and instanceTemplate' });
 

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { egressPolicySchema } from '../../egress/policy-config.ts';
 import { resourceName } from '../../config/zod-helpers.ts';
 
 /**
@@ -33,6 +34,8 @@ export const kubernetesProxiesSchema = z.strictObject({
   port: z.number().int().min(1).max(65535).default(3128),
   /** A Service per proxy; the proxy URL is then the Service's address instead of the Pod IP. */
   service: kubernetesServiceSchema.optional(),
+  /** Where the proxies may connect (docs/proxies.md#egress-policy); default deny toward the inside. */
+  egressPolicy: egressPolicySchema.optional(),
 });
 
 export const kubernetesProviderSchema = z.strictObject({

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { egressPolicySchema } from '../../egress/policy-config.ts';
 import { durationMs, resourceName } from '../../config/zod-helpers.ts';
 import { REQUIRED_PLACEHOLDERS } from './domain-xml.ts';
 
@@ -39,6 +40,8 @@ export const kvmProxiesSchema = z.strictObject({
   /** libvirt network for the NIC; unset = user-mode networking. */
   network: z.string().min(1).optional(),
   proxyPort: z.number().int().min(1).max(65535).default(3128),
+  /** Where the proxies may connect (docs/proxies.md#egress-policy); default deny toward the inside. */
+  egressPolicy: egressPolicySchema.optional(),
 });
 
 export const kvmProviderSchema = z

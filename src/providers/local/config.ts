@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { egressPolicySchema } from '../../egress/policy-config.ts';
 import { resourceName } from '../../config/zod-helpers.ts';
 
 export const localProviderSchema = z.strictObject({
@@ -6,6 +7,13 @@ export const localProviderSchema = z.strictObject({
   type: z.literal('local'),
   /** Where the provider keeps its state; defaults to `<dataDir>/local/<name>`. */
   dataDir: z.string().min(1).optional(),
+  /** Local proxies always run; this block only tunes them. */
+  proxies: z
+    .strictObject({
+      /** Where the proxies may connect (docs/proxies.md#egress-policy); default deny toward the inside. */
+      egressPolicy: egressPolicySchema.optional(),
+    })
+    .optional(),
 });
 
 export type LocalProviderConfig = z.infer<typeof localProviderSchema>;
