@@ -13,6 +13,8 @@ import {
   GcpAccessError,
   GcpRequestError,
   METADATA_PASSWORD,
+  METADATA_POLICY,
+  METADATA_PORT,
   METADATA_USER,
   PROXY_LABEL,
   proxyNetworkTag,
@@ -20,6 +22,9 @@ import {
 } from '../../src/providers/gcp/lifecycle.ts';
 import { ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../../src/providers/lifecycle.ts';
 import { startFakeCompute, type FakeCompute } from '../fakes/compute/index.ts';
+import { Registry } from 'prom-client';
+import { egressGuards, proxyEgressPolicy, type ProxyEgressPolicy } from '../../src/egress/policy-config.ts';
+import { createGcpProvider, gcpProviderSchema } from '../../src/providers/gcp/index.ts';
 
 const ZONE = 'us-central1-a';
 let compute: FakeCompute;
@@ -56,6 +61,8 @@ function spec(name = 'ep-alpha-1234abcd', proxy = 'alpha', fleet = 'fleet-a'): I
 }
 
 const ours = (fleet: string, proxy: string) => ({ ...MANAGED_LABELS, [FLEET_LABEL]: fleet, [PROXY_LABEL]: proxy });
+/** The metadata an instance made by this release with the default lifecycle carries (for seeded instances). */
+const current = () => ({ metadata: { items: [{ key: METADATA_POLICY, value: JSON.stringify(proxyEgressPolicy(undefined, undefined)) }] } });
 const inserts = () => compute.requests.filter((r) => r.method === 'POST' && r.path.endsWith('/instances'));
 const polls = () => compute.requests.filter((r) => r.path.includes('/operations/'));
 
@@ -364,7 +371,7 @@ describe('gcp lifecycle: a stopped, suspended or preempted instance is brought b
   });
 
   it('looks again later at an instance still STOPPING or SUSPENDING, without a call', async () => {
-    compute.seedInstance(ZONE, { name: 'ep-s', labels: ours('fleet-a', 's') });
+    compute.seedInstance(ZONE, { name: 'ep-s', labels: ours('fleet-a', 's'), ...current() });
     const lc = lifecycle();
     for (const status of ['STOPPING', 'SUSPENDING'] as const) {
       compute.setInstanceStatus(ZONE, 'ep-s', status);
@@ -376,7 +383,7 @@ describe('gcp lifecycle: a stopped, suspended or preempted instance is brought b
   });
 
   it('a start that fails is retryable (the instance exists); a foreign stopped instance is never started', async () => {
-    compute.seedInstance(ZONE, { name: 'ep-spot', labels: ours('fleet-a', 'spot'), status: 'TERMINATED' });
+    compute.seedInstance(ZONE, { name: 'ep-spot', labels: ours('fleet-a', 'spot'), status: 'TERMINATED', ...current() });
     compute.failNextOperation({ code: 'ZONE_RESOURCE_POOL_EXHAUSTED' });
     const err = await lifecycle().ensureInstance(spec('ep-spot', 'spot'), signal()).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(GcpRequestError);
@@ -392,6 +399,106 @@ describe('gcp lifecycle: a stopped, suspended or preempted instance is brought b
     await expect(lifecycle().ensureInstance(spec('ep-theirs', 'x'), signal())).rejects.toBeInstanceOf(ProvisioningError);
     expect(compute.getInstance(ZONE, 'ep-theirs')?.status).toBe('TERMINATED');
     expect(actions()).toEqual(['start', 'start', 'start']);
+  });
+});
+
+describe('gcp lifecycle: egress policy', () => {
+  const guards = egressGuards({ redisUrl: 'redis://:pw@127.0.0.1:46379', api: { host: '127.0.0.1', port: 8080 }, echoUrl: 'http://127.0.0.1:8080/v1/echo' });
+  const policyOf = (allow: string[]): ProxyEgressPolicy => proxyEgressPolicy({ allow, deny: ['192.0.2.0/24'] }, guards);
+  const itemsOf = (name = 'ep-alpha-1234abcd') => Object.fromEntries((compute.getInstance(ZONE, name)?.metadata.items ?? []).map((i) => [i.key, i.value]));
+  const setMetadata = () => compute.requests.filter((r) => r.method === 'POST' && r.path.endsWith('/setMetadata'));
+  const writes = () => compute.requests.filter((r) => r.method !== 'GET' && !r.path.includes('/operations/'));
+
+  it("the provider sets its proxies.egressPolicy and the process's guarded listeners as metadata egress-proxy-policy at insert", async () => {
+    const config = gcpProviderSchema.parse({
+      name: 'gce',
+      type: 'gcp',
+      project: 'egress-test',
+      zone: ZONE,
+      proxies: { image: 'projects/p/global/images/family/fp', egressPolicy: { allow: ['10.20.0.0/16'], deny: ['192.0.2.0/24'] } },
+    });
+    const auth = new OAuth2Client();
+    auth.setCredentials({ access_token: 'good-token', expiry_date: Date.now() + 3_600_000 });
+    const provider = createGcpProvider(
+      config,
+      { logger: silentLogger(), registry: new Registry(), dataDir: '/nonexistent', egress: guards },
+      { clients: createComputeClients({ ...compute.clientOptions(), authClient: auth }) },
+    );
+    try {
+      await provider.lifecycle?.ensureInstance(spec(), signal());
+    } finally {
+      await provider.close();
+    }
+    expect(itemsOf()[METADATA_POLICY]).toBe(JSON.stringify(policyOf(['10.20.0.0/16'])));
+    expect(JSON.parse(itemsOf()[METADATA_POLICY] ?? '')).toEqual({
+      version: 1,
+      allow: ['10.20.0.0/16'],
+      deny: ['192.0.2.0/24'],
+      guarded: [
+        { host: '127.0.0.1', port: 46379, role: 'redis' },
+        { host: '127.0.0.1', port: 8080, role: 'api' },
+      ],
+      echo: { host: '127.0.0.1', port: 8080, path: '/v1/echo' },
+    });
+    expect(setMetadata()).toHaveLength(0);
+  });
+
+  it('a changed policy is written to the running instance with setMetadata under its fingerprint, keeping the other items; no restart, no replacement', async () => {
+    const made = await lifecycle({ egressPolicy: policyOf(['10.20.0.0/16']) }).ensureInstance(spec(), signal());
+    const fingerprint = compute.getInstance(ZONE, 'ep-alpha-1234abcd')?.metadata.fingerprint;
+    compute.setOperationPolls(1);
+
+    const lc = lifecycle({ egressPolicy: policyOf(['10.20.0.0/16', '172.16.5.0/24']) });
+    const after = await lc.ensureInstance(spec(), signal());
+
+    expect(setMetadata()).toHaveLength(1);
+    expect(JSON.parse(setMetadata()[0]?.body ?? '{}')).toMatchObject({ fingerprint });
+    // The change is applied once its operation is DONE (awaited: the instance reads the new value at once).
+    expect(JSON.parse(itemsOf()[METADATA_POLICY] ?? '').allow).toEqual(['10.20.0.0/16', '172.16.5.0/24']);
+    expect(itemsOf()).toMatchObject({ [METADATA_USER]: 'u-alpha', [METADATA_PASSWORD]: 's3cret-pw', [METADATA_PORT]: '3128' });
+    expect(after).toMatchObject({ id: made.id, state: 'running', endpoint: made.endpoint });
+    expect(writes().map((r) => r.path.split('/').at(-1))).toEqual(['instances', 'setMetadata']);
+
+    // Settled: the next looks only read.
+    const requests = compute.requests.length;
+    await lc.ensureInstance(spec(), signal());
+    expect(compute.requests.slice(requests).map((r) => r.method)).toEqual(['GET']);
+  });
+
+  it('an unchanged policy writes nothing, also from a restarted worker that builds the same document again', async () => {
+    await lifecycle({ egressPolicy: policyOf(['10.20.0.0/16']) }).ensureInstance(spec(), signal());
+    const requests = compute.requests.length;
+    const again = egressGuards({ redisUrl: 'redis://:pw@127.0.0.1:46379', api: { host: '127.0.0.1', port: 8080 }, echoUrl: 'http://127.0.0.1:8080/v1/echo' });
+    const lc = lifecycle({ egressPolicy: proxyEgressPolicy({ allow: ['10.20.0.0/16'], deny: ['192.0.2.0/24'] }, again) });
+    for (let i = 0; i < 3; i++) expect((await lc.ensureInstance(spec(), signal())).state).toBe('running');
+    expect(compute.requests.slice(requests).every((r) => r.method === 'GET')).toBe(true);
+  });
+
+  it('an instance from before the policy gains the item; a stopped one gets it before it is started', async () => {
+    compute.seedInstance(ZONE, { name: 'ep-old', labels: ours('fleet-a', 'old'), metadata: { items: [{ key: METADATA_PORT, value: '3128' }, { key: 'startup-script', value: 'echo hi' }] } });
+    compute.seedInstance(ZONE, { name: 'ep-stopped', labels: ours('fleet-a', 'stopped'), status: 'TERMINATED' });
+    const lc = lifecycle({ egressPolicy: policyOf([]) });
+    await lc.ensureInstance(spec('ep-old', 'old'), signal());
+    expect(itemsOf('ep-old')).toEqual({ [METADATA_PORT]: '3128', 'startup-script': 'echo hi', [METADATA_POLICY]: JSON.stringify(policyOf([])) });
+    expect((await lc.ensureInstance(spec('ep-stopped', 'stopped'), signal())).state).toBe('running');
+    expect(itemsOf('ep-stopped')[METADATA_POLICY]).toBe(JSON.stringify(policyOf([])));
+    expect(writes().map((r) => r.path.split('/').slice(-2).join('/'))).toEqual(['ep-old/setMetadata', 'ep-stopped/setMetadata', 'ep-stopped/start']);
+  });
+
+  it('a metadata change racing ours (412 conditionNotMet) is retryable and the next ensure reads again; a foreign instance is never written', async () => {
+    await lifecycle().ensureInstance(spec(), signal());
+    const lc = lifecycle({ egressPolicy: policyOf(['10.20.0.0/16']) });
+    compute.injectFault({ status: 412, reason: 'conditionNotMet', match: { method: 'POST', path: /\/setMetadata$/ } });
+    const err = await lc.ensureInstance(spec(), signal()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(GcpRequestError);
+    expect(err).toMatchObject({ retryable: true, status: 412 });
+    await lc.ensureInstance(spec(), signal());
+    expect(JSON.parse(itemsOf()[METADATA_POLICY] ?? '').allow).toEqual(['10.20.0.0/16']);
+
+    compute.seedInstance(ZONE, { name: 'ep-theirs', labels: { team: 'web' } });
+    await expect(lc.ensureInstance(spec('ep-theirs', 'x'), signal())).rejects.toBeInstanceOf(ProvisioningError);
+    expect(compute.getInstance(ZONE, 'ep-theirs')?.metadata.items).toBeUndefined();
+    expect(setMetadata().map((r) => r.status)).toEqual([412, 200]);
   });
 });
 

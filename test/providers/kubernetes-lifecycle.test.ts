@@ -15,6 +15,10 @@ import {
   type KubernetesLifecycleOptions,
 } from '../../src/providers/kubernetes/lifecycle.ts';
 import { startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';
+import { podEnv } from '../fakes/kube-apiserver/kubelet.ts';
+import { Registry } from 'prom-client';
+import { egressGuards, proxyEgressPolicy, type ProxyEgressPolicy } from '../../src/egress/policy-config.ts';
+import { createKubernetesProvider, kubernetesProviderSchema } from '../../src/providers/kubernetes/index.ts';
 
 let kube: FakeKubeApiserver;
 
@@ -56,7 +60,7 @@ describe('kubernetes lifecycle: ensure', () => {
 
     const secret = kube.getSecret('proxies', 'ep-alpha-1234abcd');
     expect(secret).toMatchObject({ type: 'Opaque', metadata: { labels: { ...MANAGED_LABELS, [FLEET_LABEL]: 'fleet-a', [PROXY_LABEL]: 'alpha' } } });
-    expect(decoded(secret?.data)).toEqual({ PROXY_USER: 'u-alpha', PROXY_PASSWORD: 's3cret-pw' });
+    expect(decoded(secret?.data)).toEqual({ PROXY_USER: 'u-alpha', PROXY_PASSWORD: 's3cret-pw', EGRESS_PROXY_POLICY: JSON.stringify(proxyEgressPolicy(undefined, undefined)) });
 
     const pod = kube.getPod('proxies', 'ep-alpha-1234abcd');
     expect(pod?.metadata.labels).toEqual({ ...MANAGED_LABELS, [FLEET_LABEL]: 'fleet-a', [PROXY_LABEL]: 'alpha' });
@@ -67,6 +71,7 @@ describe('kubernetes lifecycle: ensure', () => {
       { name: 'PROXY_PORT', value: '8888' },
       { name: 'PROXY_USER', valueFrom: { secretKeyRef: { name: 'ep-alpha-1234abcd', key: 'PROXY_USER' } } },
       { name: 'PROXY_PASSWORD', valueFrom: { secretKeyRef: { name: 'ep-alpha-1234abcd', key: 'PROXY_PASSWORD' } } },
+      { name: 'EGRESS_PROXY_POLICY', valueFrom: { secretKeyRef: { name: 'ep-alpha-1234abcd', key: 'EGRESS_PROXY_POLICY' } } },
     ]);
     // Neither value is anywhere in the Pod as stored, nor in the Pod create the server received.
     expect(JSON.stringify(pod)).not.toContain('s3cret-pw');
@@ -123,7 +128,7 @@ describe('kubernetes lifecycle: ensure', () => {
     await lifecycle().ensureInstance(spec(), signal());
     const secretWrites = kube.requests.filter((r) => r.path.startsWith('/api/v1/namespaces/proxies/secrets') && r.method !== 'GET');
     expect(secretWrites.map((r) => [r.method, r.status])).toEqual([['POST', 409], ['PUT', 200]]);
-    expect(decoded(kube.getSecret('proxies', 'ep-alpha-1234abcd')?.data)).toEqual({ PROXY_USER: 'u-alpha', PROXY_PASSWORD: 's3cret-pw' });
+    expect(decoded(kube.getSecret('proxies', 'ep-alpha-1234abcd')?.data)).toMatchObject({ PROXY_USER: 'u-alpha', PROXY_PASSWORD: 's3cret-pw' });
     expect(kube.listSecrets('proxies')).toHaveLength(1);
   });
 
@@ -333,7 +338,7 @@ describe('kubernetes lifecycle: credentials change', () => {
     kube.setPodStatus('proxies', 'ep-alpha-1234abcd', { phase: 'Running', podIP: '10.1.2.3', ready: true });
 
     const replacing = await lc.ensureInstance(changed(), signal());
-    expect(replacing).toMatchObject({ state: 'stopping', message: 'replacing Pod "ep-alpha-1234abcd": its credentials changed' });
+    expect(replacing).toMatchObject({ state: 'stopping', message: 'replacing Pod "ep-alpha-1234abcd": its credentials or egress policy changed' });
     expect(replacing.endpoint).toBeUndefined();
     expect(decoded(kube.getSecret('proxies', 'ep-alpha-1234abcd')?.data).PROXY_PASSWORD).toBe('rotated-pw');
     // Bound to a node: terminating; the next looks wait, then make the new Pod once the old one is gone.
@@ -384,6 +389,109 @@ describe('kubernetes lifecycle: credentials change', () => {
     const fresh = await lc.ensureInstance(third, signal());
     expect(fresh.id).not.toBe(pod?.metadata.uid);
     expect(kube.listPods('proxies')).toHaveLength(1);
+  });
+});
+
+describe('kubernetes lifecycle: egress policy', () => {
+  // The listeners of an `egress up` process: its private Redis (stable port), the API and the echo.
+  const guards = egressGuards({ redisUrl: 'redis://:pw@127.0.0.1:46379', api: { host: '127.0.0.1', port: 8080 }, echoUrl: 'http://127.0.0.1:8080/v1/echo' });
+  const policyOf = (allow: string[]): ProxyEgressPolicy => proxyEgressPolicy({ allow, deny: ['192.0.2.0/24'] }, guards);
+  const pod = () => kube.getPod('proxies', 'ep-alpha-1234abcd');
+  const secretWrites = () => kube.requests.filter((r) => r.path.includes('/secrets') && r.method !== 'GET');
+  const podDeletes = () => kube.requests.filter((r) => r.path.includes('/pods/') && r.method === 'DELETE');
+
+  it("the provider puts its proxies.egressPolicy and the process's guarded listeners in the Secret, which the container reads as EGRESS_PROXY_POLICY", async () => {
+    const config = kubernetesProviderSchema.parse({
+      name: 'k8s',
+      type: 'kubernetes',
+      server: kube.url,
+      tokenFile: '/nonexistent',
+      namespace: 'proxies',
+      proxies: { egressPolicy: { allow: ['10.20.0.0/16'], deny: ['192.0.2.0/24'] } },
+    });
+    const provider = createKubernetesProvider(config, { logger: silentLogger(), registry: new Registry(), dataDir: '/nonexistent', egress: guards }, { kubeConfig: kube.kubeConfig() });
+    await provider.lifecycle?.ensureInstance(spec(), signal());
+    const env = podEnv(kube, pod()!);
+    expect(env.EGRESS_PROXY_POLICY).toBe(JSON.stringify(policyOf(['10.20.0.0/16'])));
+    expect(JSON.parse(env.EGRESS_PROXY_POLICY ?? '')).toEqual({
+      version: 1,
+      allow: ['10.20.0.0/16'],
+      deny: ['192.0.2.0/24'],
+      guarded: [
+        { host: '127.0.0.1', port: 46379, role: 'redis' },
+        { host: '127.0.0.1', port: 8080, role: 'api' },
+      ],
+      echo: { host: '127.0.0.1', port: 8080, path: '/v1/echo' },
+    });
+    // By reference only: the document is not in the Pod spec.
+    expect(JSON.stringify(pod()?.spec)).not.toContain('10.20.0.0/16');
+    await provider.close();
+  });
+
+  it('a changed policy updates the Secret and replaces the Pod, whose successor reads the new document; settled, nothing is written', async () => {
+    const before = await lifecycle({ egressPolicy: policyOf(['10.20.0.0/16']) }).ensureInstance(spec(), signal());
+    kube.setPodStatus('proxies', 'ep-alpha-1234abcd', { phase: 'Running', podIP: '10.1.2.3', ready: true });
+    const oldVersion = kube.getSecret('proxies', 'ep-alpha-1234abcd')?.metadata.resourceVersion;
+
+    // A configuration rollout: the workers are rebuilt with the new policy.
+    const lc = lifecycle({ egressPolicy: policyOf(['10.20.0.0/16', '172.16.5.0/24']) });
+    const replacing = await lc.ensureInstance(spec(), signal());
+    expect(replacing).toMatchObject({ state: 'stopping', message: 'replacing Pod "ep-alpha-1234abcd": its credentials or egress policy changed' });
+    expect(secretWrites().map((r) => r.method)).toEqual(['POST', 'PUT']);
+    expect(kube.getSecret('proxies', 'ep-alpha-1234abcd')?.metadata.resourceVersion).not.toBe(oldVersion);
+    expect(decoded(kube.getSecret('proxies', 'ep-alpha-1234abcd')?.data)).toMatchObject({ PROXY_PASSWORD: 's3cret-pw' });
+    kube.finishPodDeletion('proxies', 'ep-alpha-1234abcd');
+    const after = await lc.ensureInstance(spec(), signal());
+    expect(after.id).not.toBe(before.id);
+    expect(JSON.parse(podEnv(kube, pod()!).EGRESS_PROXY_POLICY ?? '').allow).toEqual(['10.20.0.0/16', '172.16.5.0/24']);
+
+    const requests = kube.requests.length;
+    await lc.ensureInstance(spec(), signal());
+    expect(kube.requests.slice(requests).map((r) => r.method)).toEqual(['GET', 'GET']);
+    expect(podDeletes()).toHaveLength(1);
+  });
+
+  it('an unchanged policy writes nothing, also from a restarted worker that builds the same document again', async () => {
+    await lifecycle({ egressPolicy: policyOf(['10.20.0.0/16']) }).ensureInstance(spec(), signal());
+    kube.setPodStatus('proxies', 'ep-alpha-1234abcd', { phase: 'Running', podIP: '10.1.2.3', ready: true });
+    const uid = pod()?.metadata.uid;
+    const requests = kube.requests.length;
+    // A restart: new guards from the same listeners (the private Redis keeps its port), a new lifecycle.
+    const again = egressGuards({ redisUrl: 'redis://:pw@127.0.0.1:46379', api: { host: '127.0.0.1', port: 8080 }, echoUrl: 'http://127.0.0.1:8080/v1/echo' });
+    const lc = lifecycle({ egressPolicy: proxyEgressPolicy({ allow: ['10.20.0.0/16'], deny: ['192.0.2.0/24'] }, again) });
+    for (let i = 0; i < 3; i++) expect((await lc.ensureInstance(spec(), signal())).state).toBe('running');
+    expect(kube.requests.slice(requests).every((r) => r.method === 'GET')).toBe(true);
+    expect(pod()?.metadata.uid).toBe(uid);
+  });
+
+  it('replaces, once, a Pod and Secret from before the policy (no EGRESS_PROXY_POLICY key or env var)', async () => {
+    const labels = { ...MANAGED_LABELS, [FLEET_LABEL]: 'fleet-a', [PROXY_LABEL]: 'alpha' };
+    const old = kube.seedSecret({ metadata: { name: 'ep-alpha-1234abcd', namespace: 'proxies', labels }, type: 'Opaque', stringData: { PROXY_USER: 'u-alpha', PROXY_PASSWORD: 's3cret-pw' } });
+    const envOf = (key: string) => ({ name: key, valueFrom: { secretKeyRef: { name: 'ep-alpha-1234abcd', key } } });
+    kube.seedPod({
+      metadata: { name: 'ep-alpha-1234abcd', namespace: 'proxies', labels, annotations: { 'egress-proxies/secret-version': old.metadata.resourceVersion ?? '' } },
+      spec: { containers: [{ name: 'proxy', image: 'fp:1', env: [envOf('PROXY_USER'), envOf('PROXY_PASSWORD')] }] },
+    });
+    const lc = lifecycle({ egressPolicy: policyOf([]) });
+    expect((await lc.ensureInstance(spec(), signal())).state).toBe('stopping');
+    expect(secretWrites().map((r) => r.method)).toEqual(['PUT']);
+    await lc.ensureInstance(spec(), signal());
+    expect(podEnv(kube, pod()!).EGRESS_PROXY_POLICY).toBe(JSON.stringify(policyOf([])));
+    const requests = kube.requests.length;
+    await lc.ensureInstance(spec(), signal());
+    expect(kube.requests.slice(requests).every((r) => r.method === 'GET')).toBe(true);
+  });
+
+  it("replaces a Pod an earlier release made for the current Secret (a rolling upgrade), since it does not read the policy", async () => {
+    const lc = lifecycle({ egressPolicy: policyOf([]) });
+    await lc.ensureInstance(spec(), signal());
+    const current = pod()!;
+    // An earlier worker replaced it meanwhile with a Pod of its own making: right annotation, no policy env.
+    const containers = (current.spec.containers as { env?: { name: string }[] }[]).map((c) => ({ ...c, env: c.env?.filter((e) => e.name !== 'EGRESS_PROXY_POLICY') }));
+    kube.seedPod({ metadata: { ...current.metadata, uid: undefined, resourceVersion: undefined }, spec: { ...current.spec, containers } });
+    expect((await lc.ensureInstance(spec(), signal())).state).toBe('stopping');
+    await lc.ensureInstance(spec(), signal());
+    expect(podEnv(kube, pod()!).EGRESS_PROXY_POLICY).toBe(JSON.stringify(policyOf([])));
   });
 });
 

@@ -4,7 +4,7 @@
  * made (tagged or not) in afterEach.
  */
 import { execFile } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -17,9 +17,11 @@ import { createKvmHostPool, createKvmPoolMetrics, type KvmHostPool } from '../..
 import { createLogger, type Logger } from '../../src/logging.ts';
 import { ProvisioningError, type Instance, type InstanceSpec } from '../../src/providers/lifecycle.ts';
 import type { KvmHostConfig } from '../../src/providers/kvm/config.ts';
-import { EGRESS_METADATA_URI, createKvmLifecycle, type KvmLifecycleOptions } from '../../src/providers/kvm/lifecycle.ts';
+import { DEFAULT_DOMAIN_TEMPLATE, EGRESS_METADATA_URI, createKvmLifecycle, type KvmLifecycleOptions } from '../../src/providers/kvm/lifecycle.ts';
 import { kvmHostConfigOf, kvmTestHost, type KvmTestHost } from '../support/kvm-host.ts';
 import { orUndefined } from '../../src/providers/kvm/lifecycle-ops.ts';
+import { proxyEgressPolicy, type EgressGuards } from '../../src/egress/policy-config.ts';
+import { createKvmProvider, kvmProviderSchema } from '../../src/providers/kvm/index.ts';
 
 const run = promisify(execFile);
 const RUN_ID = `${process.pid.toString(36)}${Date.now().toString(36).slice(-4)}`;
@@ -75,9 +77,30 @@ async function removeVolume(name: string): Promise<void> {
   });
 }
 
-function lifecycle(options: Partial<KvmLifecycleOptions> = {}) {
-  return createKvmLifecycle({ pool, hosts: [host], logger, options: { baseImageVolume: baseVolume, memoryMiB: 64, ...options } });
+function lifecycle(options: Partial<KvmLifecycleOptions> = {}, egressPolicy?: Parameters<typeof createKvmLifecycle>[0]['egressPolicy']) {
+  return createKvmLifecycle({ pool, hosts: [host], logger, options: { baseImageVolume: baseVolume, memoryMiB: 64, ...options }, ...(egressPolicy ? { egressPolicy } : {}) });
 }
+
+/** The SMBIOS OEM strings of a domain as libvirt stores them (its live XML), unescaped. */
+async function oemStrings(name: string): Promise<string[]> {
+  const xml = await lib(async (c, s) => c.domainGetXmlDesc(await c.domainLookupByName(name, s), 0, s));
+  const block = /<oemStrings>([\s\S]*?)<\/oemStrings>/.exec(xml)?.[1] ?? '';
+  const unescape = (t: string): string =>
+    t
+      .replace(/&lt;/g, '<')
+      .replace(/&gt;/g, '>')
+      .replace(/&quot;/g, '"')
+      .replace(/&apos;/g, "'")
+      .replace(/&#(\d+);/g, (_m, d: string) => String.fromCodePoint(Number(d)))
+      .replace(/&#x([0-9a-fA-F]+);/g, (_m, h: string) => String.fromCodePoint(parseInt(h, 16)))
+      .replace(/&amp;/g, '&');
+  return [...block.matchAll(/<entry>([\s\S]*?)<\/entry>/g)].map((m) => unescape(m[1] ?? ''));
+}
+
+const policyIn = async (name: string): Promise<unknown> => {
+  const entry = (await oemStrings(name)).find((e) => e.startsWith('egress.proxy.policy='));
+  return entry === undefined ? undefined : JSON.parse(entry.slice('egress.proxy.policy='.length));
+};
 
 function spec(name: string, fleet = 'fleet-a'): InstanceSpec {
   domains.add(name);
@@ -279,6 +302,19 @@ describe('KVM proxy lifecycle on the real test host', () => {
     expect(await volumeExists(`${s.name}.qcow2`)).toBe(false);
   });
 
+  it('a template libvirt cannot parse on the credentials line fails without the password in the error or the log', async () => {
+    // libvirt quotes the offending line in its parse error: here, the line holding the OEM strings.
+    const lc = lifecycle({ domainTemplate: DEFAULT_DOMAIN_TEMPLATE.replace('{{sysinfo}}', `{{sysinfo}}<broken a='&'/>`) });
+    const s = spec(unique('leak'));
+    const err = await lc.ensureInstance(s, sig()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ProvisioningError);
+    expect((err as Error).message).toMatch(/defining domain .*xmlParse/s);
+    expect((err as Error).message).toContain('egress.proxy.password=***');
+    const everything = [(err as Error).message, JSON.stringify(err), String((err as Error).cause), JSON.stringify((err as Error).cause), logText].join('\n');
+    expect(everything).not.toContain(s.credentials.password);
+    expect(await volumeExists(`${s.name}.qcow2`)).toBe(false);
+  });
+
   it('a missing base image volume without an image file is a ProvisioningError', async () => {
     const lc = lifecycle({ baseImageVolume: `${unique('nobase')}.qcow2` });
     const s = spec(unique('nb'));
@@ -406,5 +442,85 @@ describe('KVM proxy lifecycle on the real test host', () => {
   it('an unknown placement is a ProvisioningError', async () => {
     const lc = lifecycle();
     await expect(lc.ensureInstance({ ...spec(unique('np')), placement: 'nowhere' }, sig())).rejects.toBeInstanceOf(ProvisioningError);
+  });
+
+  describe('egress policy', () => {
+    // Guarded names with XML specials (a listener's host is whatever the process was told), and the echo.
+    const guards: EgressGuards = {
+      guarded: [
+        { host: '127.0.0.1', port: 46379, role: 'redis' },
+        { host: `api&<"'>.example`, port: 8080, role: 'api' },
+      ],
+      echo: { host: `api&<"'>.example`, port: 8080, path: '/v1/echo?a=1&b=<2>' },
+    };
+
+    it("the provider defines the domain with its proxies.egressPolicy and the guarded listeners as the OEM string egress.proxy.policy, XML specials intact, and QEMU boots it", async () => {
+      const config = kvmProviderSchema.parse({
+        name: 'kvm',
+        type: 'kvm',
+        hosts: [host],
+        proxies: { baseImageVolume: baseVolume, memoryMiB: 64, egressPolicy: { allow: ['10.20.0.0/16'], deny: ['192.0.2.0/24', 'fd00::/8'] } },
+      });
+      const provider = createKvmProvider(config, { logger, registry: new Registry(), dataDir: '/nonexistent', egress: guards });
+      const s = spec(unique('pol'));
+      try {
+        expect((await provider.lifecycle?.ensureInstance(s, sig()))?.state).toBe('running');
+      } finally {
+        await provider.close();
+      }
+      expect(await domainState(s.name)).toBe(1);
+      const expected = proxyEgressPolicy(config.proxies?.egressPolicy, guards);
+      expect(await policyIn(s.name)).toEqual(expected);
+      expect(expected).toMatchObject({ allow: ['10.20.0.0/16'], echo: { host: `api&<"'>.example`, path: '/v1/echo?a=1&b=<2>' } });
+      expect(await oemStrings(s.name)).toEqual([`egress.proxy.username=${s.credentials.username}`, `egress.proxy.password=${s.credentials.password}`, `egress.proxy.policy=${JSON.stringify(expected)}`]);
+      // What QEMU was given for the guest's SMBIOS type 11 table (the test host is this machine): the
+      // whole document as one string, its commas doubled as QEMU's option syntax wants.
+      const pid = (await readFile(`/run/libvirt/qemu/${s.name}.pid`, 'utf8')).trim();
+      const argv = (await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0');
+      const type11 = argv.filter((arg, i) => argv[i - 1] === '-smbios' && arg.startsWith('type=11,'));
+      expect(type11).toHaveLength(1);
+      expect(type11[0]).toContain(`,value=egress.proxy.policy=${JSON.stringify(expected).replaceAll(',', ',,')}`);
+    });
+
+    it('an unchanged policy leaves the domain as it is; a changed one applies to domains defined after it, not to running ones', async () => {
+      const a = proxyEgressPolicy({ allow: ['10.20.0.0/16'], deny: [] }, guards);
+      const b = proxyEgressPolicy({ allow: ['10.20.0.0/16', '172.16.5.0/24'], deny: [] }, guards);
+      const s = spec(unique('chg'));
+      const first = await lifecycle({}, a).ensureInstance(s, sig());
+      const xml = await lib(async (c, sg) => c.domainGetXmlDesc(await c.domainLookupByName(s.name, sg), 0, sg));
+
+      // A restarted worker building the same document again: nothing changes.
+      const same = await lifecycle({}, proxyEgressPolicy({ allow: ['10.20.0.0/16'], deny: [] }, guards)).ensureInstance(s, sig());
+      expect(same).toMatchObject({ id: first.id, createdAt: first.createdAt, state: 'running' });
+      expect(await lib(async (c, sg) => c.domainGetXmlDesc(await c.domainLookupByName(s.name, sg), 0, sg))).toBe(xml);
+
+      // A new policy: the running domain keeps the one it was defined with (SMBIOS cannot change)...
+      const lcB = lifecycle({}, b);
+      expect(await lcB.ensureInstance(s, sig())).toMatchObject({ id: first.id, state: 'running' });
+      expect(await policyIn(s.name)).toEqual(a);
+      // ...and a domain defined from now on (a new or replaced proxy) gets the new one.
+      const t = spec(unique('chg'));
+      await lcB.ensureInstance(t, sig());
+      expect(await policyIn(t.name)).toEqual(b);
+    });
+
+    it('the largest policy the configuration accepts (256 allowed and 256 denied IPv6 ranges) still defines and boots', async () => {
+      const v6 = (i: number, tag: string): string => `2001:db8:${tag}:${i.toString(16)}:ffff:ffff:ffff:ffff/128`;
+      const config = kvmProviderSchema.parse({
+        name: 'kvm',
+        type: 'kvm',
+        hosts: [host],
+        proxies: {
+          baseImageVolume: baseVolume,
+          egressPolicy: { allow: Array.from({ length: 256 }, (_, i) => v6(i, 'aaaa')), deny: Array.from({ length: 256 }, (_, i) => v6(i, 'bbbb')) },
+        },
+      });
+      const big = proxyEgressPolicy(config.proxies?.egressPolicy, guards);
+      expect(JSON.stringify(big).length).toBeGreaterThan(20_000);
+      const s = spec(unique('big'));
+      expect((await lifecycle({}, big).ensureInstance(s, sig())).state).toBe('running');
+      expect(await domainState(s.name)).toBe(1);
+      expect(await policyIn(s.name)).toEqual(big);
+    });
   });
 });

@@ -12,6 +12,8 @@ export const PROXY_LABEL = 'egress-proxy';
 export const METADATA_USER = 'egress-proxy-user';
 export const METADATA_PASSWORD = 'egress-proxy-password';
 export const METADATA_PORT = 'egress-proxy-port';
+/** The egress policy document (JSON, docs/proxies.md#egress-policy); kept current on existing instances. */
+export const METADATA_POLICY = 'egress-proxy-policy';
 
 export interface InstanceSettings {
   zone: string;
@@ -26,6 +28,8 @@ export interface InstanceSettings {
   networkTags: string[];
   /** The managed firewall rule's target tag, when the provider has one: on every instance, template or not. */
   firewallTag: string | undefined;
+  /** `JSON.stringify` of the provider's ProxyEgressPolicy. */
+  policy: string;
 }
 
 /** `(labels.managed-by = "egress-proxies") (labels.egress-fleet = "<fleet>")`: both terms ANDed. */
@@ -39,7 +43,7 @@ export function isManaged(inst: ComputeInstance): boolean {
 }
 
 /**
- * The insert body: name, owner labels, credentials and port as metadata items, and (without a template)
+ * The insert body: name, owner labels, credentials, port and egress policy as metadata items, and (without a template)
  * machine type, boot disk from the image and one NIC with an external address (the proxy's endpoint).
  */
 export function instanceResource(spec: InstanceSpec, s: InstanceSettings): ComputeInstance {
@@ -51,6 +55,7 @@ export function instanceResource(spec: InstanceSpec, s: InstanceSettings): Compu
         { key: METADATA_USER, value: spec.credentials.username },
         { key: METADATA_PASSWORD, value: spec.credentials.password },
         { key: METADATA_PORT, value: String(s.port) },
+        { key: METADATA_POLICY, value: s.policy },
       ],
     },
   };
@@ -65,6 +70,19 @@ export function instanceResource(spec: InstanceSpec, s: InstanceSettings): Compu
     networkInterfaces: [{ network: s.network, accessConfigs: [{ name: 'External NAT', type: 'ONE_TO_ONE_NAT' }] }],
     ...(tags.length ? { tags: { items: tags } } : {}),
   };
+}
+
+/**
+ * The setMetadata body that brings an instance's policy item to `policy` (every other item kept as it
+ * is, under the fingerprint read with them), or undefined when it already holds exactly that text.
+ */
+export function policyUpdate(inst: ComputeInstance, policy: string): { fingerprint: string; items: { key: string; value: string }[] } | undefined {
+  const items = (inst.metadata?.items ?? []).map((i) => ({ key: i.key ?? '', value: i.value ?? '' }));
+  const at = items.findIndex((i) => i.key === METADATA_POLICY);
+  if (at >= 0 && items[at]?.value === policy) return undefined;
+  if (at >= 0) items[at] = { key: METADATA_POLICY, value: policy };
+  else items.push({ key: METADATA_POLICY, value: policy });
+  return { fingerprint: inst.metadata?.fingerprint ?? '', items };
 }
 
 const STATES: Record<string, InstanceState> = {

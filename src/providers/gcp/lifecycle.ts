@@ -6,9 +6,13 @@
  * zone) is a ProvisioningError with the API's message. An existing instance that was stopped or
  * preempted (TERMINATED) is started, a suspended one resumed; one still stopping or suspending is
  * looked at again later. With a firewall configured, the provider's rule is ensured once before the
- * first insert (firewall.ts) and every instance carries its network tag. Every request is cancelled
- * when the caller's signal ends (lifecycle-calls.ts). Error mapping: lifecycle-errors.ts. */
+ * first insert (firewall.ts) and every instance carries its network tag. The provider's egress policy
+ * document is the metadata item `egress-proxy-policy`: set at insert, and on an existing instance
+ * brought up to date with setMetadata (under the metadata fingerprint) before anything else, so a
+ * stopped instance boots with the current one; an unchanged policy writes nothing. Every request is
+ * cancelled when the caller's signal ends (lifecycle-calls.ts). Error mapping: lifecycle-errors.ts. */
 import type { protos } from '@google-cloud/compute';
+import { proxyEgressPolicy, type ProxyEgressPolicy } from '../../egress/policy-config.ts';
 import type { Logger } from '../../logging.ts';
 import { ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../lifecycle.ts';
 import type { ComputeClients } from './clients.ts';
@@ -22,13 +26,14 @@ import {
   fleetFilter,
   instanceResource,
   isManaged,
+  policyUpdate,
   toInstance,
   type ComputeInstance,
   type InstanceSettings,
 } from './lifecycle-instance.ts';
 
 export { GcpAccessError, GcpRequestError } from './lifecycle-errors.ts';
-export { FLEET_LABEL, PROXY_LABEL, METADATA_USER, METADATA_PASSWORD, METADATA_PORT, fleetFilter } from './lifecycle-instance.ts';
+export { FLEET_LABEL, PROXY_LABEL, METADATA_USER, METADATA_PASSWORD, METADATA_PORT, METADATA_POLICY, fleetFilter } from './lifecycle-instance.ts';
 export { firewallRuleName, proxyNetworkTag } from './firewall.ts';
 
 type Operation = protos.google.cloud.compute.v1.IOperation;
@@ -68,6 +73,8 @@ export interface GcpLifecycleOptions {
   pageSize?: number;
   /** Least time between two operation polls when `wait` answers before the operation is done (default 1000 ms). */
   operationPollMs?: number;
+  /** The document every proxy receives (`proxyEgressPolicy` of the provider's config); default: the default deny alone. */
+  egressPolicy?: ProxyEgressPolicy;
 }
 
 /** Why an instance is not running, for the logs: the API does not say whether a spot VM was preempted or stopped. */
@@ -101,6 +108,8 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
         })
       : undefined;
   const zoneOf = (placement: string | undefined): string => placement ?? options.zone;
+  // Serialised once: an unchanged policy is the same text on every ensure, so it never rewrites metadata.
+  const policy = JSON.stringify(options.egressPolicy ?? proxyEgressPolicy(undefined, undefined));
   const settings = (zone: string): InstanceSettings => ({
     zone,
     machineType: options.machineType ?? (options.instanceTemplate ? undefined : DEFAULT_MACHINE_TYPE),
@@ -110,6 +119,7 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
     network,
     networkTags: options.networkTags ?? [],
     firewallTag,
+    policy,
   });
 
   /** The instance, or undefined when there is none (404). */
@@ -215,6 +225,37 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
     return instance;
   }
 
+  /**
+   * Brings the instance's `egress-proxy-policy` item up to date (an instance of ours, checked by the
+   * caller). The read fingerprint is the precondition: a 412 (someone changed the metadata meanwhile)
+   * is retryable, and the next ensure reads again. The guest applies the new value by watching its
+   * metadata (docs/gcp-provider.md#egress-policy); the instance is neither restarted nor replaced.
+   */
+  async function updatePolicy(inst: ComputeInstance, spec: InstanceSpec, zone: string, signal: AbortSignal): Promise<void> {
+    const update = policyUpdate(inst, policy);
+    if (!update) return;
+    const name = spec.name;
+    const what = `updating the egress policy of instance "${name}" in zone "${zone}"`;
+    let done: Operation;
+    try {
+      const { response: op } = await gaxCall<Operation>(
+        clients.instances,
+        'setMetadata',
+        { project, zone, instance: name, metadataResource: update },
+        { project, zone, instance: name },
+        signal,
+      );
+      done = await awaitOperation(op, zone, signal);
+    } catch (err) {
+      throw mapComputeError(err, what, signal);
+    }
+    if (done.error) {
+      const { code, text } = operationErrorText(done.error);
+      throw new GcpRequestError(`${what}: ${text}`, done.httpErrorStatusCode ?? undefined, code);
+    }
+    log.info({ instance: name, zone, proxy: spec.owner.proxy }, 'proxy egress policy changed: instance metadata updated');
+  }
+
   /** An existing instance of ours, brought back when it was stopped, preempted or suspended. */
   async function revive(inst: ComputeInstance, spec: InstanceSpec, zone: string, signal: AbortSignal): Promise<Instance> {
     const current = adopt(inst, spec, zone);
@@ -232,7 +273,11 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
     async ensureInstance(spec, signal) {
       const zone = zoneOf(spec.placement);
       const existing = await read(spec.name, zone, signal);
-      if (existing) return revive(existing, spec, zone, signal);
+      if (existing) {
+        adopt(existing, spec, zone); // refuses an instance that is not this proxy's before writing to it
+        await updatePolicy(existing, spec, zone, signal);
+        return revive(existing, spec, zone, signal);
+      }
       await firewall?.ensure(signal);
       return insert(spec, zone, signal);
     },

@@ -29,7 +29,7 @@ export type KubernetesServiceConfig = z.infer<typeof kubernetesServiceSchema>;
 
 /** How proxies run as Pods; without it the provider is health-checked but hosts no proxies. */
 export const kubernetesProxiesSchema = z.strictObject({
-  /** Forward-proxy image; it reads PROXY_PORT, PROXY_USER and PROXY_PASSWORD. */
+  /** Forward-proxy image; it reads PROXY_PORT, PROXY_USER and PROXY_PASSWORD, and enforces EGRESS_PROXY_POLICY. */
   image: z.string().min(1).optional(),
   port: z.number().int().min(1).max(65535).default(3128),
   /** A Service per proxy; the proxy URL is then the Service's address instead of the Pod IP. */

@@ -2,13 +2,13 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Instance, InstanceSpec, InstanceState } from '../lifecycle.ts';
 import { FLEET_LABEL, PROXY_LABEL, isManagedObject, ownerLabels } from './lifecycle-owner.ts';
-import { credentialEnv } from './lifecycle-secret.ts';
+import { POLICY_KEY, secretEnv } from './lifecycle-secret.ts';
 
 export { FLEET_LABEL, PROXY_LABEL };
 /**
- * The Pod annotation naming the resourceVersion of the credentials Secret the Pod was made for. A container
- * does not re-read env from a changed Secret, so a Pod whose annotation differs from the Secret's current
- * version runs with old credentials and is replaced.
+ * The Pod annotation naming the resourceVersion of the Secret (credentials and egress policy) the Pod was
+ * made for. A container does not re-read env from a changed Secret, so a Pod whose annotation differs from
+ * the Secret's current version runs with old credentials or an old policy and is replaced.
  */
 export const SECRET_VERSION_ANNOTATION = 'egress-proxies/secret-version';
 /** The forward-proxy container's name. */
@@ -30,15 +30,21 @@ export function isManaged(pod: V1Pod): boolean {
   return isManagedObject(pod);
 }
 
-/** True when the Pod was made for this version of its credentials Secret. */
+/**
+ * True when the Pod was made for this version of its Secret and its proxy container reads the policy from
+ * it. The second test catches a Pod that an earlier release made (no policy env var) for a Secret this
+ * release has already updated, e.g. during a rolling upgrade of the workers.
+ */
 export function madeForSecret(pod: V1Pod, secretVersion: string): boolean {
-  return pod.metadata?.annotations?.[SECRET_VERSION_ANNOTATION] === secretVersion;
+  if (pod.metadata?.annotations?.[SECRET_VERSION_ANNOTATION] !== secretVersion) return false;
+  const container = pod.spec?.containers.find((c) => c.name === PROXY_CONTAINER);
+  return container?.env?.some((e) => e.name === POLICY_KEY && e.valueFrom?.secretKeyRef?.key === POLICY_KEY) ?? false;
 }
 
 /**
  * The Pod for a spec: owner labels, one container with the configured image and port, PROXY_PORT, the env
- * vars PROXY_USER / PROXY_PASSWORD from the instance's Secret (`secretKeyRef`: the values are not in the
- * Pod spec), and a TCP readiness probe on the port so that Ready means "accepting connections". The
+ * vars PROXY_USER / PROXY_PASSWORD / EGRESS_PROXY_POLICY from the instance's Secret (`secretKeyRef`: the
+ * values are not in the Pod spec), and a TCP readiness probe on the port so that Ready means "accepting connections". The
  * annotation records the Secret's resourceVersion (see SECRET_VERSION_ANNOTATION).
  */
 export function podManifest(spec: InstanceSpec, s: PodSettings, secretVersion: string): V1Pod {
@@ -59,7 +65,7 @@ export function podManifest(spec: InstanceSpec, s: PodSettings, secretVersion: s
           name: PROXY_CONTAINER,
           image: s.image,
           ports: [{ name: 'proxy', containerPort: s.port, protocol: 'TCP' }],
-          env: [{ name: 'PROXY_PORT', value: String(s.port) }, ...credentialEnv(spec.name)],
+          env: [{ name: 'PROXY_PORT', value: String(s.port) }, ...secretEnv(spec.name)],
           readinessProbe: { tcpSocket: { port: s.port }, periodSeconds: 5 },
         },
       ],

@@ -1,15 +1,18 @@
 /**
  * The kubernetes side of the proxy lifecycle. A proxy instance is, in `placement` (or the configured
  * namespace), all named after the instance and carrying MANAGED_LABELS plus the fleet and proxy labels:
- * - a Secret (type Opaque) with the credentials, keys PROXY_USER and PROXY_PASSWORD;
+ * - a Secret (type Opaque) with the credentials, keys PROXY_USER and PROXY_PASSWORD, and the provider's
+ *   egress policy document, key EGRESS_PROXY_POLICY;
  * - with `service` configured, a Service selecting the Pod, whose address is the proxy's endpoint;
- * - the Pod, reading the credentials from the Secret (`secretKeyRef`) and annotated with the Secret's
- *   resourceVersion, so that a Pod made for older credentials is replaced (env is not reloaded).
+ * - the Pod, reading the three from the Secret (`secretKeyRef`) and annotated with the Secret's
+ *   resourceVersion, so that a Pod made for older credentials or an older policy is replaced (env is not
+ *   reloaded). An unchanged policy writes nothing.
  * An object without our labels is never read as ours, listed, or deleted. Every call passes the caller's
  * signal to the HTTP request (`withSignal`) and stops waiting for credentials when it ends (`raceAbort`).
  * Error mapping: see lifecycle-errors.ts (and access-review.ts for a 403 on a create).
  */
 import { CoreV1Api, type KubeConfig, type V1ObjectMeta, type V1Pod, type V1Secret, type V1Service } from '@kubernetes/client-node';
+import { proxyEgressPolicy, type ProxyEgressPolicy } from '../../egress/policy-config.ts';
 import type { Logger } from '../../logging.ts';
 import { ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../lifecycle.ts';
 import { forbiddenCreateExplainer } from './access-review.ts';
@@ -19,7 +22,7 @@ import { MANAGED_LABEL_SELECTOR } from './labels.ts';
 import { KubernetesRequestError, apiStatus, mapKubeError } from './lifecycle-errors.ts';
 import { FLEET_LABEL, foreignReason, isManagedObject, ownerOf } from './lifecycle-owner.ts';
 import { fleetSelector, iso, madeForSecret, podManifest, podToInstance } from './lifecycle-pod.ts';
-import { holdsCredentials, secretManifest, withCredentials } from './lifecycle-secret.ts';
+import { holdsContents, secretManifest, withContents } from './lifecycle-secret.ts';
 import { serviceEndpoint, serviceManifest } from './lifecycle-service.ts';
 import { raceAbort, withSignal } from './request-options.ts';
 
@@ -36,7 +39,7 @@ export interface KubernetesLifecycleOptions {
   kubeConfig: KubeConfig;
   /** Namespace for proxies whose spec has no placement. */
   namespace: string;
-  /** Forward-proxy image; it must read PROXY_PORT, PROXY_USER and PROXY_PASSWORD. Default DEFAULT_PROXY_IMAGE. */
+  /** Forward-proxy image; it must read PROXY_PORT, PROXY_USER, PROXY_PASSWORD and enforce EGRESS_PROXY_POLICY. Default DEFAULT_PROXY_IMAGE. */
   image?: string;
   /** Port the forward proxy listens on in the Pod (and the Service's port). Default 3128. */
   port?: number;
@@ -45,6 +48,8 @@ export interface KubernetesLifecycleOptions {
   logger: Logger;
   /** `limit` of each list page (default 500). */
   pageSize?: number;
+  /** The document every proxy receives (`proxyEgressPolicy` of the provider's config); default: the default deny alone. */
+  egressPolicy?: ProxyEgressPolicy;
 }
 
 export function createKubernetesLifecycle(options: KubernetesLifecycleOptions): ProxyLifecycle {
@@ -53,6 +58,8 @@ export function createKubernetesLifecycle(options: KubernetesLifecycleOptions): 
   const port = options.port ?? DEFAULT_PROXY_PORT;
   const pageSize = options.pageSize ?? DEFAULT_PAGE_SIZE;
   const serviceConfig = options.service;
+  // Serialised once: an unchanged policy is the same string on every ensure, so it never rewrites the Secret.
+  const policy = JSON.stringify(options.egressPolicy ?? proxyEgressPolicy(undefined, undefined));
   const log = options.logger.child({ component: 'kubernetes-lifecycle' });
   const { call, read, create, removeIfOurs } = objectCalls(api, forbiddenCreateExplainer(options.kubeConfig, log), log);
   const namespaceOf = (placement: string | undefined): string => placement ?? options.namespace;
@@ -72,11 +79,11 @@ export function createKubernetesLifecycle(options: KubernetesLifecycleOptions): 
     if (why) throw new ProvisioningError(why);
   }
 
-  /** The Secret with these credentials: created, or updated when they changed. Values are never logged. */
+  /** The Secret with these credentials and the policy: created, or updated when either changed. Values are never logged. */
   async function ensureSecret(spec: InstanceSpec, namespace: string, signal: AbortSignal): Promise<V1Secret> {
     let secret = await read<V1Secret>('Secret', spec.name, namespace, signal);
     if (!secret) {
-      const made = await create('Secret', secretManifest(spec, namespace), signal);
+      const made = await create('Secret', secretManifest(spec, namespace, policy), signal);
       if (made !== 'exists') {
         log.info({ instance: spec.name, namespace, proxy: spec.owner.proxy }, 'proxy Secret created');
         return made;
@@ -84,18 +91,18 @@ export function createKubernetesLifecycle(options: KubernetesLifecycleOptions): 
       secret = await readExisting<V1Secret>('Secret', spec, namespace, signal);
     }
     refuseForeign('Secret', secret, spec, namespace);
-    if (holdsCredentials(secret, spec.credentials)) return secret;
+    if (holdsContents(secret, { credentials: spec.credentials, policy })) return secret;
     // The resourceVersion read is the precondition. A 409 Conflict is a concurrent write: when it was a
-    // duplicate ensure writing these same credentials, continue from its Secret; otherwise retry later.
+    // duplicate ensure writing these same contents, continue from its Secret; otherwise retry later.
     const what = describeCall('updating', 'Secret', spec.name, namespace);
     try {
-      const updated = await raceAbort(api.replaceNamespacedSecret({ name: spec.name, namespace, body: withCredentials(secret, spec) }, withSignal(signal)), signal);
-      log.info({ instance: spec.name, namespace, proxy: spec.owner.proxy }, 'proxy credentials changed: Secret updated, its Pod is replaced');
+      const updated = await raceAbort(api.replaceNamespacedSecret({ name: spec.name, namespace, body: withContents(secret, spec, policy) }, withSignal(signal)), signal);
+      log.info({ instance: spec.name, namespace, proxy: spec.owner.proxy }, 'proxy credentials or egress policy changed: Secret updated, its Pod is replaced');
       return updated;
     } catch (err) {
       if (signal.aborted || apiStatus(err) !== 409) throw mapKubeError(err, what, signal);
       const now = await read<V1Secret>('Secret', spec.name, namespace, signal);
-      if (now && isManagedObject(now) && holdsCredentials(now, spec.credentials)) return now;
+      if (now && isManagedObject(now) && holdsContents(now, { credentials: spec.credentials, policy })) return now;
       throw mapKubeError(err, what, signal);
     }
   }
@@ -146,19 +153,19 @@ export function createKubernetesLifecycle(options: KubernetesLifecycleOptions): 
     };
   }
 
-  /** Deletes a Pod made for older credentials; the next ensure creates it again from the current Secret. */
+  /** Deletes a Pod made for an older Secret; the next ensure creates it again from the current one. */
   async function replaceStalePod(pod: V1Pod, namespace: string, signal: AbortSignal): Promise<Instance> {
     const name = pod.metadata?.name ?? '';
     if (!pod.metadata?.deletionTimestamp) {
       try {
         await raceAbort(api.deleteNamespacedPod({ name, namespace }, withSignal(signal)), signal);
-        log.info({ instance: name, namespace }, 'proxy Pod deleted: its credentials changed, a new one replaces it');
+        log.info({ instance: name, namespace }, 'proxy Pod deleted: its credentials or egress policy changed, a new one replaces it');
       } catch (err) {
         if (signal.aborted || apiStatus(err) !== 404) throw mapKubeError(err, describeCall('deleting', 'Pod', name, namespace), signal);
       }
     }
     const { endpoint: _stale, ...rest } = podToInstance(pod, port);
-    return { ...rest, state: 'stopping', message: `replacing Pod "${name}": its credentials changed` };
+    return { ...rest, state: 'stopping', message: `replacing Pod "${name}": its credentials or egress policy changed` };
   }
 
   return {

@@ -75,6 +75,9 @@ export function baseVolumeXml(name: string, capacityBytes: number): string {
   return `<volume><name>${escapeXml(name)}</name><capacity unit='bytes'>${capacityBytes}</capacity><target><format type='raw'/></target></volume>`;
 }
 
+/** The OEM string holding the egress policy document: this prefix, then the JSON. */
+export const OEM_POLICY_PREFIX = 'egress.proxy.policy=';
+
 /** Values a domain template is filled with. Each is already XML (escaped where needed). */
 export interface DomainTemplateValues {
   name: string;
@@ -84,7 +87,7 @@ export interface DomainTemplateValues {
   metadata: string;
   /** `<smbios mode='sysinfo'/>`: goes inside `<os>`. */
   smbios: string;
-  /** `<sysinfo type='smbios'>…</sysinfo>` with the credentials as OEM strings. */
+  /** `<sysinfo type='smbios'>…</sysinfo>` with the credentials and the egress policy as OEM strings. */
   sysinfo: string;
   /** The proxy volume as a virtio disk. */
   disk: string;
@@ -131,6 +134,8 @@ export interface DomainXmlParams {
   name: string;
   tag: DomainTag;
   credentials: ProxyCredentials;
+  /** `JSON.stringify` of the provider's ProxyEgressPolicy. */
+  policy: string;
   memoryMiB: number;
   vcpus: number;
   pool: string;
@@ -142,12 +147,14 @@ export interface DomainXmlParams {
 
 /**
  * The domain XML. The tag is part of it, so the define that makes the domain also marks it as
- * ours (no window in which an untagged domain of ours exists). The credentials travel as SMBIOS
- * OEM strings (`egress.proxy.username=…`, `egress.proxy.password=…`) that the guest reads with
- * `dmidecode -t 11`; this XML is therefore secret and never logged.
+ * ours (no window in which an untagged domain of ours exists). The credentials and the egress
+ * policy document travel as SMBIOS OEM strings (`egress.proxy.username=…`, `egress.proxy.password=…`,
+ * `egress.proxy.policy=<JSON>`) that the guest reads with `dmidecode -t 11`; this XML is therefore
+ * secret and never logged. A running domain cannot change its SMBIOS: the policy a domain has is
+ * the one it was defined with.
  */
 export function domainXml(p: DomainXmlParams): string {
-  const oem = [`egress.proxy.username=${p.credentials.username}`, `egress.proxy.password=${p.credentials.password}`];
+  const oem = [`egress.proxy.username=${p.credentials.username}`, `egress.proxy.password=${p.credentials.password}`, `${OEM_POLICY_PREFIX}${p.policy}`];
   const iface = p.network
     ? `<interface type='network'><source network='${escapeXml(p.network)}'/><model type='virtio'/></interface>`
     : `<interface type='user'><model type='virtio'/></interface>`;

@@ -1,4 +1,5 @@
 import { createKvmHostPool, type KvmHostPool } from '../../kvm/pool/index.ts';
+import { proxyEgressPolicy } from '../../egress/policy-config.ts';
 import type { Provider, ProviderDeps } from '../types.ts';
 import { checkKvmHost } from './check.ts';
 import type { KvmProviderConfig } from './config.ts';
@@ -26,7 +27,15 @@ export function createKvmProvider(config: KvmProviderConfig, deps: ProviderDeps)
     idleTimeoutMs: config.idleTimeout,
     dialOptions: { libvirtMetrics: metrics.libvirt },
   });
-  const lifecycle = config.proxies ? createKvmLifecycle({ pool, hosts: config.hosts, logger: deps.logger, options: config.proxies }) : undefined;
+  const lifecycle = config.proxies
+    ? createKvmLifecycle({
+        pool,
+        hosts: config.hosts,
+        logger: deps.logger,
+        options: config.proxies,
+        egressPolicy: proxyEgressPolicy(config.proxies.egressPolicy, deps.egress),
+      })
+    : undefined;
   return {
     name: config.name,
     type: 'kvm',

@@ -3,16 +3,20 @@
  * hosts (`placement` = the host's name), its disk a qcow2 volume `<name>.qcow2` in the host's
  * pool made from the base image volume. Ownership is a metadata element in our namespace,
  * written by the very define that makes the domain; a domain without it is never touched.
+ * The provider's egress policy document goes in at define time as the SMBIOS OEM string
+ * `egress.proxy.policy=<JSON>`; an existing domain is never redefined for it (a change applies to
+ * domains defined after it: docs/kvm-provider.md#egress-policy).
  * All work goes through the host pool's `call` (an abort drops the connection).
  */
-import { toError } from '../../errors.ts';
+import { EgressError, toError } from '../../errors.ts';
 import type { HostConnection } from '../../kvm/host-connection.ts';
 import { DomainState, LibvirtError, isLibvirtExists, isLibvirtUnsupported, type LibvirtConnection } from '../../kvm/libvirt/index.ts';
 import type { KvmHostPool } from '../../kvm/pool/index.ts';
+import { proxyEgressPolicy, type ProxyEgressPolicy } from '../../egress/policy-config.ts';
 import type { Logger } from '../../logging.ts';
 import { ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../lifecycle.ts';
 import type { KvmHostConfig } from './config.ts';
-import { DEFAULT_DOMAIN_TEMPLATE, REQUIRED_PLACEHOLDERS, domainXml } from './domain-xml.ts';
+import { DEFAULT_DOMAIN_TEMPLATE, REQUIRED_PLACEHOLDERS, domainXml, escapeXml } from './domain-xml.ts';
 import {
   deleteVolume,
   describe,
@@ -26,7 +30,7 @@ import {
   type VolumeSource,
 } from './lifecycle-ops.ts';
 
-export { EGRESS_METADATA_URI, EGRESS_METADATA_KEY, DEFAULT_DOMAIN_TEMPLATE } from './domain-xml.ts';
+export { EGRESS_METADATA_URI, EGRESS_METADATA_KEY, DEFAULT_DOMAIN_TEMPLATE, OEM_POLICY_PREFIX } from './domain-xml.ts';
 export { BaseImageBusyError } from './lifecycle-ops.ts';
 
 /** Lifecycle settings (candidates for the provider's config; see docs/kvm-provider.md). */
@@ -56,6 +60,8 @@ export interface KvmLifecycleDeps {
   hosts: KvmHostConfig[];
   logger: Logger;
   options: KvmLifecycleOptions;
+  /** The document every proxy receives (`proxyEgressPolicy` of the provider's config); default: the default deny alone. */
+  egressPolicy?: ProxyEgressPolicy;
 }
 
 /** libvirt numbers that mean "this request can never work as written". */
@@ -75,6 +81,20 @@ function mapError(err: unknown, what: string): unknown {
     return new ProvisioningError(`${what}: ${err.libvirtMessage || err.message}`, { cause: err });
   }
   return err;
+}
+
+/**
+ * A define's error without the password: libvirt quotes the offending line of the XML in a parse
+ * error, and that line may hold the OEM strings. The result keeps the code, `retryable` and the
+ * ProvisioningError class, and drops the cause (it holds the same text).
+ */
+function withoutPassword(err: unknown, password: string): unknown {
+  if (!(err instanceof EgressError) || password === '') return err;
+  const forms = [...new Set([password, escapeXml(password)])];
+  const inside = (e: unknown): boolean => e instanceof Error && forms.some((f) => e.message.includes(f) || (e instanceof LibvirtError && e.libvirtMessage.includes(f)));
+  if (!inside(err) && !inside(err.cause)) return err;
+  const message = forms.reduce((m, f) => m.split(f).join('***'), err.message);
+  return err instanceof ProvisioningError ? new ProvisioningError(message) : new EgressError(err.code, message, { retryable: err.retryable });
 }
 
 /** A stable host for a name when the spec has no placement (FNV-1a). */
@@ -99,6 +119,7 @@ export function createKvmLifecycle(deps: KvmLifecycleDeps): ProxyLifecycle {
     cloneMode: options.cloneMode ?? 'overlay',
   };
   const port = options.proxyPort ?? 3128;
+  const policy = JSON.stringify(deps.egressPolicy ?? proxyEgressPolicy(undefined, undefined));
 
   const hostNamed = (placement: string): KvmHostConfig => {
     const host = hosts.find((h) => h.name === placement);
@@ -148,6 +169,7 @@ export function createKvmLifecycle(deps: KvmLifecycleDeps): ProxyLifecycle {
       name: spec.name,
       tag,
       credentials: spec.credentials,
+      policy,
       memoryMiB: options.memoryMiB ?? 256,
       vcpus: options.vcpus ?? 1,
       pool: host.pool,
@@ -164,7 +186,7 @@ export function createKvmLifecycle(deps: KvmLifecycleDeps): ProxyLifecycle {
         const raced = await findDomain(c, spec.name, signal);
         if (raced) return owned(raced);
       }
-      const mapped = mapError(err, `defining domain "${spec.name}" on KVM host "${host.name}"`);
+      const mapped = withoutPassword(mapError(err, `defining domain "${spec.name}" on KVM host "${host.name}"`), spec.credentials.password);
       // A definition that can never work leaves no volume behind (it is ours: we just made it).
       if (mapped instanceof ProvisioningError && created) await deleteVolume(c, storagePool, volume, signal).catch(() => undefined);
       throw mapped;

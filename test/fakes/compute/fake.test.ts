@@ -136,6 +136,30 @@ describe('fake Compute API through @google-cloud/compute', () => {
     expect(after.labelFingerprint).not.toBe(seeded.labelFingerprint);
   });
 
+  it('sets metadata under its fingerprint (412 conditionNotMet when missing or stale), replacing every item, within the limits', async () => {
+    const [ins] = await instances.insert({ project: P, zone: Z, instanceResource: { name: 'm', machineType: 'zones/x/machineTypes/e2-micro', metadata: { items: [{ key: 'a', value: '1' }] } } });
+    await operations.wait({ project: P, zone: Z, operation: ins.latestResponse.name });
+    const [got] = await instances.get({ project: P, zone: Z, instance: 'm' });
+    expect(got.metadata?.items?.map((i) => [i.key, i.value])).toEqual([['a', '1']]);
+    const fingerprint = got.metadata?.fingerprint ?? '';
+    expect(fingerprint).not.toBe('');
+    const set = (metadataResource: object) => instances.setMetadata({ project: P, zone: Z, instance: 'm', metadataResource });
+    for (const stale of [{ items: [] }, { fingerprint: 'c3RhbGU=', items: [] }]) {
+      const err = await failure(set(stale));
+      expect([err.code, reasonOf(err)]).toEqual([412, 'conditionNotMet']);
+    }
+    expect([(await failure(set({ fingerprint, items: [{ key: 'bad key', value: 'x' }] }))).code]).toEqual([400]);
+    expect((await failure(set({ fingerprint, items: [{ key: 'k', value: 'x' }, { key: 'k', value: 'y' }] }))).code).toBe(400);
+    expect((await failure(set({ fingerprint, items: [{ key: 'big', value: 'x'.repeat(256 * 1024 + 1) }] }))).code).toBe(400);
+    const [lro] = await set({ fingerprint, items: [{ key: 'b', value: '2' }] });
+    await operations.wait({ project: P, zone: Z, operation: lro.latestResponse.name });
+    const after = compute.getInstance(Z, 'm')!;
+    expect(after.metadata.items).toEqual([{ key: 'b', value: '2' }]);
+    expect(after.metadata.fingerprint).not.toBe(fingerprint);
+    // The old fingerprint is stale now.
+    expect((await failure(set({ fingerprint, items: [] }))).code).toBe(412);
+  });
+
   it('compares a label fingerprint as bytes: the URL-safe base64 form gcloud sends is the same fingerprint', async () => {
     compute.seedInstance(Z, { name: 'u', labelFingerprint: '+/+/+/+/+/8=' });
     const [lro] = await instances.setLabels({ project: P, zone: Z, instance: 'u', instancesSetLabelsRequestResource: { labels: { a: 'b' }, labelFingerprint: '-_-_-_-_-_8=' } });

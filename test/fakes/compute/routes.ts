@@ -5,7 +5,7 @@ import { FilterError, matchesFilter, parseFilter, type Filter } from './filter.t
 import { deleteFirewall, getFirewall, insertFirewall, listFirewalls, patchFirewall } from './firewalls.ts';
 import { INSTANCE_ACTIONS, instanceAction, type InstanceAction } from './instance-actions.ts';
 import type { ComputeRequest } from './types.ts';
-import type { ComputeState, FakeInstance } from './state.ts';
+import { fakeMetadata, type ComputeState, type FakeInstance } from './state.ts';
 
 const NAME = /^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const LABEL_KEY = /^[\p{Ll}\p{Lo}][\p{Ll}\p{Lo}\p{N}_-]{0,62}$/u;
@@ -46,6 +46,8 @@ export function route(state: ComputeState, e: ComputeRequest, project: string): 
       return [200, instanceAction(state, p, zone, name, action as InstanceAction)];
     } else if (e.method === 'POST' && action === 'setLabels' && rest.length === 5) {
       return setLabels(state, e, p, zone, name);
+    } else if (e.method === 'POST' && action === 'setMetadata' && rest.length === 5) {
+      return setMetadata(state, e, p, zone, name);
     }
   }
   if (kind === 'operations' && name !== undefined) {
@@ -200,6 +202,7 @@ function insert(state: ComputeState, e: ComputeRequest, zone: string): Result {
   // With an instance template the machine type may come from the template.
   if (!body.machineType && !e.query.sourceInstanceTemplate) throw computeError(400, 'required', "Required field 'resource.machineType' not specified");
   checkLabels((body.labels ?? {}) as Record<string, unknown>);
+  checkMetadataItems((body.metadata as { items?: unknown } | undefined)?.items);
   if (state.instances.has(state.key(zone, name))) {
     throw computeError(409, 'alreadyExists', `The resource 'projects/${state.project}/zones/${zone}/instances/${name}' already exists`);
   }
@@ -236,6 +239,54 @@ function setLabels(state: ComputeState, e: ComputeRequest, p: string, zone: stri
       inst.labelFingerprint = randomBytes(8).toString('base64');
     }),
   ];
+}
+
+/**
+ * setMetadata: replaces all items. The metadata fingerprint is a precondition (412 conditionNotMet when
+ * missing or stale); items and fingerprint change when the op completes.
+ */
+function setMetadata(state: ComputeState, e: ComputeRequest, p: string, zone: string, name: string): Result {
+  const inst = state.instances.get(state.key(zone, name));
+  if (!inst) throw notFound(`projects/${p}/zones/${zone}/instances/${name}`);
+  let body: { items?: unknown; fingerprint?: string };
+  try {
+    body = JSON.parse(e.body) as typeof body;
+  } catch {
+    throw computeError(400, 'parseError', 'Invalid JSON payload received.');
+  }
+  if (!body.fingerprint || !Buffer.from(body.fingerprint, 'base64').equals(Buffer.from(inst.metadata.fingerprint, 'base64'))) {
+    throw computeError(412, 'conditionNotMet', 'Supplied fingerprint does not match current metadata fingerprint.', { status: 'FAILED_PRECONDITION' });
+  }
+  const items = checkMetadataItems(body.items);
+  return [
+    200,
+    state.startOperation(zone, 'setMetadata', inst, () => {
+      inst.metadata = fakeMetadata(items);
+    }),
+  ];
+}
+
+const METADATA_KEY = /^[a-zA-Z0-9-_]{1,128}$/;
+const METADATA_VALUE_MAX = 256 * 1024;
+const METADATA_TOTAL_MAX = 512 * 1024;
+
+/** The real limits: keys `[a-zA-Z0-9-_]{1,128}`, unique; a value at most 256 KB; all of them at most 512 KB. */
+function checkMetadataItems(raw: unknown): { key: string; value: string }[] {
+  const items = (Array.isArray(raw) ? raw : []) as { key?: unknown; value?: unknown }[];
+  const seen = new Set<string>();
+  let total = 0;
+  for (const [i, item] of items.entries()) {
+    const key = typeof item.key === 'string' ? item.key : '';
+    const value = typeof item.value === 'string' ? item.value : '';
+    if (!METADATA_KEY.test(key)) throw invalid(`metadata.items[${i}].key`, key, "Must be a match of regex '[a-zA-Z0-9-_]{1,128}'");
+    if (seen.has(key)) throw computeError(400, 'invalid', `Invalid value for field 'metadata.items[${i}].key': '${key}'. Duplicate keys are not allowed.`);
+    seen.add(key);
+    const size = Buffer.byteLength(value, 'utf8');
+    if (size > METADATA_VALUE_MAX) throw invalid(`metadata.items[${i}].value`, `${value.slice(0, 32)}…`, `Metadata value must be at most ${METADATA_VALUE_MAX} bytes.`);
+    total += Buffer.byteLength(key, 'utf8') + size;
+  }
+  if (total > METADATA_TOTAL_MAX) throw computeError(400, 'invalid', `Metadata exceeds the total size limit of ${METADATA_TOTAL_MAX} bytes.`);
+  return items.map((i) => ({ key: String(i.key), value: typeof i.value === 'string' ? i.value : '' }));
 }
 
 function checkLabels(labels: Record<string, unknown>): void {

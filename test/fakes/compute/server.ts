@@ -8,7 +8,9 @@
  * `state.unreachableZones`; 503 without partial success); instances get, insert (name and label checks,
  * 409 on duplicates, `requestId` idempotency), delete, stop, start, suspend, resume with the real status
  * transitions and 400 `resourceNotReady` in the wrong state (instance-actions.ts), setLabels (412
- * conditionNotMet on a stale `labelFingerprint`); preemption of a spot VM (`preemptInstance`); ephemeral
+ * conditionNotMet on a stale `labelFingerprint`), setMetadata (replaces every item; 412 conditionNotMet on a
+ * missing or stale metadata `fingerprint`; key pattern, duplicate keys and the 256 KB value / 512 KB total
+ * limits, also checked on insert); every instance carries `metadata` with its fingerprint; preemption of a spot VM (`preemptInstance`); ephemeral
  * external addresses released on stop, preemption and suspend and newly assigned on start and resume;
  * global firewall rules get, list, insert, patch, delete with validation (firewalls.ts); zone and global
  * operations get and wait; operations that stay RUNNING for `operationPolls` polls; provisioning failures

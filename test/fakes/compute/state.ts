@@ -20,10 +20,23 @@ export interface FakeInstance {
   status: InstanceStatus;
   labels?: Record<string, string>;
   labelFingerprint: string;
+  /** Always present, as the real API answers it: a fingerprint, and the items when there are any. */
+  metadata: FakeMetadata;
   networkInterfaces: { name: string; network: string; networkIP: string; accessConfigs?: { name: string; type: string; natIP?: string; kind: string }[] }[];
   creationTimestamp: string;
   selfLink: string;
   [k: string]: unknown;
+}
+
+export interface FakeMetadata {
+  kind: 'compute#metadata';
+  fingerprint: string;
+  items?: { key: string; value: string }[];
+}
+
+/** Metadata as stored: items copied (none → no `items` field) under a new fingerprint. */
+export function fakeMetadata(items: { key: string; value: string }[] | undefined): FakeMetadata {
+  return { kind: 'compute#metadata', fingerprint: randomBytes(8).toString('base64'), ...(items?.length ? { items: items.map((i) => ({ key: i.key, value: i.value })) } : {}) };
 }
 
 export interface FakeFirewall {
@@ -166,6 +179,7 @@ export class ComputeState {
       machineType: mt.startsWith('http') ? mt : `${this.base}/compute/v1/projects/${this.project}/${mt}`,
       status,
       labelFingerprint: randomBytes(8).toString('base64'),
+      metadata: fakeMetadata((body.metadata as { items?: { key: string; value: string }[] } | undefined)?.items),
       networkInterfaces: nics.map((n, i) => ({
         ...n,
         name: `nic${i}`,
