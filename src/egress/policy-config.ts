@@ -104,3 +104,21 @@ export function egressGuards(listeners: {
   }
   return { guarded, echo };
 }
+
+/**
+ * The guards every worker of one deployment agrees on: the Redis listener(s) and the echo URL's
+ * listener with its echo. A process's own API and metrics listeners are left out: a standalone
+ * `egress worker` has neither, so a document that named them would differ from worker to worker
+ * and remote instances (a kubernetes Pod is replaced when its document changes) would flap. The
+ * API a remote proxy can reach is the echo URL's listener, which stays guarded.
+ */
+export function sharedGuards(guards: EgressGuards): EgressGuards {
+  const echo = guards.echo;
+  const guarded = guards.guarded.filter((g) => g.role === 'redis' || (echo !== undefined && g.host === echo.host && g.port === echo.port));
+  return { guarded, echo };
+}
+
+/** The document a remote instance (kubernetes, gcp, kvm) receives: the provider's policy with the shared guards. */
+export function remoteProxyEgressPolicy(config: EgressPolicyConfig | undefined, guards: EgressGuards | undefined): ProxyEgressPolicy {
+  return proxyEgressPolicy(config, guards && sharedGuards(guards));
+}

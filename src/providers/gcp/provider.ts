@@ -1,6 +1,6 @@
 import type { TargetResult } from '../../health/types.ts';
 import type { Provider, ProviderDeps } from '../types.ts';
-import { proxyEgressPolicy } from '../../egress/policy-config.ts';
+import { remoteProxyEgressPolicy } from '../../egress/policy-config.ts';
 import { lazyLifecycle } from '../lazy-lifecycle.ts';
 import { createGcpLifecycle } from './lifecycle.ts';
 import { classifyComputeError, truncate } from './classify.ts';
@@ -74,7 +74,7 @@ export function createGcpProvider(config: GcpProviderConfig, deps: ProviderDeps,
           port: proxies.port,
           provider: config.name,
           ...(proxies.firewall ? { firewall: proxies.firewall } : {}),
-          egressPolicy: proxyEgressPolicy(proxies.egressPolicy, deps.egress),
+          egressPolicy: remoteProxyEgressPolicy(proxies.egressPolicy, deps.egress),
           logger: deps.logger,
         }),
       )

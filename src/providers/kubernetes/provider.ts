@@ -1,5 +1,5 @@
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
-import { proxyEgressPolicy } from '../../egress/policy-config.ts';
+import { remoteProxyEgressPolicy } from '../../egress/policy-config.ts';
 import type { TargetResult } from '../../health/types.ts';
 import type { Provider, ProviderDeps } from '../types.ts';
 import { createKubernetesLifecycle } from './lifecycle.ts';
@@ -73,7 +73,7 @@ export function createKubernetesProvider(
         image: config.proxies.image,
         port: config.proxies.port,
         ...(config.proxies.service ? { service: config.proxies.service } : {}),
-        egressPolicy: proxyEgressPolicy(config.proxies.egressPolicy, deps.egress),
+        egressPolicy: remoteProxyEgressPolicy(config.proxies.egressPolicy, deps.egress),
         logger: deps.logger,
       })
     : undefined;

@@ -1,5 +1,5 @@
 import { createKvmHostPool, type KvmHostPool } from '../../kvm/pool/index.ts';
-import { proxyEgressPolicy } from '../../egress/policy-config.ts';
+import { remoteProxyEgressPolicy } from '../../egress/policy-config.ts';
 import type { Provider, ProviderDeps } from '../types.ts';
 import { checkKvmHost } from './check.ts';
 import type { KvmProviderConfig } from './config.ts';
@@ -33,7 +33,7 @@ export function createKvmProvider(config: KvmProviderConfig, deps: ProviderDeps)
         hosts: config.hosts,
         logger: deps.logger,
         options: config.proxies,
-        egressPolicy: proxyEgressPolicy(config.proxies.egressPolicy, deps.egress),
+        egressPolicy: remoteProxyEgressPolicy(config.proxies.egressPolicy, deps.egress),
       })
     : undefined;
   return {
