@@ -4,7 +4,7 @@ import { EgressError } from '../errors.ts';
 import type { Logger } from '../logging.ts';
 import { lockDataDir } from './data-dir-lock.ts';
 import { ensurePrivateDir, PRIVATE_FILE_MODE, readOrCreateSecret, tightenTree } from './private-files.ts';
-import { commandLineOf, exeAndCwdOf, isAlive, startTicksOf, stillRunning } from './process-info.ts';
+import { commandLineOf, exeAndCwdOf, isAlive, processesIn, startTicksOf, stillRunning } from './process-info.ts';
 import { freePort, portIsFree, startRedisChild, type RedisChild } from './redis-server.ts';
 
 /** `<dataDir>/redis/server.json`: the last private redis-server of this data directory. */
@@ -79,29 +79,52 @@ async function waitUntilGone(pid: number, ms: number): Promise<boolean> {
   return true;
 }
 
+/** SIGTERM (redis-server flushes its append-only file and exits), SIGKILL after 10 s. */
+async function stopProcesses(pids: readonly number[], redisDir: string): Promise<void> {
+  const signal = (pid: number, sig: NodeJS.Signals): void => {
+    try {
+      process.kill(pid, sig);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+    }
+  };
+  for (const pid of pids) signal(pid, 'SIGTERM');
+  const stubborn: number[] = [];
+  for (const pid of pids) if (!(await waitUntilGone(pid, 10_000))) stubborn.push(pid);
+  for (const pid of stubborn) signal(pid, 'SIGKILL');
+  for (const pid of stubborn) {
+    if (!(await waitUntilGone(pid, 5000))) throw new EgressError('ERR_DATA_DIR', `the orphaned redis-server pid ${pid} of ${redisDir} does not stop`);
+  }
+}
+
 /**
- * A redis-server left running by an owner that died (killed where the kernel could not be asked
- * to stop it with its owner): shut down politely (SIGTERM: it flushes its append-only file), by
- * force after 10 s. Two servers on one append-only file would corrupt it.
+ * Redis servers a dead owner left running on this data directory (killed where the kernel could
+ * not be asked to stop them with it, or by an older release): two servers on one append-only file
+ * corrupt it, so they are shut down before a new one starts. One is recognised by the record
+ * (pid, start time, a redis executable, working directory `redis/` — redis-server changes to its
+ * `dir`) or, on Linux, by being a redis process working in this 0700 directory. A recorded pid
+ * that is now another program is left alone; where the system cannot tell (no /proc), the start
+ * stops and says so rather than guess.
  */
-async function stopOrphan(record: ServerRecord, redisDir: string, logger: Logger): Promise<void> {
-  if (!isAlive(record.pid)) return;
-  if (stillRunning({ pid: record.ownerPid, startTicks: record.ownerStartTicks })) {
-    if (record.ownerPid !== process.pid) {
+async function stopOrphans(record: ServerRecord | undefined, redisDir: string, recordFile: string, logger: Logger): Promise<void> {
+  const orphans = new Set<number>();
+  if (record && isAlive(record.pid)) {
+    if (record.ownerPid !== process.pid && stillRunning({ pid: record.ownerPid, startTicks: record.ownerStartTicks })) {
       throw new EgressError('ERR_DATA_DIR', `the private redis-server of ${redisDir} (pid ${record.pid}) still belongs to the running process ${record.ownerPid}`);
     }
+    if (record.startTicks === undefined || startTicksOf(process.pid) === undefined) {
+      throw new EgressError(
+        'ERR_DATA_DIR',
+        `the last private redis-server of ${redisDir} may still run as pid ${record.pid} and this system cannot tell: stop it, or delete ${recordFile} if pid ${record.pid} is another program`,
+      );
+    }
+    if (await isRecordedRedis(record, redisDir)) orphans.add(record.pid);
+    else logger.debug({ redisPid: record.pid }, 'the recorded redis-server pid now belongs to another process: left alone');
   }
-  if (!(await isRecordedRedis(record, redisDir))) {
-    logger.debug({ redisPid: record.pid }, 'the recorded redis-server pid now belongs to another process: left alone');
-    return;
-  }
-  logger.warn({ redisPid: record.pid, port: record.port, ownerPid: record.ownerPid }, 'stopping the private redis-server its dead owner left running');
-  process.kill(record.pid, 'SIGTERM');
-  if (await waitUntilGone(record.pid, 10_000)) return;
-  process.kill(record.pid, 'SIGKILL');
-  if (!(await waitUntilGone(record.pid, 5000))) {
-    throw new EgressError('ERR_DATA_DIR', `the orphaned redis-server pid ${record.pid} of ${redisDir} does not stop`);
-  }
+  for (const pid of await processesIn(await realpath(redisDir), 'redis')) orphans.add(pid);
+  if (orphans.size === 0) return;
+  logger.warn({ redisPids: [...orphans], ownerPid: record?.ownerPid }, 'stopping the private redis-server its dead owner left running');
+  await stopProcesses([...orphans], redisDir);
 }
 
 /**
@@ -123,7 +146,7 @@ export async function startPrivateRedis(options: PrivateRedisOptions): Promise<P
     if (loosened.length > 0) logger.warn({ files: loosened }, 'made files of the private Redis readable by this user only');
     const recordFile = join(dir, SERVER_RECORD);
     const previous = await readRecord(recordFile);
-    if (previous) await stopOrphan(previous, dir, logger);
+    await stopOrphans(previous, dir, recordFile, logger);
     const password = await readOrCreateSecret(join(dir, PASSWORD_FILE));
     const me = { pid: process.pid, startTicks: startTicksOf(process.pid) };
     const start = async (port: number): Promise<RedisChild> =>

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
-import { readFile, readlink } from 'node:fs/promises';
+import { readdir, readFile, readlink } from 'node:fs/promises';
+import { basename } from 'node:path';
 
 /**
  * What this machine says about a process, to tell "the process we recorded" from "another
@@ -77,4 +78,27 @@ export async function exeAndCwdOf(pid: number): Promise<{ exe: string | undefine
   const link = (path: string): Promise<string | undefined> => readlink(path).catch(() => undefined);
   const [exe, cwd] = await Promise.all([link(`/proc/${pid}/exe`), link(`/proc/${pid}/cwd`)]);
   return { exe, cwd };
+}
+
+/**
+ * Running processes whose executable's name starts with `exePrefix` and whose working directory
+ * is `dir` (a real path): on Linux, through /proc; elsewhere none are found. Only processes of
+ * this user (or all, for root) show their working directory.
+ */
+export async function processesIn(dir: string, exePrefix: string): Promise<number[]> {
+  let entries: string[];
+  try {
+    entries = await readdir('/proc');
+  } catch {
+    return [];
+  }
+  const found: number[] = [];
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    const pid = Number(entry);
+    if (pid === process.pid) continue;
+    const { exe, cwd } = await exeAndCwdOf(pid);
+    if (cwd === dir && exe !== undefined && basename(exe).startsWith(exePrefix) && isAlive(pid)) found.push(pid);
+  }
+  return found;
 }

@@ -211,6 +211,45 @@ describe('the private Redis of `egress up`', () => {
     expect(await next.proc.stop()).toBe(0);
   });
 
+  test('an orphan without a record (an older release, a lost server.json) is found by its directory and stopped', async () => {
+    const s = await setup();
+    const first = await up(s, [], WITHOUT_PDEATHSIG);
+    const before = await serverRecord(s.dataDir);
+    first.proc.child.kill('SIGKILL');
+    await first.proc.exited;
+    cleanups.push(async () => {
+      if ((await redisServersOf(s.dataDir).catch((): number[] => [])).includes(before.pid)) process.kill(before.pid, 'SIGKILL');
+    });
+    await rm(join(s.dataDir, 'redis', 'server.json'));
+    expect(await redisServersOf(s.dataDir)).toEqual([before.pid]);
+
+    const next = await up(s);
+    const after = await serverRecord(s.dataDir);
+    expect(await redisServersOf(s.dataDir)).toEqual([after.pid]);
+    expect(next.proc.logs()).toContain(`"redisPids":[${before.pid}]`);
+    expect(await next.proc.stop()).toBe(0);
+  });
+
+  test('two `egress up` started at once on one data directory: one runs, the other exits 2', async () => {
+    const s = await setup();
+    const args = ['up', '--data-dir', s.dataDir, '--config', s.config, '--port', '0', '--queues', 'checks'];
+    const a = spawnEgress(args, OWN_REDIS);
+    const b = spawnEgress(args, OWN_REDIS);
+    for (const p of [a, b]) {
+      cleanups.push(async () => {
+        if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
+        await p.exited;
+      });
+    }
+    const loser = await Promise.race([a.exited.then(() => a), b.exited.then(() => b)]);
+    const winner = loser === a ? b : a;
+    expect(await loser.exited).toBe(2);
+    expect(loser.logs()).toContain(`is in use by egress pid ${winner.child.pid} (started `);
+    await winner.waitForLog('egress is up: API ');
+    expect(await redisServersOf(s.dataDir)).toHaveLength(1);
+    expect(await winner.stop()).toBe(0);
+  });
+
   test('a recorded pid that now belongs to another program is left alone', async () => {
     const s = await setup();
     const first = await up(s);
