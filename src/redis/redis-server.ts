@@ -101,7 +101,13 @@ export const REDIS_CONF = 'redis.conf';
  * but the thread pool's file creations, which this process does not make while starting Redis.
  */
 function withUmask<T>(mask: number, fn: () => T): T {
-  const previous = process.umask(mask);
+  let previous: number;
+  try {
+    previous = process.umask(mask);
+  } catch {
+    // A worker thread may not change the umask; the 0700 directories still keep others out.
+    return fn();
+  }
   try {
     return fn();
   } finally {
