@@ -1,6 +1,6 @@
 import { readFile, realpath, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
-import { EgressError } from '../errors.ts';
+import { ConfigError, EgressError } from '../errors.ts';
 import type { Logger } from '../logging.ts';
 import { lockDataDir } from './data-dir-lock.ts';
 import { ensurePrivateDir, PRIVATE_FILE_MODE, readOrCreateSecret, tightenTree } from './private-files.ts';
@@ -136,7 +136,12 @@ async function stopOrphans(record: ServerRecord | undefined, redisDir: string, r
 export async function startPrivateRedis(options: PrivateRedisOptions): Promise<PrivateRedis> {
   const { dataDir, logger } = options;
   const dir = join(dataDir, 'redis');
-  await ensurePrivateDir(dataDir);
+  try {
+    await ensurePrivateDir(dataDir);
+  } catch (err) {
+    // A data directory that cannot be made private is a configuration problem (exit 2), named as such.
+    throw new ConfigError('--data-dir', (err as Error).message, { cause: err });
+  }
   const lock = await lockDataDir(dataDir, options.command);
   let child: RedisChild | undefined;
   try {
@@ -169,8 +174,8 @@ export async function startPrivateRedis(options: PrivateRedisOptions): Promise<P
       child = await start(reuse ?? (await freePort()));
     } catch (err) {
       // The port was free a moment ago; someone took it in between. Once more on a fresh one.
-      if (reuse === undefined || !/Address already in use/i.test((err as Error).message)) throw err;
-      logger.warn({ port: reuse }, 'the private Redis port of the last start was taken meanwhile: using another one');
+      if (!/Address already in use/i.test((err as Error).message)) throw err;
+      logger.warn({ port: reuse }, 'the private Redis port was taken meanwhile: using another one');
       child = await start(await freePort());
     }
     const c = child;

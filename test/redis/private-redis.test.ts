@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdir, mkdtemp, readdir, readFile, readlink, realpath, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readdir, readFile, readlink, realpath, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Redis } from 'ioredis';
@@ -248,6 +248,16 @@ describe('the private Redis of `egress up`', () => {
     await winner.waitForLog('egress is up: API ');
     expect(await redisServersOf(s.dataDir)).toHaveLength(1);
     expect(await winner.stop()).toBe(0);
+  });
+
+  test('a shared (sticky, like /tmp) directory as the data dir is refused with exit 2, and left as it was', async () => {
+    const s = await setup();
+    await mkdir(s.dataDir, { mode: 0o755 });
+    await chmod(s.dataDir, 0o1777);
+    const run = spawnEgress(['up', '--data-dir', s.dataDir, '--config', s.config, '--port', '0'], OWN_REDIS);
+    expect(await run.exited).toBe(2);
+    expect(run.logs()).toBe(`error: --data-dir: ${s.dataDir} is a shared directory (sticky bit, like /tmp): use a directory of its own inside it\n`);
+    expect((await stat(s.dataDir)).mode & 0o7777).toBe(0o1777);
   });
 
   test('a recorded pid that now belongs to another program is left alone', async () => {
