@@ -143,7 +143,10 @@ export async function startRedisChild(options: RedisChildOptions): Promise<Redis
   await writeFile(conf, `${lines.join('\n')}\n`, { mode: 0o600 });
   const diesWithOwner = options.dieWithOwner !== false && (await parentDeathSignalSupported());
   const [command, args] = diesWithOwner ? ['setpriv', ['--pdeathsig', 'TERM', '--', binary, conf]] : [binary, [conf]];
-  const child: ChildProcess = withUmask(0o077, () => spawn(command, args, { cwd: options.dir, stdio: ['ignore', 'pipe', 'pipe'] }));
+  // A session of its own (detached): Ctrl-C in a terminal signals the whole foreground process
+  // group, and redis-server must outlive the roles' shutdown, which still writes to it. It stays
+  // this process's child: stop() ends it, and the parent-death signal still applies.
+  const child: ChildProcess = withUmask(0o077, () => spawn(command, args, { cwd: options.dir, stdio: ['ignore', 'pipe', 'pipe'], detached: true }));
   const stdout = child.stdout;
   const stderr = child.stderr;
   if (!stdout || !stderr) throw new EgressError('ERR_REDIS_START', 'redis-server started without output pipes');

@@ -10,7 +10,7 @@ import { waitFor } from '../support/wait.ts';
 
 // `egress up` processes with their own private Redis: REDIS_URL empty means "start one".
 const OWN_REDIS = { REDIS_URL: '' };
-const WITHOUT_PDEATHSIG = resolve(ROOT, 'test/support/up-without-pdeathsig.ts');
+const HARNESS = resolve(ROOT, 'test/support/up-harness.ts');
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -36,8 +36,8 @@ interface Up {
 }
 
 /** Starts `egress up` (or a harness taking its flags) and waits until it says it is up. */
-async function up(s: { dataDir: string; config: string }, extra: string[] = [], script?: string): Promise<Up> {
-  const proc = spawnEgress(['up', '--data-dir', s.dataDir, '--config', s.config, '--port', '0', '--queues', 'checks', ...extra], OWN_REDIS, script);
+async function up(s: { dataDir: string; config: string }, extra: string[] = [], script?: string, env: Record<string, string> = {}): Promise<Up> {
+  const proc = spawnEgress(['up', '--data-dir', s.dataDir, '--config', s.config, '--port', '0', '--queues', 'checks', ...extra], { ...OWN_REDIS, ...env }, script);
   cleanups.push(async () => {
     if (proc.child.exitCode === null && proc.child.signalCode === null) proc.child.kill('SIGKILL');
     await proc.exited;
@@ -184,7 +184,7 @@ describe('the private Redis of `egress up`', () => {
 
   test('without the parent-death signal, the orphaned redis-server is stopped by the next start, never run twice', async () => {
     const s = await setup();
-    const first = await up(s, [], WITHOUT_PDEATHSIG);
+    const first = await up(s, [], HARNESS, { NO_PDEATHSIG: '1' });
     expect(first.proc.logs()).toContain('setpriv --pdeathsig is not available');
     const before = await serverRecord(s.dataDir);
     const password = (await readFile(join(s.dataDir, 'redis', 'password'), 'utf8')).trim();
@@ -213,7 +213,7 @@ describe('the private Redis of `egress up`', () => {
 
   test('an orphan without a record (an older release, a lost server.json) is found by its directory and stopped', async () => {
     const s = await setup();
-    const first = await up(s, [], WITHOUT_PDEATHSIG);
+    const first = await up(s, [], HARNESS, { NO_PDEATHSIG: '1' });
     const before = await serverRecord(s.dataDir);
     first.proc.child.kill('SIGKILL');
     await first.proc.exited;
@@ -258,6 +258,34 @@ describe('the private Redis of `egress up`', () => {
     expect(await run.exited).toBe(2);
     expect(run.logs()).toBe(`error: --data-dir: ${s.dataDir} is a shared directory (sticky bit, like /tmp): use a directory of its own inside it\n`);
     expect((await stat(s.dataDir)).mode & 0o7777).toBe(0o1777);
+  });
+
+  test('Ctrl-C (SIGINT to the whole process group) with a check in flight: redis-server outlives the roles, whose shutdown ends cleanly', async () => {
+    const s = await setup('providers:\n  - { name: local, type: local }\n');
+    // As a terminal runs it: a process group of its own, which Ctrl-C signals as a whole.
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', HARNESS, 'up', '--data-dir', s.dataDir, '--config', s.config, '--port', '0', '--queues', 'checks', '--shutdown-grace', '500ms'],
+      { cwd: ROOT, env: { ...process.env, ...OWN_REDIS, EGRESS_LOG_LEVEL: 'debug', HANG_PROVIDERS: 'local' }, stdio: ['ignore', 'pipe', 'pipe'], detached: true },
+    );
+    const exited = once(child, 'exit');
+    cleanups.push(async () => {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGKILL');
+        await exited;
+      }
+    });
+    let logs = '';
+    child.stderr.on('data', (chunk: Buffer) => void (logs += chunk.toString()));
+    child.stdout.on('data', (chunk: Buffer) => void (logs += chunk.toString()));
+    await waitFor('a check of local to be running', () => logs.includes('CHECK_STARTED local'), 30_000);
+    process.kill(-(child.pid ?? 0), 'SIGINT');
+    const [code] = (await exited) as [number | null];
+    // The worker aborted the hanging check after the grace and handed its job back: that needs Redis.
+    expect(logs).toContain('"msg":"stopped"');
+    expect(logs).not.toMatch(/ECONNREFUSED|Connection is closed|"msg":"worker error"|error while shutting down/);
+    expect(code).toBe(0);
+    expect(await redisServersOf(s.dataDir)).toEqual([]);
   });
 
   test('a recorded pid that now belongs to another program is left alone', async () => {
