@@ -1,4 +1,3 @@
-import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import { startApiRole, type ApiRole } from '../api/api-role.ts';
 import type { AppConfig } from '../config/app.ts';
@@ -10,7 +9,7 @@ import { createProviders, type ProviderFactory } from '../providers/create-provi
 import type { Provider } from '../providers/types.ts';
 import { startPublisherRole } from '../publisher/publisher-role.ts';
 import { closeRedis, createRedis, warnUnlessNoEviction } from '../redis/connections.ts';
-import { startRedisChild, type RedisChild } from '../redis/redis-server.ts';
+import { startPrivateRedis, type PrivateRedis } from '../redis/private-redis.ts';
 import { SchedulerRole } from '../scheduler/scheduler-role.ts';
 import { ProxyStore } from '../store/proxy-store.ts';
 import { RedisStatusStore } from '../store/redis-status-store.ts';
@@ -38,6 +37,8 @@ export interface RunningRoles {
 export interface RunRolesOptions {
   /** Tests inject providers with hanging or failing checks; the product has no fake provider. */
   providerFactory?: ProviderFactory;
+  /** Tests start the private Redis without the parent-death signal, to leave an orphan behind. */
+  privateRedis?: { dieWithOwner?: boolean };
 }
 
 /**
@@ -57,13 +58,21 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
     }
   };
   try {
-    let redisChild: RedisChild | undefined;
     let redisUrl = config.redis.url;
     if (redisUrl === undefined) {
-      redisChild = await startRedisChild({ dir: join(config.dataDir, 'redis'), appendOnly: true });
-      closers.push(() => redisChild?.stop() ?? Promise.resolve());
-      redisUrl = redisChild.url;
-      logger.info({ url: redisUrl, dir: join(config.dataDir, 'redis') }, 'started a private redis-server');
+      const own: PrivateRedis = await startPrivateRedis({
+        dataDir: config.dataDir,
+        command: process.argv.slice(1).join(' '),
+        logger: logger.child({ component: 'private-redis' }),
+        ...options.privateRedis,
+      });
+      closers.push(() => own.close());
+      // The URL carries the password: every connection of this process uses it, no log line shows it.
+      redisUrl = own.url;
+      logger.info({ url: own.displayUrl, redisPid: own.pid, dir: own.dir, diesWithOwner: own.diesWithOwner }, 'started a private redis-server');
+      if (!own.diesWithOwner) {
+        logger.warn('setpriv --pdeathsig is not available: if this process is killed with -9, its redis-server keeps running until the next start on this data directory stops it');
+      }
     }
     const redis: Redis = createRedis(redisUrl, 'worker', logger.child({ component: 'redis' }));
     closers.push(() => closeRedis(redis));

@@ -8,7 +8,11 @@ import { formatPath } from './zod-helpers.ts';
 /** The YAML configuration file: the providers, nothing else yet. */
 export const configFileSchema = z
   .strictObject({
-    providers: z.array(providerSchema).default([]),
+    // Required: an empty file, or one that forgets the key, must not silently mean "no providers"
+    // (a scheduler given none removes every provider's schedules and health). `providers: []` says it.
+    providers: z.array(providerSchema, {
+      error: (issue) => (issue.input === undefined ? 'required: list the providers, or write "providers: []" to run with none' : undefined),
+    }),
   })
   .superRefine((file, ctx) => {
     const seen = new Map<string, number>();
@@ -28,7 +32,8 @@ export interface ConfigFile {
 export const DEFAULT_CONFIG_FILE: ConfigFile = { providers: [{ name: 'local', type: 'local' }] };
 
 function issueMessage(issue: z.core.$ZodIssue): string {
-  if (issue.code === 'invalid_type') return `expected ${issue.expected === 'int' ? 'an integer' : `a ${issue.expected}`}`;
+  if (issue.code === 'invalid_type' && issue.input === undefined && issue.message.startsWith('required')) return issue.message;
+  if (issue.code === 'invalid_type') return `expected ${issue.expected === 'int' ? 'an integer' : /^[aeiou]/.test(issue.expected) ? `an ${issue.expected}` : `a ${issue.expected}`}`;
   if (issue.code === 'unrecognized_keys') return `unknown key${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
   if (issue.code === 'invalid_union' && issue.discriminator) {
     // A discriminated union (the providers' `type`, or one nested in a provider) names its own key and values.
@@ -40,7 +45,10 @@ function issueMessage(issue: z.core.$ZodIssue): string {
 
 /** Validates a parsed document; the first error names its path (`providers[1].hosts[0].port: expected a number`). */
 export function parseConfigDocument(doc: unknown, source: string): ConfigFile {
-  const result = configFileSchema.safeParse(doc ?? {});
+  if (doc === null || doc === undefined) {
+    throw new ConfigError(source, 'the configuration file is empty: list the providers, or write "providers: []" to run with none');
+  }
+  const result = configFileSchema.safeParse(doc);
   if (result.success) return result.data;
   const issues = result.error.issues.map((issue) => {
     const path = formatPath(issue.path);
@@ -62,10 +70,31 @@ export async function loadConfigFile(path: string): Promise<ConfigFile> {
   } catch (err) {
     throw new ConfigError(path, `cannot read the configuration file: ${(err as Error).message}`, { cause: err });
   }
-  const doc = parseDocument(text, { prettyErrors: true });
-  if (doc.errors.length > 0) {
-    const err = doc.errors[0];
-    throw new ConfigError(path, `not valid YAML: ${err?.message.split('\n')[0] ?? 'parse error'}`, { cause: err });
+  return parseConfigDocument(parseYaml(text, path), path);
+}
+
+/** Aliases a document may use before it counts as a resource-exhaustion attempt (the `yaml` library's own default). */
+const MAX_ALIAS_COUNT = 100;
+
+/**
+ * YAML text → plain data. Every failure — syntax, an undefined alias, too many aliases, anything
+ * `toJS` throws — is a ConfigError naming the file, so the CLI exits 2 with `<file>: not valid YAML: …`.
+ */
+export function parseYaml(text: string, source: string): unknown {
+  const invalid = (message: string, cause: unknown): ConfigError =>
+    new ConfigError(source, `not valid YAML: ${(message.split('\n')[0] ?? 'parse error').replace(/:\s*$/, '')}`, { cause });
+  let doc: ReturnType<typeof parseDocument>;
+  try {
+    doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
+  } catch (err) {
+    throw invalid((err as Error).message, err);
   }
-  return parseConfigDocument(doc.toJS(), path);
+  const first = doc.errors[0];
+  if (first) throw invalid(first.message, first);
+  try {
+    return doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT });
+  } catch (err) {
+    const message = (err as Error).message;
+    throw invalid(/resource exhaustion/i.test(message) ? `more than ${MAX_ALIAS_COUNT} aliases (${message})` : message, err);
+  }
 }

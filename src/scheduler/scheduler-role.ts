@@ -38,6 +38,24 @@ export interface SchedulerEvents {
 }
 
 /**
+ * A configuration that drops every provider the fleet had (an empty file, a wrong file) costs
+ * every schedule and every ProviderHealth: that must be loud, with the names, not an info line.
+ */
+function warnIfEveryProviderRemoved(logger: Logger, configured: readonly string[], checks: ScheduleSync, gc: ScheduleSync, deletedHealth: readonly string[]): void {
+  const wanted = new Set(configured);
+  // Schedules removed because checks or GC are turned off (interval 0) belong to providers still configured.
+  const removed = [...new Set([...checks.removed, ...gc.removed, ...deletedHealth])].filter((p) => !wanted.has(p)).sort();
+  const kept = [...checks.updated, ...checks.unchanged, ...gc.updated, ...gc.unchanged];
+  if (removed.length === 0 || kept.length > 0) return;
+  logger.warn(
+    { removed, configured },
+    configured.length === 0
+      ? `no providers configured: removed the schedules and ProviderHealth of every provider (${removed.join(', ')})`
+      : `none of the providers known before is configured any more: removed the schedules and ProviderHealth of ${removed.join(', ')}`,
+  );
+}
+
+/**
  * `egress scheduler`: one active at a time through a lease in Redis; the others wait as
  * standby. On taking the lead it syncs the check job schedulers, deletes the ProviderHealth
  * of providers no longer configured, and starts a check round at once.
@@ -122,6 +140,7 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
       }
     }
     await this.#syncResync();
+    warnIfEveryProviderRemoved(logger, names, schedules, gcSchedules, deletedHealth);
     logger.info({ ...schedules, gc: gcSchedules, resyncMs: config.resyncMs, deletedHealth, checkedNow }, 'scheduler synced');
     return { schedules, gcSchedules, deletedHealth, checkedNow };
   }

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, inject, test } from 'vitest';
 import { redisOptions } from '../../queues/connection.ts';
 import { QUEUES } from '../../queues/names.ts';
 import type { AppConfig } from '../../src/config/app.ts';
-import { silentLogger } from '../../src/logging.ts';
+import { createLogger, silentLogger } from '../../src/logging.ts';
 import { SchedulerRole, type LeadershipRound } from '../../src/scheduler/scheduler-role.ts';
 import { RedisStatusStore } from '../../src/store/redis-status-store.ts';
 import { testConfig, uniquePrefix } from '../support/config.ts';
@@ -142,5 +142,67 @@ describe('scheduler', () => {
     // With a 10-minute lease, b can only lead this soon because a released it.
     await bLeads;
     expect(b.leader).toBe(true);
+  });
+});
+
+describe('a configuration that drops every provider', () => {
+  /** A logger whose warn-and-above lines land in `lines` (parsed). */
+  function capturingLogger(): { logger: ReturnType<typeof createLogger>; lines: { level: number; msg: string; removed?: string[] }[] } {
+    const lines: { level: number; msg: string; removed?: string[] }[] = [];
+    const logger = createLogger({ level: 'warn', destination: { write: (line: string) => void lines.push(JSON.parse(line)) } });
+    return { logger, lines };
+  }
+
+  async function lead(config: AppConfig, redis: Redis, logger = silentLogger()): Promise<LeadershipRound> {
+    const store = new RedisStatusStore(redis, config.redis.prefix);
+    const role = new SchedulerRole({ config, redisUrl: inject('redisUrl'), redis, store, logger });
+    const leading = once(role, 'leading');
+    role.start();
+    const [round] = (await leading) as [LeadershipRound];
+    await role.close();
+    await store.close();
+    return round;
+  }
+
+  test('removing the schedules of every provider is logged at warn with their names; removing some is not', async () => {
+    const prefix = uniquePrefix();
+    checksQueue(prefix);
+    const redis = connect();
+    const store = new RedisStatusStore(redis, prefix);
+    cleanups.push(() => store.close());
+    const both = [{ name: 'a', type: 'local' }, { name: 'b', type: 'local' }] as const;
+    await lead(testConfig({ prefix, providers: [...both], intervalMs: 60_000, gcIntervalMs: 60_000 }), redis);
+    for (const name of ['a', 'b']) {
+      await store.updateProviderHealth(name, () => ({ name, status: { ready: true, lastTransitionTime: 'x', lastCheckTime: 'x', targets: [] } }));
+    }
+
+    // Dropping one of two: an ordinary change, no warning.
+    const some = capturingLogger();
+    await lead(testConfig({ prefix, providers: [both[0]], intervalMs: 60_000, gcIntervalMs: 60_000 }), redis, some.logger);
+    expect(some.lines).toEqual([]);
+
+    // Dropping all of them (an empty configuration): one warning naming them.
+    await lead(testConfig({ prefix, providers: [...both], intervalMs: 60_000, gcIntervalMs: 60_000 }), redis);
+    const all = capturingLogger();
+    const round = await lead(testConfig({ prefix, providers: [], intervalMs: 60_000, gcIntervalMs: 60_000 }), redis, all.logger);
+    expect(round.schedules.removed.sort()).toEqual(['a', 'b']);
+    expect(all.lines).toHaveLength(1);
+    expect(all.lines[0]).toMatchObject({
+      level: 40,
+      removed: ['a', 'b'],
+      msg: 'no providers configured: removed the schedules and ProviderHealth of every provider (a, b)',
+    });
+  });
+
+  test('turning checks off (interval 0) for configured providers is not a warning', async () => {
+    const prefix = uniquePrefix();
+    checksQueue(prefix);
+    const redis = connect();
+    const providers = [{ name: 'a', type: 'local' }] as const;
+    await lead(testConfig({ prefix, providers: [...providers], intervalMs: 60_000, gcIntervalMs: 60_000 }), redis);
+    const off = capturingLogger();
+    const round = await lead(testConfig({ prefix, providers: [...providers], intervalMs: 0, gcIntervalMs: 0 }), redis, off.logger);
+    expect(round.schedules.removed).toEqual(['a']);
+    expect(off.lines).toEqual([]);
   });
 });

@@ -33,10 +33,13 @@ export async function runServerCommand(role: string, flags: ServerFlags, io: Cli
   }
   const logger = createLogger({ level: config.logLevel });
   const running = await runRoles(config, roles, logger, options);
+  // Listen before saying "up": whoever reads that line may send SIGTERM at once, and a signal
+  // before the handler exists kills the process without a shutdown (its children orphaned).
+  const signalled = waitForSignal(logger);
   if (role === 'up' && running.api) {
     io.err(`egress is up: API ${running.api.url}, Bull Board ${running.api.url}/admin/queues, metrics ${running.api.url}/metrics\n`);
   }
-  const signal = await waitForSignal(logger);
+  const signal = await signalled;
   logger.info({ signal }, 'shutting down');
   const hardStop = setTimeout(() => {
     logger.error('shutdown did not finish in time: exiting');
