@@ -1,6 +1,6 @@
 import type {} from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, readlink, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
@@ -13,20 +13,56 @@ declare module 'vitest' {
 }
 
 let redis: RedisChild | undefined;
-let dir: string | undefined;
+let runDir: string | undefined;
+let previousTmpdir: string | undefined;
 
 /**
  * One private redis-server for the whole run; tests isolate themselves by key prefix. It has a
  * password, as `egress up`'s own has: `redisUrl` carries it, so every role and client in the
  * tests proves it works with one.
+ *
+ * Every temporary file of the run lives under one directory: TMPDIR points there for the test
+ * workers and every process they start (set before vitest forks them), and teardown removes it,
+ * so a test that forgets its own `rm` still leaves nothing in /tmp.
  */
 export async function setup(project: TestProject): Promise<void> {
-  dir = await mkdtemp(join(tmpdir(), 'egress-test-redis-'));
-  redis = await startRedisChild({ dir, appendOnly: false, password: randomBytes(24).toString('base64url') });
+  runDir = await mkdtemp(join(tmpdir(), 'egress-test-run-'));
+  previousTmpdir = process.env.TMPDIR;
+  process.env.TMPDIR = runDir;
+  redis = await startRedisChild({ dir: join(runDir, 'redis'), appendOnly: false, password: randomBytes(24).toString('base64url') });
   project.provide('redisUrl', redis.url);
+}
+
+/** Processes still running from the run's directory (a local proxy a test did not stop, a role it did not close). */
+async function leftoverProcesses(dir: string): Promise<{ pid: number; command: string }[]> {
+  const found: { pid: number; command: string }[] = [];
+  for (const entry of await readdir('/proc').catch(() => [] as string[])) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid) || pid === process.pid) continue;
+    try {
+      const command = (await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0').join(' ').trim();
+      const cwd = await readlink(`/proc/${pid}/cwd`).catch(() => '');
+      if (command && (command.includes(dir) || cwd.startsWith(dir))) found.push({ pid, command });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found;
 }
 
 export async function teardown(): Promise<void> {
   await redis?.stop();
-  if (dir) await rm(dir, { recursive: true, force: true });
+  if (previousTmpdir === undefined) delete process.env.TMPDIR;
+  else process.env.TMPDIR = previousTmpdir;
+  if (!runDir) return;
+  const left = await leftoverProcesses(runDir);
+  for (const p of left) {
+    process.stderr.write(`test run: process ${p.pid} was left running (${p.command.slice(0, 200)}); killing it\n`);
+    try {
+      process.kill(p.pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+  await rm(runDir, { recursive: true, force: true });
 }
