@@ -7,7 +7,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
-import { createServer, request, type IncomingMessage, type Server } from 'node:http';
+import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -84,7 +84,7 @@ function getInTunnel(proxyPort: number, hostPort: string): Promise<Answer> {
 }
 
 /** A loopback HTTP server that counts the connections it accepts. */
-async function countingServer(handler: (path: string, res: import('node:http').ServerResponse, remote: string) => void): Promise<{ server: Server; port: number; connections: () => number }> {
+async function countingServer(handler: (path: string, res: ServerResponse, remote: string) => void): Promise<{ server: Server; port: number; connections: () => number }> {
   let connections = 0;
   const server = createServer((req, res) => handler(req.url ?? '', res, req.socket.remoteAddress ?? ''));
   server.on('connection', () => connections++);

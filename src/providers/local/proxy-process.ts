@@ -96,8 +96,21 @@ function agentFor(egress: Egress): () => Agent {
   };
 }
 
+/** A hostile client can be refused at line rate: one log line per reason per minute, the metric counts them all. */
+function denialLog(logger: Logger): (reason: string, fields: Record<string, unknown>) => void {
+  const last = new Map<string, number>();
+  return (reason, fields) => {
+    const now = performance.now();
+    const previous = last.get(reason);
+    if (previous !== undefined && now - previous < 60_000) return;
+    last.set(reason, now);
+    logger.info({ ...fields, reason }, 'egress denied (further denials for this reason in the next minute are counted, not logged)');
+  };
+}
+
 async function listen(port: number, check: (username: string, password: string) => boolean, egress: Egress): Promise<Server> {
   const httpAgent = agentFor(egress);
+  const logDenial = denialLog(egress.logger);
   const prepare = async (opts: PrepareRequestFunctionOpts): Promise<PrepareRequestFunctionResult> => {
     if (!check(opts.username, opts.password)) return { requestAuthentication: true };
     const request = opts.isHttp ? { method: opts.request.method ?? '', path: pathOf(opts.request.url) } : undefined;
@@ -113,7 +126,7 @@ async function listen(port: number, check: (username: string, password: string) 
     } catch (err) {
       if (!(err instanceof EgressDeniedError)) throw err;
       egress.denials.record(err.reason);
-      egress.logger.info({ target: `${opts.hostname}:${opts.port}`, method: opts.isHttp ? request?.method : 'CONNECT', reason: err.reason }, 'egress denied');
+      logDenial(err.reason, { target: `${opts.hostname}:${opts.port}`, method: opts.isHttp ? request?.method : 'CONNECT' });
       throw new RequestError(`Forbidden by egress policy: ${err.reason}\n`, 403);
     }
   };
