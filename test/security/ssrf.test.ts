@@ -6,7 +6,7 @@
  * (no traffic leaves the machine: those ranges are never allowed here).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -332,8 +332,10 @@ describe('policy changes and sources', () => {
 
     it('with no policy at all refuses the inside', async () => {
       const port = await start('none', [], {});
+      const before = origin.connections();
       expect(await get(port, `http://localhost:${origin.port}/none`)).toEqual({ status: 403, body: 'Forbidden by egress policy: loopback\n' });
-      expect(await readdir(join(dir, 'instances'))).toContain('none');
+      expect(await tunnel(port, `[fd00:ec2::254]:80`)).toEqual({ status: 403, body: 'Forbidden by egress policy: metadata\n' });
+      expect(origin.connections()).toBe(before);
     });
   });
 });
