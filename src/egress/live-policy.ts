@@ -3,7 +3,7 @@ import { readFile, unwatchFile, watchFile } from 'node:fs';
 import { networkInterfaces } from 'node:os';
 import type { Logger } from '../logging.ts';
 import { parsePolicyDocument } from './policy-document.ts';
-import type { ProxyEgressPolicy } from './policy-config.ts';
+import type { GuardedEndpoint, ProxyEgressPolicy } from './policy-config.ts';
 import { compileEgressPolicy, NO_POLICY, type EgressPolicy } from './policy.ts';
 
 /**
@@ -21,6 +21,8 @@ export interface LivePolicy {
   /** Whether a document was read (false: the fail-closed default). */
   readonly loaded: boolean;
   reload(): Promise<void>;
+  /** Adds a listener to refuse whatever the document says (the proxy's own, known once it listens). */
+  guard(endpoint: GuardedEndpoint): Promise<void>;
   close(): void;
 }
 
@@ -51,6 +53,8 @@ export async function startLivePolicy(options: LivePolicyOptions): Promise<LiveP
   let compiled = compileEgressPolicy(doc, { localAddresses: localAddresses(), resolved });
   let generation = 0;
   let lastText: string | undefined;
+  const ownGuards: GuardedEndpoint[] = [];
+  const effective = (): ProxyEgressPolicy => ({ ...doc, guarded: [...doc.guarded, ...ownGuards] });
 
   async function resolveNames(names: readonly string[]): Promise<Map<string, readonly string[]>> {
     const next = new Map<string, readonly string[]>();
@@ -68,9 +72,9 @@ export async function startLivePolicy(options: LivePolicyOptions): Promise<LiveP
   }
 
   async function recompile(): Promise<void> {
-    const first = compileEgressPolicy(doc, { localAddresses: localAddresses(), resolved });
+    const first = compileEgressPolicy(effective(), { localAddresses: localAddresses(), resolved });
     resolved = await resolveNames(first.hostNames);
-    compiled = compileEgressPolicy(doc, { localAddresses: localAddresses(), resolved });
+    compiled = compileEgressPolicy(effective(), { localAddresses: localAddresses(), resolved });
     generation++;
   }
 
@@ -140,6 +144,10 @@ export async function startLivePolicy(options: LivePolicyOptions): Promise<LiveP
       return loaded;
     },
     reload,
+    guard(endpoint) {
+      ownGuards.push({ ...endpoint });
+      return recompile();
+    },
     close() {
       clearInterval(refresh);
       if (file !== undefined) unwatchFile(file, onChange);

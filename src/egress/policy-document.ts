@@ -13,7 +13,7 @@ const documentSchema = z.object({
   version: z.literal(1),
   allow: z.array(cidrSchema).max(256).default([]),
   deny: z.array(cidrSchema).max(256).default([]),
-  guarded: z.array(z.object({ host: hostSchema, port: portSchema, role: z.enum(['api', 'metrics', 'redis']) })).max(64).default([]),
+  guarded: z.array(z.object({ host: hostSchema, port: portSchema, role: z.enum(['api', 'metrics', 'redis', 'proxy']) })).max(64).default([]),
   echo: z.object({ host: hostSchema, port: portSchema, path: z.string().startsWith('/').max(2048) }).optional(),
 });
 

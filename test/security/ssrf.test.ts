@@ -245,13 +245,15 @@ describe('a proxy whose policy allows loopback', () => {
     expect(origin.connections()).toBe(before + 3);
   });
 
-  it('still refuses the API, the metrics-less API port by any spelling, and Redis', async () => {
+  it('still refuses the API port by any spelling, Redis, and its own listener', async () => {
     const before = api.connections();
     for (const host of ['127.0.0.1', 'localhost', '[::ffff:127.0.0.1]', '127.0.0.2', '0.0.0.0', '[::1]']) {
       expect(await get(proxy.port, `http://${host}:${api.port}/v1/proxies?format=text`)).toEqual({ status: 403, body: 'Forbidden by egress policy: guarded-listener\n' });
       expect(await tunnel(proxy.port, `${host}:${api.port}`)).toEqual({ status: 403, body: 'Forbidden by egress policy: guarded-listener\n' });
     }
     expect(await tunnel(proxy.port, redisHostPort)).toEqual({ status: 403, body: 'Forbidden by egress policy: guarded-listener\n' });
+    // Nor itself (a loop through its own listener).
+    expect(await tunnel(proxy.port, `127.0.0.1:${proxy.port}`)).toEqual({ status: 403, body: 'Forbidden by egress policy: guarded-listener\n' });
     expect(await get(proxy.port, `http://${redisHostPort}/`)).toEqual({ status: 403, body: 'Forbidden by egress policy: guarded-listener\n' });
     expect(api.connections()).toBe(before);
   });

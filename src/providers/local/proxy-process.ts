@@ -184,6 +184,8 @@ async function main(): Promise<void> {
     logger.info({ port: portHint }, 'previous port is taken; listening on a new one');
     server = await listen(0, check, egress);
   }
+  // Its own listener too: with loopback allowed, a client could otherwise loop the proxy through itself.
+  await policy.guard({ host: '127.0.0.1', port: server.port, role: 'proxy' });
   server.on('requestFailed', ({ error }: { error: Error }) => logger.warn({ err: error.message }, 'proxied request failed'));
 
   // Handlers first: the lifecycle may signal us as soon as instance.json names our pid.
