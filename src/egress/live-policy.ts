@@ -123,7 +123,9 @@ export async function startLivePolicy(options: LivePolicyOptions): Promise<LiveP
         again = false;
         await readDocument();
       } while (again);
-    })().finally(() => (running = undefined));
+    })()
+      .catch((err: unknown) => logger.error({ err: (err as Error).message }, 'egress policy reload failed; keeping the last one'))
+      .finally(() => (running = undefined));
     return running;
   }
 
