@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { proxyEgressPolicy } from '../../egress/policy-config.ts';
 import type { Provider, ProviderDeps } from '../types.ts';
 import { checkLocal, LOCAL_TARGET } from './check.ts';
-import { exportDenials } from './denial-stats.ts';
+import { exportDenials } from './denied-metric.ts';
 import { createLocalLifecycle } from './lifecycle.ts';
 import type { LocalProviderConfig } from './config.ts';
 
