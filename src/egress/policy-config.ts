@@ -37,8 +37,8 @@ export type EgressPolicyConfig = z.infer<typeof egressPolicySchema>;
 export interface GuardedEndpoint {
   host: string;
   port: number;
-  /** What listens there, for the denial's reason and the docs: `api`, `metrics`, `redis`. */
-  role: 'api' | 'metrics' | 'redis';
+  /** What listens there, for the logs and the docs: `api`, `metrics`, `redis`, or `proxy` (a proxy's own listener, added by the proxy itself). */
+  role: 'api' | 'metrics' | 'redis' | 'proxy';
 }
 
 /** The readiness probe's echo: the one request to a guarded listener a proxy lets through (a plain-HTTP `GET` of exactly `path`). */

@@ -5,6 +5,7 @@ import { connect, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterEach, beforeAll, afterAll, beforeEach, describe, expect, it } from 'vitest';
+import { proxyEgressPolicy } from '../../src/egress/policy-config.ts';
 import { silentLogger } from '../../src/logging.ts';
 import type { Instance, InstanceSpec, ProxyCredentials, ProxyLifecycle } from '../../src/providers/lifecycle.ts';
 import { createLocalLifecycle } from '../../src/providers/local/lifecycle.ts';
@@ -13,6 +14,8 @@ import { waitFor } from '../support/wait.ts';
 
 const SCRIPT = resolve('src/providers/local/proxy-process.ts');
 const CREDS: ProxyCredentials = { username: 'crawler', password: 's3cret-pass' };
+/** The traffic here goes to a loopback target, which the default egress policy refuses: allowed explicitly. */
+const egressPolicy = proxyEgressPolicy({ allow: ['127.0.0.1/32'], deny: [] }, undefined);
 const signal = (): AbortSignal => AbortSignal.timeout(30_000);
 
 function spec(name: string, fleet = 'fleet-a', credentials = CREDS): InstanceSpec {
@@ -109,7 +112,7 @@ describe('local proxy lifecycle', () => {
 
   beforeEach(async () => {
     dataDir = await mkdtemp(join(tmpdir(), 'egress-local-'));
-    lifecycle = createLocalLifecycle({ dataDir, logger: silentLogger() });
+    lifecycle = createLocalLifecycle({ dataDir, logger: silentLogger(), egressPolicy });
   });
 
   afterEach(async () => {
@@ -150,7 +153,7 @@ describe('local proxy lifecycle', () => {
   it('runs each proxy as plain node on the program built into the data directory, no TypeScript loader', async () => {
     const instance = await lifecycle.ensureInstance(spec('p1'), signal());
     const args = (await readFile(`/proc/${instance.id}/cmdline`, 'utf8')).split('\0').filter(Boolean);
-    expect(args).toEqual([process.execPath, join(dataDir, 'bin', 'proxy-process.cjs'), join(dataDir, 'instances', 'p1')]);
+    expect(args).toEqual([process.execPath, join(dataDir, 'bin', 'proxy-process.cjs'), join(dataDir, 'instances', 'p1'), '--policy', join(dataDir, 'egress-policy.json')]);
   });
 
   it('never takes a process whose arguments merely name the program and the directory for a proxy, nor signals it', async () => {
@@ -180,7 +183,7 @@ describe('local proxy lifecycle', () => {
   });
 
   it('two workers racing on the same name end with one process that both report', async () => {
-    const other = createLocalLifecycle({ dataDir, logger: silentLogger() });
+    const other = createLocalLifecycle({ dataDir, logger: silentLogger(), egressPolicy });
     const [a, b] = await Promise.all([lifecycle.ensureInstance(spec('p1'), signal()), other.ensureInstance(spec('p1'), signal())]);
     expect(b.id).toBe(a.id);
     expect(b.endpoint).toEqual(a.endpoint);
@@ -195,7 +198,7 @@ describe('local proxy lifecycle', () => {
 
   it('a restarted worker (new lifecycle on the same data dir) finds the running instance', async () => {
     const created = await lifecycle.ensureInstance(spec('p1'), signal());
-    const restarted = createLocalLifecycle({ dataDir, logger: silentLogger() });
+    const restarted = createLocalLifecycle({ dataDir, logger: silentLogger(), egressPolicy });
     expect(await restarted.getInstance('p1', undefined, signal())).toMatchObject({ id: created.id, state: 'running', endpoint: created.endpoint });
     expect((await collect(restarted.listInstances('fleet-a', signal()))).map((i) => i.id)).toEqual([created.id]);
     const again = await restarted.ensureInstance(spec('p1'), signal());
@@ -294,7 +297,7 @@ describe('local proxy lifecycle', () => {
   });
 
   it('delete falls back to SIGKILL when the process does not stop on SIGTERM', async () => {
-    const quick = createLocalLifecycle({ dataDir, logger: silentLogger(), stopGraceMs: 200 });
+    const quick = createLocalLifecycle({ dataDir, logger: silentLogger(), stopGraceMs: 200, egressPolicy });
     const instance = await quick.ensureInstance(spec('p1'), signal());
     const dir = join(dataDir, 'instances', 'p1');
     // A stopped process cannot act on SIGTERM; only SIGKILL ends it.

@@ -1,6 +1,8 @@
 import { join } from 'node:path';
+import { proxyEgressPolicy } from '../../egress/policy-config.ts';
 import type { Provider, ProviderDeps } from '../types.ts';
 import { checkLocal, LOCAL_TARGET } from './check.ts';
+import { exportDenials } from './denied-metric.ts';
 import { createLocalLifecycle } from './lifecycle.ts';
 import type { LocalProviderConfig } from './config.ts';
 
@@ -9,13 +11,21 @@ export { localProviderSchema, type LocalProviderConfig } from './config.ts';
 /** The local provider: forward-proxy processes on this machine, state under its data directory. */
 export function createLocalProvider(config: LocalProviderConfig, deps: ProviderDeps): Provider {
   const dataDir = config.dataDir ?? join(deps.dataDir, 'local', config.name);
-  const lifecycle = createLocalLifecycle({ dataDir, logger: deps.logger });
+  const egressPolicy = proxyEgressPolicy(config.proxies?.egressPolicy, deps.egress);
+  const lifecycle = createLocalLifecycle({ dataDir, logger: deps.logger, egressPolicy });
+  // At once, not on the first reconcile: proxies adopted from an earlier worker run (whose private
+  // Redis port may have changed) pick the new policy up from the file they watch.
+  lifecycle.writeEgressPolicy().catch((err: unknown) => deps.logger.error({ err: (err as Error).message }, 'egress policy not written yet; retried at the next create'));
+  const stopExporting = exportDenials(deps.registry, config.name, dataDir);
   return {
     name: config.name,
     type: 'local',
     lifecycle,
     targets: () => [LOCAL_TARGET],
     check: (signal) => checkLocal(dataDir, signal),
-    close: () => Promise.resolve(),
+    close: () => {
+      stopExporting();
+      return Promise.resolve();
+    },
   };
 }

@@ -10,6 +10,9 @@ import type { InstanceOwner, ProxyCredentials } from '../lifecycle.ts';
  * - `credentials.json` mode 0600, the Basic Proxy-Authorization the process requires.
  * - `instance.json`    written by the proxy process itself once it listens: the intent plus pid and port.
  * - `proxy.log`        the process's standard output and error.
+ * - `egress-denials.json` written by the proxy process: its refused destinations by reason (denial-stats.ts).
+ *
+ * Beside `instances/`, `<dataDir>/egress-policy.json` holds the egress policy of every proxy.
  *
  * Every JSON file is written to a temporary name and renamed into place, so a reader sees
  * either the old or the new content, never half of it.
@@ -30,6 +33,13 @@ export interface InstanceRecord extends IntentRecord {
   pid: number;
   port: number;
   startedAt: string;
+}
+
+/** `<dataDir>/egress-policy.json`: the egress policy every proxy of the provider enforces (written by the worker, watched by the proxies). */
+export const EGRESS_POLICY_FILE = 'egress-policy.json';
+
+export function egressPolicyPath(dataDir: string): string {
+  return join(dataDir, EGRESS_POLICY_FILE);
 }
 
 export function instancesDir(dataDir: string): string {

@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { mkdir, open, readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { proxyEgressPolicy, type ProxyEgressPolicy } from '../../egress/policy-config.ts';
 import { EgressError } from '../../errors.ts';
 import type { Logger } from '../../logging.ts';
 import { ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../lifecycle.ts';
@@ -9,6 +10,7 @@ import {
   asInstance,
   asIntent,
   CREDENTIALS_FILE,
+  egressPolicyPath,
   INSTANCE_FILE,
   instanceDir,
   instancesDir,
@@ -16,6 +18,7 @@ import {
   LOG_FILE,
   readJson,
   writeJsonAtomic,
+  writeFileAtomic,
   type InstanceRecord,
   type IntentRecord,
 } from './instance-files.ts';
@@ -28,6 +31,17 @@ export interface LocalLifecycleOptions {
   logger: Logger;
   /** How long a SIGTERM'd proxy gets before SIGKILL (default 5 s). */
   stopGraceMs?: number;
+  /** The egress policy the proxies enforce (default: the default deny alone, nothing guarded). */
+  egressPolicy?: ProxyEgressPolicy;
+}
+
+export interface LocalLifecycle extends ProxyLifecycle {
+  /**
+   * Writes the egress policy to `<dataDir>/egress-policy.json` when it differs from what is there
+   * (atomically); running proxies, adopted ones included, watch that file and apply it at once.
+   * Done once per lifecycle, before the first proxy starts; a failed write is tried again next time.
+   */
+  writeEgressPolicy(): Promise<void>;
 }
 
 /** A local instance could not be started or stopped; retrying may help. */
@@ -67,9 +81,25 @@ async function logTail(dir: string): Promise<string> {
  * files under the data directory, so that instances outlive the worker that started them and a
  * new worker finds them again.
  */
-export function createLocalLifecycle(options: LocalLifecycleOptions): ProxyLifecycle {
+export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifecycle {
   const { dataDir, logger } = options;
   const stopGraceMs = options.stopGraceMs ?? 5000;
+  const policyFile = egressPolicyPath(dataDir);
+  const policyText = `${JSON.stringify(options.egressPolicy ?? proxyEgressPolicy(undefined, undefined))}\n`;
+  let policyWritten: Promise<void> | undefined;
+  function writeEgressPolicy(): Promise<void> {
+    policyWritten ??= (async () => {
+      await mkdir(dataDir, { recursive: true, mode: 0o700 });
+      const existing = await readFile(policyFile, 'utf8').catch(() => undefined);
+      if (existing === policyText) return;
+      await writeFileAtomic(policyFile, policyText, 0o600);
+      logger.info({ file: policyFile }, 'egress policy written for the local proxies');
+    })().catch((err: unknown) => {
+      policyWritten = undefined;
+      throw new LocalInstanceError(`could not write the egress policy ${policyFile}: ${(err as Error).message}`, { cause: err });
+    });
+    return policyWritten;
+  }
   let built: Promise<string> | undefined;
   /** The proxy program's path, built on first use; a failed build is tried again next time. */
   function program(): Promise<string> {
@@ -137,7 +167,8 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): ProxyLifec
     const log = await open(join(dir, LOG_FILE), 'a', 0o600);
     let exited = false;
     try {
-      const args = [await program(), dir, ...(previousPort ? ['--port', String(previousPort)] : [])];
+      await writeEgressPolicy();
+      const args = [await program(), dir, ...(previousPort ? ['--port', String(previousPort)] : []), '--policy', policyFile];
       const child = spawn(process.execPath, args, { cwd: dir, detached: true, stdio: ['ignore', log.fd, log.fd] });
       child.once('exit', () => (exited = true));
       await new Promise<void>((resolveSpawn, reject) => {
@@ -159,6 +190,7 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): ProxyLifec
     const dir = instanceDir(dataDir, spec.name);
     const log = logger.child({ instance: spec.name, proxy: spec.owner.proxy });
     signal.throwIfAborted();
+    await writeEgressPolicy();
     await mkdir(dir, { recursive: true, mode: 0o700 });
     let { intent, record } = await readState(dir);
     if (intent && !sameOwner(intent, spec)) {
@@ -216,6 +248,7 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): ProxyLifec
   }
 
   return {
+    writeEgressPolicy,
     ensureInstance: (spec, signal) => withLock(spec.name, () => ensure(spec, signal)),
 
     async getInstance(name, _placement, signal) {

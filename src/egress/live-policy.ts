@@ -1,0 +1,158 @@
+import { lookup } from 'node:dns/promises';
+import { readFile, unwatchFile, watchFile } from 'node:fs';
+import { networkInterfaces } from 'node:os';
+import type { Logger } from '../logging.ts';
+import { parsePolicyDocument } from './policy-document.ts';
+import type { GuardedEndpoint, ProxyEgressPolicy } from './policy-config.ts';
+import { compileEgressPolicy, NO_POLICY, type EgressPolicy } from './policy.ts';
+
+/**
+ * The policy a running proxy enforces, kept current: the document (a file, re-read when it
+ * changes or on reload(); else the `EGRESS_PROXY_POLICY` text), this machine's interface
+ * addresses and the guarded host names' addresses (both refreshed every `refreshMs`).
+ *
+ * Fails closed: without a readable document the default deny applies (no allow, no echo). A
+ * document that becomes unreadable later leaves the last good one in force (logged).
+ */
+export interface LivePolicy {
+  current(): EgressPolicy;
+  /** Bumped whenever the compiled policy changes (the caller drops pooled upstream sockets). */
+  readonly generation: number;
+  /** Whether a document was read (false: the fail-closed default). */
+  readonly loaded: boolean;
+  reload(): Promise<void>;
+  /** Adds a listener to refuse whatever the document says (the proxy's own, known once it listens). */
+  guard(endpoint: GuardedEndpoint): Promise<void>;
+  close(): void;
+}
+
+export interface LivePolicyOptions {
+  file?: string;
+  /** The document's text from the environment; used only when no file is given. */
+  envText?: string;
+  logger: Logger;
+  /** How often interface addresses and guarded host names are refreshed (default 30 s). */
+  refreshMs?: number;
+  /** How often the file's stat is polled for changes (default 500 ms). */
+  watchMs?: number;
+}
+
+function localAddresses(): string[] {
+  return Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((i) => i.address));
+}
+
+function readText(file: string): Promise<string> {
+  return new Promise((resolve, reject) => readFile(file, 'utf8', (err, text) => (err ? reject(err) : resolve(text))));
+}
+
+export async function startLivePolicy(options: LivePolicyOptions): Promise<LivePolicy> {
+  const { file, envText, logger } = options;
+  let doc: ProxyEgressPolicy = NO_POLICY;
+  let loaded = false;
+  let resolved = new Map<string, readonly string[]>();
+  let compiled = compileEgressPolicy(doc, { localAddresses: localAddresses(), resolved });
+  let generation = 0;
+  let lastText: string | undefined;
+  const ownGuards: GuardedEndpoint[] = [];
+  const effective = (): ProxyEgressPolicy => ({ ...doc, guarded: [...doc.guarded, ...ownGuards] });
+
+  async function resolveNames(names: readonly string[]): Promise<Map<string, readonly string[]>> {
+    const next = new Map<string, readonly string[]>();
+    for (const name of names) {
+      try {
+        const found = await lookup(name, { all: true, verbatim: true });
+        next.set(name, found.map((a) => a.address));
+      } catch (err) {
+        const previous = resolved.get(name);
+        if (previous) next.set(name, previous);
+        logger.warn({ host: name, err: (err as Error).message }, 'guarded host name did not resolve; refusing every address on its port until it does');
+      }
+    }
+    return next;
+  }
+
+  async function recompile(): Promise<void> {
+    const first = compileEgressPolicy(effective(), { localAddresses: localAddresses(), resolved });
+    resolved = await resolveNames(first.hostNames);
+    compiled = compileEgressPolicy(effective(), { localAddresses: localAddresses(), resolved });
+    generation++;
+  }
+
+  async function readDocument(): Promise<void> {
+    let text: string | undefined;
+    let source: string;
+    if (file !== undefined) {
+      source = file;
+      try {
+        text = await readText(file);
+      } catch (err) {
+        logger.error({ file, err: (err as Error).message }, loaded ? 'egress policy unreadable; keeping the last one' : 'egress policy unreadable; default deny only');
+        return;
+      }
+    } else {
+      source = 'EGRESS_PROXY_POLICY';
+      text = envText;
+      if (text === undefined) {
+        logger.error('no egress policy given (no file, no EGRESS_PROXY_POLICY); default deny only');
+        return;
+      }
+    }
+    if (text === lastText) return;
+    try {
+      doc = parsePolicyDocument(text);
+    } catch (err) {
+      logger.error({ source, err: (err as Error).message }, loaded ? 'egress policy invalid; keeping the last one' : 'egress policy invalid; default deny only');
+      return;
+    }
+    lastText = text;
+    loaded = true;
+    await recompile();
+    logger.info({ source, allow: doc.allow, deny: doc.deny, guarded: doc.guarded.length, echo: doc.echo !== undefined }, 'egress policy loaded');
+  }
+
+  // One reload at a time; a request for another while one runs is coalesced into one more.
+  let running: Promise<void> | undefined;
+  let again = false;
+  function reload(): Promise<void> {
+    if (running) {
+      again = true;
+      return running;
+    }
+    running = (async () => {
+      do {
+        again = false;
+        await readDocument();
+      } while (again);
+    })()
+      .catch((err: unknown) => logger.error({ err: (err as Error).message }, 'egress policy reload failed; keeping the last one'))
+      .finally(() => (running = undefined));
+    return running;
+  }
+
+  await reload();
+  const refresh = setInterval(() => {
+    recompile().catch((err: unknown) => logger.error({ err: (err as Error).message }, 'egress policy refresh failed'));
+  }, options.refreshMs ?? 30_000);
+  refresh.unref();
+  const onChange = (): void => void reload();
+  if (file !== undefined) watchFile(file, { interval: options.watchMs ?? 500, persistent: false }, onChange);
+
+  return {
+    current: () => compiled,
+    get generation() {
+      return generation;
+    },
+    get loaded() {
+      return loaded;
+    },
+    reload,
+    guard(endpoint) {
+      ownGuards.push({ ...endpoint });
+      return recompile();
+    },
+    close() {
+      clearInterval(refresh);
+      if (file !== undefined) unwatchFile(file, onChange);
+    },
+  };
+}
