@@ -22,6 +22,7 @@ import { kvmHostConfigOf, kvmTestHost, type KvmTestHost } from '../support/kvm-h
 import { orUndefined } from '../../src/providers/kvm/lifecycle-ops.ts';
 import { proxyEgressPolicy, type EgressGuards } from '../../src/egress/policy-config.ts';
 import { createKvmProvider, kvmProviderSchema } from '../../src/providers/kvm/index.ts';
+import { unescapeXml } from '../../src/providers/kvm/domain-xml.ts';
 
 const run = promisify(execFile);
 const RUN_ID = `${process.pid.toString(36)}${Date.now().toString(36).slice(-4)}`;
@@ -85,16 +86,7 @@ function lifecycle(options: Partial<KvmLifecycleOptions> = {}, egressPolicy?: Pa
 async function oemStrings(name: string): Promise<string[]> {
   const xml = await lib(async (c, s) => c.domainGetXmlDesc(await c.domainLookupByName(name, s), 0, s));
   const block = /<oemStrings>([\s\S]*?)<\/oemStrings>/.exec(xml)?.[1] ?? '';
-  const unescape = (t: string): string =>
-    t
-      .replace(/&lt;/g, '<')
-      .replace(/&gt;/g, '>')
-      .replace(/&quot;/g, '"')
-      .replace(/&apos;/g, "'")
-      .replace(/&#(\d+);/g, (_m, d: string) => String.fromCodePoint(Number(d)))
-      .replace(/&#x([0-9a-fA-F]+);/g, (_m, h: string) => String.fromCodePoint(parseInt(h, 16)))
-      .replace(/&amp;/g, '&');
-  return [...block.matchAll(/<entry>([\s\S]*?)<\/entry>/g)].map((m) => unescape(m[1] ?? ''));
+  return [...block.matchAll(/<entry>([\s\S]*?)<\/entry>/g)].map((m) => unescapeXml(m[1] ?? ''));
 }
 
 const policyIn = async (name: string): Promise<unknown> => {

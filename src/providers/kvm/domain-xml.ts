@@ -19,7 +19,8 @@ export function escapeXml(value: string): string {
   return value.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&apos;');
 }
 
-function unescapeXml(value: string): string {
+/** The text an XML attribute or element holds, its entity and character references resolved. */
+export function unescapeXml(value: string): string {
   return value
     .replace(/&lt;/g, '<')
     .replace(/&gt;/g, '>')
