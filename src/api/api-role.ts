@@ -52,7 +52,11 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
   // Whatever fails from here on (Redis, a busy port) closes what was opened above: a queue left
   // open keeps reconnecting and keeps the process alive.
   const closeOpened = async (): Promise<void> => {
-    await Promise.allSettled([checkEvents.close(), proxies.close(), ...queues.map((q) => q.close())]);
+    await Promise.allSettled([
+      closeWithin(2000, () => checkEvents.close(), () => checkEvents.disconnect()),
+      proxies.close(),
+      ...queues.map((q) => closeWithin(2000, () => q.close(), () => q.disconnect())),
+    ]);
   };
   let server: ServerType;
   let url: string;
@@ -102,13 +106,32 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
           server.close(() => resolve());
           if ('closeAllConnections' in server) server.closeAllConnections();
         });
-        await checkEvents.close();
+        // Bounded: after a Redis outage QueueEvents' close can wait on its blocked reader for good.
+        await closeWithin(2000, () => checkEvents.close(), () => checkEvents.disconnect());
         await proxies.close();
-        await Promise.all(queues.map((q) => q.close()));
+        await Promise.all(queues.map((q) => closeWithin(2000, () => q.close(), () => q.disconnect())));
       })();
       return closing;
     },
   };
+}
+
+/**
+ * `close()`, or after `ms` `force()` (a disconnect, not awaited: it may wait on Redis too):
+ * shutting down never waits on Redis for good.
+ */
+async function closeWithin(ms: number, close: () => Promise<void>, force: () => Promise<void>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => {
+    timer = setTimeout(() => resolve('late'), ms);
+  });
+  const closed = close().then(() => 'closed' as const);
+  closed.catch(() => undefined);
+  try {
+    if ((await Promise.race([closed, late])) === 'late') force().catch(() => undefined);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** The echo URL's `host:port`: readiness probes send that Host through each proxy (only when set by --echo-url). */
