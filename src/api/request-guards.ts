@@ -6,15 +6,18 @@ import { parseAuthority } from './host-authority.ts';
 /**
  * Defences every request passes before a route sees it: the body size, the `Host` (against DNS
  * rebinding), the `Origin` and the media type of mutating requests (against cross-site requests).
- * Each refusal is a 4xx with JSON `{error, message}` naming the reason, and closes the connection
- * so that a hostile client's unread body is never read on our side.
+ * Each refusal is a 4xx with JSON `{error, message}` naming the reason.
  */
 
 /** Media types a mutating request may carry: JSON, or YAML as `egress apply` sends it. */
 export const MUTATION_MEDIA_TYPES: readonly string[] = ['application/json', 'application/yaml', 'application/x-yaml', 'text/yaml'];
 
+/**
+ * A refusal. The connection is not closed at once: @hono/node-server drains an unread body for at
+ * most 500 ms / 64 MiB after the answer and then closes, so the client reads the answer instead of
+ * a reset (closing a socket with unread data sends RST, which can discard the answer in flight).
+ */
 export function refuse(c: Context, status: ClientErrorStatusCode, error: string, message: string): Response {
-  c.header('Connection', 'close');
   return c.json({ error, message }, status);
 }
 
