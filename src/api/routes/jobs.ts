@@ -10,7 +10,7 @@ function parseStates(value: string | undefined): JobState[] {
   if (unknown.length > 0) {
     const named = unknown.slice(0, 5).map((s) => `"${s.slice(0, 40)}"`).join(', ');
     const more = unknown.length > 5 ? ` and ${unknown.length - 5} more` : '';
-    throw new BadRequestError(`query parameter "state": unknown state${unknown.length > 1 ? 's' : ''} ${named}${more} (known: ${JOB_STATES.join(', ')})`);
+    throw new BadRequestError(`query parameter "state" must be a comma-separated list of ${JOB_STATES.join(', ')}; unknown: ${named}${more}`);
   }
   return states as JobState[];
 }
