@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { runRoles, type RunningRoles } from '../../src/cli/run-roles.ts';
+import { freezeConfig } from '../../src/config/app.ts';
 import { silentLogger } from '../../src/logging.ts';
 import { runCli } from '../support/cli.ts';
 import { testConfig } from '../support/config.ts';
@@ -122,6 +123,20 @@ describe('cross-site requests and DNS rebinding, API without tokens (loopback)',
     const run = await runCli(['api', '--allowed-host', 'http://x/'], { REDIS_URL: 'redis://127.0.0.1:1' });
     expect(run).toMatchObject({ code: 2, err: 'error: --allowed-host: expected a host name or address with an optional port (egress.local, egress.local:8080), got "http://x/"\n' });
     expect((await runCli(['api', '--allowed-host', 'a.test', '--allowed-host', 'b.test:80', '--check-config'], { REDIS_URL: 'redis://127.0.0.1:1' })).code).toBe(0);
+  });
+});
+
+describe('an --echo-url naming another host', () => {
+  test('its host:port is served, so readiness probes through proxies keep working', async () => {
+    const base = testConfig();
+    const roles = await runRoles(freezeConfig({ ...base, echoUrl: 'http://host.docker.internal:18080/v1/echo' }), ['api'], silentLogger());
+    try {
+      const api = roles.api?.url ?? '';
+      expect((await rawRequest(`${api}/v1/echo`, { headers: { host: 'host.docker.internal:18080' } })).status).toBe(200);
+      expect((await rawRequest(`${api}/v1/echo`, { headers: { host: 'host.docker.internal:18081' } })).status).toBe(403);
+    } finally {
+      await roles.close();
+    }
   });
 });
 
