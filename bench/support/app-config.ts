@@ -9,7 +9,7 @@ export function benchConfig(redisUrl: string, prefix: string, dataDir: string, o
     providers: [{ name: 'local', type: 'local' }],
     checks: { intervalMs: 0, timeoutMs: 15_000 },
     redis: { url: redisUrl, prefix },
-    api: { host: '127.0.0.1', port: 0, tokens: [] },
+    api: { host: '127.0.0.1', port: 0, tokens: [], maxBodyBytes: 1024 * 1024, allowedHosts: [] },
     metricsPort: undefined,
     echoUrl: undefined,
     recheckMs: 200,

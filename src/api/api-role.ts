@@ -14,7 +14,9 @@ import { registerQueueGauges } from '../metrics/queue-gauges.ts';
 import { registerProxyGauge } from '../metrics/proxy-metrics.ts';
 import { ProxyStore } from '../store/proxy-store.ts';
 import type { StatusStore } from '../store/status-store.ts';
+import { ConfigError } from '../errors.ts';
 import { createApiApp } from './app.ts';
+import { HostAllowList } from './request-guards.ts';
 
 export interface ApiRoleDeps {
   config: AppConfig;
@@ -46,37 +48,53 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
   const checks = queues.find((q) => q.name === QUEUES.checks) as Queue;
   const checkEvents = new QueueEvents(QUEUES.checks, { connection: redisOptions(deps.redisUrl, 'worker'), prefix: config.redis.prefix });
   checkEvents.on('error', (err) => logger.warn({ err: err.message }, 'queue events connection error'));
-  await checkEvents.waitUntilReady();
-
   const proxies = new ProxyStore(deps.redis, config.redis.prefix);
-  registerProviderGauges(deps.registry, deps.store);
-  registerQueueGauges(deps.registry, queues);
-  registerProxyGauge(deps.registry, proxies, config.providers.map((p) => p.name));
-  const app = createApiApp({
-    store: deps.store,
-    proxies,
-    providers: config.providers.map((p) => p.name),
-    checks,
-    checkEvents,
-    queues,
-    inspector: new JobInspector(queues),
-    registry: deps.registry,
-    tokens: config.api.tokens,
-    ping: async (signal) => {
-      signal.throwIfAborted();
-      await deps.redis.ping();
-    },
-    checkWaitMs: config.checks.timeoutMs + 30_000,
-    logger,
-  });
-
-  const server = await new Promise<ServerType>((resolve, reject) => {
-    const s = serve({ fetch: app.fetch, hostname: config.api.host, port: config.api.port }, () => resolve(s));
-    s.once('error', reject);
-  });
-  const address = server.address() as AddressInfo;
-  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-  const url = `http://${host}:${address.port}`;
+  // Whatever fails from here on (Redis, a busy port) closes what was opened above: a queue left
+  // open keeps reconnecting and keeps the process alive.
+  const closeOpened = async (): Promise<void> => {
+    await Promise.allSettled([
+      closeWithin(2000, () => checkEvents.close(), () => checkEvents.disconnect()),
+      proxies.close(),
+      ...queues.map((q) => closeWithin(2000, () => q.close(), () => q.disconnect())),
+    ]);
+  };
+  let server: ServerType;
+  let url: string;
+  try {
+    await checkEvents.waitUntilReady();
+    registerProviderGauges(deps.registry, deps.store);
+    registerQueueGauges(deps.registry, queues);
+    registerProxyGauge(deps.registry, proxies, config.providers.map((p) => p.name));
+    const hosts = new HostAllowList([...config.api.allowedHosts, ...echoHost(config.echoUrl)]);
+    const app = createApiApp({
+      store: deps.store,
+      proxies,
+      providers: config.providers.map((p) => p.name),
+      checks,
+      checkEvents,
+      queues,
+      inspector: new JobInspector(queues),
+      registry: deps.registry,
+      tokens: config.api.tokens,
+      maxBodyBytes: config.api.maxBodyBytes,
+      hosts,
+      ping: async (signal) => {
+        signal.throwIfAborted();
+        await deps.redis.ping();
+      },
+      storeConnected: () => deps.redis.status === 'ready',
+      checkWaitMs: config.checks.timeoutMs + 30_000,
+      logger,
+    });
+    server = await listen(app, config.api.host, config.api.port);
+    const address = server.address() as AddressInfo;
+    hosts.bind(address.address, address.port);
+    const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+    url = `http://${host}:${address.port}`;
+  } catch (err) {
+    await closeOpened();
+    throw err;
+  }
   logger.info({ url, auth: config.api.tokens.length > 0 }, 'api listening');
 
   let closing: Promise<void> | undefined;
@@ -88,11 +106,51 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
           server.close(() => resolve());
           if ('closeAllConnections' in server) server.closeAllConnections();
         });
-        await checkEvents.close();
+        // Bounded: after a Redis outage QueueEvents' close can wait on its blocked reader for good.
+        await closeWithin(2000, () => checkEvents.close(), () => checkEvents.disconnect());
         await proxies.close();
-        await Promise.all(queues.map((q) => q.close()));
+        await Promise.all(queues.map((q) => closeWithin(2000, () => q.close(), () => q.disconnect())));
       })();
       return closing;
     },
   };
+}
+
+/**
+ * `close()`, or after `ms` `force()` (a disconnect, not awaited: it may wait on Redis too):
+ * shutting down never waits on Redis for good.
+ */
+async function closeWithin(ms: number, close: () => Promise<void>, force: () => Promise<void>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => {
+    timer = setTimeout(() => resolve('late'), ms);
+  });
+  const closed = close().then(() => 'closed' as const);
+  closed.catch(() => undefined);
+  try {
+    if ((await Promise.race([closed, late])) === 'late') force().catch(() => undefined);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The echo URL's `host:port`: readiness probes send that Host through each proxy (only when set by --echo-url). */
+function echoHost(echoUrl: string | undefined): string[] {
+  if (echoUrl === undefined) return [];
+  const u = new URL(echoUrl);
+  return [u.port ? u.host : `${u.host}:${u.protocol === 'https:' ? 443 : 80}`];
+}
+
+/** Listens, or fails with a ConfigError naming --port when the address is taken or not ours. */
+async function listen(app: { fetch: (req: Request) => Response | Promise<Response> }, hostname: string, port: number): Promise<ServerType> {
+  return new Promise<ServerType>((resolve, reject) => {
+    const s = serve({ fetch: app.fetch, hostname, port }, () => resolve(s));
+    s.once('error', (err: NodeJS.ErrnoException) => {
+      s.close();
+      if (err.code === 'EADDRINUSE') reject(new ConfigError('--port', `${hostname}:${port} is already in use (EADDRINUSE): another process listens there; choose another --port`, { cause: err }));
+      else if (err.code === 'EADDRNOTAVAIL') reject(new ConfigError('--host', `cannot listen on ${hostname}:${port}: not an address of this machine (EADDRNOTAVAIL)`, { cause: err }));
+      else if (err.code === 'EACCES') reject(new ConfigError('--port', `cannot listen on ${hostname}:${port}: permission denied (EACCES)`, { cause: err }));
+      else reject(err);
+    });
+  });
 }

@@ -7,6 +7,8 @@ import type { StatusStore } from '../store/status-store.ts';
 import { requireToken } from './auth.ts';
 import { mountBullBoard } from './bull-board.ts';
 import { errorResponse } from './http-errors.ts';
+import { raceSignal, readDeadline } from './read-deadline.ts';
+import { limitBody, requireAllowedHost, requireMutationMediaType, requireSameOrigin, type HostAllowList } from './request-guards.ts';
 import { jobRoutes } from './routes/jobs.ts';
 import { echoRoute } from '../readiness/echo.ts';
 import { providerHealthRoutes } from './routes/provider-health.ts';
@@ -24,8 +26,16 @@ export interface ApiDeps {
   inspector: JobInspector;
   registry: Registry;
   tokens: readonly string[];
+  /** Largest request body accepted; larger ones are answered 413. */
+  maxBodyBytes: number;
+  /** The `Host` names served while there are no tokens (DNS rebinding defence). */
+  hosts: HostAllowList;
   /** Answers whether Redis is reachable, for /readyz. */
   ping: (signal: AbortSignal) => Promise<void>;
+  /** True while the Redis connection is up: an unexpected error while it is down is a 503. */
+  storeConnected: () => boolean;
+  /** Deadline of every GET/HEAD but /healthz and /readyz (default 3 s). */
+  readDeadlineMs?: number;
   checkWaitMs: number;
   logger: Logger;
 }
@@ -33,14 +43,21 @@ export interface ApiDeps {
 /** The HTTP API as a Hono app (served by @hono/node-server in api-server.ts). */
 export function createApiApp(deps: ApiDeps): Hono {
   const app = new Hono();
-  app.onError((err, c) => errorResponse(err, c, deps.logger));
-  app.notFound((c) => c.json({ error: 'ERR_NOT_FOUND', message: `no route for ${c.req.method} ${c.req.path}` }, 404));
+  app.onError((err, c) => errorResponse(err, c, { logger: deps.logger, storeConnected: deps.storeConnected }));
+  app.notFound((c) => c.json({ error: 'ERR_NOT_FOUND', message: `no route for ${c.req.method} ${c.req.path.slice(0, 200)}` }, 404));
+  // Order matters: who may talk to us (Host, token, Origin) before what they send (media type, size).
+  if (deps.tokens.length === 0) app.use('*', requireAllowedHost(deps.hosts));
   app.use('*', requireToken(deps.tokens));
+  app.use('*', requireSameOrigin());
+  app.use('*', requireMutationMediaType());
+  app.use('*', limitBody(deps.maxBodyBytes));
+  app.use('*', readDeadline(deps.readDeadlineMs ?? 3000, ['/healthz', '/readyz']));
 
   app.get('/healthz', (c) => c.text('ok'));
   app.get('/readyz', async (c) => {
     try {
-      await deps.ping(AbortSignal.timeout(2000));
+      const deadline = AbortSignal.timeout(2000);
+      await raceSignal(deps.ping(deadline), deadline, () => new Error('no answer within 2s'));
       return c.text('ok');
     } catch (err) {
       return c.json({ error: 'NotReady', message: `redis is not reachable: ${(err as Error).message}` }, 503);
@@ -58,6 +75,6 @@ export function createApiApp(deps: ApiDeps): Hono {
   app.route('/v1', echoRoute());
   const reconcile = deps.queues.find((q) => q.name === 'reconcile');
   if (reconcile) app.route('/v1', proxyRoutes({ proxies: deps.proxies, providers: deps.providers, reconcile }));
-  mountBullBoard(app, deps.queues);
+  mountBullBoard(app, deps.queues, { storeConnected: deps.storeConnected, logger: deps.logger });
   return app;
 }

@@ -13,14 +13,21 @@ function matchesAny(presented: string, tokens: readonly Buffer[]): boolean {
   return ok;
 }
 
-function presentedToken(header: string | undefined): string | undefined {
+/** `Bearer`, spaces, then one word of visible characters, and nothing after it. */
+const BEARER = /^Bearer +([\x21-\x7e]+)$/i;
+const BASIC = /^Basic +([A-Za-z0-9+/]+=*)$/i;
+
+/**
+ * The token a request presents: `Bearer <token>` exactly (no trailing words), or, only where a
+ * browser needs it (`basicAllowed`: Bull Board under /admin/), Basic with the token as password.
+ */
+function presentedToken(header: string | undefined, basicAllowed: boolean): string | undefined {
   if (!header) return undefined;
-  const [scheme, value] = header.split(' ', 2);
-  if (!scheme || !value) return undefined;
-  if (scheme.toLowerCase() === 'bearer') return value.trim();
-  // Browsers cannot send bearer tokens to Bull Board: accept Basic with the token as password.
-  if (scheme.toLowerCase() === 'basic') {
-    const decoded = Buffer.from(value, 'base64').toString('utf8');
+  const bearer = BEARER.exec(header);
+  if (bearer) return bearer[1];
+  const basic = basicAllowed ? BASIC.exec(header) : null;
+  if (basic?.[1]) {
+    const decoded = Buffer.from(basic[1], 'base64').toString('utf8');
     const colon = decoded.indexOf(':');
     return colon >= 0 ? decoded.slice(colon + 1) : undefined;
   }
@@ -28,18 +35,22 @@ function presentedToken(header: string | undefined): string | undefined {
 }
 
 /**
- * Requires a bearer token on every route but `/healthz` and `/v1/echo` when tokens are configured. With no
- * tokens (allowed only on a loopback bind) everything is open.
+ * Requires a bearer token on every route but `/healthz` and `/v1/echo` when tokens are configured
+ * (Basic with the token as password is accepted under `/admin/` only, for Bull Board in a browser).
+ * With no tokens (allowed only on a loopback bind) everything is open; the Host check guards it.
  */
 export function requireToken(tokens: readonly string[]): MiddlewareHandler {
   const digests = tokens.map(digest);
   return async (c, next) => {
     // /healthz and the readiness echo (it tells a caller only its own address) stay open.
     if (digests.length === 0 || c.req.path === '/healthz' || c.req.path === '/v1/echo') return next();
-    const token = presentedToken(c.req.header('authorization'));
+    const admin = c.req.path.startsWith('/admin/');
+    const header = c.req.header('authorization');
+    const token = presentedToken(header, admin);
     if (token !== undefined && matchesAny(token, digests)) return next();
-    if (c.req.path.startsWith('/admin/')) c.header('WWW-Authenticate', 'Basic realm="egress", charset="UTF-8"');
+    if (admin) c.header('WWW-Authenticate', 'Basic realm="egress", charset="UTF-8"');
     else c.header('WWW-Authenticate', 'Bearer realm="egress"');
-    return c.json({ error: 'Unauthorized', message: token === undefined ? 'a bearer token is required' : 'the token is not valid' }, 401);
+    const message = token !== undefined ? 'the token is not valid' : header ? 'the Authorization header is not "Bearer <token>"' : 'a bearer token is required';
+    return c.json({ error: 'Unauthorized', message }, 401);
   };
 }

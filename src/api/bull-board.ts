@@ -3,12 +3,71 @@ import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { HonoAdapter } from '@bull-board/hono';
 import { serveStatic } from '@hono/node-server/serve-static';
 import type { Queue } from 'bullmq';
-import type { Hono } from 'hono';
+import type { Hono, MiddlewareHandler } from 'hono';
+import type { Logger } from '../logging.ts';
 
 export const BULL_BOARD_PATH = '/admin/queues';
 
+export interface BullBoardDeps {
+  /** True while Redis is connected: the board's failures are then the request's fault. */
+  storeConnected: () => boolean;
+  logger: Logger;
+}
+
+/** The first path segment or query parameter that is not valid percent-encoded text (or holds a control character). */
+function malformedPart(rawUrl: string): string | undefined {
+  const u = new URL(rawUrl);
+  const parts: [string, string][] = u.pathname.split('/').map((s) => ['path', s]);
+  for (const pair of u.search.slice(1).split('&')) {
+    const [name = '', value = ''] = pair.split('=', 2);
+    parts.push([`query parameter "${safeName(name)}"`, name], [`query parameter "${safeName(name)}"`, value]);
+  }
+  for (const [what, raw] of parts) {
+    let decoded: string;
+    try {
+      decoded = decodeURIComponent(raw.replace(/\+/g, ' '));
+    } catch {
+      return `${what}: malformed percent-encoding`;
+    }
+    if ([...decoded].some((ch) => ch.charCodeAt(0) < 0x20 || ch.charCodeAt(0) === 0x7f)) return `${what}: control characters are not allowed`;
+  }
+  return undefined;
+}
+
+function safeName(name: string): string {
+  return name.replace(/[^\w.-]/g, '?').slice(0, 40);
+}
+
+/**
+ * Bull Board answers 500 to requests it cannot parse (`?status=%00`, `?activeQueue=%ZZ`): refuse
+ * malformed ones up front, and turn what it still fails on into a 400 while Redis is up (503 while
+ * it is down), never a 5xx that blames us for a client's bytes.
+ */
+function guardBoard(deps: BullBoardDeps): MiddlewareHandler {
+  return async (c, next) => {
+    const malformed = malformedPart(c.req.url);
+    if (malformed) return c.json({ error: 'ERR_BAD_REQUEST', message: `Bull Board request refused: ${malformed}` }, 400);
+    await next();
+    if (c.res.status < 500) return;
+    const detail = await c.res
+      .clone()
+      .json()
+      .then((b: unknown) => {
+        const message = (b as { message?: unknown }).message;
+        return typeof message === 'string' ? message.slice(0, 200) : '';
+      })
+      .catch(() => '');
+    if (!deps.storeConnected()) {
+      c.res = c.json({ error: 'ERR_STORE_UNAVAILABLE', message: 'Redis is unreachable; try again' }, 503);
+      return;
+    }
+    deps.logger.info({ path: c.req.path.slice(0, 200), status: c.res.status, detail }, 'bull board could not serve a request');
+    c.res = c.json({ error: 'ERR_BAD_REQUEST', message: `Bull Board could not serve this request${detail ? `: ${detail}` : ''}` }, 400);
+  };
+}
+
 /** Mounts Bull Board at /admin/queues (behind the API's token check, like every route). */
-export function mountBullBoard(app: Hono, queues: readonly Queue[]): void {
+export function mountBullBoard(app: Hono, queues: readonly Queue[], deps: BullBoardDeps): void {
   const adapter = new HonoAdapter(serveStatic);
   adapter.setBasePath(BULL_BOARD_PATH);
   createBullBoard({
@@ -16,5 +75,6 @@ export function mountBullBoard(app: Hono, queues: readonly Queue[]): void {
     serverAdapter: adapter,
     options: { uiConfig: { boardTitle: 'egress-proxies', miscLinks: [{ text: 'Metrics', url: '/metrics' }] } },
   });
+  app.use(`${BULL_BOARD_PATH}/*`, guardBoard(deps));
   app.route(BULL_BOARD_PATH, adapter.registerPlugin());
 }

@@ -21,16 +21,34 @@ const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
   ERR_PROXY_TERMINATING: 409,
   ERR_CHECK_FAILED: 502,
   ERR_CHECK_WAIT_TIMEOUT: 504,
+  ERR_STORE_UNAVAILABLE: 503,
 };
 
-/** Every error becomes JSON `{error, message}`; never a stack trace. */
-export function errorResponse(err: Error, c: Context, logger: Logger): Response {
+export interface ErrorContext {
+  logger: Logger;
+  /** True while Redis is connected; an unexpected error while it is not is answered 503. */
+  storeConnected: () => boolean;
+}
+
+/**
+ * Every error becomes JSON `{error, message}`; never a stack trace. A client that went away
+ * mid-request (an upload cut short) is one debug line: there is nobody to answer.
+ */
+export function errorResponse(err: Error, c: Context, { logger, storeConnected }: ErrorContext): Response {
+  if (c.req.raw.signal.aborted) {
+    logger.debug({ method: c.req.method, path: c.req.path.slice(0, 200), err: err.message }, 'client went away mid-request');
+    return c.json({ error: 'ERR_CLIENT_GONE', message: 'the client closed the connection' }, 400);
+  }
   if (err instanceof HTTPException) return c.json({ error: 'HTTPError', message: err.message }, err.status);
   if (err instanceof EgressError) {
     const status = STATUS_BY_CODE[err.code] ?? 500;
     if (status >= 500) logger.warn({ code: err.code, err: err.message }, 'request failed');
     const errors = (err as { errors?: unknown }).errors;
     return c.json({ error: err.code, message: err.message, ...(Array.isArray(errors) ? { errors } : {}) }, status);
+  }
+  if (!storeConnected()) {
+    logger.warn({ err: err.message }, 'request failed while Redis is unreachable');
+    return c.json({ error: 'ERR_STORE_UNAVAILABLE', message: 'Redis is unreachable; try again' }, 503);
   }
   logger.error({ err: err.message, stack: err.stack }, 'unexpected error serving a request');
   return c.json({ error: 'Internal', message: 'internal error; see the server log' }, 500);

@@ -1,9 +1,11 @@
 import { readFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
+import { parseAuthority } from '../api/host-authority.ts';
 import { DEFAULT_PREFIX } from '../../queues/names.ts';
 import { freezeConfig, QUEUE_SET, type AppConfig, type WorkQueue } from '../config/app.ts';
 import { resolveCheckSchedule } from '../config/checks.ts';
+import { parseByteSize } from '../config/byte-size.ts';
 import { parseDuration } from '../config/duration.ts';
 import { DEFAULT_CONFIG_FILE, loadConfigFile } from '../config/file.ts';
 import { ConfigError } from '../errors.ts';
@@ -21,6 +23,9 @@ export interface ServerFlags {
   host: string;
   port: string;
   apiTokenFile?: string;
+  maxBodySize: string;
+  /** Repeatable `--allowed-host`. */
+  allowedHost?: string[];
   queues: string;
   concurrency: string;
   lockDuration: string;
@@ -45,6 +50,7 @@ export const SERVER_FLAG_DEFAULTS = {
   shutdownGrace: '10s',
   host: '127.0.0.1',
   port: '8080',
+  maxBodySize: '1MiB',
   queues: 'checks,reconcile,gc',
   gcInterval: '5m',
   gcGrace: '10m',
@@ -96,6 +102,23 @@ async function readTokens(file: string): Promise<string[]> {
   return tokens;
 }
 
+const MIN_BODY = 1024;
+const MAX_BODY = 1024 ** 3;
+
+function parseMaxBody(text: string): number {
+  const n = parseByteSize(text);
+  if (n === undefined || n < MIN_BODY || n > MAX_BODY) throw new ConfigError('--max-body-size', `expected a size from 1KiB to 1GiB such as 1MiB, 512KiB or 65536 (bytes), got "${text}"`);
+  return n;
+}
+
+/** `--allowed-host` values: a host name or address, optionally with a port (`egress.local`, `egress.local:8080`, `[::1]:8080`). */
+function parseAllowedHosts(values: readonly string[]): string[] {
+  for (const text of values) {
+    if (!parseAuthority(text)) throw new ConfigError('--allowed-host', `expected a host name or address with an optional port (egress.local, egress.local:8080), got "${text}"`);
+  }
+  return [...values];
+}
+
 function parseQueues(text: string): WorkQueue[] {
   const queues = text.split(',').map((q) => q.trim()).filter(Boolean);
   if (queues.length === 0) throw new ConfigError('--queues', 'expected at least one queue');
@@ -140,12 +163,16 @@ export async function buildServerConfig(flags: ServerFlags, options: { defaultPr
   if (options.servesApi && !isLoopback(flags.host) && tokens.length === 0) {
     throw new ConfigError('--host', `binding ${flags.host} (not loopback) requires --api-token-file`);
   }
+  const metricsPort = flags.metricsPort === undefined ? undefined : integer('--metrics-port', flags.metricsPort, 0, 65535);
+  if (!options.servesApi && metricsPort !== undefined && !isLoopback(flags.host) && tokens.length === 0) {
+    throw new ConfigError('--host', `binding the --metrics-port listener on ${flags.host} (not loopback) requires --api-token-file`);
+  }
   const file = flags.config ? await loadConfigFile(flags.config) : options.defaultProviders ? DEFAULT_CONFIG_FILE : { providers: [] };
   const config: AppConfig = {
     providers: file.providers,
     checks,
     redis: { url: parseRedisUrl(flags.redisUrl), prefix: flags.prefix },
-    api: { host: flags.host, port, tokens },
+    api: { host: flags.host, port, tokens, maxBodyBytes: parseMaxBody(flags.maxBodySize), allowedHosts: parseAllowedHosts(flags.allowedHost ?? []) },
     echoUrl: flags.echoUrl === undefined ? undefined : parseHttpUrl('--echo-url', flags.echoUrl),
     recheckMs: 2000,
     resyncMs: nonNegativeDuration('--resync-interval', flags.resyncInterval),
@@ -155,7 +182,7 @@ export async function buildServerConfig(flags: ServerFlags, options: { defaultPr
     },
     gcIntervalMs: nonNegativeDuration('--gc-interval', flags.gcInterval),
     gcGraceMs: nonNegativeDuration('--gc-grace', flags.gcGrace),
-    metricsPort: flags.metricsPort === undefined ? undefined : integer('--metrics-port', flags.metricsPort, 0, 65535),
+    metricsPort,
     worker: {
       queues: parseQueues(flags.queues),
       concurrency: integer('--concurrency', flags.concurrency, 1, 1000),

@@ -17,6 +17,13 @@ export interface ApiSettings {
   port: number;
   /** Bearer tokens accepted by the API; empty means no auth (only allowed on loopback). */
   tokens: readonly string[];
+  /** Largest request body accepted (`--max-body-size`); larger ones are answered 413. */
+  maxBodyBytes: number;
+  /**
+   * Extra `Host` names (`name` or `name:port`, `--allowed-host`) served while the API has no
+   * tokens; the bound address and `localhost` are always allowed.
+   */
+  allowedHosts: readonly string[];
 }
 
 export interface WorkerSettings {
@@ -33,7 +40,7 @@ export interface AppConfig {
   checks: CheckSchedule;
   redis: RedisSettings;
   api: ApiSettings;
-  /** Port of a /metrics listener for roles without the API (on api.host); undefined: none. */
+  /** Port of a /metrics listener for roles without the API (on api.host, with api.tokens); undefined: none. */
   metricsPort: number | undefined;
   worker: WorkerSettings;
   dataDir: string;

@@ -1,41 +1,55 @@
-import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { serve, type ServerType } from '@hono/node-server';
+import { Hono } from 'hono';
 import type { Registry } from 'prom-client';
+import { requireToken } from '../api/auth.ts';
+import { HostAllowList, limitBody, requireAllowedHost } from '../api/request-guards.ts';
+import { ConfigError } from '../errors.ts';
 
 export interface MetricsServer {
   readonly url: string;
   close(): Promise<void>;
 }
 
+export interface MetricsServerOptions {
+  /** `--api-token-file`'s tokens: `/metrics` then needs one, as on the API. */
+  tokens: readonly string[];
+  /** `--allowed-host` names, served (besides the bound address and localhost) while there are no tokens. */
+  allowedHosts: readonly string[];
+}
+
 /**
  * `/metrics` and `/healthz` for a role without the API (a worker's job histograms, the KVM
- * pool's dials), so each process can be scraped on its own port.
+ * pool's dials), so each process can be scraped on its own port. It is defended like the API:
+ * tokens when given (required off loopback, checked in the CLI), otherwise only its own address
+ * and localhost as `Host`; `/healthz` stays open.
  */
-export async function startMetricsServer(registry: Registry, host: string, port: number): Promise<MetricsServer> {
-  const server: Server = createServer((req, res) => {
-    const path = (req.url ?? '/').split('?')[0];
-    if (req.method === 'GET' && path === '/metrics') {
-      registry.metrics().then(
-        (body) => res.writeHead(200, { 'content-type': registry.contentType }).end(body),
-        (err: unknown) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`metrics failed: ${(err as Error).message}\n`),
-      );
-    } else if (req.method === 'GET' && path === '/healthz') {
-      res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
-    } else {
-      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
-    }
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => resolve());
+export async function startMetricsServer(registry: Registry, host: string, port: number, options: MetricsServerOptions): Promise<MetricsServer> {
+  const hosts = new HostAllowList(options.allowedHosts);
+  const app = new Hono();
+  app.onError((err, c) => c.json({ error: 'Internal', message: `metrics failed: ${err.message}` }, 500));
+  app.notFound((c) => c.json({ error: 'ERR_NOT_FOUND', message: 'not found: this listener serves /metrics and /healthz' }, 404));
+  if (options.tokens.length === 0) app.use('*', requireAllowedHost(hosts));
+  app.use('*', requireToken(options.tokens));
+  app.use('*', limitBody(1024));
+  app.get('/healthz', (c) => c.text('ok'));
+  app.get('/metrics', async (c) => c.body(await registry.metrics(), 200, { 'Content-Type': registry.contentType }));
+
+  const server = await new Promise<ServerType>((resolve, reject) => {
+    const s = serve({ fetch: app.fetch, hostname: host, port }, () => resolve(s));
+    s.once('error', (err: NodeJS.ErrnoException) => {
+      s.close();
+      reject(err.code === 'EADDRINUSE' ? new ConfigError('--metrics-port', `${host}:${port} is already in use (EADDRINUSE)`, { cause: err }) : err);
+    });
   });
   const address = server.address() as AddressInfo;
+  hosts.bind(address.address, address.port);
   return {
     url: `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`,
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
-        server.closeAllConnections();
+        if ('closeAllConnections' in server) server.closeAllConnections();
       }),
   };
 }

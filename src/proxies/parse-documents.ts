@@ -4,12 +4,23 @@ import { EgressError } from '../errors.ts';
 import { formatPath } from '../config/zod-helpers.ts';
 import { proxyDocumentSchema, type ProxyDocument } from './resource.ts';
 
-/** A document set that was rejected whole; every error names its document and field. */
+/** At most this many error lines are reported; the rest are counted in one more line. */
+export const MAX_ERROR_LINES = 20;
+/** At most this many documents in one request or file. */
+export const MAX_DOCUMENTS = 1000;
+
+function capped(errors: readonly string[]): string[] {
+  if (errors.length <= MAX_ERROR_LINES) return [...errors];
+  return [...errors.slice(0, MAX_ERROR_LINES), `… and ${errors.length - MAX_ERROR_LINES} more errors`];
+}
+
+/** A document set that was rejected whole; every error names its document and field (the first 20, then a count). */
 export class InvalidProxyDocumentsError extends EgressError {
   readonly errors: string[];
-  constructor(errors: string[]) {
-    super('ERR_INVALID_PROXY', `rejected, nothing applied: ${errors.join('; ')}`);
-    this.errors = errors;
+  constructor(errors: readonly string[]) {
+    const lines = capped(errors);
+    super('ERR_INVALID_PROXY', `rejected, nothing applied: ${lines.join('; ')}`);
+    this.errors = lines;
   }
 }
 
@@ -29,6 +40,7 @@ export function validateProxyDocuments(input: unknown): ProxyDocument[] {
     : input && typeof input === 'object' && 'items' in input && Array.isArray(input.items)
       ? (input as { items: unknown[] }).items
       : [input];
+  if (docs.length > MAX_DOCUMENTS) throw new InvalidProxyDocumentsError([`${docs.length} documents: at most ${MAX_DOCUMENTS} are accepted at once`]);
   const errors: string[] = [];
   const parsed: ProxyDocument[] = [];
   const seen = new Map<string, number>();
@@ -52,14 +64,28 @@ export function validateProxyDocuments(input: unknown): ProxyDocument[] {
   return parsed;
 }
 
-/** Parses YAML (one or many documents) or JSON text, then validates it. */
+function firstLine(message: string): string {
+  return (message.split('\n')[0] ?? '').slice(0, 300);
+}
+
+/**
+ * Parses YAML (one or many documents) or JSON text, then validates it. Malformed YAML, an alias
+ * to nothing (`x: *nope`) or too many aliases (the library's `maxAliasCount`, against "billion
+ * laughs") are errors naming the document, never exceptions.
+ */
 export function parseProxyDocuments(text: string): ProxyDocument[] {
   const docs = parseAllDocuments(text);
   const list = Array.isArray(docs) ? docs : [docs];
+  if (list.length > MAX_DOCUMENTS) throw new InvalidProxyDocumentsError([`${list.length} YAML documents: at most ${MAX_DOCUMENTS} are accepted at once`]);
   const values: unknown[] = [];
   for (const [i, d] of list.entries()) {
-    if (d.errors.length > 0) throw new InvalidProxyDocumentsError([`document ${i}: not valid YAML: ${d.errors[0]?.message.split('\n')[0] ?? ''}`]);
-    const value: unknown = d.toJS();
+    if (d.errors.length > 0) throw new InvalidProxyDocumentsError([`document ${i}: not valid YAML: ${firstLine(d.errors[0]?.message ?? '')}`]);
+    let value: unknown;
+    try {
+      value = d.toJS();
+    } catch (err) {
+      throw new InvalidProxyDocumentsError([`document ${i}: not valid YAML: ${firstLine(err instanceof Error ? err.message : String(err))}`]);
+    }
     if (value !== null && value !== undefined) values.push(value);
   }
   return validateProxyDocuments(values.length === 1 ? values[0] : values);

@@ -51,6 +51,24 @@ describe('API authentication', () => {
     expect(ok.status).toBe(202);
   });
 
+  test('Bearer parsing is strict: trailing words, a missing space or another scheme are refused', async () => {
+    for (const header of [`Bearer ${TOKEN} trailing`, `Bearer  ${TOKEN} x`, `Bearer${TOKEN}`, `Token ${TOKEN}`]) {
+      const res = await fetch(`${api}/v1/providerhealths`, { headers: { authorization: header } });
+      expect(res.status, header).toBe(401);
+    }
+    expect((await fetch(`${api}/v1/providerhealths`, { headers: { authorization: `bearer ${TOKEN}` } })).status).toBe(200);
+  });
+
+  test('Basic with the token as password is accepted only under /admin/ (a browser), not on /v1 or /metrics', async () => {
+    const basic = `Basic ${Buffer.from(`anyone:${TOKEN}`).toString('base64')}`;
+    for (const path of ['/v1/providerhealths', '/v1/jobs', '/metrics', '/readyz']) {
+      const res = await fetch(api + path, { headers: { authorization: basic } });
+      expect(res.status, path).toBe(401);
+      expect(await res.json()).toEqual({ error: 'Unauthorized', message: 'the Authorization header is not "Bearer <token>"' });
+    }
+    expect((await fetch(`${api}/admin/queues/api/queues`, { headers: { authorization: basic } })).status).toBe(200);
+  });
+
   test('/healthz is open', async () => {
     const res = await fetch(`${api}/healthz`);
     expect(res.status).toBe(200);

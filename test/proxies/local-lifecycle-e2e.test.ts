@@ -16,7 +16,9 @@ function getThroughProxy(proxyUrl: string, url: string, withCredentials = true):
   const proxy = new URL(proxyUrl);
   const auth = Buffer.from(`${decodeURIComponent(proxy.username)}:${decodeURIComponent(proxy.password)}`).toString('base64');
   return new Promise((resolve, reject) => {
-    const req = request({ host: proxy.hostname, port: Number(proxy.port), method: 'GET', path: url, headers: withCredentials ? { 'proxy-authorization': `Basic ${auth}` } : {} }, (res) => {
+    // Host names the target, as any client of a forward proxy sends it (the API refuses a Host that is not its own).
+    const host = new URL(url).host;
+    const req = request({ host: proxy.hostname, port: Number(proxy.port), method: 'GET', path: url, headers: withCredentials ? { host, 'proxy-authorization': `Basic ${auth}` } : { host } }, (res) => {
       let body = '';
       res.on('data', (c: Buffer) => (body += c.toString()));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));

@@ -18,6 +18,8 @@ export interface TestConfigOverrides {
   prefix?: string;
   port?: number;
   tokens?: string[];
+  maxBodyBytes?: number;
+  allowedHosts?: string[];
   concurrency?: number;
   leaseMs?: number;
   dataDir?: string;
@@ -33,7 +35,7 @@ export function testConfig(o: TestConfigOverrides = {}): AppConfig {
     providers: o.providers ?? [{ name: 'local', type: 'local' }],
     checks: { intervalMs: o.intervalMs ?? 0, timeoutMs: o.timeoutMs ?? 2000 },
     redis: { url: inject('redisUrl'), prefix: o.prefix ?? uniquePrefix() },
-    api: { host: '127.0.0.1', port: o.port ?? 0, tokens: o.tokens ?? [] },
+    api: { host: '127.0.0.1', port: o.port ?? 0, tokens: o.tokens ?? [], maxBodyBytes: o.maxBodyBytes ?? 1024 * 1024, allowedHosts: o.allowedHosts ?? [] },
     metricsPort: undefined,
     echoUrl: undefined,
     recheckMs: 200,

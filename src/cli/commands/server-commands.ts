@@ -15,6 +15,10 @@ export const ROLES_OF: Record<string, readonly RoleName[]> = {
   api: ['api'],
 };
 
+function collect(value: string, previous: string[]): string[] {
+  return [...previous, value];
+}
+
 /** Adds the options a long-running command takes; the role decides which matter. */
 export function addServerOptions(cmd: Command, env: ServerEnv, role: string): Command {
   const d = SERVER_FLAG_DEFAULTS;
@@ -31,13 +35,16 @@ export function addServerOptions(cmd: Command, env: ServerEnv, role: string): Co
   if (role !== 'up' && role !== 'api') {
     cmd
       .option('--metrics-port <n>', 'serve /metrics and /healthz of this process on this port')
-      .option('--host <address>', 'address the metrics listener binds', d.host);
+      .option('--host <address>', 'address the metrics listener binds; a non-loopback one requires --api-token-file', d.host)
+      .option('--api-token-file <file>', 'file of bearer tokens the metrics listener accepts, one a line (as the API’s)');
   }
   if (role === 'up' || role === 'api') {
     cmd
       .option('--host <address>', 'address the API binds; a non-loopback one requires --api-token-file', d.host)
       .option('--port <n>', 'API port', d.port)
-      .option('--api-token-file <file>', 'file of bearer tokens the API accepts, one a line');
+      .option('--api-token-file <file>', 'file of bearer tokens the API accepts, one a line')
+      .option('--max-body-size <size>', 'largest request body the API accepts (larger: 413), e.g. 1MiB, 512KiB', d.maxBodySize)
+      .option('--allowed-host <name>', 'a Host name (optionally name:port) the API serves while it has no tokens, besides its address and localhost; repeatable', collect, []);
   }
   if (role === 'up' || role === 'worker') {
     cmd

@@ -1,0 +1,46 @@
+import type { MiddlewareHandler } from 'hono';
+import { EgressError } from '../errors.ts';
+
+/** The status store (Redis) did not answer in time or is not connected: answered 503. */
+export class StoreUnavailableError extends EgressError {
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super('ERR_STORE_UNAVAILABLE', message, { retryable: true, ...options });
+  }
+}
+
+/** Rejects with `onAbort()` when `signal` aborts first; `work` is left to finish (or fail) on its own. */
+export function raceSignal<T>(work: Promise<T>, signal: AbortSignal, onAbort: () => Error): Promise<T> {
+  if (signal.aborted) return Promise.reject(onAbort());
+  return new Promise<T>((resolve, reject) => {
+    const abort = (): void => reject(onAbort());
+    signal.addEventListener('abort', abort, { once: true });
+    work.then(
+      (value) => {
+        signal.removeEventListener('abort', abort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', abort);
+        reject(err instanceof Error ? err : new Error(String(err)));
+      },
+    );
+  });
+}
+
+/**
+ * Gives every read (GET/HEAD) a deadline: a handler still waiting on Redis after `deadlineMs`
+ * (an outage: ioredis queues commands while it reconnects) is answered 503 ERR_STORE_UNAVAILABLE
+ * instead of hanging. The handler's late result is dropped.
+ */
+export function readDeadline(deadlineMs: number, exempt: readonly string[]): MiddlewareHandler {
+  return async (c, next) => {
+    if ((c.req.method !== 'GET' && c.req.method !== 'HEAD') || exempt.includes(c.req.path)) return next();
+    const timeout = AbortSignal.timeout(deadlineMs);
+    try {
+      await raceSignal(next(), timeout, () => new StoreUnavailableError(`no answer from the store within ${deadlineMs / 1000}s: Redis is unreachable or overloaded; try again`));
+    } catch (err) {
+      if (!(err instanceof StoreUnavailableError)) throw err;
+      c.res = c.json({ error: err.code, message: err.message }, 503);
+    }
+  };
+}
