@@ -10,6 +10,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { silentLogger } from '../../src/logging.ts';
 import type { ProxyCredentials } from '../../src/providers/lifecycle.ts';
 import { createLocalLifecycle } from '../../src/providers/local/lifecycle.ts';
+import { proxyEgressPolicy } from '../../src/egress/policy-config.ts';
 import { echoBody, echoRoute } from '../../src/readiness/echo.ts';
 import { probeProxy } from '../../src/readiness/probe.ts';
 
@@ -168,7 +169,10 @@ describe('probeProxy against a local provider instance', () => {
   });
 
   it('is ok with the instance credentials and proxy-auth without them', async () => {
-    const lifecycle = createLocalLifecycle({ dataDir, logger: silentLogger() });
+    // The echo is the one loopback request a proxy lets through: its policy names it, as a worker's does.
+    const url = new URL(echo.url);
+    const egressPolicy = proxyEgressPolicy(undefined, { guarded: [], echo: { host: url.hostname, port: Number(url.port), path: url.pathname } });
+    const lifecycle = createLocalLifecycle({ dataDir, logger: silentLogger(), egressPolicy });
     const instance = await lifecycle.ensureInstance({ name: 'probe-1', owner: { fleet: 'f', proxy: 'p' }, credentials: CREDS }, AbortSignal.timeout(20_000));
     const good = await probeProxy({ endpoint: instance.endpoint!, credentials: CREDS, echoUrl: echo.url, signal: AbortSignal.timeout(10_000) });
     expect(good).toMatchObject({ ok: true, egressIp: '127.0.0.1' });
