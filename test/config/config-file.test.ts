@@ -92,3 +92,34 @@ describe('malformed YAML always exits 2 with `<file>: not valid YAML: …`', () 
     expect(run.code).toBe(2);
   });
 });
+
+describe('proxies.egressPolicy is validated like every other field', () => {
+  test.each([
+    ['local', 'allow', '10.0.0.0/33', 'providers[0].proxies.egressPolicy.allow[0]'],
+    ['local', 'deny', 'not-an-address', 'providers[0].proxies.egressPolicy.deny[0]'],
+    ['kubernetes', 'allow', '::1/129', 'providers[0].proxies.egressPolicy.allow[0]'],
+  ])('%s: a bad %s entry %s exits 2 naming its path', async (type, list, value, path) => {
+    const provider =
+      type === 'local'
+        ? `{ name: p, type: local, proxies: { egressPolicy: { ${list}: ["${value}"] } } }`
+        : `{ name: p, type: kubernetes, proxies: { image: proxy:1, egressPolicy: { ${list}: ["${value}"] } } }`;
+    const file = await withFile(`providers:\n  - ${provider}\n`);
+    const run = await runCli(['up', '--check-config', '--config', file], DEAD_REDIS);
+    expect(run.err).toBe(`error: ${file}: ${path}: expected a CIDR range such as 10.0.0.0/8 or fd00::/8, or an IP address, got "${value}"\n`);
+    expect(run.code).toBe(2);
+  });
+
+  test('an unknown key in the policy is named', async () => {
+    const file = await withFile('providers:\n  - { name: p, type: local, proxies: { egressPolicy: { allowed: ["10.0.0.0/8"] } } }\n');
+    const run = await runCli(['up', '--check-config', '--config', file], DEAD_REDIS);
+    expect(run.err).toBe(`error: ${file}: providers[0].proxies.egressPolicy: unknown key "allowed"\n`);
+    expect(run.code).toBe(2);
+  });
+
+  test('a valid policy passes', async () => {
+    const file = await withFile('providers:\n  - { name: p, type: local, proxies: { egressPolicy: { allow: [127.0.0.1/32, "fd00::/8", 10.1.2.3], deny: [] } } }\n');
+    const run = await runCli(['up', '--check-config', '--config', file], DEAD_REDIS);
+    expect(run.err).toBe('');
+    expect(run.code).toBe(0);
+  });
+});
