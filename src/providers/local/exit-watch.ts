@@ -108,6 +108,11 @@ export class ExitWatch {
     }
   }
 
+  /** Reports the exit of a process found dead without having been watched (one that died while no worker ran). */
+  report(p: WatchedProcess, message: string): void {
+    this.#exited(p, message);
+  }
+
   #exited(p: WatchedProcess, message: string): void {
     this.#watched.delete(p.pid);
     this.#arm();

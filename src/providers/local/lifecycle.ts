@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { proxyEgressPolicy, type ProxyEgressPolicy } from '../../egress/policy-config.ts';
 import { EgressError } from '../../errors.ts';
 import type { Logger } from '../../logging.ts';
-import { ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../lifecycle.ts';
+import { ProvisioningError, type Instance, type InstanceExit, type InstanceSpec, type ProxyLifecycle } from '../lifecycle.ts';
 import {
   asCredentials,
   asInstance,
@@ -45,6 +45,8 @@ export interface LocalLifecycle extends ProxyLifecycle {
    * Done once per lifecycle, before the first proxy starts; a failed write is tried again next time.
    */
   writeEgressPolicy(): Promise<void>;
+  /** Reports the exit of every proxy process of the data directory, adopted ones included (see exit-watch.ts). */
+  onInstanceExit(listener: (exit: InstanceExit) => void): () => void;
   /** Stops watching processes (they keep running). */
   close(): void;
 }
@@ -261,7 +263,10 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
     if (pids.size > 0 || record) logger.info({ instance: name, pids: [...pids] }, 'local instance deleted');
   }
 
-  /** Watches every proxy process already running under the data directory (adopted from an earlier worker). */
+  /**
+   * Watches every proxy process already running under the data directory (adopted from an earlier
+   * worker), and reports those recorded but no longer running.
+   */
   async function watchRunning(): Promise<void> {
     let names: string[];
     try {
@@ -272,7 +277,11 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
     for (const name of names) {
       const dir = instanceDir(dataDir, name);
       const { intent, record } = await readState(dir);
-      if (intent && record && (await isProxyProcess(record.pid, dir))) exits.watch({ pid: record.pid, dir, name: intent.name, owner: intent.owner });
+      if (!intent || !record) continue;
+      const watched = { pid: record.pid, dir, name: intent.name, owner: intent.owner };
+      // A process that died while no worker watched is reported now: its proxy is restarted at once.
+      if (await isProxyProcess(record.pid, dir)) exits.watch(watched);
+      else if ((await findProxyProcesses(dir)).length === 0) exits.report(watched, `proxy process ${record.pid} is no longer running`);
     }
   }
 
