@@ -63,7 +63,7 @@ function endpointOf(url: string): { host: string; port: number } | undefined {
  * Readiness on a cadence of its own (`--probe-interval`), apart from the resync: every worker that
  * runs the reconcile queue keeps the list of Ready proxies (read again each interval) and probes
  * each one about once an interval, at a random phase with ±10 % jitter so that a fleet's probes
- * spread out. Before a probe the worker claims the proxy in Redis (`SET NX PX`, one pipelined
+ * spread out (a proxy that just turned Ready: half to one interval after it did). Before a probe the worker claims the proxy in Redis (`SET NX PX`, one pipelined
  * round trip per tick), so among all workers one probes a proxy per interval. A pass writes nothing
  * (discovery's ETag stays) unless it clears counted failures or the egress IP moved; a failure goes
  * through `recordFailure`, which evicts on the first one by default and asks for a reconcile.
@@ -129,9 +129,22 @@ export class ProbeLoop extends EventEmitter<ProbeLoopEvents> {
       }
       const credentials = secrets[fresh.indexOf(p)];
       if (!credentials || !endpoint) continue;
-      // A random phase within the interval: a fleet that turned Ready together is not probed together.
-      this.#entries.set(p.name, { proxy: p, credentials, endpoint, dueAt: now + this.#random() * this.#deps.intervalMs, inFlight: false });
+      this.#entries.set(p.name, { proxy: p, credentials, endpoint, dueAt: this.#firstDue(p, now), inFlight: false });
     }
+  }
+
+  /**
+   * When a proxy new to this loop is first probed. One that turned Ready less than an interval ago
+   * (reconcile has just probed it) is due half to one interval after that, whenever this loop reads
+   * it: the list is read once an interval, and that lag must not add to the time a bad proxy stays
+   * in discovery. Others (a worker that just started) get a random phase within the interval, so a
+   * fleet is not probed all at once.
+   */
+  #firstDue(p: Proxy, now: number): number {
+    const interval = this.#deps.intervalMs;
+    const since = Date.parse(p.status.conditions.find((c) => c.type === 'Ready' && c.status === 'True')?.lastTransitionTime ?? '');
+    if (Number.isFinite(since) && since <= now && now - since < interval) return Math.max(now, since + interval * (0.5 + 0.5 * this.#random()));
+    return now + this.#random() * interval;
   }
 
   #nextDue(now: number): number {
