@@ -1,7 +1,7 @@
 /**
  * How fast a bad proxy leaves discovery, and what probing costs.
  *
- *   npm run bench -- eviction                       # BENCH_REPS=5, BENCH_PROBE_SIZES=100,1000
+ *   npm run bench -- eviction     # BENCH_REPS=5, BENCH_PROBE_SIZES=100,1000 (0: skip part 2)
  *
  * Part 1, at the defaults (--probe-interval 5s, --probe-timeout 2s, --probe-failures 1,
  * --probe-successes 2, reconcile recheck 2 s, resync off): `egress up`'s worker and API in this
@@ -37,7 +37,7 @@ import { fmt, summarize } from './stats.ts';
 import { benchConfig } from './support/app-config.ts';
 
 const REPS = Number(process.env.BENCH_REPS ?? 5);
-const PROBE_SIZES = (process.env.BENCH_PROBE_SIZES ?? '100,1000').split(',').map(Number);
+const PROBE_SIZES = (process.env.BENCH_PROBE_SIZES ?? '100,1000').split(',').map(Number).filter((n) => n > 0);
 const WINDOW_S = Number(process.env.BENCH_PROBE_WINDOW_S ?? 30);
 const DEFAULTS = { failureThreshold: 1, successThreshold: 2, replaceAfterMs: 300_000, intervalMs: 5000, timeoutMs: 2000 };
 
