@@ -255,6 +255,10 @@ export async function runEvictionBench(): Promise<void> {
 
   const costs: CostRow[] = [];
   for (const n of PROBE_SIZES) costs.push(await probingCost(n));
+  if (costs.length === 0) {
+    console.log(JSON.stringify({ bench: 'eviction', stop, kill, costs }));
+    return;
+  }
   console.log('');
   console.log(`Probing cost, one worker, --probe-interval 5s, ${WINDOW_S} s window`);
   console.log('| Ready proxies | probes/s | failed | worker CPU per probe, ms | Redis commands per probe | of which claims | probe latency p50 / p99, ms |');
