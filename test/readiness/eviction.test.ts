@@ -176,6 +176,28 @@ describe('eviction on the first failed probe', () => {
     expect(await registry.getSingleMetricAsString('proxy_operator_proxy_evictions_total')).toContain('cause="refused"} 1');
   });
 
+  test('a proxy another worker has claimed for this interval is not probed here; once the claim is gone it is', async () => {
+    const signal = AbortSignal.timeout(30_000);
+    expect((await reconcileProxy('p', reconcileDeps(), signal)).kind).toBe('ready');
+    // A second proxy as the yardstick: by its third probe, more than two intervals have passed.
+    await store.apply({ metadata: { name: 'q', labels: {} }, spec: { provider: 'local' } });
+    const other = await startPausableProxy((await store.credentials('q'))!);
+    try {
+      const q = { ...reconcileDeps(), lifecycles: new Map([['local', lifecycleFor(other, 'proc-q')]]) };
+      expect((await reconcileProxy('q', q, signal)).kind).toBe('ready');
+      await redis.set(`${prefix}:probe-claim:p`, 'another-worker', 'PX', 600_000);
+      const l = startLoop();
+      const probedHere: string[] = [];
+      l.on('probed', (e) => probedHere.push(e.proxy));
+      for (let i = 0; i < 3; i++) await nextProbe(l, (e) => e.proxy === 'q');
+      expect(probedHere.filter((n) => n === 'p')).toEqual([]);
+      await redis.del(`${prefix}:probe-claim:p`);
+      expect((await nextProbe(l, (e) => e.proxy === 'p')).verdict.ok).toBe(true);
+    } finally {
+      await other.close();
+    }
+  });
+
   test('with --probe-failures 2 one failed probe is counted and the proxy stays in discovery', async () => {
     const signal = AbortSignal.timeout(30_000);
     expect((await reconcileProxy('p', reconcileDeps(), signal)).kind).toBe('ready');
