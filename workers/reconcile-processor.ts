@@ -30,8 +30,8 @@ export interface ReconcileProcessorDeps extends ReconcileDeps {
 export function createReconcileProcessor(deps: ReconcileProcessorDeps) {
   const withHooks: ReconcileDeps = {
     ...deps,
-    onProbe: (provider, ok) => deps.metrics?.probe(provider, ok),
-    onUnready: (provider) => deps.metrics?.unready(provider),
+    onProbe: (provider, ok, seconds) => deps.metrics?.probe(provider, ok, seconds),
+    onEvicted: (provider, cause, readySeconds) => deps.metrics?.evicted(provider, cause, readySeconds),
     onReplace: (provider) => deps.metrics?.replaced(provider),
   };
   return async function processReconcile(

@@ -22,6 +22,8 @@ import type { ProxyStore } from '../src/store/proxy-store.ts';
 /** Deadline of one reconcile: long enough for a provider's create call and its operation. */
 const RECONCILE_TIMEOUT_MS = 5 * 60_000;
 import { instrumentWorker } from './instrument.ts';
+import type { ProbeLoop } from '../src/readiness/probe-loop.ts';
+import { startReadiness } from './readiness-watch.ts';
 
 export interface WorkerRoleDeps {
   config: AppConfig;
@@ -37,6 +39,8 @@ export interface WorkerRoleDeps {
 
 export interface WorkerRole {
   readonly workers: readonly Worker[];
+  /** The readiness probe loop (workers of the reconcile queue with --probe-interval above 0). */
+  readonly probeLoop: ProbeLoop | undefined;
   /** Stops taking jobs, waits the grace period, aborts the rest, closes connections. */
   close(): Promise<void>;
 }
@@ -58,16 +62,18 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
   reconcileQueue.on('error', (err) => logger.warn({ err: err.message }, 'reconcile queue connection error'));
   const lifecycles = new Map<string, ProxyLifecycle>();
   for (const [name, p] of deps.providers) if (p.lifecycle) lifecycles.set(name, p.lifecycle);
+  const reconcileMetrics = createReconcileMetrics(deps.registry);
+  const probe = reconcileProbe(deps.proxies, deps.echoUrl, config.readiness.timeoutMs);
   const processors = {
     checks: createCheckProcessor({ providers: deps.providers, results: createResultBatcher(results), checkSlots: pLimit(config.worker.concurrency), timeoutMs: config.checks.timeoutMs, logger }),
     reconcile: createReconcileProcessor({
       proxies: deps.proxies,
       reconcile: reconcileQueue,
-      metrics: createReconcileMetrics(deps.registry),
+      metrics: reconcileMetrics,
       readiness: config.readiness,
       lifecycles,
       fleet: fleetOf(prefix),
-      probe: reconcileProbe(deps.proxies, deps.echoUrl),
+      probe,
       logger,
       timeoutMs: RECONCILE_TIMEOUT_MS,
       recheckMs: config.recheckMs,
@@ -105,13 +111,18 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
     w.run().catch((err: unknown) => logger.error({ queue: w.name, err: (err as Error).message }, 'worker stopped'));
     await w.waitUntilReady();
   }
-  logger.info({ queues: config.worker.queues, concurrency: config.worker.concurrency }, 'worker started');
+  const readiness = config.worker.queues.includes('reconcile')
+    ? startReadiness({ config, redisUrl: deps.redisUrl, proxies: deps.proxies, logger }, reconcileQueue, lifecycles, probe, reconcileMetrics)
+    : undefined;
+  logger.info({ queues: config.worker.queues, concurrency: config.worker.concurrency, probeIntervalMs: readiness?.probeLoop ? config.readiness.intervalMs : 0 }, 'worker started');
 
   let closing: Promise<void> | undefined;
   return {
     workers,
+    probeLoop: readiness?.probeLoop,
     close() {
       closing ??= (async () => {
+        await readiness?.close();
         await Promise.all(workers.map((w) => closeWorkerBounded(w, config.shutdownGraceMs, logger)));
         await results.close();
         await reconcileQueue.close();
@@ -120,3 +131,4 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
     },
   };
 }
+

@@ -14,7 +14,7 @@ export function benchConfig(redisUrl: string, prefix: string, dataDir: string, o
     echoUrl: undefined,
     recheckMs: 200,
     resyncMs: 0,
-    readiness: { failureThreshold: 3, replaceAfterMs: 300_000 },
+    readiness: { failureThreshold: 1, successThreshold: 2, replaceAfterMs: 300_000, intervalMs: 5000, timeoutMs: 2000 },
     gcIntervalMs: 0,
     gcGraceMs: 600_000,
     worker: { queues: ['checks'], concurrency: 10, lockDurationMs: 30_000, stalledIntervalMs: 30_000 },

@@ -38,6 +38,9 @@ export interface ServerFlags {
   gcGrace: string;
   resyncInterval: string;
   probeFailures: string;
+  probeSuccesses: string;
+  probeInterval: string;
+  probeTimeout: string;
   replaceAfter: string;
 }
 
@@ -55,7 +58,10 @@ export const SERVER_FLAG_DEFAULTS = {
   gcInterval: '5m',
   gcGrace: '10m',
   resyncInterval: '30s',
-  probeFailures: '3',
+  probeFailures: '1',
+  probeSuccesses: '2',
+  probeInterval: '5s',
+  probeTimeout: '2s',
   replaceAfter: '5m',
   concurrency: '10',
   lockDuration: '30s',
@@ -150,6 +156,23 @@ function parseRedisUrl(text: string | undefined): string | undefined {
   return text;
 }
 
+/** The `--probe-*` flags: each probe step must fit well inside the probe interval. */
+function readinessSettings(flags: ServerFlags): AppConfig['readiness'] {
+  const intervalMs = nonNegativeDuration('--probe-interval', flags.probeInterval);
+  if (intervalMs > 0 && intervalMs < 1000) throw new ConfigError('--probe-interval', `expected 0 (probe only on the resync) or at least 1s, got "${flags.probeInterval}"`);
+  const timeoutMs = positiveDuration('--probe-timeout', flags.probeTimeout);
+  if (intervalMs > 0 && timeoutMs * 2 > intervalMs) {
+    throw new ConfigError('--probe-timeout', `must be at most half of --probe-interval (${flags.probeInterval}): a probe has two steps under it, got "${flags.probeTimeout}"`);
+  }
+  return {
+    failureThreshold: integer('--probe-failures', flags.probeFailures, 1, 100),
+    successThreshold: integer('--probe-successes', flags.probeSuccesses, 1, 100),
+    replaceAfterMs: positiveDuration('--replace-after', flags.replaceAfter),
+    intervalMs,
+    timeoutMs,
+  };
+}
+
 /**
  * Turns flags (and the configuration file they name) into the frozen AppConfig. Everything is
  * validated here, before any connection is made: the check flags first, as the seed requires.
@@ -176,10 +199,7 @@ export async function buildServerConfig(flags: ServerFlags, options: { defaultPr
     echoUrl: flags.echoUrl === undefined ? undefined : parseHttpUrl('--echo-url', flags.echoUrl),
     recheckMs: 2000,
     resyncMs: nonNegativeDuration('--resync-interval', flags.resyncInterval),
-    readiness: {
-      failureThreshold: integer('--probe-failures', flags.probeFailures, 1, 100),
-      replaceAfterMs: positiveDuration('--replace-after', flags.replaceAfter),
-    },
+    readiness: readinessSettings(flags),
     gcIntervalMs: nonNegativeDuration('--gc-interval', flags.gcInterval),
     gcGraceMs: nonNegativeDuration('--gc-grace', flags.gcGrace),
     metricsPort,

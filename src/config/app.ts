@@ -34,6 +34,20 @@ export interface WorkerSettings {
   stalledIntervalMs: number;
 }
 
+/** Readiness probing of proxies (`--probe-*`, `--replace-after`). */
+export interface ReadinessSettings {
+  /** Failed probes in a row that take a Ready proxy out of discovery (default 1: the first). */
+  failureThreshold: number;
+  /** Passed probes in a row that bring an evicted proxy back (default 2). */
+  successThreshold: number;
+  /** A proxy unready this long has its instance replaced. */
+  replaceAfterMs: number;
+  /** How often each Ready proxy is probed, apart from the resync (jittered ±10 %); 0 = only on the resync. */
+  intervalMs: number;
+  /** Deadline of each step of a probe (the TCP connect, the request through the proxy). */
+  timeoutMs: number;
+}
+
 /** The whole configuration of a process: parsed once at start, validated, frozen, passed down. */
 export interface AppConfig {
   providers: readonly ProviderConfig[];
@@ -59,7 +73,7 @@ export interface AppConfig {
   gcGraceMs: number;
   /** How often every proxy is reconciled (and its readiness re-probed) even without a change; 0 = never. */
   resyncMs: number;
-  readiness: { failureThreshold: number; replaceAfterMs: number };
+  readiness: ReadinessSettings;
   /** How soon a proxy still starting or being deleted is looked at again. */
   recheckMs: number;
   /** Completed and failed job retention. */

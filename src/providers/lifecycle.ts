@@ -55,6 +55,15 @@ export interface Instance {
   message?: string;
 }
 
+/** An instance the provider saw stop on its own (a local proxy process that exited). */
+export interface InstanceExit {
+  name: string;
+  owner: InstanceOwner;
+  /** The instance's id as `Instance.id` gave it (the local provider: the process id). */
+  id: string;
+  message: string;
+}
+
 export interface ProxyLifecycle {
   /** Creates the instance unless it exists; returns its current state either way. */
   ensureInstance(spec: InstanceSpec, signal: AbortSignal): Promise<Instance>;
@@ -63,6 +72,12 @@ export interface ProxyLifecycle {
   deleteInstance(name: string, placement: string | undefined, signal: AbortSignal): Promise<void>;
   /** The full inventory of instances carrying the owner identity of `fleet`, paged through. */
   listInstances(fleet: string, signal: AbortSignal): AsyncIterable<Instance>;
+  /**
+   * Optional: calls `listener` as soon as an instance stops on its own, without waiting for a
+   * probe (providers that can see it cheaply: the local provider watches its processes, adopted
+   * ones included). Returns the unsubscribe function.
+   */
+  onInstanceExit?(listener: (exit: InstanceExit) => void): () => void;
 }
 
 /** A create that a retry cannot fix: quota exhausted, an invalid image or template. */

@@ -1,26 +1,34 @@
 import { findCause } from '../errors.ts';
-import { ProvisioningError, type Instance, type ProxyLifecycle } from '../providers/lifecycle.ts';
+import { ProvisioningError, type Instance, type ProxyCredentials, type ProxyLifecycle } from '../providers/lifecycle.ts';
 import type { ProxyStore } from '../store/proxy-store.ts';
 import { withReadyCondition } from './conditions.ts';
+import { afterFailure, evictionCauseOf, passesNeeded, readySeconds, type EvictionCause, type ReadinessRules } from './eviction.ts';
 import { instanceNameFor } from './instance-name.ts';
 import type { InstanceLocation, Proxy, ProxyStatus } from './resource.ts';
 
-export type ReadinessProbe = (endpoint: { host: string; port: number }, proxy: Proxy, signal: AbortSignal) => Promise<{ ok: true; egressIp: string } | { ok: false; message: string }>;
+export type ProbeVerdict =
+  | { ok: true; egressIp: string; durationSeconds?: number }
+  | { ok: false; cause: 'timeout' | 'refused' | 'error'; message: string; durationSeconds?: number };
 
-export interface ReadinessPolicy {
-  /** A Ready proxy stops being ready after this many failed probes in a row (default 3). */
-  failureThreshold: number;
+/** Probes the proxy at `endpoint`; `credentials` when the caller already holds them (else read from the store). */
+export type ReadinessProbe = (endpoint: { host: string; port: number }, proxy: Proxy, signal: AbortSignal, credentials?: ProxyCredentials) => Promise<ProbeVerdict>;
+
+export interface ReadinessPolicy extends ReadinessRules {
   /** A proxy unready this long has its instance replaced (deleted, then made again). */
   replaceAfterMs: number;
 }
 
-export interface ReconcileDeps {
+/** Observability hooks of readiness, shared by reconcile, the probe loop and the exit watch. */
+export interface ReadinessHooks {
+  onProbe?: (provider: string, ok: boolean, durationSeconds?: number) => void;
+  /** A Ready proxy left discovery; `readySeconds`, how long it had been Ready (when known). */
+  onEvicted?: (provider: string, cause: EvictionCause, readySeconds: number | undefined) => void;
+  onReplace?: (provider: string) => void;
+}
+
+export interface ReconcileDeps extends ReadinessHooks {
   proxies: ProxyStore;
   readiness?: ReadinessPolicy;
-  /** Observability hooks: a failed probe, a proxy that stopped being ready, a replacement. */
-  onProbe?: (provider: string, ok: boolean) => void;
-  onUnready?: (provider: string) => void;
-  onReplace?: (provider: string) => void;
   /** The lifecycle of each configured provider that can host proxies. */
   lifecycles: ReadonlyMap<string, ProxyLifecycle>;
   fleet: string;
@@ -126,13 +134,20 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
     return { kind: 'retry-later', why: `instance ${instanceName} is ${instance.state}${instance.message ? `: ${instance.message}` : ''}` };
   }
   const url = `http://${instance.endpoint.host}:${instance.endpoint.port}`;
-  const probed = await deps.probe(instance.endpoint, proxy, signal);
-  deps.onProbe?.(proxy.spec.provider, probed.ok);
-  if (!probed.ok) return probeFailed(proxy, instance, url, probed.message, deps, signal);
+  const probed = await deps.probe(instance.endpoint, proxy, signal, credentials);
+  deps.onProbe?.(proxy.spec.provider, probed.ok, probed.durationSeconds);
+  if (!probed.ok) return probeFailed(proxy, instance, url, probed, deps, signal);
+  const needed = passesNeeded(proxy.status, instance.id, deps.readiness ?? DEFAULT_READINESS);
+  const passes = (proxy.status.probeSuccesses ?? 0) + 1;
+  if (passes < needed) {
+    // Coming back after failures: the same instance must pass --probe-successes probes in a row.
+    await writeStatus(deps, name, (p) => status(p, { instanceName, instanceId: instance.id, url, probeSuccesses: passes }), signal);
+    return { kind: 'retry-later', why: `readiness probe passed (${passes} of ${needed} in a row needed to return)` };
+  }
   await writeStatus(deps, 
     name,
     (p) => {
-      const { lastError: _drop, unreadySince: _since, ...rest } = p.status;
+      const { lastError: _drop, unreadySince: _since, probeSuccesses: _passes, ...rest } = p.status;
       return { ...rest, phase: 'Ready', instanceName, instanceId: instance.id, url, egressIp: probed.egressIp, probeFailures: 0, observedGeneration: p.metadata.generation };
     },
     signal,
@@ -150,7 +165,7 @@ function describeLocation(l: InstanceLocation): string {
 
 /** The status without what described a reachable instance (it is being moved). */
 function withoutEndpoint(s: ProxyStatus): ProxyStatus {
-  const { url: _url, egressIp: _ip, instanceId: _id, probeFailures: _f, unreadySince: _u, ...rest } = s;
+  const { url: _url, egressIp: _ip, instanceId: _id, probeFailures: _f, probeSuccesses: _p, unreadySince: _u, ...rest } = s;
   return rest;
 }
 
@@ -189,20 +204,21 @@ async function deleteProxy(proxy: Proxy, instanceName: string, places: InstanceL
   return { kind: 'deleted' };
 }
 
-const DEFAULT_READINESS: ReadinessPolicy = { failureThreshold: 3, replaceAfterMs: 5 * 60_000 };
+const DEFAULT_READINESS: ReadinessPolicy = { failureThreshold: 1, successThreshold: 2, replaceAfterMs: 5 * 60_000 };
 
 /**
- * A failed readiness probe. Hysteresis: a Ready proxy stays Ready until `failureThreshold`
- * probes in a row have failed; then it is Provisioning (out of discovery) and, once unready
- * for `replaceAfterMs`, its instance is deleted so that the next look makes a fresh one.
+ * A failed readiness probe. A Ready proxy leaves discovery (Provisioning) once `failureThreshold`
+ * probes in a row have failed (the first, by default); once unready for `replaceAfterMs`, its
+ * instance is deleted so that the next look makes a fresh one.
  */
-async function probeFailed(proxy: Proxy, instance: Instance, url: string, message: string, deps: ReconcileDeps, signal: AbortSignal): Promise<ReconcileOutcome> {
+async function probeFailed(proxy: Proxy, instance: Instance, url: string, probed: { cause: 'timeout' | 'refused' | 'error'; message: string }, deps: ReconcileDeps, signal: AbortSignal): Promise<ReconcileOutcome> {
   const policy = deps.readiness ?? DEFAULT_READINESS;
   const now = (deps.now ?? (() => new Date()))();
-  const failures = (proxy.status.probeFailures ?? 0) + 1;
-  const stillReady = proxy.status.phase === 'Ready' && failures < policy.failureThreshold;
-  const unreadySince = stillReady ? undefined : (proxy.status.unreadySince ?? now.toISOString());
-  if (proxy.status.phase === 'Ready' && !stillReady) deps.onUnready?.(proxy.spec.provider);
+  const message = probed.message;
+  const next = afterFailure(proxy.status, message, policy, now);
+  const failures = next.status.probeFailures ?? 1;
+  const unreadySince = next.status.phase === 'Ready' ? undefined : (next.status.unreadySince ?? now.toISOString());
+  if (next.evicted) deps.onEvicted?.(proxy.spec.provider, evictionCauseOf(probed.cause), readySeconds(proxy.status, now));
   const replace = unreadySince !== undefined && now.getTime() - Date.parse(unreadySince) >= policy.replaceAfterMs;
   if (replace) {
     await deps.lifecycles.get(proxy.spec.provider)?.deleteInstance(instance.name, proxy.spec.placement, signal);
@@ -210,16 +226,20 @@ async function probeFailed(proxy: Proxy, instance: Instance, url: string, messag
   }
   await writeStatus(deps, 
     proxy.name,
-    (p) =>
-      status(p, {
-        phase: stillReady ? 'Ready' : 'Provisioning',
+    (p) => {
+      const { probeSuccesses: _passes, ...rest } = p.status;
+      return {
+        ...rest,
+        observedGeneration: p.metadata.generation,
+        phase: next.status.phase === 'Ready' ? 'Ready' : 'Provisioning',
         instanceName: instance.name,
         instanceId: instance.id,
         url,
         probeFailures: replace ? 0 : failures,
         unreadySince: replace ? undefined : unreadySince,
         lastError: replace ? `replaced: unready since ${unreadySince ?? ''} (${message})` : message,
-      }),
+      };
+    },
     signal,
   );
   return { kind: 'retry-later', why: `readiness probe failed (${failures} in a row): ${message}` };

@@ -50,6 +50,8 @@ export interface ProxyStatus {
   lastError?: string;
   /** Readiness probes failed in a row (reset by a success). */
   probeFailures?: number;
+  /** Readiness probes passed in a row by a proxy coming back after failures (it returns at `--probe-successes`). */
+  probeSuccesses?: number;
   /** ISO time the proxy stopped being ready (while it is not); it is replaced after a while. */
   unreadySince?: string;
   /**

@@ -12,13 +12,22 @@ export interface ProbeOptions {
   /** Bearer token for the echo endpoint when the API requires one (sent to the echo, never logged). */
   echoToken?: string;
   signal: AbortSignal;
+  /** Deadline of each step (the TCP connect, the request through the proxy); none when undefined. */
+  stepTimeoutMs?: number;
 }
 
 export type ProbeStage = 'tcp' | 'proxy-auth' | 'http';
 
+/**
+ * Why a probe failed: a step ran past its deadline (`timeout`: a hung or paused proxy), the proxy
+ * refused the connection (`refused`: nothing listens), or anything else (`error`: a 407, a 5xx,
+ * a reset, a wrong answer).
+ */
+export type ProbeFailureCause = 'timeout' | 'refused' | 'error';
+
 export type ProbeResult =
   | { ok: true; egressIp: string; durationSeconds: number }
-  | { ok: false; stage: ProbeStage; message: string; durationSeconds: number };
+  | { ok: false; stage: ProbeStage; cause: ProbeFailureCause; message: string; durationSeconds: number };
 
 const MAX_BODY = 64 * 1024;
 
@@ -48,8 +57,8 @@ interface EchoResponse {
   body: string;
 }
 
-function getThroughProxy(options: ProbeOptions, url: URL): Promise<EchoResponse> {
-  const { endpoint, credentials, signal } = options;
+function getThroughProxy(options: ProbeOptions, url: URL, signal: AbortSignal): Promise<EchoResponse> {
+  const { endpoint, credentials } = options;
   const auth = Buffer.from(`${credentials.username}:${credentials.password}`).toString('base64');
   return new Promise((resolve, reject) => {
     const req = request(
@@ -105,26 +114,38 @@ function parseAddress(body: string): string | undefined {
  * deadline decides what that means) instead of blaming a stage.
  */
 export async function probeProxy(options: ProbeOptions): Promise<ProbeResult> {
-  const { endpoint, signal } = options;
+  const { endpoint, signal, stepTimeoutMs } = options;
   const started = performance.now();
   const elapsed = (): number => (performance.now() - started) / 1000;
-  const fail = (stage: ProbeStage, message: string): ProbeResult => ({ ok: false, stage, message, durationSeconds: elapsed() });
+  const fail = (stage: ProbeStage, message: string, cause: ProbeFailureCause = 'error'): ProbeResult => ({ ok: false, stage, cause, message, durationSeconds: elapsed() });
+  /** The caller's signal, plus this step's own deadline when there is one. */
+  const stepSignal = (): { signal: AbortSignal; expired: () => boolean } => {
+    if (stepTimeoutMs === undefined) return { signal, expired: () => false };
+    const own = AbortSignal.timeout(stepTimeoutMs);
+    return { signal: AbortSignal.any([signal, own]), expired: () => own.aborted && !signal.aborted };
+  };
   signal.throwIfAborted();
   const url = new URL(options.echoUrl);
   if (url.protocol !== 'http:') return fail('http', `echo URL must be http://, got ${url.protocol}`);
 
+  const connect = stepSignal();
   try {
-    await tcpConnect(endpoint.host, endpoint.port, signal);
+    await tcpConnect(endpoint.host, endpoint.port, connect.signal);
   } catch (err) {
     signal.throwIfAborted();
-    return fail('tcp', `cannot connect to proxy ${endpoint.host}:${endpoint.port}: ${(err as Error).message}`);
+    const where = `proxy ${endpoint.host}:${endpoint.port}`;
+    if (connect.expired()) return fail('tcp', `no TCP connection to ${where} within ${stepTimeoutMs} ms`, 'timeout');
+    const refused = (err as NodeJS.ErrnoException).code === 'ECONNREFUSED';
+    return fail('tcp', `cannot connect to ${where}: ${(err as Error).message}`, refused ? 'refused' : 'error');
   }
 
   let response: EchoResponse;
+  const get = stepSignal();
   try {
-    response = await getThroughProxy(options, url);
+    response = await getThroughProxy(options, url, get.signal);
   } catch (err) {
     signal.throwIfAborted();
+    if (get.expired()) return fail('http', `GET ${url.href} through proxy ${endpoint.host}:${endpoint.port}: no answer within ${stepTimeoutMs} ms`, 'timeout');
     return fail('http', `GET ${url.href} through proxy ${endpoint.host}:${endpoint.port} failed: ${(err as Error).message}`);
   }
   if (response.status === 407) return fail('proxy-auth', `proxy ${endpoint.host}:${endpoint.port} refused the credentials (407 Proxy Authentication Required)`);

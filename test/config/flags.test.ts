@@ -60,6 +60,22 @@ describe('check flags (validated before anything connects)', () => {
     expect(bad.code).toBe(2);
   });
 
+  test('the readiness probe flags name themselves', async () => {
+    const cases: [string[], string][] = [
+      [['worker', '--probe-interval', '500ms'], '--probe-interval: expected 0 (probe only on the resync) or at least 1s, got "500ms"'],
+      [['up', '--probe-interval', 'often'], '--probe-interval: expected a duration such as 5m (0 for off), got "often"'],
+      [['worker', '--probe-timeout', '0'], '--probe-timeout: expected a positive duration such as 30s, got "0"'],
+      [['up', '--probe-interval', '3s', '--probe-timeout', '2s'], '--probe-timeout: must be at most half of --probe-interval (3s): a probe has two steps under it, got "2s"'],
+      [['worker', '--probe-successes', '0'], '--probe-successes: expected an integer from 1 to 100, got "0"'],
+      [['up', '--probe-failures', 'x'], '--probe-failures: expected an integer from 1 to 100, got "x"'],
+    ];
+    for (const [args, message] of cases) {
+      const run = await runCli(args, DEAD_REDIS);
+      expect(run.err).toBe(`error: ${message}\n`);
+      expect(run.code).toBe(2);
+    }
+  });
+
   test('unknown options and commands are usage errors (exit 2)', async () => {
     expect((await runCli(['worker', '--frobnicate'])).code).toBe(2);
     expect((await runCli(['frobnicate'])).code).toBe(2);

@@ -7,7 +7,7 @@ import { join, resolve } from 'node:path';
 import { afterEach, beforeAll, afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { proxyEgressPolicy } from '../../src/egress/policy-config.ts';
 import { silentLogger } from '../../src/logging.ts';
-import type { Instance, InstanceSpec, ProxyCredentials, ProxyLifecycle } from '../../src/providers/lifecycle.ts';
+import type { Instance, InstanceExit, InstanceSpec, ProxyCredentials, ProxyLifecycle } from '../../src/providers/lifecycle.ts';
 import { createLocalLifecycle } from '../../src/providers/local/lifecycle.ts';
 import { findProxyProcesses } from '../../src/providers/local/process-table.ts';
 import { waitFor } from '../support/wait.ts';
@@ -232,6 +232,70 @@ describe('local proxy lifecycle', () => {
     expect(restarted.id).not.toBe(instance.id);
     expect(restarted.endpoint).toEqual(instance.endpoint);
     expect((await getThrough(restarted.endpoint!.port, `http://127.0.0.1:${targetPort}/back`, CREDS)).status).toBe(200);
+  });
+
+  it('reports a process exit at once, without a probe: its own child, one a new lifecycle adopted, one that died while nobody watched; never a deletion', async () => {
+    const own = createLocalLifecycle({ dataDir, logger: silentLogger(), egressPolicy });
+    const exits: InstanceExit[] = [];
+    const nextExit = () => new Promise<InstanceExit>((resolveExit) => {
+      const off = own.onInstanceExit((e) => {
+        off();
+        resolveExit(e);
+      });
+    });
+    const record = own.onInstanceExit((e) => exits.push(e));
+    try {
+      const a = await own.ensureInstance(spec('p1'), signal());
+      const exited = nextExit();
+      process.kill(Number(a.id), 'SIGKILL');
+      expect(await exited).toEqual({ name: 'p1', owner: { fleet: 'fleet-a', proxy: 'proxy-p1' }, id: a.id, message: `proxy process ${a.id} exited` });
+
+      // A new lifecycle (a new worker) adopts the running process and still sees it exit.
+      const b = await own.ensureInstance(spec('p1'), signal());
+      const adopter = createLocalLifecycle({ dataDir, logger: silentLogger(), egressPolicy });
+      try {
+        expect((await adopter.getInstance('p1', undefined, signal()))?.id).toBe(b.id);
+        const adopted = new Promise<InstanceExit>((resolveExit) => adopter.onInstanceExit(resolveExit));
+        process.kill(Number(b.id), 'SIGKILL');
+        expect(await adopted).toMatchObject({ name: 'p1', id: b.id });
+      } finally {
+        adopter.close();
+      }
+
+      // A process that died while no lifecycle watched is reported when one starts watching.
+      const c = await own.ensureInstance(spec('p1'), signal());
+      own.close();
+      process.kill(Number(c.id), 'SIGKILL');
+      await waitFor('process gone', async () => (await findProxyProcesses(join(dataDir, 'instances', 'p1'))).length === 0);
+      const late = createLocalLifecycle({ dataDir, logger: silentLogger(), egressPolicy });
+      try {
+        const missed = await new Promise<InstanceExit>((resolveExit) => late.onInstanceExit(resolveExit));
+        expect(missed).toMatchObject({ name: 'p1', id: c.id, message: `proxy process ${c.id} is no longer running` });
+        // A deletion is not an exit.
+        const d = await late.ensureInstance(spec('p1'), signal());
+        const other = await late.ensureInstance(spec('p2'), signal());
+        const seen: InstanceExit[] = [];
+        const otherExited = new Promise<void>((resolveExit) =>
+          late.onInstanceExit((e) => {
+            seen.push(e);
+            if (e.id === other.id) resolveExit();
+          }),
+        );
+        await late.deleteInstance('p1', undefined, signal());
+        expect(await late.getInstance('p1', undefined, signal())).toBeUndefined();
+        // Exits are reported in the order the watch sees them: once p2's is in, a p1 exit would be too.
+        process.kill(Number(other.id), 'SIGKILL');
+        await otherExited;
+        expect(seen.map((e) => e.id)).toEqual([other.id]);
+        expect(d.id).not.toBe(other.id);
+      } finally {
+        late.close();
+      }
+      expect(exits[0]?.id).toBe(a.id);
+    } finally {
+      record();
+      own.close();
+    }
   });
 
   /** An instance directory holding an intent and no live process (its process SIGKILLed, its instance.json gone); returns the directory. */

@@ -97,8 +97,9 @@ describe('a proxy’s whole life on the local provider', () => {
     expect(metrics).toContain('proxy_operator_proxies{provider="local",phase="Failed"} 0');
     expect(metrics).toMatch(/proxy_operator_reconciles_total\{provider="local",outcome="ready"\} [1-9]/);
 
-    // Self-healing: the proxy's process dies; the periodic resync notices and the next reconcile
-    // brings a working proxy back behind the same discovered URL.
+    // Self-healing: the proxy's process dies; the local provider's exit watch notices at once (the
+    // periodic resync would too) and the next reconcile brings a working proxy back behind the same
+    // discovered URL.
     const view = (await fetch(`${api}/v1/proxies/web-1`).then((r) => r.json())) as ProxyView;
     const pidBefore = await waitFor('the proxy process', () => pidListeningOn(Number(new URL(proxyUrl).port)));
     process.kill(pidBefore, 'SIGKILL');

@@ -77,9 +77,39 @@ describe('reconcileProxy', () => {
     expect((await store.get('b'))?.status.phase).toBe('Provisioning');
     lc.startAs = 'running';
     lc.instances.clear();
-    const failing: ReadinessProbe = async () => ({ ok: false, message: 'proxy-auth: 407' });
+    const failing: ReadinessProbe = async () => ({ ok: false, cause: 'error', message: 'proxy-auth: 407' });
     expect(await reconcileProxy('b', deps(lc, failing), signal)).toEqual({ kind: 'retry-later', why: 'readiness probe failed (1 in a row): proxy-auth: 407' });
     expect((await store.get('b'))?.status).toMatchObject({ phase: 'Provisioning', lastError: 'proxy-auth: 407' });
+  });
+
+  test('by default the first failed probe evicts; the same instance returns after --probe-successes passes in a row, a new one after one', async () => {
+    const lc = new RecordingLifecycle();
+    await apply('r');
+    let verdict: 'ok' | 'timeout' = 'ok';
+    const probe: ReadinessProbe = async () => (verdict === 'ok' ? { ok: true, egressIp: '127.0.0.1' } : { ok: false, cause: 'timeout', message: 'http: no answer within 2000 ms' });
+    const events: string[] = [];
+    const d: ReconcileDeps = { ...deps(lc, probe), readiness: { failureThreshold: 1, successThreshold: 2, replaceAfterMs: 60_000 }, onEvicted: (p, cause) => events.push(`${p} ${cause}`) };
+    expect((await reconcileProxy('r', d, signal)).kind).toBe('ready');
+    verdict = 'timeout';
+    expect((await reconcileProxy('r', d, signal)).kind).toBe('retry-later');
+    expect((await store.get('r'))?.status).toMatchObject({ phase: 'Provisioning', probeFailures: 1, lastError: 'http: no answer within 2000 ms' });
+    expect(events).toEqual(['local timeout']);
+    verdict = 'ok';
+    expect(await reconcileProxy('r', d, signal)).toEqual({ kind: 'retry-later', why: 'readiness probe passed (1 of 2 in a row needed to return)' });
+    expect((await store.get('r'))?.status).toMatchObject({ phase: 'Provisioning', probeSuccesses: 1 });
+    // A failure in between starts the count again.
+    verdict = 'timeout';
+    await reconcileProxy('r', d, signal);
+    verdict = 'ok';
+    expect((await reconcileProxy('r', d, signal)).kind).toBe('retry-later');
+    expect((await reconcileProxy('r', d, signal)).kind).toBe('ready');
+    expect((await store.get('r'))?.status.probeSuccesses).toBeUndefined();
+    // A new instance (a restarted process) needs one pass.
+    verdict = 'timeout';
+    await reconcileProxy('r', d, signal);
+    lc.instances.clear();
+    verdict = 'ok';
+    expect((await reconcileProxy('r', d, signal)).kind).toBe('ready');
   });
 
   test('a Ready proxy stays Ready through fewer than N failed probes, then leaves discovery, then is replaced', async () => {
@@ -88,12 +118,12 @@ describe('reconcileProxy', () => {
     let t = Date.parse('2026-11-01T10:00:00.000Z');
     const events: string[] = [];
     let ok = true;
-    const probe: ReadinessProbe = async () => (ok ? { ok: true, egressIp: '127.0.0.1' } : { ok: false, message: 'tcp: connection refused' });
+    const probe: ReadinessProbe = async () => (ok ? { ok: true, egressIp: '127.0.0.1' } : { ok: false, cause: 'refused', message: 'tcp: connection refused' });
     const d: ReconcileDeps = {
       ...deps(lc, probe),
-      readiness: { failureThreshold: 3, replaceAfterMs: 60_000 },
+      readiness: { failureThreshold: 3, successThreshold: 1, replaceAfterMs: 60_000 },
       now: () => new Date(t),
-      onUnready: (p) => events.push(`unready ${p}`),
+      onEvicted: (p, cause) => events.push(`unready ${p} ${cause}`),
       onReplace: (p) => events.push(`replace ${p}`),
     };
     expect((await reconcileProxy('h', d, signal)).kind).toBe('ready');
@@ -110,10 +140,10 @@ describe('reconcileProxy', () => {
     await reconcileProxy('h', d, signal);
     expect((await store.get('h'))?.status).toMatchObject({ phase: 'Provisioning', probeFailures: 3, unreadySince: new Date(t).toISOString() });
     expect((await store.get('h'))?.status.conditions[0]).toMatchObject({ status: 'False', reason: 'Provisioning', lastTransitionTime: new Date(t).toISOString() });
-    expect(events).toEqual(['unready local']);
+    expect(events).toEqual(['unready local refused']);
     t += 61_000;
     await reconcileProxy('h', d, signal);
-    expect(events).toEqual(['unready local', 'replace local']);
+    expect(events).toEqual(['unready local refused', 'replace local']);
     expect(lc.instances.size).toBe(0);
     expect((await store.get('h'))?.status.lastError).toMatch(/^replaced: unready since 2026-11-01T10:00:02.000Z \(tcp: connection refused\)$/);
     ok = true;

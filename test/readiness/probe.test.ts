@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
 import type { Server as HttpServer } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
@@ -7,12 +8,13 @@ import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
 import { Server as ProxyServer } from 'proxy-chain';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { egressGuards, proxyEgressPolicy } from '../../src/egress/policy-config.ts';
 import { silentLogger } from '../../src/logging.ts';
 import type { ProxyCredentials } from '../../src/providers/lifecycle.ts';
 import { createLocalLifecycle } from '../../src/providers/local/lifecycle.ts';
-import { proxyEgressPolicy } from '../../src/egress/policy-config.ts';
 import { echoBody, echoRoute } from '../../src/readiness/echo.ts';
 import { probeProxy } from '../../src/readiness/probe.ts';
+import { startPausableProxy } from '../support/pausable-proxy.ts';
 
 const CREDS: ProxyCredentials = { username: 'probe', password: 'probe-secret' };
 
@@ -80,8 +82,24 @@ describe('probeProxy', () => {
   it('reports tcp when nothing listens on the proxy port', async () => {
     const port = await closedPort();
     const result = await probeProxy({ endpoint: { host: '127.0.0.1', port }, credentials: CREDS, echoUrl: echo.url, signal: AbortSignal.timeout(10_000) });
-    expect(result).toMatchObject({ ok: false, stage: 'tcp' });
+    expect(result).toMatchObject({ ok: false, stage: 'tcp', cause: 'refused' });
     if (!result.ok) expect(result.message).toContain(`127.0.0.1:${port}`);
+  });
+
+  it('fails with cause timeout when a paused proxy holds the request past the step deadline, not at the caller deadline', async () => {
+    const paused = await startPausableProxy(CREDS);
+    paused.pause();
+    try {
+      const held = once(paused, 'held');
+      const result = await probeProxy({ endpoint: { host: '127.0.0.1', port: paused.port }, credentials: CREDS, echoUrl: echo.url, stepTimeoutMs: 300, signal: AbortSignal.timeout(30_000) });
+      await held;
+      expect(result).toMatchObject({ ok: false, stage: 'http', cause: 'timeout' });
+      if (!result.ok) expect(result.message).toContain('no answer within 300 ms');
+      paused.resume();
+      expect(await probeProxy({ endpoint: { host: '127.0.0.1', port: paused.port }, credentials: CREDS, echoUrl: echo.url, stepTimeoutMs: 300, signal: AbortSignal.timeout(30_000) })).toMatchObject({ ok: true });
+    } finally {
+      await paused.close();
+    }
   });
 
   it('reports http when the echo server is down behind a working proxy', async () => {
@@ -169,9 +187,8 @@ describe('probeProxy against a local provider instance', () => {
   });
 
   it('is ok with the instance credentials and proxy-auth without them', async () => {
-    // The echo is the one loopback request a proxy lets through: its policy names it, as a worker's does.
-    const url = new URL(echo.url);
-    const egressPolicy = proxyEgressPolicy(undefined, { guarded: [], echo: { host: url.hostname, port: Number(url.port), path: url.pathname } });
+    // The echo is on loopback: the proxy lets exactly its GET through (the echo exception of the egress policy).
+    const egressPolicy = proxyEgressPolicy(undefined, egressGuards({ redisUrl: 'redis://127.0.0.1:1', echoUrl: echo.url }));
     const lifecycle = createLocalLifecycle({ dataDir, logger: silentLogger(), egressPolicy });
     const instance = await lifecycle.ensureInstance({ name: 'probe-1', owner: { fleet: 'f', proxy: 'p' }, credentials: CREDS }, AbortSignal.timeout(20_000));
     const good = await probeProxy({ endpoint: instance.endpoint!, credentials: CREDS, echoUrl: echo.url, signal: AbortSignal.timeout(10_000) });

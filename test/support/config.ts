@@ -3,7 +3,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inject } from 'vitest';
-import { freezeConfig, type AppConfig } from '../../src/config/app.ts';
+import { freezeConfig, type AppConfig, type ReadinessSettings } from '../../src/config/app.ts';
 import type { ProviderConfig } from '../../src/config/providers.ts';
 
 /** A hash-tagged prefix of its own for every test, so tests never see each other's keys. */
@@ -27,6 +27,7 @@ export interface TestConfigOverrides {
   gcIntervalMs?: number;
   resyncMs?: number;
   gcGraceMs?: number;
+  readiness?: Partial<ReadinessSettings>;
 }
 
 /** An AppConfig for in-process tests: the run's Redis, a fresh prefix, short locks and backoff. */
@@ -40,7 +41,7 @@ export function testConfig(o: TestConfigOverrides = {}): AppConfig {
     echoUrl: undefined,
     recheckMs: 200,
     resyncMs: o.resyncMs ?? 0,
-    readiness: { failureThreshold: 3, replaceAfterMs: 300_000 },
+    readiness: { failureThreshold: 1, successThreshold: 2, replaceAfterMs: 300_000, intervalMs: 5000, timeoutMs: 2000, ...o.readiness },
     gcIntervalMs: o.gcIntervalMs ?? 0,
     gcGraceMs: o.gcGraceMs ?? 600_000,
     worker: { queues: o.queues ?? ['checks'], concurrency: o.concurrency ?? 4, lockDurationMs: 1000, stalledIntervalMs: 500 },

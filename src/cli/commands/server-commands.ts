@@ -63,7 +63,10 @@ export function addServerOptions(cmd: Command, env: ServerEnv, role: string): Co
   if (role === 'up' || role === 'worker') {
     cmd
       .option('--gc-grace <duration>', 'instances younger than this are never garbage-collected', d.gcGrace)
+      .option('--probe-interval <duration>', 'how often each Ready proxy is probed (jittered ±10 %); 0 = only on the resync', d.probeInterval)
+      .option('--probe-timeout <duration>', 'deadline of each probe step (TCP connect, request through the proxy); at most half of --probe-interval', d.probeTimeout)
       .option('--probe-failures <n>', 'failed readiness probes in a row that take a Ready proxy out of discovery', d.probeFailures)
+      .option('--probe-successes <n>', 'passed probes in a row that bring an evicted proxy back into discovery', d.probeSuccesses)
       .option('--replace-after <duration>', 'a proxy unready this long has its instance replaced', d.replaceAfter);
   }
   return cmd;

@@ -25,6 +25,7 @@ export function createLocalProvider(config: LocalProviderConfig, deps: ProviderD
     check: (signal) => checkLocal(dataDir, signal),
     close: () => {
       stopExporting();
+      lifecycle.close();
       return Promise.resolve();
     },
   };

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { proxyEgressPolicy, type ProxyEgressPolicy } from '../../egress/policy-config.ts';
 import { EgressError } from '../../errors.ts';
 import type { Logger } from '../../logging.ts';
-import { ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../lifecycle.ts';
+import { ProvisioningError, type Instance, type InstanceExit, type InstanceSpec, type ProxyLifecycle } from '../lifecycle.ts';
 import {
   asCredentials,
   asInstance,
@@ -22,6 +22,7 @@ import {
   type InstanceRecord,
   type IntentRecord,
 } from './instance-files.ts';
+import { ExitWatch } from './exit-watch.ts';
 import { findProxyProcesses, isProxyProcess, pause, waitUntilGone } from './process-table.ts';
 import { buildProxyProgram } from './proxy-program.ts';
 
@@ -33,6 +34,8 @@ export interface LocalLifecycleOptions {
   stopGraceMs?: number;
   /** The egress policy the proxies enforce (default: the default deny alone, nothing guarded). */
   egressPolicy?: ProxyEgressPolicy;
+  /** How often watched proxy processes are looked at for an exit (default 200 ms). */
+  exitPollMs?: number;
 }
 
 export interface LocalLifecycle extends ProxyLifecycle {
@@ -42,6 +45,10 @@ export interface LocalLifecycle extends ProxyLifecycle {
    * Done once per lifecycle, before the first proxy starts; a failed write is tried again next time.
    */
   writeEgressPolicy(): Promise<void>;
+  /** Reports the exit of every proxy process of the data directory, adopted ones included (see exit-watch.ts). */
+  onInstanceExit(listener: (exit: InstanceExit) => void): () => void;
+  /** Stops watching processes (they keep running). */
+  close(): void;
 }
 
 /** A local instance could not be started or stopped; retrying may help. */
@@ -85,6 +92,7 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
   const { dataDir, logger } = options;
   const stopGraceMs = options.stopGraceMs ?? 5000;
   const policyFile = egressPolicyPath(dataDir);
+  const exits = new ExitWatch({ pollMs: options.exitPollMs });
   const policyText = `${JSON.stringify(options.egressPolicy ?? proxyEgressPolicy(undefined, undefined))}\n`;
   let policyWritten: Promise<void> | undefined;
   function writeEgressPolicy(): Promise<void> {
@@ -132,6 +140,8 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
   async function describe(dir: string, intent: IntentRecord, record: InstanceRecord | undefined): Promise<Instance> {
     const base = { name: intent.name, owner: intent.owner, createdAt: intent.createdAt, ...(intent.placement === undefined ? {} : { placement: intent.placement }) };
     if (record && (await isProxyProcess(record.pid, dir))) {
+      // Every running process we describe is watched, so one adopted from an earlier worker is too.
+      exits.watch({ pid: record.pid, dir, name: intent.name, owner: intent.owner });
       return { ...base, id: String(record.pid), state: 'running', endpoint: { host: '127.0.0.1', port: record.port } };
     }
     const starting = await findProxyProcesses(dir);
@@ -170,7 +180,10 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
       await writeEgressPolicy();
       const args = [await program(), dir, ...(previousPort ? ['--port', String(previousPort)] : []), '--policy', policyFile];
       const child = spawn(process.execPath, args, { cwd: dir, detached: true, stdio: ['ignore', log.fd, log.fd] });
-      child.once('exit', () => (exited = true));
+      child.once('exit', () => {
+        exited = true;
+        if (child.pid !== undefined) exits.check(child.pid);
+      });
       await new Promise<void>((resolveSpawn, reject) => {
         child.once('spawn', resolveSpawn);
         child.once('error', reject);
@@ -234,6 +247,9 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
     const { record } = await readState(dir);
     const pids = new Set(await findProxyProcesses(dir));
     if (record && (await isProxyProcess(record.pid, dir))) pids.add(record.pid);
+    // A deletion is not an exit to report.
+    if (record) exits.unwatch(record.pid);
+    for (const pid of pids) exits.unwatch(pid);
     for (const pid of pids) sendSignal(pid, 'SIGTERM');
     for (const pid of pids) {
       if (await waitUntilGone(pid, dir, signal, stopGraceMs)) continue;
@@ -247,8 +263,36 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
     if (pids.size > 0 || record) logger.info({ instance: name, pids: [...pids] }, 'local instance deleted');
   }
 
+  /**
+   * Watches every proxy process already running under the data directory (adopted from an earlier
+   * worker), and reports those recorded but no longer running.
+   */
+  async function watchRunning(): Promise<void> {
+    let names: string[];
+    try {
+      names = (await readdir(instancesDir(dataDir), { withFileTypes: true })).filter((e) => e.isDirectory()).map((e) => e.name);
+    } catch {
+      return;
+    }
+    for (const name of names) {
+      const dir = instanceDir(dataDir, name);
+      const { intent, record } = await readState(dir);
+      if (!intent || !record) continue;
+      const watched = { pid: record.pid, dir, name: intent.name, owner: intent.owner };
+      // A process that died while no worker watched is reported now: its proxy is restarted at once.
+      if (await isProxyProcess(record.pid, dir)) exits.watch(watched);
+      else if ((await findProxyProcesses(dir)).length === 0) exits.report(watched, `proxy process ${record.pid} is no longer running`);
+    }
+  }
+
   return {
     writeEgressPolicy,
+    close: () => exits.close(),
+    onInstanceExit(listener) {
+      const off = exits.subscribe(listener);
+      watchRunning().catch((err: unknown) => logger.warn({ err: (err as Error).message }, 'could not list running local proxies to watch'));
+      return off;
+    },
     ensureInstance: (spec, signal) => withLock(spec.name, () => ensure(spec, signal)),
 
     async getInstance(name, _placement, signal) {

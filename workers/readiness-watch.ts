@@ -1,0 +1,89 @@
+import type { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { redisOptions } from '../queues/connection.ts';
+import type { AppConfig } from '../src/config/app.ts';
+import type { Logger } from '../src/logging.ts';
+import type { ReconcileMetrics } from '../src/metrics/proxy-metrics.ts';
+import type { InstanceExit, ProxyLifecycle } from '../src/providers/lifecycle.ts';
+import { fleetOf } from '../src/proxies/instance-name.ts';
+import type { ReadinessHooks, ReadinessProbe } from '../src/proxies/reconcile.ts';
+import { requestReconcile } from '../src/proxies/request-reconcile.ts';
+import { recordFailure, type FailureDeps } from '../src/readiness/evict.ts';
+import { ProbeLoop } from '../src/readiness/probe-loop.ts';
+import type { ProxyStore } from '../src/store/proxy-store.ts';
+
+export interface ReadinessWatchDeps {
+  config: AppConfig;
+  redisUrl: string;
+  proxies: ProxyStore;
+  logger: Logger;
+}
+
+/**
+ * Readiness apart from reconcile, in workers of the reconcile queue: the probe loop (every
+ * `--probe-interval`) and the providers' exit watch (a local proxy process that exits is out of
+ * discovery at once and gets a reconcile, which starts it again, without waiting for a probe).
+ */
+export function startReadiness(
+  deps: ReadinessWatchDeps,
+  reconcileQueue: Queue,
+  lifecycles: ReadonlyMap<string, ProxyLifecycle>,
+  probe: ReadinessProbe,
+  metrics: ReconcileMetrics,
+): { probeLoop: ProbeLoop | undefined; close(): Promise<void> } {
+  const { config, logger } = deps;
+  const fleet = fleetOf(config.redis.prefix);
+  const hooks: ReadinessHooks = {
+    onProbe: (provider, ok, seconds) => metrics.probe(provider, ok, seconds),
+    onEvicted: (provider, cause, readySeconds) => metrics.evicted(provider, cause, readySeconds),
+  };
+  const reconcileNow = (proxy: string): Promise<void> => requestReconcile(reconcileQueue, proxy);
+  const failures: FailureDeps = { proxies: deps.proxies, rules: config.readiness, hooks, requestReconcile: reconcileNow };
+
+  async function onExit(exit: InstanceExit): Promise<void> {
+    const outcome = await recordFailure(failures, exit.owner.proxy, { cause: 'process-exited', message: exit.message, instanceId: exit.id, immediate: true });
+    if (outcome === 'evicted') {
+      logger.warn({ proxy: exit.owner.proxy, instance: exit.name, pid: exit.id }, 'proxy taken out of discovery: its process exited');
+      return;
+    }
+    // Already out of discovery (a failed probe came first): still start it again now.
+    const proxy = await deps.proxies.get(exit.owner.proxy);
+    if (proxy && !proxy.metadata.deletionRequestedAt && proxy.status.instanceId === exit.id) await reconcileNow(proxy.name);
+  }
+  const unsubscribe: (() => void)[] = [];
+  for (const lifecycle of lifecycles.values()) {
+    const off = lifecycle.onInstanceExit?.((exit) => {
+      if (exit.owner.fleet !== fleet) return;
+      onExit(exit).catch((err: unknown) => logger.warn({ proxy: exit.owner.proxy, err: (err as Error).message }, 'could not record a proxy process exit'));
+    });
+    if (off) unsubscribe.push(off);
+  }
+
+  let redis: Redis | undefined;
+  let probeLoop: ProbeLoop | undefined;
+  if (config.readiness.intervalMs > 0) {
+    redis = new Redis(redisOptions(deps.redisUrl, 'worker'));
+    redis.on('error', (err) => logger.warn({ err: err.message }, 'probe loop redis connection error'));
+    probeLoop = new ProbeLoop({
+      proxies: deps.proxies,
+      redis,
+      prefix: config.redis.prefix,
+      intervalMs: config.readiness.intervalMs,
+      rules: config.readiness,
+      probe,
+      requestReconcile: reconcileNow,
+      hooks,
+      logger: logger.child({ component: 'probe-loop' }),
+    });
+    probeLoop.on('error', () => undefined);
+    probeLoop.start();
+  }
+  return {
+    probeLoop,
+    async close() {
+      for (const off of unsubscribe) off();
+      await probeLoop?.close();
+      redis?.disconnect();
+    },
+  };
+}
