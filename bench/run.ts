@@ -8,6 +8,7 @@ const benches: Record<string, () => Promise<unknown>> = {
   'proxy-lifecycle': async () => (await import('./proxy-lifecycle.bench.ts')).runProxyLifecycleBench(),
   reconcile: async () => (await import('./reconcile.bench.ts')).runReconcileBench(),
   'kvm-rpc': async () => (await import('./kvm-rpc.bench.ts')).runKvmRpcBench(),
+  cli: async () => (await import('./cli.bench.ts')).runCliBench(),
 };
 
 const name = process.argv[2];
