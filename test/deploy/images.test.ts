@@ -67,6 +67,7 @@ describe('the images, played without a Docker engine', () => {
   let dir: string;
   let origin: Server;
   let originUrl: string;
+  const stageCache = new Map<string, StageResult>();
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'egress-images-'));
@@ -83,7 +84,7 @@ describe('the images, played without a Docker engine', () => {
   });
 
   test('Dockerfile: the compiled orchestrator with production dependencies only, non-root under tini; --version, and the local proxy program builds and serves from it', async () => {
-    const stages = await playDockerfile('Dockerfile', { dir: join(dir, 'egress') });
+    const stages = await playDockerfile('Dockerfile', { dir: join(dir, 'egress'), cache: stageCache });
     const image = stages.at(-1) as StageResult;
     expect(image.user).toBe('node');
     expect(image.entrypoint.slice(0, 2)).toEqual(['tini', '--']);
@@ -112,7 +113,7 @@ describe('the images, played without a Docker engine', () => {
   }, 240_000);
 
   test('Dockerfile.proxy: one self-contained file, non-root; in container mode it serves with PROXY_USER/PROXY_PASSWORD, 407 without, and refuses to start without a password', async () => {
-    const stages = await playDockerfile('Dockerfile.proxy', { dir: join(dir, 'proxy') });
+    const stages = await playDockerfile('Dockerfile.proxy', { dir: join(dir, 'proxy'), cache: stageCache });
     const image = stages.at(-1) as StageResult;
     expect(image.user).toBe('nonroot');
     // The image holds the program alone: no node_modules, no sources.

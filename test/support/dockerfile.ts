@@ -62,6 +62,8 @@ function json(args: string): string[] {
 export interface PlayOptions {
   /** Where the stages' roots are made. */
   dir: string;
+  /** Played stages by content, shared between Dockerfiles (keep it for as long as `dir` exists). */
+  cache?: Map<string, StageResult>;
   /** Receives the output of the RUN steps that are run. */
   log?: (line: string) => void;
 }
@@ -70,6 +72,13 @@ export async function playDockerfile(file: string, options: PlayOptions): Promis
   const stages = parseDockerfile(await readFile(join(ROOT, file), 'utf8'));
   const results: StageResult[] = [];
   for (const [i, stage] of stages.entries()) {
+    // Two Dockerfiles with the same build stage (same base, same steps) share its played result, as Docker's layer cache would.
+    const key = JSON.stringify([stage.from, stage.instructions]);
+    const cached = options.cache?.get(key);
+    if (cached) {
+      results.push({ ...cached, name: stage.name });
+      continue;
+    }
     const result: StageResult = { name: stage.name, from: stage.from, root: join(options.dir, `stage-${i}`), workdir: '/', env: {}, user: undefined, entrypoint: [], cmd: [], healthcheck: undefined, skipped: [] };
     await mkdir(result.root, { recursive: true });
     const inStage = (path: string): string => join(result.root, posix.resolve(result.workdir, path));
@@ -137,6 +146,7 @@ export async function playDockerfile(file: string, options: PlayOptions): Promis
       }
     }
     results.push(result);
+    options.cache?.set(key, result);
   }
   return results;
 }
