@@ -8,5 +8,7 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     reporters: ['default'],
+    // bin/egress.js runs the sources under test, not a dist/ a previous `npm run build` left behind.
+    env: { EGRESS_FROM_SOURCE: '1' },
   },
 });

@@ -9,6 +9,7 @@ const benches: Record<string, () => Promise<unknown>> = {
   reconcile: async () => (await import('./reconcile.bench.ts')).runReconcileBench(),
   'kvm-rpc': async () => (await import('./kvm-rpc.bench.ts')).runKvmRpcBench(),
   eviction: async () => (await import('./eviction.bench.ts')).runEvictionBench(),
+  cli: async () => (await import('./cli.bench.ts')).runCliBench(),
 };
 
 const name = process.argv[2];

@@ -6,6 +6,7 @@ import { applyProxies, deleteProxy, getProxies } from './commands/proxy-commands
 import { addServerOptions } from './commands/server-commands.ts';
 import type { CliIO } from './output.ts';
 import type { ServerFlags } from './server-config.ts';
+import { packageVersion } from '../version.ts';
 
 export interface CliEnv {
   REDIS_URL?: string;
@@ -44,6 +45,7 @@ async function clientOf(flags: ClientFlags, env: CliEnv): Promise<ApiClient> {
 function buildProgram(env: CliEnv, io: CliIO, result: { code: number }): Command {
   const program = new Command('egress')
     .description('Orchestrator for fleets of egress proxies used by web crawlers')
+    .version(packageVersion(), '-V, --version', 'print the version')
     .exitOverride()
     .enablePositionalOptions()
     .configureOutput({ writeOut: io.out, writeErr: io.err })

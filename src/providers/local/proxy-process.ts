@@ -10,6 +10,12 @@
  * SIGINT close and exit. If another proxy process already serves the same directory, the one with
  * the higher pid exits.
  *
+ * Container mode (`node proxy-process.cjs --env`, or no instance directory at all; Dockerfile.proxy runs it):
+ * no instance directory and no files. It listens on PROXY_HOST (default 0.0.0.0) port PROXY_PORT
+ * (default 3128), takes its one credential from PROXY_USER and PROXY_PASSWORD (both required) and
+ * its policy from `--policy FILE` or EGRESS_PROXY_POLICY, logs to stdout, and exits 0 on SIGTERM.
+ * A missing or bad variable exits 2 with a message naming it.
+ *
  * Egress policy (docs/proxies.md#egress-policy): the document comes from `--policy FILE` (re-read
  * when it changes) or else the `EGRESS_PROXY_POLICY` environment variable; without either, the
  * default deny. Every destination is resolved once, judged, and the connection pinned to the
@@ -41,6 +47,8 @@ import { findProxyProcesses } from './process-table.ts';
 
 const EXIT_DUPLICATE = 0;
 const EXIT_BAD_STATE = 78;
+const EXIT_BAD_ENV = 2;
+const DEFAULT_CONTAINER_PORT = 3128;
 
 function digest(value: string): Buffer {
   return createHash('sha256').update(value).digest();
@@ -108,7 +116,7 @@ function denialLog(logger: Logger): (reason: string, fields: Record<string, unkn
   };
 }
 
-async function listen(port: number, check: (username: string, password: string) => boolean, egress: Egress): Promise<Server> {
+async function listen(host: string, port: number, check: (username: string, password: string) => boolean, egress: Egress): Promise<Server> {
   const httpAgent = agentFor(egress);
   const logDenial = denialLog(egress.logger);
   const prepare = async (opts: PrepareRequestFunctionOpts): Promise<PrepareRequestFunctionResult> => {
@@ -131,7 +139,7 @@ async function listen(port: number, check: (username: string, password: string) 
     }
   };
   const server = new Server({
-    host: '127.0.0.1',
+    host,
     port,
     verbose: false,
     authRealm: 'egress',
@@ -141,12 +149,68 @@ async function listen(port: number, check: (username: string, password: string) 
   return server;
 }
 
+function optionAfter(flag: string): string | undefined {
+  const at = process.argv.indexOf(flag);
+  return at > 0 ? process.argv[at + 1] : undefined;
+}
+
+async function startPolicy(logger: Logger): Promise<LivePolicy> {
+  // This program is an entry point of its own: the environment is its configuration (container and VM images).
+  const policyFile = optionAfter('--policy');
+  const envPolicy = process.env.EGRESS_PROXY_POLICY;
+  return startLivePolicy({
+    ...(policyFile ? { file: policyFile } : {}),
+    ...(envPolicy ? { envText: envPolicy } : {}),
+    logger: logger.child({ component: 'egress-policy' }),
+  });
+}
+
+function stopOnSignals(server: Server, policy: LivePolicy, denials: DenialRecorder, logger: Logger): void {
+  const stop = (sig: string): void => {
+    logger.info({ signal: sig }, 'stopping');
+    policy.close();
+    Promise.all([server.close(true), denials.flush()]).then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+}
+
+/** Container mode: everything from the environment, nothing on disk. */
+async function mainFromEnv(): Promise<void> {
+  const logger = createLogger({ level: 'info', destination: pino.destination(1) }).child({ mode: 'env' });
+  const fail = (message: string): never => {
+    process.stderr.write(`proxy process: ${message}\n`);
+    process.exit(EXIT_BAD_ENV);
+  };
+  const host = process.env.PROXY_HOST || '0.0.0.0';
+  const portText = process.env.PROXY_PORT || String(DEFAULT_CONTAINER_PORT);
+  const port = Number(portText);
+  if (!/^[0-9]+$/.test(portText) || port < 1 || port > 65535) fail(`PROXY_PORT: expected a port number 1-65535, got "${portText}"`);
+  const username = process.env.PROXY_USER ?? '';
+  const password = process.env.PROXY_PASSWORD ?? '';
+  if (!username) fail('PROXY_USER: required (the user name clients send in Proxy-Authorization)');
+  if (!password) fail('PROXY_PASSWORD: required (the password clients send in Proxy-Authorization)');
+  const check = (u: string, p: string): boolean => sameSecret(u, username) && sameSecret(p, password);
+
+  const policy = await startPolicy(logger);
+  // Counts are logged (denialLog); there is no instance directory to keep them in.
+  const denials: DenialRecorder = { record: () => undefined, flush: () => Promise.resolve() };
+  const server = await listen(host, port, check, { policy, denials, logger });
+  await policy.guard({ host, port: server.port, role: 'proxy' });
+  server.on('requestFailed', ({ error }: { error: Error }) => logger.warn({ err: error.message }, 'proxied request failed'));
+  process.on('SIGHUP', () => void policy.reload());
+  stopOnSignals(server, policy, denials, logger);
+  logger.info({ host, port: server.port, policyLoaded: policy.loaded }, 'proxy listening');
+}
+
 async function main(): Promise<void> {
-  const dir = process.argv[2] ?? '';
+  const dir = process.argv[2];
+  if (dir === undefined || dir.startsWith('--')) return mainFromEnv();
   const portFlag = process.argv.indexOf('--port');
   const portHint = portFlag > 0 ? Number(process.argv[portFlag + 1]) : 0;
-  const policyFlag = process.argv.indexOf('--policy');
-  const policyFile = policyFlag > 0 ? process.argv[policyFlag + 1] : undefined;
   const logger = createLogger({ level: 'info', destination: pino.destination(1) }).child({ instanceDir: dir });
 
   // At most one process per instance: defer to the one instance.json names, else to any older (lower) pid.
@@ -166,23 +230,17 @@ async function main(): Promise<void> {
   const check = (username: string, password: string): boolean =>
     credentials !== undefined && sameSecret(username, credentials.username) && sameSecret(password, credentials.password);
 
-  // This program is an entry point of its own: the environment is its configuration (container and VM images).
-  const envPolicy = process.env.EGRESS_PROXY_POLICY;
-  const policy = await startLivePolicy({
-    ...(policyFile ? { file: policyFile } : {}),
-    ...(envPolicy ? { envText: envPolicy } : {}),
-    logger: logger.child({ component: 'egress-policy' }),
-  });
+  const policy = await startPolicy(logger);
   const startedAt = new Date().toISOString();
   const egress: Egress = { policy, denials: createDenialRecorder(dir, { pid: process.pid, startedAt }, logger), logger };
 
   let server: Server;
   try {
-    server = await listen(Number.isInteger(portHint) && portHint > 0 ? portHint : 0, check, egress);
+    server = await listen('127.0.0.1', Number.isInteger(portHint) && portHint > 0 ? portHint : 0, check, egress);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
     logger.info({ port: portHint }, 'previous port is taken; listening on a new one');
-    server = await listen(0, check, egress);
+    server = await listen('127.0.0.1', 0, check, egress);
   }
   // Its own listener too: with loopback allowed, a client could otherwise loop the proxy through itself.
   await policy.guard({ host: '127.0.0.1', port: server.port, role: 'proxy' });
@@ -199,16 +257,7 @@ async function main(): Promise<void> {
     );
     void policy.reload();
   });
-  const stop = (sig: string): void => {
-    logger.info({ signal: sig }, 'stopping');
-    policy.close();
-    Promise.all([server.close(true), egress.denials.flush()]).then(
-      () => process.exit(0),
-      () => process.exit(1),
-    );
-  };
-  process.once('SIGTERM', () => stop('SIGTERM'));
-  process.once('SIGINT', () => stop('SIGINT'));
+  stopOnSignals(server, policy, egress.denials, logger);
 
   const record: InstanceRecord = { ...intent, pid: process.pid, port: server.port, startedAt };
   await writeJsonAtomic(join(dir, INSTANCE_FILE), record);

@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -6,8 +7,10 @@ import { EgressError } from '../../errors.ts';
 import { writeFileAtomic } from './instance-files.ts';
 import { PROXY_PROGRAM_FILE } from './process-table.ts';
 
-/** The TypeScript source of the forward-proxy process. */
-const SOURCE = fileURLToPath(new URL('./proxy-process.ts', import.meta.url));
+/** The forward-proxy process's entry: its TypeScript source, or in the compiled tree (dist/) its compiled JavaScript. */
+const SOURCE = [new URL('./proxy-process.ts', import.meta.url), new URL('./proxy-process.js', import.meta.url)]
+  .map((url) => fileURLToPath(url))
+  .find((path) => existsSync(path)) ?? fileURLToPath(new URL('./proxy-process.ts', import.meta.url));
 
 /** The proxy program could not be built; nothing else can start before that is fixed. */
 export class ProxyProgramError extends EgressError {
