@@ -9,8 +9,21 @@ export type RedisClient = Redis | Cluster;
 /** A plain ioredis client of the given kind; the caller owns it and must `quit()` it. */
 export function createRedis(target: RedisTarget | string, kind: 'worker' | 'producer', logger: Logger): RedisClient {
   const redis = createRedisClient(redisOptions(target, kind));
-  redis.on('error', (err: Error) => logger.warn({ err: err.message }, 'redis connection error'));
+  redis.on('error', (err: NodeJS.ErrnoException) => {
+    const hint = certificateHint(err);
+    logger.warn({ err: err.message, ...(hint ? { hint } : {}) }, 'redis connection error');
+  });
   return redis;
+}
+
+const CERTIFICATE_ERRORS = /^(SELF_SIGNED_CERT_IN_CHAIN|DEPTH_ZERO_SELF_SIGNED_CERT|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?|CERT_[A-Z_]+|ERR_TLS_CERT_ALTNAME_INVALID)$/;
+
+/** What to do about a TLS error that says the server's certificate is not trusted. */
+function certificateHint(err: NodeJS.ErrnoException): string | undefined {
+  if (err.code === undefined || !CERTIFICATE_ERRORS.test(err.code)) return undefined;
+  return err.code === 'ERR_TLS_CERT_ALTNAME_INVALID'
+    ? 'the Redis server’s TLS certificate does not name the host connected to: connect by a name it carries'
+    : 'the Redis server’s TLS certificate is not trusted: give the CA that signed it with --redis-ca-file (REDIS_CA_FILE)';
 }
 
 /** Closes a client politely, or drops it when Redis is gone. */
