@@ -77,6 +77,11 @@ export interface RedisClusterPeer {
    * manual, lossless kind) and waits until every node agrees it is the master.
    */
   failover(key: string): Promise<{ from: RedisNode; to: RedisNode }>;
+  /**
+   * SIGKILLs the master serving `key` once its replica has every write it acknowledged, then
+   * waits until the other nodes have promoted that replica (after `cluster-node-timeout`).
+   */
+  killMaster(key: string): Promise<{ killed: RedisNode; promoted: RedisNode }>;
   stop(): Promise<void>;
 }
 
@@ -120,9 +125,21 @@ export async function startRedisCluster(): Promise<RedisClusterPeer> {
       return true;
     }, 30_000, 50);
 
-    const view = async (): Promise<NodeLine[]> => parseNodes(String(await withNode(nodes[0] as RedisNode, password, (r) => r.cluster('NODES'))));
+    /** Asks the first node that answers (one may have been killed). */
+    const anyNode = async <T>(fn: (redis: Redis) => Promise<T>): Promise<T> => {
+      let last: unknown;
+      for (const node of nodes) {
+        try {
+          return await withNode(node, password, fn);
+        } catch (err) {
+          last = err;
+        }
+      }
+      throw last;
+    };
+    const view = async (): Promise<NodeLine[]> => parseNodes(String(await anyNode((r) => r.cluster('NODES'))));
     const shardOf = async (key: string): Promise<{ master: RedisNode; replica: RedisNode; masterLine: NodeLine; replicaLine: NodeLine }> => {
-      const slot = Number(await withNode(nodes[0] as RedisNode, password, (r) => r.cluster('KEYSLOT', key)));
+      const slot = Number(await anyNode((r) => r.cluster('KEYSLOT', key)));
       const lines = await view();
       const masterLine = lines.find((l) => l.master && l.slots.some(([a, b]) => slot >= a && slot <= b));
       const replicaLine = lines.find((l) => !l.master && masterLine !== undefined && l.masterId === masterLine.id);
@@ -149,6 +166,27 @@ export async function startRedisCluster(): Promise<RedisClusterPeer> {
           return true;
         }, 30_000, 50);
         return { from: before.master, to: before.replica };
+      },
+      async killMaster(key) {
+        const before = await shardOf(key);
+        const offset = async (node: RedisNode, field: string): Promise<number> => {
+          const info = String(await withNode(node, password, (r) => r.info('replication')));
+          return Number(new RegExp(`${field}:(\\d+)`).exec(info)?.[1] ?? -1);
+        };
+        await waitFor('the replica to have every write of its master', async () => (await offset(before.replica, 'slave_repl_offset')) >= (await offset(before.master, 'master_repl_offset')), 10_000, 20);
+        const child = children.find((c) => c.port === before.master.port);
+        if (!child) throw new Error(`no redis-server of ours on port ${before.master.port}`);
+        process.kill(child.pid, 'SIGKILL');
+        const alive = nodes.filter((n) => n.port !== before.master.port);
+        await waitFor('the replica to be promoted on every live node', async () => {
+          for (const node of alive) {
+            const lines = parseNodes(String(await withNode(node, password, (r) => r.cluster('NODES'))));
+            if (!lines.find((l) => l.id === before.replicaLine.id)?.master) return false;
+            if (!String(await withNode(node, password, (r) => r.cluster('INFO'))).includes('cluster_state:ok')) return false;
+          }
+          return true;
+        }, 30_000, 50);
+        return { killed: before.master, promoted: before.replica };
       },
       stop,
     };
