@@ -1,6 +1,6 @@
 import type { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
-import { redisOptions } from '../queues/connection.ts';
+import { createRedisClient, redisOptions, type RedisTarget } from '../queues/connection.ts';
+import type { RedisClient } from '../src/redis/connections.ts';
 import type { AppConfig } from '../src/config/app.ts';
 import type { Logger } from '../src/logging.ts';
 import type { ReconcileMetrics } from '../src/metrics/proxy-metrics.ts';
@@ -14,7 +14,7 @@ import type { ProxyStore } from '../src/store/proxy-store.ts';
 
 export interface ReadinessWatchDeps {
   config: AppConfig;
-  redisUrl: string;
+  redisTarget: RedisTarget | string;
   proxies: ProxyStore;
   logger: Logger;
 }
@@ -59,11 +59,11 @@ export function startReadiness(
     if (off) unsubscribe.push(off);
   }
 
-  let redis: Redis | undefined;
+  let redis: RedisClient | undefined;
   let probeLoop: ProbeLoop | undefined;
   if (config.readiness.intervalMs > 0) {
-    redis = new Redis(redisOptions(deps.redisUrl, 'worker'));
-    redis.on('error', (err) => logger.warn({ err: err.message }, 'probe loop redis connection error'));
+    redis = createRedisClient(redisOptions(deps.redisTarget, 'worker'));
+    redis.on('error', (err: Error) => logger.warn({ err: err.message }, 'probe loop redis connection error'));
     probeLoop = new ProbeLoop({
       proxies: deps.proxies,
       redis,

@@ -1,5 +1,5 @@
 import { Queue, Worker } from 'bullmq';
-import { redisOptions } from '../queues/connection.ts';
+import { redisOptions, type RedisTarget } from '../queues/connection.ts';
 import { QUEUES } from '../queues/names.ts';
 import { defaultJobOptions } from '../queues/options.ts';
 import type { AppConfig } from '../src/config/app.ts';
@@ -27,7 +27,7 @@ import { startReadiness } from './readiness-watch.ts';
 
 export interface WorkerRoleDeps {
   config: AppConfig;
-  redisUrl: string;
+  redisTarget: RedisTarget | string;
   providers: ReadonlyMap<string, Provider>;
   proxies: ProxyStore;
   registry: Registry;
@@ -53,12 +53,12 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
   const { config, logger } = deps;
   const prefix = config.redis.prefix;
   const results = new Queue(QUEUES.results, {
-    connection: redisOptions(deps.redisUrl, 'worker'),
+    connection: redisOptions(deps.redisTarget, 'worker'),
     prefix,
     defaultJobOptions: defaultJobOptions(config),
   });
   results.on('error', (err) => logger.warn({ err: err.message }, 'results queue connection error'));
-  const reconcileQueue = new Queue(QUEUES.reconcile, { connection: redisOptions(deps.redisUrl, 'worker'), prefix, defaultJobOptions: defaultJobOptions(config) });
+  const reconcileQueue = new Queue(QUEUES.reconcile, { connection: redisOptions(deps.redisTarget, 'worker'), prefix, defaultJobOptions: defaultJobOptions(config) });
   reconcileQueue.on('error', (err) => logger.warn({ err: err.message }, 'reconcile queue connection error'));
   const lifecycles = new Map<string, ProxyLifecycle>();
   for (const [name, p] of deps.providers) if (p.lifecycle) lifecycles.set(name, p.lifecycle);
@@ -94,7 +94,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
       QUEUES[queue],
       processors[queue],
       {
-        connection: redisOptions(deps.redisUrl, 'worker'),
+        connection: redisOptions(deps.redisTarget, 'worker'),
         prefix,
         // A check job holds its place until its result is on the `results` queue; twice the jobs
         // let the next checks run meanwhile, while at most --concurrency checks run at once.
@@ -112,7 +112,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
     await w.waitUntilReady();
   }
   const readiness = config.worker.queues.includes('reconcile')
-    ? startReadiness({ config, redisUrl: deps.redisUrl, proxies: deps.proxies, logger }, reconcileQueue, lifecycles, probe, reconcileMetrics)
+    ? startReadiness({ config, redisTarget: deps.redisTarget, proxies: deps.proxies, logger }, reconcileQueue, lifecycles, probe, reconcileMetrics)
     : undefined;
   logger.info({ queues: config.worker.queues, concurrency: config.worker.concurrency, probeIntervalMs: readiness?.probeLoop ? config.readiness.intervalMs : 0 }, 'worker started');
 

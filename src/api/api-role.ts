@@ -1,9 +1,9 @@
 import type { AddressInfo } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
 import { Queue, QueueEvents } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/connections.ts';
 import type { Registry } from 'prom-client';
-import { redisOptions } from '../../queues/connection.ts';
+import { redisOptions, type RedisTarget } from '../../queues/connection.ts';
 import { ALL_QUEUES, QUEUES } from '../../queues/names.ts';
 import { defaultJobOptions } from '../../queues/options.ts';
 import type { AppConfig } from '../config/app.ts';
@@ -20,8 +20,8 @@ import { HostAllowList } from './request-guards.ts';
 
 export interface ApiRoleDeps {
   config: AppConfig;
-  redisUrl: string;
-  redis: Redis;
+  redisTarget: RedisTarget | string;
+  redis: RedisClient;
   store: StatusStore;
   registry: Registry;
   logger: Logger;
@@ -39,14 +39,14 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
   const queues = ALL_QUEUES.map(
     (name) =>
       new Queue(name, {
-        connection: redisOptions(deps.redisUrl, 'producer'),
+        connection: redisOptions(deps.redisTarget, 'producer'),
         prefix: config.redis.prefix,
         defaultJobOptions: defaultJobOptions(config),
       }),
   );
   for (const q of queues) q.on('error', (err) => logger.warn({ queue: q.name, err: err.message }, 'queue connection error'));
   const checks = queues.find((q) => q.name === QUEUES.checks) as Queue;
-  const checkEvents = new QueueEvents(QUEUES.checks, { connection: redisOptions(deps.redisUrl, 'worker'), prefix: config.redis.prefix });
+  const checkEvents = new QueueEvents(QUEUES.checks, { connection: redisOptions(deps.redisTarget, 'worker'), prefix: config.redis.prefix });
   checkEvents.on('error', (err) => logger.warn({ err: err.message }, 'queue events connection error'));
   const proxies = new ProxyStore(deps.redis, config.redis.prefix);
   // Whatever fails from here on (Redis, a busy port) closes what was opened above: a queue left

@@ -10,6 +10,9 @@ import { packageVersion } from '../version.ts';
 
 export interface CliEnv {
   REDIS_URL?: string;
+  REDIS_CLUSTER_NODES?: string;
+  REDIS_PASSWORD_FILE?: string;
+  REDIS_CA_FILE?: string;
   EGRESS_LOG_LEVEL?: string;
   EGRESS_API_URL?: string;
   EGRESS_API_TOKEN?: string;
@@ -53,7 +56,7 @@ function buildProgram(env: CliEnv, io: CliIO, result: { code: number }): Command
   const signal = AbortSignal.timeout(10 * 60_000);
 
   for (const [name, what] of [
-    ['up', 'run every role in one process (starts its own redis-server without REDIS_URL)'],
+    ['up', 'run every role in one process (starts its own redis-server without REDIS_URL or REDIS_CLUSTER_NODES)'],
     ['scheduler', 'run the scheduler (one leads, others stand by)'],
     ['worker', 'run a worker for the chosen queues'],
     ['publisher', 'run the publisher of results into status and metrics'],

@@ -1,4 +1,3 @@
-import type { Redis } from 'ioredis';
 import { startApiRole, type ApiRole } from '../api/api-role.ts';
 import type { AppConfig } from '../config/app.ts';
 import type { Logger } from '../logging.ts';
@@ -8,7 +7,7 @@ import { createRegistry } from '../metrics/registry.ts';
 import { createProviders, type ProviderFactory } from '../providers/create-provider.ts';
 import type { Provider } from '../providers/types.ts';
 import { startPublisherRole } from '../publisher/publisher-role.ts';
-import { closeRedis, createRedis, warnUnlessNoEviction } from '../redis/connections.ts';
+import { closeRedis, createRedis, redisListeners, redisTargetOf, warnUnlessNoEviction, type RedisClient } from '../redis/connections.ts';
 import { startPrivateRedis, type PrivateRedis } from '../redis/private-redis.ts';
 import { SchedulerRole } from '../scheduler/scheduler-role.ts';
 import { ProxyStore } from '../store/proxy-store.ts';
@@ -26,7 +25,8 @@ function listenerOf(url: string): { host: string; port: number } {
 export type RoleName = 'scheduler' | 'worker' | 'publisher' | 'api';
 
 export interface RunningRoles {
-  readonly redisUrl: string;
+  /** The standalone Redis the roles use (the private one's URL carries its password); undefined on a cluster. */
+  readonly redisUrl: string | undefined;
   readonly api: ApiRole | undefined;
   readonly scheduler: SchedulerRole | undefined;
   readonly providers: ReadonlyMap<string, Provider>;
@@ -59,7 +59,7 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
   };
   try {
     let redisUrl = config.redis.url;
-    if (redisUrl === undefined) {
+    if (redisUrl === undefined && config.redis.clusterNodes === undefined) {
       const own: PrivateRedis = await startPrivateRedis({
         dataDir: config.dataDir,
         command: process.argv.slice(1).join(' '),
@@ -74,7 +74,9 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
         logger.warn('setpriv --pdeathsig is not available: if this process is killed with -9, its redis-server keeps running until the next start on this data directory stops it');
       }
     }
-    const redis: Redis = createRedis(redisUrl, 'worker', logger.child({ component: 'redis' }));
+    const redisTarget = redisTargetOf(config.redis, redisUrl);
+    if (redisTarget.kind === 'cluster') logger.info({ nodes: redisTarget.nodes.map((n) => `${n.host}:${n.port}`), tls: redisTarget.tls }, 'using a Redis Cluster');
+    const redis: RedisClient = createRedis(redisTarget, 'worker', logger.child({ component: 'redis' }));
     closers.push(() => closeRedis(redis));
     await warnUnlessNoEviction(redis, logger);
     const store = new RedisStatusStore(redis, config.redis.prefix);
@@ -86,7 +88,7 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
     // listeners every proxy must refuse (ProviderDeps.egress), and the echo URL needs the API's port.
     let api: ApiRole | undefined;
     if (roles.includes('api')) {
-      const a = await startApiRole({ config, redisUrl, redis, store, registry, logger: logger.child({ role: 'api' }) });
+      const a = await startApiRole({ config, redisTarget, redis, store, registry, logger: logger.child({ role: 'api' }) });
       api = a;
       closers.push(() => a.close());
     }
@@ -102,7 +104,7 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
     let providers: ReadonlyMap<string, Provider> = new Map();
     if (roles.includes('worker')) {
       const egress = egressGuards({
-        redisUrl,
+        redis: redisListeners(redisTarget),
         ...(api ? { api: listenerOf(api.url) } : {}),
         ...(metricsListener ? { metrics: metricsListener } : {}),
         echoUrl: echoUrl(),
@@ -119,13 +121,13 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
       if (role === 'worker') {
         const proxies = new ProxyStore(redis, config.redis.prefix);
         closers.push(() => proxies.close());
-        const w = await startWorkerRole({ config, redisUrl, providers, proxies, registry, echoUrl, logger: log, jobMetrics });
+        const w = await startWorkerRole({ config, redisTarget, providers, proxies, registry, echoUrl, logger: log, jobMetrics });
         closers.push(() => w.close());
       } else if (role === 'publisher') {
-        const p = await startPublisherRole({ config, redisUrl, store, logger: log, jobMetrics });
+        const p = await startPublisherRole({ config, redisTarget, store, logger: log, jobMetrics });
         closers.push(() => p.close());
       } else if (role === 'scheduler') {
-        const s = new SchedulerRole({ config, redisUrl, redis, store, logger: log });
+        const s = new SchedulerRole({ config, redisTarget, redis, store, logger: log });
         s.on('error', () => undefined);
         s.start();
         scheduler = s;

@@ -1,9 +1,10 @@
+import { X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import { parseAuthority } from '../api/host-authority.ts';
 import { DEFAULT_PREFIX } from '../../queues/names.ts';
-import { freezeConfig, QUEUE_SET, type AppConfig, type WorkQueue } from '../config/app.ts';
+import { freezeConfig, QUEUE_SET, type AppConfig, type RedisSettings, type WorkQueue } from '../config/app.ts';
 import { resolveCheckSchedule } from '../config/checks.ts';
 import { parseByteSize } from '../config/byte-size.ts';
 import { parseDuration } from '../config/duration.ts';
@@ -16,6 +17,10 @@ export interface ServerFlags {
   providerCheckInterval: string;
   providerCheckTimeout: string;
   redisUrl?: string;
+  redisClusterNodes?: string;
+  redisPasswordFile?: string;
+  redisCaFile?: string;
+  redisTls?: boolean;
   prefix: string;
   dataDir: string;
   logLevel: string;
@@ -173,6 +178,83 @@ function readinessSettings(flags: ServerFlags): AppConfig['readiness'] {
   };
 }
 
+/** `host:port,host:port,…` (IPv6 as `[::1]:7000`) of `--redis-cluster-nodes`. */
+function parseClusterNodes(text: string): { host: string; port: number }[] {
+  const items = text.split(',').map((s) => s.trim()).filter(Boolean);
+  if (items.length === 0) throw new ConfigError('--redis-cluster-nodes', 'expected host:port,… (at least one node)');
+  return items.map((item) => {
+    const m = /^(\[[0-9a-fA-F:.]+\]|[^\s:[\]/@]+):(\d{1,5})$/.exec(item);
+    const port = Number(m?.[2]);
+    if (!m?.[1] || !Number.isInteger(port) || port < 1 || port > 65535) {
+      throw new ConfigError('--redis-cluster-nodes', `expected host:port (port 1-65535, IPv6 as [::1]:7000), got "${item}"`);
+    }
+    return { host: m[1].replace(/^\[|\]$/g, ''), port };
+  });
+}
+
+async function readFlagFile(flag: string, file: string): Promise<string> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError(flag, `cannot read ${file}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** The password in `--redis-password-file`: the whole file but one trailing line break. */
+async function readRedisPassword(file: string): Promise<string> {
+  const password = (await readFlagFile('--redis-password-file', file)).replace(/\r?\n$/, '');
+  if (password === '') throw new ConfigError('--redis-password-file', `${file} is empty: it must hold the password`);
+  if (/[\r\n]/.test(password)) throw new ConfigError('--redis-password-file', `${file} must hold the password on one line`);
+  return password;
+}
+
+/** The PEM certificates in `--redis-ca-file`, checked to parse as X.509. */
+async function readRedisCa(file: string): Promise<string> {
+  const pem = await readFlagFile('--redis-ca-file', file);
+  const blocks = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
+  if (blocks.length === 0) throw new ConfigError('--redis-ca-file', `${file} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`);
+  for (const block of blocks) {
+    try {
+      new X509Certificate(block);
+    } catch (err) {
+      throw new ConfigError('--redis-ca-file', `${file} holds a certificate that does not parse: ${(err as Error).message}`, { cause: err });
+    }
+  }
+  return pem;
+}
+
+/**
+ * Where the roles' Redis is: one server (`--redis-url`), a cluster (`--redis-cluster-nodes`), or
+ * neither (`egress up` starts its own). A password file and a CA file complete either.
+ */
+async function parseRedisSettings(flags: ServerFlags): Promise<RedisSettings> {
+  let url = parseRedisUrl(flags.redisUrl);
+  const nodes = flags.redisClusterNodes === undefined || flags.redisClusterNodes === '' ? undefined : parseClusterNodes(flags.redisClusterNodes);
+  if (url !== undefined && nodes !== undefined) {
+    throw new ConfigError('--redis-cluster-nodes', 'give either --redis-url (REDIS_URL) or --redis-cluster-nodes (REDIS_CLUSTER_NODES), not both');
+  }
+  const tlsUrl = url !== undefined && new URL(url).protocol === 'rediss:';
+  if (flags.redisTls && url !== undefined && !tlsUrl) throw new ConfigError('--redis-tls', 'a redis:// URL is plain TCP: use rediss:// for TLS');
+  if (flags.redisTls && url === undefined && nodes === undefined) throw new ConfigError('--redis-tls', 'applies to --redis-url or --redis-cluster-nodes; the private redis-server speaks plain TCP on loopback');
+  const ca = flags.redisCaFile ? await readRedisCa(flags.redisCaFile) : undefined;
+  if (ca !== undefined && url !== undefined && !tlsUrl) throw new ConfigError('--redis-ca-file', 'a redis:// URL is plain TCP: use rediss:// to verify the server with this CA');
+  if (ca !== undefined && url === undefined && nodes === undefined) throw new ConfigError('--redis-ca-file', 'applies to --redis-url (rediss://) or --redis-cluster-nodes; the private redis-server speaks plain TCP on loopback');
+  const password = flags.redisPasswordFile ? await readRedisPassword(flags.redisPasswordFile) : undefined;
+  if (password !== undefined && url === undefined && nodes === undefined) throw new ConfigError('--redis-password-file', 'applies to --redis-url or --redis-cluster-nodes; the private redis-server makes its own password');
+  if (password !== undefined && url !== undefined) {
+    const u = new URL(url);
+    if (u.password !== '') throw new ConfigError('--redis-password-file', 'REDIS_URL already carries a password: give it in one place');
+    u.password = encodeURIComponent(password);
+    url = u.toString();
+  }
+  return {
+    url,
+    ...(nodes ? { clusterNodes: nodes, clusterTls: flags.redisTls === true || ca !== undefined, ...(password === undefined ? {} : { password }) } : {}),
+    ...(ca === undefined ? {} : { ca }),
+    prefix: flags.prefix,
+  };
+}
+
 /**
  * Turns flags (and the configuration file they name) into the frozen AppConfig. Everything is
  * validated here, before any connection is made: the check flags first, as the seed requires.
@@ -194,7 +276,7 @@ export async function buildServerConfig(flags: ServerFlags, options: { defaultPr
   const config: AppConfig = {
     providers: file.providers,
     checks,
-    redis: { url: parseRedisUrl(flags.redisUrl), prefix: flags.prefix },
+    redis: await parseRedisSettings(flags),
     api: { host: flags.host, port, tokens, maxBodyBytes: parseMaxBody(flags.maxBodySize), allowedHosts: parseAllowedHosts(flags.allowedHost ?? []) },
     echoUrl: flags.echoUrl === undefined ? undefined : parseHttpUrl('--echo-url', flags.echoUrl),
     recheckMs: 2000,

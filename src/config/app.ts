@@ -6,8 +6,16 @@ export const QUEUE_SET = ['checks', 'reconcile', 'gc'] as const;
 export type WorkQueue = (typeof QUEUE_SET)[number];
 
 export interface RedisSettings {
-  /** Undefined means `egress up` starts its own redis-server. */
+  /** One Redis server (`--redis-url`); undefined with `clusterNodes`, or for `egress up`'s own redis-server. */
   url: string | undefined;
+  /** Seed nodes of a Redis Cluster (`--redis-cluster-nodes`); the rest are discovered. */
+  clusterNodes?: readonly { host: string; port: number }[];
+  /** From `--redis-password-file`: the password of the cluster nodes, or of a URL that carries none. Never logged. */
+  password?: string;
+  /** TLS to the cluster nodes (`--redis-tls`, or implied by `--redis-ca-file`); a standalone URL says so by `rediss://`. */
+  clusterTls?: boolean;
+  /** PEM CA certificates the server's certificate must chain to (`--redis-ca-file`); the system's when absent. */
+  ca?: string;
   /** The hash-tagged key prefix shared by every queue and key (`{egress}`). */
   prefix: string;
 }

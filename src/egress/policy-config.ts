@@ -80,7 +80,9 @@ export function proxyEgressPolicy(config: EgressPolicyConfig | undefined, guards
 
 /** The guards of a process: its Redis, its API listener and its metrics listener, and the echo URL's listener. */
 export function egressGuards(listeners: {
-  redisUrl: string;
+  /** The Redis the roles use: a URL, or its listeners (every seed node of a cluster). */
+  redisUrl?: string;
+  redis?: readonly { host: string; port: number }[];
   api?: { host: string; port: number };
   metrics?: { host: string; port: number };
   echoUrl?: string;
@@ -90,8 +92,11 @@ export function egressGuards(listeners: {
     const h = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
     if (!guarded.some((g) => g.host === h && g.port === port)) guarded.push({ host: h, port, role });
   };
-  const redis = new URL(listeners.redisUrl);
-  add(redis.hostname, Number(redis.port || 6379), 'redis');
+  if (listeners.redisUrl !== undefined) {
+    const redis = new URL(listeners.redisUrl);
+    add(redis.hostname, Number(redis.port || 6379), 'redis');
+  }
+  for (const node of listeners.redis ?? []) add(node.host, node.port, 'redis');
   if (listeners.api) add(listeners.api.host, listeners.api.port, 'api');
   if (listeners.metrics) add(listeners.metrics.host, listeners.metrics.port, 'metrics');
   let echo: EchoEndpoint | undefined;

@@ -1,5 +1,5 @@
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
-import { redisOptions } from '../../queues/connection.ts';
+import { redisOptions, type RedisTarget } from '../../queues/connection.ts';
 import { JobDataError, parseJobData, resultsJobSchema, type CheckResultData } from '../../queues/jobs.ts';
 import { QUEUES } from '../../queues/names.ts';
 import type { AppConfig } from '../config/app.ts';
@@ -13,7 +13,7 @@ import { instrumentWorker } from '../../workers/instrument.ts';
 
 export interface PublisherDeps {
   config: AppConfig;
-  redisUrl: string;
+  redisTarget: RedisTarget | string;
   store: StatusStore;
   logger: Logger;
   jobMetrics: JobMetrics;
@@ -75,7 +75,7 @@ export async function startPublisherRole(deps: PublisherDeps): Promise<Publisher
       }
     },
     {
-      connection: redisOptions(deps.redisUrl, 'worker'),
+      connection: redisOptions(deps.redisTarget, 'worker'),
       prefix: config.redis.prefix,
       // Transactions on one provider's object serialise in the store; concurrency overlaps the
       // queue round trips of different results.

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/connections.ts';
 import pLimit from 'p-limit';
 import type { Logger } from '../logging.ts';
 import type { ProxyCredentials } from '../providers/lifecycle.ts';
@@ -14,7 +14,7 @@ import { recordFailure, type FailureOutcome } from './evict.ts';
 export interface ProbeLoopDeps {
   proxies: ProxyStore;
   /** For the per-proxy claims that keep one probe per proxy per interval across every worker. */
-  redis: Redis;
+  redis: RedisClient;
   prefix: string;
   /** `--probe-interval`: each Ready proxy is probed about this often (±10 % jitter). */
   intervalMs: number;

@@ -33,6 +33,11 @@ export interface RedisChildOptions {
    * (`setpriv --pdeathsig TERM`). On by default; ignored where `setpriv` lacks `--pdeathsig`.
    */
   dieWithOwner?: boolean;
+  /**
+   * More redis.conf lines, after ours (a later line wins): a cluster node's or a TLS listener's
+   * settings. They go in the 0600 file, so secrets such as `masterauth` stay off the command line.
+   */
+  extraConfig?: readonly string[];
   /** Called with the pid as soon as the process exists, before it is ready (to record it). */
   onSpawn?: (pid: number) => Promise<void>;
   signal?: AbortSignal;
@@ -87,7 +92,7 @@ export function parentDeathSignalSupported(): Promise<boolean> {
 }
 
 /** A value in redis.conf syntax: double-quoted, with the characters that need it escaped. */
-function confString(value: string): string {
+export function confString(value: string): string {
   if (/[\r\n\0]/.test(value)) throw new EgressError('ERR_REDIS_START', `cannot put ${JSON.stringify(value)} in redis.conf: it holds a line break`);
   return `"${value.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
 }
@@ -139,6 +144,7 @@ export async function startRedisChild(options: RedisChildOptions): Promise<Redis
     'daemonize no',
     'logfile ""',
     ...(options.password === undefined ? [] : [`requirepass ${confString(options.password)}`]),
+    ...(options.extraConfig ?? []),
   ];
   await writeFile(conf, `${lines.join('\n')}\n`, { mode: 0o600 });
   const diesWithOwner = options.dieWithOwner !== false && (await parentDeathSignalSupported());

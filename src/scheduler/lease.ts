@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/connections.ts';
 import type { Logger } from '../logging.ts';
 
 /** Extends the lease only if we still hold it. KEYS[1] lease key; ARGV[1] holder id, ARGV[2] ms. */
@@ -20,7 +20,7 @@ export interface LeaseEvents {
  */
 export class Lease extends EventEmitter<LeaseEvents> {
   readonly id = randomUUID();
-  readonly #redis: Redis;
+  readonly #redis: RedisClient;
   readonly #key: string;
   readonly #leaseMs: number;
   readonly #logger: Logger;
@@ -28,7 +28,7 @@ export class Lease extends EventEmitter<LeaseEvents> {
   #held = false;
   #stopped = false;
 
-  constructor(redis: Redis, key: string, leaseMs: number, logger: Logger) {
+  constructor(redis: RedisClient, key: string, leaseMs: number, logger: Logger) {
     super();
     this.#redis = redis;
     this.#key = key;

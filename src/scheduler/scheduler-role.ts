@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
-import { redisOptions } from '../../queues/connection.ts';
+import type { RedisClient } from '../redis/connections.ts';
+import { redisOptions, type RedisTarget } from '../../queues/connection.ts';
 import { checkJobSchema, parseJobData, type CheckJobData } from '../../queues/jobs.ts';
 import { QUEUES } from '../../queues/names.ts';
 import { defaultJobOptions } from '../../queues/options.ts';
@@ -16,9 +16,9 @@ const RESYNC_SCHEDULER = 'reconcile-resync';
 
 export interface SchedulerDeps {
   config: AppConfig;
-  redisUrl: string;
+  redisTarget: RedisTarget | string;
   /** A connection for the lease; the caller owns it. */
-  redis: Redis;
+  redis: RedisClient;
   store: StatusStore;
   logger: Logger;
 }
@@ -73,14 +73,14 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
     this.#deps = deps;
     const { config } = deps;
     this.#checks = new Queue(QUEUES.checks, {
-      connection: redisOptions(deps.redisUrl, 'worker'),
+      connection: redisOptions(deps.redisTarget, 'worker'),
       prefix: config.redis.prefix,
       defaultJobOptions: defaultJobOptions(config),
     });
     this.#checks.on('error', (err) => deps.logger.warn({ err: err.message }, 'checks queue connection error'));
-    this.#gc = new Queue(QUEUES.gc, { connection: redisOptions(deps.redisUrl, 'worker'), prefix: config.redis.prefix, defaultJobOptions: defaultJobOptions(config) });
+    this.#gc = new Queue(QUEUES.gc, { connection: redisOptions(deps.redisTarget, 'worker'), prefix: config.redis.prefix, defaultJobOptions: defaultJobOptions(config) });
     this.#gc.on('error', (err) => deps.logger.warn({ err: err.message }, 'gc queue connection error'));
-    this.#reconcile = new Queue(QUEUES.reconcile, { connection: redisOptions(deps.redisUrl, 'worker'), prefix: config.redis.prefix, defaultJobOptions: defaultJobOptions(config) });
+    this.#reconcile = new Queue(QUEUES.reconcile, { connection: redisOptions(deps.redisTarget, 'worker'), prefix: config.redis.prefix, defaultJobOptions: defaultJobOptions(config) });
     this.#reconcile.on('error', (err) => deps.logger.warn({ err: err.message }, 'reconcile queue connection error'));
     this.#lease = new Lease(deps.redis, `${config.redis.prefix}:scheduler:lease`, config.leaseMs, deps.logger);
     this.#lease.on('acquired', () => {

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/connections.ts';
 import { EgressError, NotFoundError } from '../errors.ts';
 import type { ProxyCredentials } from '../providers/lifecycle.ts';
 import { generateCredentials } from '../proxies/credentials.ts';
@@ -34,7 +34,7 @@ export class ProxyStore {
   readonly #secrets: RedisJsonCollection<ProxyCredentials>;
   readonly #now: () => Date;
 
-  constructor(redis: Redis, prefix: string, now: () => Date = () => new Date()) {
+  constructor(redis: RedisClient, prefix: string, now: () => Date = () => new Date()) {
     this.#proxies = new RedisJsonCollection(redis, prefix, 'proxy');
     this.#secrets = new RedisJsonCollection(redis, prefix, 'proxy-secret');
     this.#now = now;

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/connections.ts';
 import { EgressError } from '../errors.ts';
 
 const MAX_ATTEMPTS = 20;
@@ -50,14 +50,14 @@ return 1`;
  * one. Every key shares the hash-tagged prefix (Redis Cluster safe).
  */
 export class RedisJsonCollection<T> {
-  readonly #redis: Redis;
+  readonly #redis: RedisClient;
   readonly #prefix: string;
   readonly #kind: string;
   /** Per object: the write in progress, so that one object's updates never race each other. */
   readonly #chains = new Map<string, Promise<void>>();
   readonly #pending = new Map<string, PendingUpdate<T>[]>();
 
-  constructor(redis: Redis, prefix: string, kind: string) {
+  constructor(redis: RedisClient, prefix: string, kind: string) {
     this.#redis = redis;
     this.#prefix = prefix;
     this.#kind = kind;

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/connections.ts';
 import type { ProviderHealth } from '../health/provider-health.ts';
 import { RedisJsonCollection } from './redis-json-collection.ts';
 import type { StatusStore } from './status-store.ts';
@@ -12,7 +12,7 @@ export { StoreConflictError } from './redis-json-collection.ts';
 export class RedisStatusStore implements StatusStore {
   readonly #health: RedisJsonCollection<ProviderHealth>;
 
-  constructor(redis: Redis, prefix: string) {
+  constructor(redis: RedisClient, prefix: string) {
     this.#health = new RedisJsonCollection(redis, prefix, 'providerhealth');
   }
 

@@ -23,7 +23,7 @@ function connect(): Redis {
 
 function scheduler(config: AppConfig, redis = connect()): SchedulerRole {
   const store = new RedisStatusStore(redis, config.redis.prefix);
-  const role = new SchedulerRole({ config, redisUrl: inject('redisUrl'), redis, store, logger: silentLogger() });
+  const role = new SchedulerRole({ config, redisTarget: inject('redisUrl'), redis, store, logger: silentLogger() });
   cleanups.push(() => role.close());
   cleanups.push(() => store.close());
   return role;
@@ -155,7 +155,7 @@ describe('a configuration that drops every provider', () => {
 
   async function lead(config: AppConfig, redis: Redis, logger = silentLogger()): Promise<LeadershipRound> {
     const store = new RedisStatusStore(redis, config.redis.prefix);
-    const role = new SchedulerRole({ config, redisUrl: inject('redisUrl'), redis, store, logger });
+    const role = new SchedulerRole({ config, redisTarget: inject('redisUrl'), redis, store, logger });
     const leading = once(role, 'leading');
     role.start();
     const [round] = (await leading) as [LeadershipRound];

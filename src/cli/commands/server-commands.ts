@@ -4,6 +4,9 @@ import { SERVER_FLAG_DEFAULTS } from '../server-config.ts';
 
 export interface ServerEnv {
   REDIS_URL?: string;
+  REDIS_CLUSTER_NODES?: string;
+  REDIS_PASSWORD_FILE?: string;
+  REDIS_CA_FILE?: string;
   EGRESS_LOG_LEVEL?: string;
 }
 
@@ -26,7 +29,11 @@ export function addServerOptions(cmd: Command, env: ServerEnv, role: string): Co
     .option('--config <file>', 'YAML configuration file of providers')
     .option('--provider-check-interval <duration>', 'how often each provider is checked; 0 turns checks off (at least 10s)', d.providerCheckInterval)
     .option('--provider-check-timeout <duration>', 'deadline of one check; 0 means min(15s, interval)', d.providerCheckTimeout)
-    .option('--redis-url <url>', 'Redis to use (env REDIS_URL)', env.REDIS_URL)
+    .option('--redis-url <url>', 'Redis to use: redis://[user:password@]host:port[/db], rediss:// for TLS (env REDIS_URL)', env.REDIS_URL)
+    .option('--redis-cluster-nodes <list>', 'a Redis Cluster instead: seed nodes host:port,… (env REDIS_CLUSTER_NODES)', env.REDIS_CLUSTER_NODES)
+    .option('--redis-password-file <file>', 'file holding the Redis password: the cluster’s, or a --redis-url’s without one (env REDIS_PASSWORD_FILE)', env.REDIS_PASSWORD_FILE)
+    .option('--redis-ca-file <file>', 'PEM CA certificates the Redis server’s TLS certificate must chain to (env REDIS_CA_FILE); implies TLS to cluster nodes', env.REDIS_CA_FILE)
+    .option('--redis-tls', 'TLS to the cluster nodes, verified against the system CAs (a --redis-url says rediss://)')
     .option('--prefix <prefix>', 'hash-tagged key prefix of every queue and key', d.prefix)
     .option('--data-dir <dir>', 'where local state lives', d.dataDir)
     .option('--log-level <level>', 'trace, debug, info, warn, error or silent (env EGRESS_LOG_LEVEL)', env.EGRESS_LOG_LEVEL ?? d.logLevel)
