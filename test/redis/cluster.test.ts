@@ -8,7 +8,7 @@ import { freezeConfig, type AppConfig } from '../../src/config/app.ts';
 import type { ProviderHealth } from '../../src/health/provider-health.ts';
 import { silentLogger } from '../../src/logging.ts';
 import type { ProxyView } from '../../src/proxies/discovery.ts';
-import { runCli, spawnEgress } from '../support/cli.ts';
+import { runCli, spawnEgress, waitUpAndLocalReady } from '../support/cli.ts';
 import { testConfig, uniquePrefix } from '../support/config.ts';
 import { startRedisCluster, type RedisClusterPeer } from '../support/redis-peers.ts';
 import { waitFor } from '../support/wait.ts';
@@ -160,13 +160,7 @@ describe('egress up --redis-cluster-nodes', () => {
         REDIS_CLUSTER_NODES: cluster.nodes.map((n) => `${n.host}:${n.port}`).join(','),
       });
       try {
-        await up.waitForLog('egress is up: API ', 60_000);
-        const apiUrl = /egress is up: API (\S+),/.exec(up.logs())?.[1] ?? '';
-        const ph = await waitFor('local to be Ready', async () => {
-          const res = await fetch(`${apiUrl}/v1/providerhealths/local`);
-          const body = res.status === 200 ? ((await res.json()) as ProviderHealth) : undefined;
-          return body?.status.ready ? body : undefined;
-        });
+        const { ph } = await waitUpAndLocalReady(up);
         expect(ph.status.targets[0]?.reason).toBe('Ok');
         expect(up.logs()).toContain('using a Redis Cluster');
         expect(up.logs()).not.toContain('started a private redis-server');

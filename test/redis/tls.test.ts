@@ -2,11 +2,9 @@ import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import type { ProviderHealth } from '../../src/health/provider-health.ts';
-import { spawnEgress } from '../support/cli.ts';
+import { spawnEgress, waitUpAndLocalReady } from '../support/cli.ts';
 import { uniquePrefix } from '../support/config.ts';
 import { startTlsRedis, type TlsRedisPeer } from '../support/redis-peers.ts';
-import { waitFor } from '../support/wait.ts';
 
 /**
  * Managed Redis speaks TLS: a redis-server with only a TLS port, its certificate signed by a CA
@@ -29,13 +27,7 @@ describe('egress up against rediss:// with --redis-ca-file', () => {
     const dataDir = join(dir, 'data');
     const up = spawnEgress(['up', '--port', '0', '--data-dir', dataDir, '--prefix', uniquePrefix()], { REDIS_URL: redis.url, REDIS_CA_FILE: redis.caFile });
     try {
-      await up.waitForLog('egress is up: API ', 60_000);
-      const apiUrl = /egress is up: API (\S+),/.exec(up.logs())?.[1] ?? '';
-      const ph = await waitFor('local to be Ready', async () => {
-        const res = await fetch(`${apiUrl}/v1/providerhealths/local`);
-        const body = res.status === 200 ? ((await res.json()) as ProviderHealth) : undefined;
-        return body?.status.ready ? body : undefined;
-      });
+      const { ph } = await waitUpAndLocalReady(up);
       expect(ph.status.targets[0]?.reason).toBe('Ok');
       expect(up.logs()).not.toContain('started a private redis-server');
       expect(up.logs()).not.toContain(redis.password);

@@ -2,6 +2,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { resolve } from 'node:path';
 import { main, type CliEnv } from '../../src/cli/main.ts';
+import type { ProviderHealth } from '../../src/health/provider-health.ts';
+import { waitFor } from './wait.ts';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
 export const EGRESS_BIN = resolve(ROOT, 'bin/egress.js');
@@ -81,4 +83,19 @@ export function spawnEgress(args: string[], env: Record<string, string> = {}, sc
       return exited;
     },
   };
+}
+
+/**
+ * Waits for a spawned `egress up` to say it is up, then for its `local` provider to be published
+ * Ready; returns the API's base URL and that ProviderHealth.
+ */
+export async function waitUpAndLocalReady(up: EgressProcess, timeoutMs = 60_000): Promise<{ apiUrl: string; ph: ProviderHealth }> {
+  await up.waitForLog('egress is up: API ', timeoutMs);
+  const apiUrl = /egress is up: API (\S+),/.exec(up.logs())?.[1] ?? '';
+  const ph = await waitFor('local to be Ready', async () => {
+    const res = await fetch(`${apiUrl}/v1/providerhealths/local`);
+    const body = res.status === 200 ? ((await res.json()) as ProviderHealth) : undefined;
+    return body?.status.ready ? body : undefined;
+  });
+  return { apiUrl, ph };
 }
