@@ -20,6 +20,7 @@ import { createLocalProvider } from '../../src/providers/local/index.ts';
 import { asInstance, INSTANCE_FILE, readJson } from '../../src/providers/local/instance-files.ts';
 import { findProxyProcesses } from '../../src/providers/local/process-table.ts';
 import { buildProxyProgram } from '../../src/providers/local/proxy-program.ts';
+import { freePort } from '../../src/redis/redis-server.ts';
 import type { Provider } from '../../src/providers/types.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -330,6 +331,42 @@ describe('policy changes and sources', () => {
         expect(await tunnel(port, `10.0.0.1:443`)).toEqual({ status: 403, body: 'Forbidden by egress policy: private\n' });
         expect(origin.connections()).toBe(before);
       }
+    });
+
+    /** Starts the program in container mode (`--env`, as Dockerfile.proxy runs it) on a free loopback port; resolves once it accepts connections. */
+    async function startContainer(env: Record<string, string>): Promise<number> {
+      const port = await freePort();
+      const child = spawn(process.execPath, [program, '--env'], {
+        stdio: 'ignore',
+        env: { PATH: process.env.PATH ?? '', PROXY_HOST: '127.0.0.1', PROXY_PORT: String(port), PROXY_USER: CREDS.username, PROXY_PASSWORD: CREDS.password, ...env },
+      });
+      children.push(child);
+      await waitFor('the container-mode proxy to listen', () =>
+        new Promise<boolean>((resolve) => {
+          const socket = connect(port, '127.0.0.1', () => {
+            socket.destroy();
+            resolve(true);
+          });
+          socket.once('error', () => resolve(false));
+        }),
+      );
+      return port;
+    }
+
+    it('in container mode (--env) enforces the same policy: fails closed without one, refuses guarded listeners and its own port even with loopback allowed', async () => {
+      const bare = await startContainer({});
+      const before = origin.connections();
+      expect(await get(bare, `http://127.0.0.1:${origin.port}/container`)).toEqual({ status: 403, body: 'Forbidden by egress policy: loopback\n' });
+      expect(await tunnel(bare, '169.254.169.254:80')).toEqual({ status: 403, body: 'Forbidden by egress policy: metadata\n' });
+      expect(origin.connections()).toBe(before);
+
+      const policy = JSON.stringify({ version: 1, allow: ['127.0.0.0/8'], deny: [], guarded: [{ host: '127.0.0.1', port: api.port, role: 'api' }] });
+      const open = await startContainer({ EGRESS_PROXY_POLICY: policy });
+      expect(await get(open, `http://127.0.0.1:${origin.port}/container`)).toMatchObject({ status: 200, body: 'origin /container' });
+      const apiBefore = api.connections();
+      expect(await get(open, `http://localhost:${api.port}/v1/proxies?format=text`)).toEqual({ status: 403, body: 'Forbidden by egress policy: guarded-listener\n' });
+      expect(await tunnel(open, `127.0.0.1:${open}`)).toEqual({ status: 403, body: 'Forbidden by egress policy: guarded-listener\n' });
+      expect(api.connections()).toBe(apiBefore);
     });
 
     it('with no policy at all refuses the inside', async () => {
