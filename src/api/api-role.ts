@@ -1,5 +1,5 @@
 import type { AddressInfo } from 'node:net';
-import { serve, type ServerType } from '@hono/node-server';
+import type { ServerType } from '@hono/node-server';
 import { Queue, QueueEvents } from 'bullmq';
 import type { RedisClient } from '../redis/connections.ts';
 import type { Registry } from 'prom-client';
@@ -14,7 +14,7 @@ import { registerQueueGauges } from '../metrics/queue-gauges.ts';
 import { registerProxyGauge } from '../metrics/proxy-metrics.ts';
 import { ProxyStore } from '../store/proxy-store.ts';
 import type { StatusStore } from '../store/status-store.ts';
-import { ConfigError } from '../errors.ts';
+import { listenHttp } from '../runtime/listen-http.ts';
 import { createApiApp } from './app.ts';
 import { HostAllowList } from './request-guards.ts';
 
@@ -86,7 +86,7 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
       checkWaitMs: config.checks.timeoutMs + 30_000,
       logger,
     });
-    server = await listen(app, config.api.host, config.api.port);
+    server = await listenHttp(app.fetch, { hostname: config.api.host, port: config.api.port, portFlag: '--port', logger, name: 'api' });
     const address = server.address() as AddressInfo;
     hosts.bind(address.address, address.port);
     const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
@@ -141,16 +141,3 @@ function echoHost(echoUrl: string | undefined): string[] {
   return [u.port ? u.host : `${u.host}:${u.protocol === 'https:' ? 443 : 80}`];
 }
 
-/** Listens, or fails with a ConfigError naming --port when the address is taken or not ours. */
-async function listen(app: { fetch: (req: Request) => Response | Promise<Response> }, hostname: string, port: number): Promise<ServerType> {
-  return new Promise<ServerType>((resolve, reject) => {
-    const s = serve({ fetch: app.fetch, hostname, port }, () => resolve(s));
-    s.once('error', (err: NodeJS.ErrnoException) => {
-      s.close();
-      if (err.code === 'EADDRINUSE') reject(new ConfigError('--port', `${hostname}:${port} is already in use (EADDRINUSE): another process listens there; choose another --port`, { cause: err }));
-      else if (err.code === 'EADDRNOTAVAIL') reject(new ConfigError('--host', `cannot listen on ${hostname}:${port}: not an address of this machine (EADDRNOTAVAIL)`, { cause: err }));
-      else if (err.code === 'EACCES') reject(new ConfigError('--port', `cannot listen on ${hostname}:${port}: permission denied (EACCES)`, { cause: err }));
-      else reject(err);
-    });
-  });
-}

@@ -94,7 +94,7 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
     }
     let metricsListener: { host: string; port: number } | undefined;
     if (config.metricsPort !== undefined && !roles.includes('api')) {
-      const metrics = await startMetricsServer(registry, config.api.host, config.metricsPort, { tokens: config.api.tokens, allowedHosts: config.api.allowedHosts });
+      const metrics = await startMetricsServer(registry, config.api.host, config.metricsPort, { tokens: config.api.tokens, allowedHosts: config.api.allowedHosts, logger });
       closers.push(() => metrics.close());
       metricsListener = listenerOf(metrics.url);
       logger.info({ url: `${metrics.url}/metrics` }, 'metrics listening');

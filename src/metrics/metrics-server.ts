@@ -1,10 +1,10 @@
 import type { AddressInfo } from 'node:net';
-import { serve, type ServerType } from '@hono/node-server';
 import { Hono } from 'hono';
 import type { Registry } from 'prom-client';
 import { requireToken } from '../api/auth.ts';
 import { HostAllowList, limitBody, requireAllowedHost } from '../api/request-guards.ts';
-import { ConfigError } from '../errors.ts';
+import type { Logger } from '../logging.ts';
+import { listenHttp } from '../runtime/listen-http.ts';
 
 export interface MetricsServer {
   readonly url: string;
@@ -16,6 +16,8 @@ export interface MetricsServerOptions {
   tokens: readonly string[];
   /** `--allowed-host` names, served (besides the bound address and localhost) while there are no tokens. */
   allowedHosts: readonly string[];
+  /** Where errors of the listening socket are logged. */
+  logger: Logger;
 }
 
 /**
@@ -35,13 +37,7 @@ export async function startMetricsServer(registry: Registry, host: string, port:
   app.get('/healthz', (c) => c.text('ok'));
   app.get('/metrics', async (c) => c.body(await registry.metrics(), 200, { 'Content-Type': registry.contentType }));
 
-  const server = await new Promise<ServerType>((resolve, reject) => {
-    const s = serve({ fetch: app.fetch, hostname: host, port }, () => resolve(s));
-    s.once('error', (err: NodeJS.ErrnoException) => {
-      s.close();
-      reject(err.code === 'EADDRINUSE' ? new ConfigError('--metrics-port', `${host}:${port} is already in use (EADDRINUSE)`, { cause: err }) : err);
-    });
-  });
+  const server = await listenHttp(app.fetch, { hostname: host, port, portFlag: '--metrics-port', logger: options.logger, name: 'metrics' });
   const address = server.address() as AddressInfo;
   hosts.bind(address.address, address.port);
   return {

@@ -129,6 +129,14 @@ function send(base: URL, method: string, path: string, headers: Record<string, s
   });
 }
 
+/** The API process is still running; if not, the failure carries the seed and its last words. */
+function expectAlive(proc: EgressProcess, seed: number): void {
+  const { exitCode, signalCode } = proc.child;
+  if (exitCode !== null || signalCode !== null) {
+    throw new Error(`the API exited (code ${exitCode}, signal ${signalCode}) during the fuzz, seed ${seed}; its last output:\n${proc.logs().slice(-4000)}`);
+  }
+}
+
 describe('the API against malformed requests on every route', () => {
   let proc: EgressProcess;
   let base: URL;
@@ -191,6 +199,7 @@ describe('the API against malformed requests on every route', () => {
       }
     };
     await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+    expectAlive(proc, seed);
 
     // Oversized uploads held open slowly: /healthz must answer within 1 s meanwhile.
     for (const chunked of [false, true, false, true, false]) {
@@ -207,6 +216,7 @@ describe('the API against malformed requests on every route', () => {
       });
       const closed = new Promise((resolve) => req.once('close', resolve));
       req.write(Buffer.alloc(64 * 1024, 0x20));
+      expectAlive(proc, seed);
       const health = await fetch(new URL('/healthz', base), { signal: AbortSignal.timeout(1000) });
       expect(health.status).toBe(200);
       // Keep uploading slowly (a chunk per drain) until the server answers; never end the body.
