@@ -100,6 +100,12 @@ export function createRedisClient(options: RedisOptions): Redis | Cluster {
       // After a failover the old master answers MOVED and the client re-reads the slots; a short
       // refresh interval also notices a promotion it has not been told about yet.
       slotsRefreshInterval: 2000,
+      // No ready check (CLUSTER INFO must say `cluster_state:ok`). While a dead master is not yet
+      // replaced the check fails and ioredis reconnects, but the promise of the `connect()` that
+      // ran the check never settles: BullMQ's worker, which awaits exactly that when it resets
+      // its blocking connection, then stops taking jobs for good. Without the check, commands
+      // sent meanwhile are answered CLUSTERDOWN and retried (`retryDelayOnClusterDown`).
+      enableReadyCheck: false,
     },
   );
 }

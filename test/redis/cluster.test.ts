@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { createRedisClient, redisOptions } from '../../queues/connection.ts';
 import { runRoles, type RunningRoles } from '../../src/cli/run-roles.ts';
 import { freezeConfig, type AppConfig } from '../../src/config/app.ts';
 import type { ProviderHealth } from '../../src/health/provider-health.ts';
@@ -145,6 +146,44 @@ describe('the roles on a Redis Cluster (3 masters + 3 replicas)', () => {
     expect(failed.code).toBe(0);
     expect(JSON.parse(failed.out)).toEqual([]);
     expect(roles.scheduler?.leader).toBe(true);
+  }, 90_000);
+
+  test('a master killed (SIGKILL, not a failover): the workers go on taking jobs, a new proxy turns Ready and a check is published', async () => {
+    // Before the fix, in about one run of three, the reconcile worker stopped for good here: its
+    // blocking connection was being reset when the master died, and the reconnect never settled.
+    const phBefore = (await getJson<ProviderHealth>('/v1/providerhealths/local')).body;
+    await cluster.killMaster(config.redis.prefix);
+    await apply('web-3');
+    expect((await readyProxy('web-3')).status.phase).toBe('Ready');
+    const ph = await waitFor('a check after the kill to be published', async () => {
+      const { status } = await getJson<{ result: unknown }>('/v1/providers/local/checks?wait=true', { method: 'POST' });
+      const body = (await getJson<ProviderHealth>('/v1/providerhealths/local')).body;
+      return status === 200 && body.status.lastCheckTime > phBefore.status.lastCheckTime ? body : undefined;
+    });
+    expect(ph.status.ready).toBe(true);
+    expect((await readyProxy('web-1')).status.phase).toBe('Ready');
+  }, 90_000);
+});
+
+describe('a cluster client reconnecting while a slot has no master', () => {
+  test('settles (BullMQ resets a worker’s blocking connection this way; a connect that never settled stopped the worker)', async () => {
+    const cluster = await startRedisCluster();
+    const target = { kind: 'cluster' as const, nodes: cluster.nodes, password: cluster.password, tls: false };
+    const client = createRedisClient(redisOptions(target, 'worker'));
+    try {
+      expect(await client.ping()).toBe('PONG');
+      await cluster.killShard('any-key');
+      // What BullMQ's resetBlockedConnection does: disconnect, wait for the end, connect again.
+      const ended = new Promise((resolve) => client.once('end', resolve));
+      client.disconnect();
+      await ended;
+      const outcome = client.connect().then(() => 'connected', (err: Error) => `failed: ${err.message}`);
+      const never = new Promise((resolve) => setTimeout(() => resolve('still pending after 20 s'), 20_000).unref());
+      expect(await Promise.race([outcome, never])).toBe('connected');
+    } finally {
+      client.disconnect();
+      await cluster.stop();
+    }
   }, 90_000);
 });
 

@@ -82,6 +82,8 @@ export interface RedisClusterPeer {
    * waits until the other nodes have promoted that replica (after `cluster-node-timeout`).
    */
   killMaster(key: string): Promise<{ killed: RedisNode; promoted: RedisNode }>;
+  /** SIGKILLs the master serving `key` and its replica, and waits until the live nodes say `cluster_state:fail`. */
+  killShard(key: string): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -187,6 +189,19 @@ export async function startRedisCluster(): Promise<RedisClusterPeer> {
           return true;
         }, 30_000, 50);
         return { killed: before.master, promoted: before.replica };
+      },
+      async killShard(key) {
+        const { master, replica } = await shardOf(key);
+        for (const node of [master, replica]) {
+          const child = children.find((c) => c.port === node.port);
+          if (!child) throw new Error(`no redis-server of ours on port ${node.port}`);
+          process.kill(child.pid, 'SIGKILL');
+        }
+        const alive = nodes.filter((n) => n.port !== master.port && n.port !== replica.port);
+        await waitFor('the live nodes to report cluster_state:fail', async () => {
+          for (const node of alive) if (!String(await withNode(node, password, (r) => r.cluster('INFO'))).includes('cluster_state:fail')) return false;
+          return true;
+        }, 30_000, 50);
       },
       stop,
     };
