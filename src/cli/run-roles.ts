@@ -10,6 +10,7 @@ import { startPublisherRole } from '../publisher/publisher-role.ts';
 import { closeRedis, createRedis, redisListeners, redisTargetOf, warnUnlessNoEviction, type RedisClient } from '../redis/connections.ts';
 import { startPrivateRedis, type PrivateRedis } from '../redis/private-redis.ts';
 import { SchedulerRole } from '../scheduler/scheduler-role.ts';
+import { registerSchedulerGauges } from '../metrics/scheduler-gauges.ts';
 import { ProxyStore } from '../store/proxy-store.ts';
 import { RedisStatusStore } from '../store/redis-status-store.ts';
 import { startWorkerRole } from '../../workers/worker-role.ts';
@@ -130,6 +131,7 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
         const s = new SchedulerRole({ config, redisTarget, redis, store, logger: log });
         s.on('error', () => undefined);
         s.start();
+        registerSchedulerGauges(registry, s, config.checks.intervalMs);
         scheduler = s;
         closers.push(() => s.close());
       }

@@ -1,10 +1,12 @@
 import { Registry, collectDefaultMetrics } from 'prom-client';
 
-export const METRIC_PREFIX = 'proxy_operator_';
-
-/** The process's own registry (never prom-client's global one), with Node's process metrics. */
+/**
+ * The process's own registry (never prom-client's global one), with Node's process metrics under
+ * their conventional names (`process_*`, `nodejs_*`), so the standard Node.js dashboards work;
+ * the project's own metrics are named `proxy_operator_*`.
+ */
 export function createRegistry(): Registry {
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix: METRIC_PREFIX });
+  collectDefaultMetrics({ register: registry });
   return registry;
 }
