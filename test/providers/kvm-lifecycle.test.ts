@@ -97,6 +97,8 @@ const policyIn = async (name: string): Promise<unknown> => {
 function spec(name: string, fleet = 'fleet-a'): InstanceSpec {
   domains.add(name);
   volumes.add(`${name}.qcow2`);
+  // The provider's configuration attaches a cloud-init seed by default (proxies.bootUserData).
+  volumes.add(`${name}.seed.iso`);
   return { name, owner: { fleet, proxy: `proxy-${name}` }, credentials: { username: 'u-' + name, password: `pw-${RUN_ID}-secret` }, placement: host.name };
 }
 

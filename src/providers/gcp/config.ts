@@ -30,7 +30,7 @@ export const gcpFirewallSchema = z.strictObject({
 /** How proxies run as Compute instances; without it the provider is health-checked but hosts no proxies. */
 export const gcpProxiesSchema = z
   .strictObject({
-    /** Boot image holding the forward proxy (`projects/p/global/images/family/f`); this or instanceTemplate. */
+    /** Boot image (`projects/p/global/images/family/f`); this or instanceTemplate; neither: DEFAULT_GCP_IMAGE (Debian 12). */
     image: z.string().min(1).optional(),
     /** An instance template (`global/instanceTemplates/t`); this or image. */
     instanceTemplate: z.string().min(1).optional(),
@@ -42,8 +42,14 @@ export const gcpProxiesSchema = z
     firewall: gcpFirewallSchema.optional(),
     /** Where the proxies may connect (docs/proxies.md#egress-policy); default deny toward the inside. */
     egressPolicy: egressPolicySchema.optional(),
+    /** Send the cloud-init user-data that installs and starts the proxy on a stock Debian 12 image (default true). */
+    bootUserData: z.boolean().default(true),
   })
-  .refine((p) => Boolean(p.image) !== Boolean(p.instanceTemplate), { message: 'give exactly one of image and instanceTemplate' });
+  .refine((p) => !(p.image && p.instanceTemplate), { message: 'give at most one of image and instanceTemplate' })
+  .transform((p) => (p.image || p.instanceTemplate ? p : { ...p, image: DEFAULT_GCP_IMAGE }));
+
+/** The image proxies boot without `image` or `instanceTemplate`: Debian 12, which the user-data turns into a proxy. */
+export const DEFAULT_GCP_IMAGE = 'projects/debian-cloud/global/images/family/debian-12';
 
 export const gcpProviderSchema = z.strictObject({
   name: resourceName,

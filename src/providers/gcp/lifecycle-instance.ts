@@ -14,6 +14,10 @@ export const METADATA_PASSWORD = 'egress-proxy-password';
 export const METADATA_PORT = 'egress-proxy-port';
 /** The egress policy document (JSON, docs/proxies.md#egress-policy); kept current on existing instances. */
 export const METADATA_POLICY = 'egress-proxy-policy';
+/** The cloud-init user-data that installs and starts the proxy on a stock Debian 12 image (src/proxy-boot/). */
+export const METADATA_USER_DATA = 'user-data';
+/** Runs the user-data through cloud-init on images without it (src/proxy-boot/gce-startup-script.ts). */
+export const METADATA_STARTUP_SCRIPT = 'startup-script';
 
 export interface InstanceSettings {
   zone: string;
@@ -42,11 +46,18 @@ export function isManaged(inst: ComputeInstance): boolean {
   return labels[MANAGED_LABEL_KEY] === MANAGED_LABEL_VALUE && Boolean(labels[FLEET_LABEL]) && Boolean(labels[PROXY_LABEL]);
 }
 
+/** The boot items of an insert: the proxy's user-data (secret: it holds the password) and the startup script. */
+export interface BootItems {
+  userData: string;
+  startupScript: string;
+}
+
 /**
- * The insert body: name, owner labels, credentials, port and egress policy as metadata items, and (without a template)
- * machine type, boot disk from the image and one NIC with an external address (the proxy's endpoint).
+ * The insert body: name, owner labels, credentials, port and egress policy as metadata items (with `boot`, also
+ * `user-data` and `startup-script`), and (without a template) machine type, boot disk from the image and one NIC
+ * with an external address (the proxy's endpoint).
  */
-export function instanceResource(spec: InstanceSpec, s: InstanceSettings): ComputeInstance {
+export function instanceResource(spec: InstanceSpec, s: InstanceSettings, boot?: BootItems): ComputeInstance {
   const stamped: ComputeInstance = {
     name: spec.name,
     labels: { ...MANAGED_LABELS, [FLEET_LABEL]: spec.owner.fleet, [PROXY_LABEL]: spec.owner.proxy },
@@ -56,6 +67,12 @@ export function instanceResource(spec: InstanceSpec, s: InstanceSettings): Compu
         { key: METADATA_PASSWORD, value: spec.credentials.password },
         { key: METADATA_PORT, value: String(s.port) },
         { key: METADATA_POLICY, value: s.policy },
+        ...(boot
+          ? [
+              { key: METADATA_USER_DATA, value: boot.userData },
+              { key: METADATA_STARTUP_SCRIPT, value: boot.startupScript },
+            ]
+          : []),
       ],
     },
   };

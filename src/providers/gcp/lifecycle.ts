@@ -28,12 +28,26 @@ import {
   isManaged,
   policyUpdate,
   toInstance,
+  type BootItems,
   type ComputeInstance,
   type InstanceSettings,
 } from './lifecycle-instance.ts';
+import { renderUserData } from '../../proxy-boot/cloud-init.ts';
+import { GCE_STARTUP_SCRIPT } from '../../proxy-boot/gce-startup-script.ts';
+import { bootPrograms } from '../../proxy-boot/programs.ts';
 
 export { GcpAccessError, GcpRequestError } from './lifecycle-errors.ts';
-export { FLEET_LABEL, PROXY_LABEL, METADATA_USER, METADATA_PASSWORD, METADATA_PORT, METADATA_POLICY, fleetFilter } from './lifecycle-instance.ts';
+export {
+  FLEET_LABEL,
+  PROXY_LABEL,
+  METADATA_USER,
+  METADATA_PASSWORD,
+  METADATA_PORT,
+  METADATA_POLICY,
+  METADATA_USER_DATA,
+  METADATA_STARTUP_SCRIPT,
+  fleetFilter,
+} from './lifecycle-instance.ts';
 export { firewallRuleName, proxyNetworkTag } from './firewall.ts';
 
 type Operation = protos.google.cloud.compute.v1.IOperation;
@@ -75,6 +89,12 @@ export interface GcpLifecycleOptions {
   operationPollMs?: number;
   /** The document every proxy receives (`proxyEgressPolicy` of the provider's config); default: the default deny alone. */
   egressPolicy?: ProxyEgressPolicy;
+  /**
+   * Whether an insert carries the cloud-init `user-data` (and `startup-script`) that installs and starts the
+   * proxy on a stock Debian 12 image (docs/gcp-provider.md). Default false here; the provider's configuration
+   * (`proxies.bootUserData`) defaults it to true.
+   */
+  bootUserData?: boolean;
 }
 
 /** Why an instance is not running, for the logs: the API does not say whether a spot VM was preempted or stopped. */
@@ -153,12 +173,19 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
     return toInstance(inst, port);
   }
 
+  /** The user-data for one proxy: its credentials and port; the policy stays the metadata item (followed on the VM). */
+  async function bootItems(spec: InstanceSpec): Promise<BootItems | undefined> {
+    if (!options.bootUserData) return undefined;
+    const userData = renderUserData({ credentials: spec.credentials, port, policy: { kind: 'gce-metadata' }, programs: await bootPrograms() });
+    return { userData, startupScript: GCE_STARTUP_SCRIPT };
+  }
+
   async function insert(spec: InstanceSpec, zone: string, signal: AbortSignal): Promise<Instance> {
     const what = `creating instance "${spec.name}" in zone "${zone}"`;
     const request = {
       project,
       zone,
-      instanceResource: instanceResource(spec, settings(zone)),
+      instanceResource: instanceResource(spec, settings(zone), await bootItems(spec)),
       ...(options.instanceTemplate ? { sourceInstanceTemplate: options.instanceTemplate } : {}),
     };
     let op: Operation;

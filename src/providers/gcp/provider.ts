@@ -75,6 +75,7 @@ export function createGcpProvider(config: GcpProviderConfig, deps: ProviderDeps,
           provider: config.name,
           ...(proxies.firewall ? { firewall: proxies.firewall } : {}),
           egressPolicy: remoteProxyEgressPolicy(proxies.egressPolicy, deps.egress),
+          bootUserData: proxies.bootUserData,
           logger: deps.logger,
         }),
       )

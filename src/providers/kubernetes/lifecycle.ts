@@ -25,11 +25,15 @@ import { fleetSelector, iso, madeForSecret, podManifest, podToInstance } from '.
 import { holdsContents, secretManifest, withContents } from './lifecycle-secret.ts';
 import { serviceEndpoint, serviceManifest } from './lifecycle-service.ts';
 import { raceAbort, withSignal } from './request-options.ts';
+import { packageVersion } from '../../version.ts';
 
 export { KubernetesAccessError, KubernetesRequestError } from './lifecycle-errors.ts';
 export { FLEET_LABEL, PROXY_LABEL, PROXY_CONTAINER, SECRET_VERSION_ANNOTATION } from './lifecycle-pod.ts';
 
-export const DEFAULT_PROXY_IMAGE = 'ghcr.io/egress-proxies/forward-proxy:1';
+/** Where the project's proxy image (Dockerfile.proxy) is pushed; docs/kubernetes-provider.md#the-proxy-image. */
+export const PROXY_IMAGE_REPOSITORY = 'ghcr.io/egress-proxies/egress-proxy';
+/** Dockerfile.proxy built from this release: the repository, tagged with the package's version. */
+export const DEFAULT_PROXY_IMAGE = `${PROXY_IMAGE_REPOSITORY}:${packageVersion()}`;
 export const DEFAULT_PROXY_PORT = 3128;
 /** Objects per list page in `listInstances`. */
 export const DEFAULT_PAGE_SIZE = 500;

@@ -42,6 +42,8 @@ export const kvmProxiesSchema = z.strictObject({
   proxyPort: z.number().int().min(1).max(65535).default(3128),
   /** Where the proxies may connect (docs/proxies.md#egress-policy); default deny toward the inside. */
   egressPolicy: egressPolicySchema.optional(),
+  /** Attach a cloud-init seed that installs and starts the proxy on a stock Debian 12 base image (default true). */
+  bootUserData: z.boolean().default(true),
 });
 
 export const kvmProviderSchema = z

@@ -144,6 +144,19 @@ export interface DomainXmlParams {
   /** A libvirt network name, or undefined for user-mode (SLIRP) networking. */
   network: string | undefined;
   template: string;
+  /** The cloud-init NoCloud seed volume in the same pool, attached read-only after the proxy volume (seed.ts). */
+  seedVolume?: string;
+}
+
+/**
+ * The seed as a read-only virtio disk (`vdb`): cloud-init finds it by its label whatever the bus, and
+ * virtio needs no IDE/SATA controller, so it suits any machine type a custom template picks.
+ */
+function seedDisk(pool: string, volume: string): string {
+  return (
+    `<disk type='volume' device='disk'><driver name='qemu' type='raw'/>` +
+    `<source pool='${escapeXml(pool)}' volume='${escapeXml(volume)}'/><target dev='vdb' bus='virtio'/><readonly/></disk>`
+  );
 }
 
 /**
@@ -168,7 +181,8 @@ export function domainXml(p: DomainXmlParams): string {
     sysinfo: `<sysinfo type='smbios'><oemStrings>${oem.map((s) => `<entry>${escapeXml(s)}</entry>`).join('')}</oemStrings></sysinfo>`,
     disk:
       `<disk type='volume' device='disk'><driver name='qemu' type='qcow2'/>` +
-      `<source pool='${escapeXml(p.pool)}' volume='${escapeXml(p.volume)}'/><target dev='vda' bus='virtio'/></disk>`,
+      `<source pool='${escapeXml(p.pool)}' volume='${escapeXml(p.volume)}'/><target dev='vda' bus='virtio'/></disk>` +
+      (p.seedVolume === undefined ? '' : seedDisk(p.pool, p.seedVolume)),
     interface: iface,
   });
 }

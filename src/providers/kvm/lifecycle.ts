@@ -16,6 +16,7 @@ import { proxyEgressPolicy, type ProxyEgressPolicy } from '../../egress/policy-c
 import type { Logger } from '../../logging.ts';
 import { ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../lifecycle.ts';
 import type { KvmHostConfig } from './config.ts';
+import { seedImage, seedVolumeName, writeSeed } from './seed.ts';
 import { DEFAULT_DOMAIN_TEMPLATE, REQUIRED_PLACEHOLDERS, domainXml, escapeXml } from './domain-xml.ts';
 import {
   deleteVolume,
@@ -53,6 +54,12 @@ export interface KvmLifecycleOptions {
   network?: string;
   /** Port the forward proxy listens on in the guest; default 3128. */
   proxyPort?: number;
+  /**
+   * Attach a cloud-init NoCloud seed (`<name>.seed.iso`, uploaded to the pool) whose user-data installs and
+   * starts the proxy on a stock Debian 12 base image (seed.ts). Default false here; the provider's
+   * configuration (`proxies.bootUserData`) defaults it to true.
+   */
+  bootUserData?: boolean;
 }
 
 export interface KvmLifecycleDeps {
@@ -164,6 +171,11 @@ export function createKvmLifecycle(deps: KvmLifecycleDeps): ProxyLifecycle {
     const storagePool = await c.storagePoolLookupByName(host.pool, signal);
     const volume = volumeName(spec.name);
     const { created } = await ensureVolume(c, storagePool, volume, src, hlog, signal);
+    const seed = options.bootUserData ? seedVolumeName(spec.name) : undefined;
+    if (seed) {
+      await writeSeed(c, storagePool, seed, await seedImage(spec, port, policy), signal);
+      hlog.info({ volume: seed }, 'cloud-init seed volume written');
+    }
     const tag = { fleet: spec.owner.fleet, proxy: spec.owner.proxy, createdAt: new Date().toISOString() };
     const xml = domainXml({
       name: spec.name,
@@ -176,6 +188,7 @@ export function createKvmLifecycle(deps: KvmLifecycleDeps): ProxyLifecycle {
       volume,
       network: options.network,
       template,
+      ...(seed ? { seedVolume: seed } : {}),
     });
     let dom;
     try {
@@ -189,6 +202,7 @@ export function createKvmLifecycle(deps: KvmLifecycleDeps): ProxyLifecycle {
       const mapped = withoutPassword(mapError(err, `defining domain "${spec.name}" on KVM host "${host.name}"`), spec.credentials.password);
       // A definition that can never work leaves no volume behind (it is ours: we just made it).
       if (mapped instanceof ProvisioningError && created) await deleteVolume(c, storagePool, volume, signal).catch(() => undefined);
+      if (mapped instanceof ProvisioningError && seed) await deleteVolume(c, storagePool, seed, signal).catch(() => undefined);
       throw mapped;
     }
     hlog.info({ volume, created }, 'proxy domain defined');
@@ -234,7 +248,9 @@ export function createKvmLifecycle(deps: KvmLifecycleDeps): ProxyLifecycle {
             // The volume goes with its domain; without one it is a crashed create's leftover (found by name).
             const storagePool = await c.storagePoolLookupByName(host.pool, s);
             const removed = await deleteVolume(c, storagePool, volumeName(name), s);
-            if (found || removed) hlog.info({ domain: Boolean(found), volume: removed }, 'proxy instance deleted');
+            // The seed too, whether or not this lifecycle writes seeds (the setting may have changed since).
+            const seedRemoved = await deleteVolume(c, storagePool, seedVolumeName(name), s);
+            if (found || removed || seedRemoved) hlog.info({ domain: Boolean(found), volume: removed, seed: seedRemoved }, 'proxy instance deleted');
           },
           signal,
         );

@@ -32,14 +32,31 @@ export class ProxyProgramError extends EgressError {
 export async function buildProxyProgram(dataDir: string): Promise<string> {
   const dir = join(dataDir, 'bin');
   const target = join(dir, PROXY_PROGRAM_FILE);
-  let code: Uint8Array;
+  const code = await bundleProxyProgram();
+  const existing = await readFile(target).catch(() => undefined);
+  if (existing && Buffer.compare(existing, code) === 0) return target;
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  await writeFileAtomic(target, code);
+  return target;
+}
+
+/** The forward-proxy program as one self-contained CommonJS file (what buildProxyProgram writes). */
+export function bundleProxyProgram(): Promise<Uint8Array> {
+  return bundleProgram(SOURCE, 'local proxy program');
+}
+
+/**
+ * Bundles one entry point into a self-contained CommonJS file for plain `node` 18 or later (the
+ * Node of Debian 12, which booted proxy VMs run: src/proxy-boot/).
+ */
+export async function bundleProgram(entry: string, what: string): Promise<Uint8Array> {
   try {
     const result = await build({
-      entryPoints: [SOURCE],
+      entryPoints: [entry],
       bundle: true,
       platform: 'node',
       format: 'cjs',
-      target: 'node20',
+      target: 'node18',
       write: false,
       logLevel: 'silent',
       legalComments: 'none',
@@ -48,13 +65,8 @@ export async function buildProxyProgram(dataDir: string): Promise<string> {
     });
     const output = result.outputFiles[0];
     if (!output) throw new Error('esbuild produced no output');
-    code = output.contents;
+    return output.contents;
   } catch (err) {
-    throw new ProxyProgramError(`could not build the local proxy program from ${SOURCE}: ${(err as Error).message}`, { cause: err });
+    throw new ProxyProgramError(`could not build the ${what} from ${entry}: ${(err as Error).message}`, { cause: err });
   }
-  const existing = await readFile(target).catch(() => undefined);
-  if (existing && Buffer.compare(existing, code) === 0) return target;
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  await writeFileAtomic(target, code);
-  return target;
 }

@@ -1,0 +1,64 @@
+/**
+ * The proxy's cloud-init NoCloud seed on a KVM host: a raw volume `<instance>.seed.iso` in the
+ * host's pool beside the proxy's overlay, holding the ISO 9660 image (label CIDATA) with the
+ * user-data that installs and starts the proxy on a stock Debian 12 image (src/proxy-boot/), and
+ * attached read-only to the domain. It goes with the domain; one left by a crashed create is
+ * found by name (rewritten by the next ensure, removed by a delete).
+ *
+ * The image bytes are a function of the proxy's spec and the provider's policy alone, so writing
+ * them again (a retried ensure, two workers ensuring at once) writes the same bytes.
+ */
+import { renderMetaData, renderUserData } from '../../proxy-boot/cloud-init.ts';
+import { nocloudSeed } from '../../proxy-boot/nocloud-seed.ts';
+import { bootPrograms } from '../../proxy-boot/programs.ts';
+import { isLibvirtExists, isLibvirtNotFound, type LibvirtConnection, type StoragePoolRef, type StorageVolRef } from '../../kvm/libvirt/index.ts';
+import type { InstanceSpec } from '../lifecycle.ts';
+import { escapeXml } from './domain-xml.ts';
+import { orUndefined } from './lifecycle-ops.ts';
+
+export function seedVolumeName(instance: string): string {
+  return `${instance}.seed.iso`;
+}
+
+export function seedVolumeXml(name: string, bytes: number): string {
+  return `<volume><name>${escapeXml(name)}</name><capacity unit='bytes'>${bytes}</capacity><target><format type='raw'/></target></volume>`;
+}
+
+/** The seed image for one proxy (secret: it holds the password). `policy` is the provider's document as JSON. */
+export async function seedImage(spec: InstanceSpec, port: number, policy: string): Promise<Buffer> {
+  const userData = renderUserData({ credentials: spec.credentials, port, policy: { kind: 'file', document: policy }, programs: await bootPrograms() });
+  return nocloudSeed(userData, renderMetaData(spec.name, spec.name));
+}
+
+/** Makes (or rewrites) the seed volume with `image`. A half-written volume is removed, never left for a boot. */
+export async function writeSeed(c: LibvirtConnection, pool: StoragePoolRef, name: string, image: Buffer, signal: AbortSignal): Promise<void> {
+  let vol: StorageVolRef | undefined = await orUndefined(c.storageVolLookupByName(pool, name, signal));
+  if (vol && (await c.storageVolGetInfo(vol, signal)).capacity !== image.length) {
+    // Made by another release (another program size): replaced, not patched.
+    await deleteSeedVolume(c, vol, signal);
+    vol = undefined;
+  }
+  if (!vol) {
+    try {
+      vol = await c.storageVolCreateXml(pool, seedVolumeXml(name, image.length), 0, signal);
+    } catch (err) {
+      // A concurrent ensure of the same instance made it first: write the same bytes into it.
+      if (!isLibvirtExists(err)) throw err;
+      vol = await c.storageVolLookupByName(pool, name, signal);
+    }
+  }
+  try {
+    await c.storageVolUpload(vol, [image], { offset: 0, length: image.length }, signal);
+  } catch (err) {
+    await deleteSeedVolume(c, vol, signal).catch(() => undefined);
+    throw err;
+  }
+}
+
+async function deleteSeedVolume(c: LibvirtConnection, vol: StorageVolRef, signal: AbortSignal): Promise<void> {
+  try {
+    await c.storageVolDelete(vol, 0, signal);
+  } catch (err) {
+    if (!isLibvirtNotFound(err)) throw err;
+  }
+}
