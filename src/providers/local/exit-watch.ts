@@ -101,7 +101,9 @@ export class ExitWatch {
     try {
       for (const p of [...this.#watched.values()]) {
         if (this.#watched.get(p.pid) !== p) continue;
-        if (!(await isProxyProcess(p.pid, p.dir)) && this.#watched.get(p.pid) === p) this.#exited(p, `proxy process ${p.pid} is no longer running`);
+        // A zombie (killed, not yet reaped) or a pid now running another program: ours exited,
+        // and is reported as the `exit` event or the kill(0) poll would have (whichever is first).
+        if (!(await isProxyProcess(p.pid, p.dir)) && this.#watched.get(p.pid) === p) this.#exited(p, `proxy process ${p.pid} exited`);
       }
     } finally {
       this.#confirming = false;
