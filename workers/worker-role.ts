@@ -3,7 +3,7 @@ import pLimit from 'p-limit';
 import type { Registry } from 'prom-client';
 import type { RedisTarget } from '../queues/connection.ts';
 import type { Consumer, JobHandler } from '../queues/consume.ts';
-import { QUEUES, type QueueName } from '../queues/names.ts';
+import { QUEUES } from '../queues/names.ts';
 import type { AppConfig } from '../src/config/app.ts';
 import type { Logger } from '../src/logging.ts';
 import type { JobMetrics } from '../src/metrics/job-metrics.ts';
@@ -76,7 +76,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
       // A check job holds its place until its result is on the `results` queue; twice the jobs
       // let the next checks run meanwhile, while at most --concurrency checks run at once.
       const concurrency = queue === 'checks' ? config.worker.concurrency * CHECK_JOBS_PER_SLOT : config.worker.concurrency;
-      consumers.push(await consumeJobs(deps, QUEUES[queue] satisfies QueueName, handlers[queue](), concurrency));
+      consumers.push(await consumeJobs(deps, QUEUES[queue], handlers[queue](), concurrency));
     }
   } catch (err) {
     await Promise.all(consumers.map((c) => c.close()));
