@@ -1,8 +1,7 @@
-import { UnrecoverableError, type Job } from 'bullmq';
 import { Counter, type Registry } from 'prom-client';
-import { gcJobSchema, parseJobData } from '../queues/jobs.ts';
+import { handle, type JobHandler } from '../queues/consume.ts';
+import { JOBS } from '../queues/jobs.ts';
 import { QUEUES } from '../queues/names.ts';
-import { withDeadline } from '../src/abort.ts';
 import type { Logger } from '../src/logging.ts';
 import type { ProxyLifecycle } from '../src/providers/lifecycle.ts';
 import { sweepProvider, type GcDeps, type SweepResult } from '../src/proxies/gc.ts';
@@ -11,11 +10,10 @@ export interface GcProcessorDeps extends Omit<GcDeps, 'onDelete' | 'logger'> {
   lifecycles: ReadonlyMap<string, ProxyLifecycle>;
   registry: Registry;
   logger: Logger;
-  timeoutMs: number;
 }
 
-/** Processes one `gc` job: a sweep of one provider. Three parameters: BullMQ then passes the job's AbortSignal. */
-export function createGcProcessor(deps: GcProcessorDeps) {
+/** Handles one `gc` job: a sweep of one provider, under the job's deadline. */
+export function gcHandler(deps: GcProcessorDeps): JobHandler {
   const deletions =
     (deps.registry.getSingleMetric('proxy_operator_gc_deletions_total') as Counter | undefined) ??
     new Counter({
@@ -24,20 +22,14 @@ export function createGcProcessor(deps: GcProcessorDeps) {
       labelNames: ['provider', 'reason'],
       registers: [deps.registry],
     });
-  return async function processGc(job: Job, _token: string | undefined, signal: AbortSignal | undefined): Promise<SweepResult | { provider: string; skipped: string }> {
-    let data;
-    try {
-      data = parseJobData(gcJobSchema, QUEUES.gc, job.data);
-    } catch (err) {
-      throw new UnrecoverableError((err as Error).message);
-    }
+  return handle(JOBS.gc, async (data, ctx): Promise<SweepResult | { provider: string; skipped: string }> => {
     const lifecycle = deps.lifecycles.get(data.provider);
     if (!lifecycle) return { provider: data.provider, skipped: 'the provider hosts no proxies in this worker' };
-    const log = deps.logger.child({ jobId: job.id, queue: QUEUES.gc, provider: data.provider });
-    const result = await withDeadline(signal, deps.timeoutMs, (limit) =>
+    const log = deps.logger.child({ jobId: ctx.job.id, queue: QUEUES.gc, provider: data.provider });
+    const result = await ctx.deadline((limit) =>
       sweepProvider(data.provider, lifecycle, { ...deps, logger: log, onDelete: (provider, reason) => deletions.inc({ provider, reason }) }, limit),
     );
     log.info({ seen: result.seen, kept: result.kept, young: result.young, deleted: result.deleted.length }, 'gc sweep done');
     return result;
-  };
+  });
 }

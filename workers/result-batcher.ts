@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Queue } from 'bullmq';
-import type { CheckResultData } from '../queues/jobs.ts';
+import { enqueue, JOBS, type CheckResultData } from '../queues/jobs.ts';
 import { safeJobId } from '../queues/names.ts';
 
 /** Where check results go: `publish` settles once the result is durably on the `results` queue. */
@@ -56,8 +56,8 @@ export function createResultBatcher(queue: Queue, options: { maxBatch?: number }
     const jobId = batchJobId(batch);
     const added =
       batch.length === 1 && batch[0]
-        ? queue.add('result', batch[0].result, { jobId })
-        : queue.add('results', { results: batch.map((p) => p.result) }, { jobId });
+        ? enqueue(queue, JOBS.result, batch[0].result, { jobId })
+        : enqueue(queue, JOBS.results, { results: batch.map((p) => p.result) }, { jobId });
     added.then(
       () => {
         for (const p of batch) p.resolve();

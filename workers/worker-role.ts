@@ -1,29 +1,25 @@
-import { Queue, Worker } from 'bullmq';
-import { redisOptions, type RedisTarget } from '../queues/connection.ts';
+import type { Worker } from 'bullmq';
+import pLimit from 'p-limit';
+import type { Registry } from 'prom-client';
+import type { RedisTarget } from '../queues/connection.ts';
+import type { Consumer, JobHandler } from '../queues/consume.ts';
 import { QUEUES } from '../queues/names.ts';
-import { defaultJobOptions } from '../queues/options.ts';
 import type { AppConfig } from '../src/config/app.ts';
 import type { Logger } from '../src/logging.ts';
 import type { JobMetrics } from '../src/metrics/job-metrics.ts';
-import type { Provider } from '../src/providers/types.ts';
-import { closeWorkerBounded } from '../src/runtime/bounded-close.ts';
-import { createCheckProcessor } from './check-processor.ts';
-import { createResultBatcher } from './result-batcher.ts';
-import pLimit from 'p-limit';
-import { createReconcileProcessor } from './reconcile-processor.ts';
-import { createGcProcessor } from './gc-processor.ts';
-import type { Registry } from 'prom-client';
 import { createReconcileMetrics } from '../src/metrics/proxy-metrics.ts';
 import type { ProxyLifecycle } from '../src/providers/lifecycle.ts';
+import type { Provider } from '../src/providers/types.ts';
 import { fleetOf } from '../src/proxies/instance-name.ts';
+import type { ProbeLoop } from '../src/readiness/probe-loop.ts';
 import { reconcileProbe } from '../src/readiness/reconcile-probe.ts';
 import type { ProxyStore } from '../src/store/proxy-store.ts';
-
-/** Deadline of one reconcile: long enough for a provider's create call and its operation. */
-const RECONCILE_TIMEOUT_MS = 5 * 60_000;
-import { instrumentWorker } from './instrument.ts';
-import type { ProbeLoop } from '../src/readiness/probe-loop.ts';
+import { checkHandler } from './check-processor.ts';
+import { consumeJobs, openJobQueue } from './consumer.ts';
+import { gcHandler } from './gc-processor.ts';
 import { startReadiness } from './readiness-watch.ts';
+import { reconcileHandlers } from './reconcile-processor.ts';
+import { createResultBatcher } from './result-batcher.ts';
 
 export interface WorkerRoleDeps {
   config: AppConfig;
@@ -52,64 +48,41 @@ const CHECK_JOBS_PER_SLOT = 2;
 export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole> {
   const { config, logger } = deps;
   const prefix = config.redis.prefix;
-  const results = new Queue(QUEUES.results, {
-    connection: redisOptions(deps.redisTarget, 'worker'),
-    prefix,
-    defaultJobOptions: defaultJobOptions(config),
-  });
-  results.on('error', (err) => logger.warn({ err: err.message }, 'results queue connection error'));
-  const reconcileQueue = new Queue(QUEUES.reconcile, { connection: redisOptions(deps.redisTarget, 'worker'), prefix, defaultJobOptions: defaultJobOptions(config) });
-  reconcileQueue.on('error', (err) => logger.warn({ err: err.message }, 'reconcile queue connection error'));
+  const results = openJobQueue(deps, QUEUES.results);
+  const reconcileQueue = openJobQueue(deps, QUEUES.reconcile);
   const lifecycles = new Map<string, ProxyLifecycle>();
   for (const [name, p] of deps.providers) if (p.lifecycle) lifecycles.set(name, p.lifecycle);
   const reconcileMetrics = createReconcileMetrics(deps.registry);
   const probe = reconcileProbe(deps.proxies, deps.echoUrl, config.readiness.timeoutMs);
-  const processors = {
-    checks: createCheckProcessor({ providers: deps.providers, results: createResultBatcher(results), checkSlots: pLimit(config.worker.concurrency), timeoutMs: config.checks.timeoutMs, logger }),
-    reconcile: createReconcileProcessor({
-      proxies: deps.proxies,
-      reconcile: reconcileQueue,
-      metrics: reconcileMetrics,
-      readiness: config.readiness,
-      lifecycles,
-      fleet: fleetOf(prefix),
-      probe,
-      logger,
-      timeoutMs: RECONCILE_TIMEOUT_MS,
-      recheckMs: config.recheckMs,
-    }),
-    gc: createGcProcessor({
-      proxies: deps.proxies,
-      lifecycles,
-      fleet: fleetOf(prefix),
-      graceMs: config.gcGraceMs,
-      registry: deps.registry,
-      logger,
-      timeoutMs: RECONCILE_TIMEOUT_MS,
-    }),
+  const handlers: Record<'checks' | 'reconcile' | 'gc', () => JobHandler[]> = {
+    checks: () => [checkHandler({ providers: deps.providers, results: createResultBatcher(results), checkSlots: pLimit(config.worker.concurrency), logger })],
+    reconcile: () =>
+      reconcileHandlers({
+        proxies: deps.proxies,
+        reconcile: reconcileQueue,
+        metrics: reconcileMetrics,
+        readiness: config.readiness,
+        lifecycles,
+        fleet: fleetOf(prefix),
+        probe,
+        logger,
+        recheckMs: config.recheckMs,
+      }),
+    gc: () => [gcHandler({ proxies: deps.proxies, lifecycles, fleet: fleetOf(prefix), graceMs: config.gcGraceMs, registry: deps.registry, logger })],
   };
-  const workers: Worker[] = [];
-  for (const queue of config.worker.queues) {
-    const worker = new Worker(
-      QUEUES[queue],
-      processors[queue],
-      {
-        connection: redisOptions(deps.redisTarget, 'worker'),
-        prefix,
-        // A check job holds its place until its result is on the `results` queue; twice the jobs
-        // let the next checks run meanwhile, while at most --concurrency checks run at once.
-        concurrency: queue === 'checks' ? config.worker.concurrency * CHECK_JOBS_PER_SLOT : config.worker.concurrency,
-        lockDuration: config.worker.lockDurationMs,
-        stalledInterval: config.worker.stalledIntervalMs,
-        autorun: false,
-      },
-    );
-    instrumentWorker(worker, deps.jobMetrics, logger);
-    workers.push(worker);
-  }
-  for (const w of workers) {
-    w.run().catch((err: unknown) => logger.error({ queue: w.name, err: (err as Error).message }, 'worker stopped'));
-    await w.waitUntilReady();
+  const consumers: Consumer[] = [];
+  try {
+    for (const queue of config.worker.queues) {
+      // A check job holds its place until its result is on the `results` queue; twice the jobs
+      // let the next checks run meanwhile, while at most --concurrency checks run at once.
+      const concurrency = queue === 'checks' ? config.worker.concurrency * CHECK_JOBS_PER_SLOT : config.worker.concurrency;
+      consumers.push(await consumeJobs(deps, QUEUES[queue], handlers[queue](), concurrency));
+    }
+  } catch (err) {
+    await Promise.all(consumers.map((c) => c.close()));
+    await results.close();
+    await reconcileQueue.close();
+    throw err;
   }
   const readiness = config.worker.queues.includes('reconcile')
     ? startReadiness({ config, redisTarget: deps.redisTarget, proxies: deps.proxies, logger }, reconcileQueue, lifecycles, probe, reconcileMetrics)
@@ -118,12 +91,12 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
 
   let closing: Promise<void> | undefined;
   return {
-    workers,
+    workers: consumers.map((c) => c.worker),
     probeLoop: readiness?.probeLoop,
     close() {
       closing ??= (async () => {
         await readiness?.close();
-        await Promise.all(workers.map((w) => closeWorkerBounded(w, config.shutdownGraceMs, logger)));
+        await Promise.all(consumers.map((c) => c.close()));
         await results.close();
         await reconcileQueue.close();
       })();
@@ -131,4 +104,3 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
     },
   };
 }
-

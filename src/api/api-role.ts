@@ -1,11 +1,11 @@
 import type { AddressInfo } from 'node:net';
 import type { ServerType } from '@hono/node-server';
-import { Queue, QueueEvents } from 'bullmq';
+import { QueueEvents, type Queue } from 'bullmq';
 import type { RedisClient } from '../redis/connections.ts';
 import type { Registry } from 'prom-client';
 import { redisOptions, type RedisTarget } from '../../queues/connection.ts';
 import { ALL_QUEUES, QUEUES } from '../../queues/names.ts';
-import { defaultJobOptions } from '../../queues/options.ts';
+import { openQueue } from '../../queues/consume.ts';
 import type { AppConfig } from '../config/app.ts';
 import { JobInspector } from '../jobs/job-inspection.ts';
 import type { Logger } from '../logging.ts';
@@ -36,15 +36,7 @@ export interface ApiRole {
 /** `egress api`: the HTTP API, Bull Board and /metrics. */
 export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
   const { config, logger } = deps;
-  const queues = ALL_QUEUES.map(
-    (name) =>
-      new Queue(name, {
-        connection: redisOptions(deps.redisTarget, 'producer'),
-        prefix: config.redis.prefix,
-        defaultJobOptions: defaultJobOptions(config),
-      }),
-  );
-  for (const q of queues) q.on('error', (err) => logger.warn({ queue: q.name, err: err.message }, 'queue connection error'));
+  const queues = ALL_QUEUES.map((name) => openQueue(name, { connection: redisOptions(deps.redisTarget, 'producer'), prefix: config.redis.prefix, settings: config, logger }));
   const checks = queues.find((q) => q.name === QUEUES.checks) as Queue;
   const checkEvents = new QueueEvents(QUEUES.checks, { connection: redisOptions(deps.redisTarget, 'worker'), prefix: config.redis.prefix });
   checkEvents.on('error', (err) => logger.warn({ err: err.message }, 'queue events connection error'));

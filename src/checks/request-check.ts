@@ -1,5 +1,5 @@
 import type { Queue, QueueEvents } from 'bullmq';
-import { checkJobSchema, checkResultSchema, parseJobData, type CheckResultData } from '../../queues/jobs.ts';
+import { checkResultSchema, enqueue, JOBS, type CheckResultData } from '../../queues/jobs.ts';
 import { EgressError } from '../errors.ts';
 
 /** The dedup id that coalesces "check this provider now" requests while one is waiting. */
@@ -33,8 +33,7 @@ const NOT_STARTED = new Set(['waiting', 'prioritized', 'delayed']);
 export async function requestCheck(checks: Queue, provider: string): Promise<string> {
   const pending = await checks.getDeduplicationJobId(checkNowDedupId(provider));
   if (pending && NOT_STARTED.has(await checks.getJobState(pending))) return pending;
-  const data = parseJobData(checkJobSchema, checks.name, { provider, trigger: 'adhoc' });
-  const job = await checks.add('check', data);
+  const job = await enqueue(checks, JOBS.check, { provider, trigger: 'adhoc' });
   return job.id ?? '';
 }
 

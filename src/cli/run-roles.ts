@@ -6,7 +6,7 @@ import { startMetricsServer } from '../metrics/metrics-server.ts';
 import { createRegistry } from '../metrics/registry.ts';
 import { createProviders, type ProviderFactory } from '../providers/create-provider.ts';
 import type { Provider } from '../providers/types.ts';
-import { startPublisherRole } from '../publisher/publisher-role.ts';
+import { startPublisherRole } from '../../workers/publisher-role.ts';
 import { closeRedis, createRedis, redisListeners, redisTargetOf, warnUnlessNoEviction, type RedisClient } from '../redis/connections.ts';
 import { startPrivateRedis, type PrivateRedis } from '../redis/private-redis.ts';
 import { SchedulerRole } from '../scheduler/scheduler-role.ts';

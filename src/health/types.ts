@@ -1,15 +1,7 @@
-import type { Reason } from './reasons.ts';
+import type { TargetResult } from '../../queues/check-result.ts';
 
-/** What a checker reports for one target of a provider (the apiserver, the compute API, a KVM host). */
-export interface TargetResult {
-  target: string;
-  ready: boolean;
-  reason: Reason;
-  message: string;
-  /** Where to look: addresses, versions, pool state. Never a secret. */
-  details: Record<string, string>;
-  durationSeconds: number;
-}
+/** What a checker reports for one target: one definition, with the job payload that carries it. */
+export type { TargetResult } from '../../queues/check-result.ts';
 
 /**
  * A provider's health check. It must return once `signal` has ended, and once it has,

@@ -4,7 +4,7 @@ export type JobOutcome = 'completed' | 'failed' | 'retried' | 'timeout';
 
 export interface JobMetrics {
   observe(queue: string, outcome: JobOutcome, seconds: number): void;
-  /** Time from a job's creation to the start of its processing. */
+  /** Time from when a job was due (added, or its delay ended) to the start of its first run. */
   observeWait(queue: string, seconds: number): void;
 }
 
@@ -24,7 +24,7 @@ export function createJobMetrics(registry: Registry): JobMetrics {
   });
   const wait = new Histogram({
     name: 'proxy_operator_job_wait_seconds',
-    help: 'Time from a job being added (or becoming due) to its processing start, by queue.',
+    help: 'Time from a job being due (added, or its delay or schedule ended) to the start of its first run, by queue.',
     labelNames: ['queue'],
     buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120],
     registers: [registry],

@@ -1,5 +1,5 @@
 import type { Queue } from 'bullmq';
-import { parseJobData, reconcileJobSchema } from '../../queues/jobs.ts';
+import { enqueue, JOBS } from '../../queues/jobs.ts';
 
 /**
  * Asks for a reconcile of one proxy. Deduplicated per proxy with keepLastIfActive: a burst of
@@ -7,6 +7,5 @@ import { parseJobData, reconcileJobSchema } from '../../queues/jobs.ts';
  * anyway: the job carries only the name).
  */
 export async function requestReconcile(reconcile: Queue, proxy: string): Promise<void> {
-  const data = parseJobData(reconcileJobSchema, reconcile.name, { proxy });
-  await reconcile.add('reconcile', data, { deduplication: { id: `reconcile-${proxy}`, keepLastIfActive: true } });
+  await enqueue(reconcile, JOBS.reconcile, { proxy }, { deduplication: { id: `reconcile-${proxy}`, keepLastIfActive: true } });
 }

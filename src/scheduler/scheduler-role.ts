@@ -1,10 +1,10 @@
 import { EventEmitter } from 'node:events';
-import { Queue } from 'bullmq';
+import type { Queue } from 'bullmq';
 import type { RedisClient } from '../redis/connections.ts';
 import { redisOptions, type RedisTarget } from '../../queues/connection.ts';
-import { checkJobSchema, parseJobData, type CheckJobData } from '../../queues/jobs.ts';
-import { QUEUES } from '../../queues/names.ts';
-import { defaultJobOptions } from '../../queues/options.ts';
+import { openQueue } from '../../queues/consume.ts';
+import { enqueue, jobOptions, JOBS, parseJobData, type JobDefinition } from '../../queues/jobs.ts';
+import { QUEUES, type QueueName } from '../../queues/names.ts';
 import type { AppConfig } from '../config/app.ts';
 import type { Logger } from '../logging.ts';
 import type { StatusStore } from '../store/status-store.ts';
@@ -72,16 +72,10 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
     super();
     this.#deps = deps;
     const { config } = deps;
-    this.#checks = new Queue(QUEUES.checks, {
-      connection: redisOptions(deps.redisTarget, 'worker'),
-      prefix: config.redis.prefix,
-      defaultJobOptions: defaultJobOptions(config),
-    });
-    this.#checks.on('error', (err) => deps.logger.warn({ err: err.message }, 'checks queue connection error'));
-    this.#gc = new Queue(QUEUES.gc, { connection: redisOptions(deps.redisTarget, 'worker'), prefix: config.redis.prefix, defaultJobOptions: defaultJobOptions(config) });
-    this.#gc.on('error', (err) => deps.logger.warn({ err: err.message }, 'gc queue connection error'));
-    this.#reconcile = new Queue(QUEUES.reconcile, { connection: redisOptions(deps.redisTarget, 'worker'), prefix: config.redis.prefix, defaultJobOptions: defaultJobOptions(config) });
-    this.#reconcile.on('error', (err) => deps.logger.warn({ err: err.message }, 'reconcile queue connection error'));
+    const open = (name: QueueName): Queue => openQueue(name, { connection: redisOptions(deps.redisTarget, 'worker'), prefix: config.redis.prefix, settings: config, logger: deps.logger });
+    this.#checks = open(QUEUES.checks);
+    this.#gc = open(QUEUES.gc);
+    this.#reconcile = open(QUEUES.reconcile);
     this.#lease = new Lease(deps.redis, `${config.redis.prefix}:scheduler:lease`, config.leaseMs, deps.logger);
     this.#lease.on('acquired', () => {
       deps.logger.info({ leaseId: this.#lease.id }, 'scheduler is now the leader');
@@ -111,17 +105,22 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
   async #lead(): Promise<LeadershipRound> {
     const { config, store, logger } = this.#deps;
     const names = config.providers.map((p) => p.name);
+    // A scheduler's jobs carry its template: validated here, once, like every job that goes in.
+    const template = (def: JobDefinition, data: unknown): Record<string, unknown> => parseJobData(def.schema, def.queue, data) as Record<string, unknown>;
     const schedules = await syncProviderSchedules(
       this.#checks,
-      { idPrefix: 'check-', jobName: 'check', data: (provider) => ({ provider, trigger: 'schedule' }) satisfies CheckJobData },
+      { idPrefix: 'check-', jobName: JOBS.check.name, data: (provider) => template(JOBS.check, { provider, trigger: 'schedule' }) },
       names,
       config.checks.intervalMs,
-      defaultJobOptions(config),
+      jobOptions(JOBS.check, config),
     );
-    const gcSchedules = await syncProviderSchedules(this.#gc, { idPrefix: 'gc-', jobName: 'gc', data: (provider) => ({ provider }) }, names, config.gcIntervalMs, {
-      ...defaultJobOptions(config),
-      attempts: 1,
-    });
+    const gcSchedules = await syncProviderSchedules(
+      this.#gc,
+      { idPrefix: 'gc-', jobName: JOBS.gc.name, data: (provider) => template(JOBS.gc, { provider }) },
+      names,
+      config.gcIntervalMs,
+      jobOptions(JOBS.gc, config),
+    );
     const deletedHealth: string[] = [];
     for (const ph of await store.listProviderHealth()) {
       if (!names.includes(ph.name) && (await store.deleteProviderHealth(ph.name))) deletedHealth.push(ph.name);
@@ -134,8 +133,7 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
           checkedNow.push(provider);
           continue;
         }
-        const data = parseJobData(checkJobSchema, QUEUES.checks, { provider, trigger: 'startup' } satisfies CheckJobData);
-        await this.#checks.add('check', data, { deduplication: { id: checkNowDedupId(provider) } });
+        await enqueue(this.#checks, JOBS.check, { provider, trigger: 'startup' }, { deduplication: { id: checkNowDedupId(provider) } });
         checkedNow.push(provider);
       }
     }
@@ -154,7 +152,7 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
       return;
     }
     if (current?.every === every) return;
-    await this.#reconcile.upsertJobScheduler(RESYNC_SCHEDULER, { every }, { name: 'resync', data: {}, opts: { attempts: 1, removeOnComplete: { count: 10 }, removeOnFail: { count: 100 } } });
+    await this.#reconcile.upsertJobScheduler(RESYNC_SCHEDULER, { every }, { name: JOBS.resync.name, data: parseJobData(JOBS.resync.schema, QUEUES.reconcile, {}), opts: jobOptions(JOBS.resync, this.#deps.config) });
   }
 
   /** Hands the lease back (a standby takes over at once) and closes the queue. */

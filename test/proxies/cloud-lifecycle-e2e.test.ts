@@ -6,6 +6,7 @@ import { runRoles, type RunningRoles } from '../../src/cli/run-roles.ts';
 import { parseConfigDocument } from '../../src/config/file.ts';
 import { silentLogger } from '../../src/logging.ts';
 import type { ProxyView } from '../../src/proxies/discovery.ts';
+import type { JobView } from '../../src/jobs/job-inspection.ts';
 import { startFakeCompute, type FakeCompute } from '../fakes/compute/index.ts';
 import { podEnv, startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';
 import { testConfig } from '../support/config.ts';
@@ -108,17 +109,25 @@ describe('proxies on kubernetes and gcp, end to end against the fakes', () => {
     expect(kube.listPods('tight')).toEqual([]);
   });
 
-  test('an RBAC refusal of the Pod create is retried, not Failed, and the proxy proceeds once access is granted', async () => {
+  test('an RBAC refusal of the Pod create fails its job once, not the proxy; once access is granted the next look makes the Pod', async () => {
     kube.forbid('kube-token', ['create'], ['pods']);
+    let failed: JobView | undefined;
     try {
       expect((await apply('metadata: { name: k8s-rbac }\nspec: { provider: k8s }\n')).status).toBe(200);
       await waitFor('a refused review', () => kube.requests.find((r) => r.path.endsWith('/selfsubjectaccessreviews') && r.responseBody?.includes('"allowed":false')));
-      const p = await proxy('k8s-rbac');
-      expect(p.status.phase).toBe('Provisioning');
+      // A retry alone cannot get past a 403: the job fails at once instead of spending its attempts.
+      failed = await waitFor('the failed reconcile job of k8s-rbac', async () => {
+        const { items } = (await (await fetch(`${api}/v1/jobs?state=failed&queue=reconcile`)).json()) as { items: JobView[] };
+        return items.find((j) => (j.data as { proxy?: string }).proxy === 'k8s-rbac');
+      });
+      expect(failed.attemptsMade).toBe(1);
+      expect(failed.failedReason).toContain('cannot create resource "pods"');
+      expect((await proxy('k8s-rbac')).status.phase).toBe('Provisioning');
     } finally {
       kube.allow('kube-token');
     }
-    // The job's retry (backoff) makes the Pod once the identity may.
+    // The next look (the periodic resync; here an operator's retry of the failed job) makes the Pod.
+    expect((await fetch(`${api}/v1/jobs/${failed.id}/retry?queue=reconcile`, { method: 'POST' })).status).toBe(200);
     await waitFor('the Pod of k8s-rbac', () => kube.listPods('proxies').find((p) => p.metadata.labels?.['egress-proxies/proxy'] === 'k8s-rbac'), 30_000);
     expect((await proxy('k8s-rbac')).status.phase).toBe('Provisioning');
   });

@@ -10,7 +10,7 @@ import { EgressError } from '../../src/errors.ts';
 import { silentLogger } from '../../src/logging.ts';
 import { createJobMetrics } from '../../src/metrics/job-metrics.ts';
 import { createRegistry } from '../../src/metrics/registry.ts';
-import { startPublisherRole } from '../../src/publisher/publisher-role.ts';
+import { startPublisherRole } from '../../workers/publisher-role.ts';
 import { RedisStatusStore } from '../../src/store/redis-status-store.ts';
 import type { StatusStore } from '../../src/store/status-store.ts';
 import { testConfig } from '../support/config.ts';

@@ -119,10 +119,10 @@ export class LibvirtAuthError extends EgressError {
   }
 }
 
-/** The peer broke the protocol (bad frame length, undecodable reply). */
+/** The peer broke the protocol (bad frame length, undecodable reply). Retryable: a broken frame ends the connection and the next call dials again; a job is not at fault. */
 export class LibvirtProtocolError extends EgressError {
   constructor(message: string, options: { cause?: unknown } = {}) {
-    super('ERR_LIBVIRT_PROTOCOL', message, options);
+    super('ERR_LIBVIRT_PROTOCOL', message, { retryable: true, ...options });
   }
 }
 

@@ -14,10 +14,10 @@ export class ProbeBusyError extends EgressError {
   }
 }
 
-/** The pool is closed (or closing): no new work. */
+/** The pool is closed (or closing): no new work here. Retryable: the job's next run, in a worker still running, gets a pool. */
 export class PoolClosedError extends EgressError {
   constructor() {
-    super('ERR_KVM_POOL_CLOSED', 'KVM host pool is closed');
+    super('ERR_KVM_POOL_CLOSED', 'KVM host pool is closed', { retryable: true });
   }
 }
 

@@ -6,7 +6,7 @@
  *   ZONE_RESOURCE_POOL_EXHAUSTED, …) → `ProvisioningError` with the API's message.
  * - 401, and 403 other than quota or rate limits (a missing permission, the API disabled) →
  *   `GcpAccessError`: the Proxy is not at fault and a retry alone does not fix it (`retryable: false`);
- *   reconcile's backoff picks it up once an operator has fixed the access.
+ *   its reconcile job fails at once, and the next resync looks again once an operator has fixed the access.
  * - anything else (429/403 rate limits, 5xx, transport failures, a failed delete operation) →
  *   `GcpRequestError`, retryable.
  * An error after the caller's signal ended is the signal's reason, unchanged. The client's own error is

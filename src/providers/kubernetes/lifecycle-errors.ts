@@ -4,9 +4,9 @@
  * - 400 BadRequest, 422 Invalid, 404 on create (the namespace is missing): the Pod as written can never
  *   be created → `ProvisioningError` (the proxy ends `Failed` with the server's message).
  * - 401 / 403 → `KubernetesAccessError`: the provider's credentials or RBAC refused. The Proxy is not at
- *   fault, so it is not `ProvisioningError`; a retry alone does not fix it either (`retryable: false`), but
- *   reconcile's backoff picks it up once an operator has fixed the access. The health check reports the
- *   same condition as Unauthorized / Forbidden.
+ *   fault, so it is not `ProvisioningError`; a retry alone does not fix it either (`retryable: false`): its
+ *   reconcile job fails at once, and the next resync looks again once an operator has fixed the access.
+ *   The health check reports the same condition as Unauthorized / Forbidden.
  *   Exception: a 403 to a create may also be an admission refusal (an exceeded ResourceQuota, a policy
  *   plugin), which the server answers with the same status and reason. The lifecycle does not read the
  *   message to tell them apart: it asks the server with a SelfSubjectAccessReview (access-review.ts).

@@ -1,5 +1,5 @@
 import type { Worker } from 'bullmq';
-import type { Logger } from '../logging.ts';
+import type { JobLog } from './log.ts';
 
 function delay(ms: number): Promise<'timeout'> {
   return new Promise((resolve) => setTimeout(() => resolve('timeout'), ms).unref());
@@ -10,7 +10,7 @@ function delay(ms: number): Promise<'timeout'> {
  * running jobs; then abort their signals and wait a little more; then force. A job still
  * hanging after that is recovered by another worker's stalled-job check.
  */
-export async function closeWorkerBounded(worker: Worker, graceMs: number, logger: Logger): Promise<void> {
+export async function closeWorkerBounded(worker: Worker, graceMs: number, logger: JobLog): Promise<void> {
   const closing = worker.close();
   closing.catch(() => undefined);
   if ((await Promise.race([closing.then(() => 'closed' as const), delay(graceMs)])) === 'closed') return;

@@ -1,0 +1,188 @@
+import { DelayedError, Queue, RateLimitError, UnrecoverableError, WaitingChildrenError, Worker, type Job, type RedisOptions } from 'bullmq';
+import { closeWorkerBounded } from './bounded-close.ts';
+import { parseJobData, type JobData, type JobDefinition, type JobSettings } from './jobs.ts';
+import type { JobLog } from './log.ts';
+import type { QueueName } from './names.ts';
+import { defaultJobOptions, type JobOptionSettings } from './options.ts';
+import { retryVerdict } from './retry.ts';
+
+/** Where job durations, outcomes and waits go (the project's JobMetrics). */
+export interface JobObserver {
+  observe(queue: string, outcome: 'completed' | 'failed' | 'retried', seconds: number): void;
+  observeWait(queue: string, seconds: number): void;
+}
+
+/** Runs `work` under a signal that ends with `parent` or after `ms` (the project's `withDeadline`, whose reason is its DeadlineError). */
+export type DeadlineRunner = <T>(parent: AbortSignal, ms: number, work: (signal: AbortSignal) => Promise<T>) => Promise<T>;
+
+/** What a handler gets besides its validated payload. */
+export interface JobContext {
+  readonly job: Job;
+  /** The job's own signal: ends when the job is cancelled (shutdown, a lost lock). */
+  readonly signal: AbortSignal;
+  /**
+   * Runs `work` under the job's deadline (its definition's `deadlineMs`) combined with the job's
+   * signal; the deadline starts when this is called, so a handler that first waits for a slot
+   * does not spend its deadline there. Without a deadline in the definition: the job's signal.
+   */
+  deadline<T>(work: (signal: AbortSignal) => Promise<T>): Promise<T>;
+}
+
+/** A handler for one kind of job (method syntax: handlers of different kinds share a list). */
+export interface JobHandler<D extends JobDefinition = JobDefinition> {
+  readonly def: D;
+  run(data: JobData<D>, ctx: JobContext): Promise<unknown>;
+}
+
+export function handle<D extends JobDefinition>(def: D, run: (data: JobData<D>, ctx: JobContext) => Promise<unknown>): JobHandler<D> {
+  return { def, run };
+}
+
+export interface ConsumeOptions {
+  /** BullMQ connection options for a worker (`redisOptions(target, 'worker')`). */
+  connection: RedisOptions;
+  prefix: string;
+  settings: JobSettings;
+  concurrency: number;
+  lockDurationMs: number;
+  stalledIntervalMs: number;
+  /** How long `close` waits for running jobs before it aborts them. */
+  graceMs: number;
+  observer: JobObserver;
+  logger: JobLog;
+  withDeadline: DeadlineRunner;
+}
+
+export interface Consumer {
+  readonly worker: Worker;
+  /** Stops taking jobs, waits the grace period, aborts the rest, closes its connections. Idempotent. */
+  close(): Promise<void>;
+}
+
+/**
+ * Seconds a job waited before its first run: from when it was due (added, or for a scheduled or
+ * delayed job when its delay ended) to its start. BullMQ zeroes a job's `delay` when it promotes
+ * it, so the due time comes from the options it was added with. A job's later runs (a retry, a
+ * stalled job taken over, "look again later") are not counted: when they became due is not kept.
+ */
+export function waitSeconds(job: Pick<Job, 'timestamp' | 'opts' | 'processedOn' | 'attemptsStarted'>): number | undefined {
+  if (job.processedOn === undefined || job.attemptsStarted > 1) return undefined;
+  const due = job.timestamp + Math.max(0, job.opts.delay ?? 0);
+  return Math.max(0, (job.processedOn - due) / 1000);
+}
+
+function seconds(from: number | undefined, to: number | undefined): number {
+  return from !== undefined && to !== undefined ? Math.max(0, (to - from) / 1000) : 0;
+}
+
+/** Job duration, outcome and wait metrics and logs for one worker; also its mandatory error listener. */
+function instrument(worker: Worker, observer: JobObserver, logger: JobLog): void {
+  const queue = worker.name;
+  worker.on('active', (job: Job) => {
+    const wait = waitSeconds(job);
+    if (wait !== undefined) observer.observeWait(queue, wait);
+  });
+  worker.on('completed', (job: Job) => {
+    observer.observe(queue, 'completed', seconds(job.processedOn, job.finishedOn));
+  });
+  worker.on('failed', (job: Job | undefined, err: Error) => {
+    if (!job) return;
+    const final = job.attemptsMade >= (job.opts.attempts ?? 1) || err.name === 'UnrecoverableError';
+    observer.observe(queue, final ? 'failed' : 'retried', seconds(job.processedOn, job.finishedOn ?? Date.now()));
+    logger.warn({ jobId: job.id, queue, attemptsMade: job.attemptsMade, final, err: err.message }, final ? 'job failed' : 'job failed; will retry');
+  });
+  worker.on('stalled', (jobId: string) => logger.warn({ jobId, queue }, 'job stalled: its worker went away; requeued'));
+  worker.on('error', (err: Error) => logger.error({ queue, err: err.message }, 'worker error'));
+}
+
+/** BullMQ's own control-flow errors pass through unchanged. */
+function isBullmqSignal(err: unknown): boolean {
+  return err instanceof DelayedError || err instanceof UnrecoverableError || err instanceof WaitingChildrenError || err instanceof RateLimitError;
+}
+
+function unrecoverable(err: unknown): UnrecoverableError {
+  const message = err instanceof Error ? err.message : String(err);
+  const final = new UnrecoverableError(message);
+  final.cause = err;
+  return final;
+}
+
+/** Turns what a handler threw into what BullMQ acts on, by the error's own retry data (queues/retry.ts). */
+async function settle(err: unknown, job: Job, token: string | undefined, signal: AbortSignal): Promise<unknown> {
+  if (isBullmqSignal(err)) return err;
+  // The job itself was cancelled (shutdown, a lost lock): whatever the handler threw is no verdict.
+  if (signal.aborted) return err;
+  const verdict = retryVerdict(err);
+  if (verdict.kind === 'final') return unrecoverable(err);
+  if (verdict.kind === 'later') {
+    await job.moveToDelayed(Date.now() + verdict.delayMs, token);
+    return new DelayedError();
+  }
+  return err;
+}
+
+/**
+ * The way out: a BullMQ worker for one queue that validates each job against its definition
+ * (a payload that does not parse, or a job name with no handler, fails at once), hands the
+ * handler its payload, the job's signal and deadline, turns what it throws into BullMQ's retry
+ * decision, and counts and logs every job. Started and ready when it resolves.
+ */
+export async function consume(queue: QueueName, handlers: readonly JobHandler[], options: ConsumeOptions): Promise<Consumer> {
+  const byName = new Map<string, JobHandler>();
+  for (const h of handlers) {
+    if (h.def.queue !== queue) throw new Error(`a ${h.def.name} handler cannot consume the ${queue} queue: its jobs go on ${h.def.queue}`);
+    byName.set(h.def.name, h);
+  }
+  const deadlines = new Map<string, number | undefined>();
+  for (const h of handlers) deadlines.set(h.def.name, h.def.deadlineMs?.(options.settings));
+  const idle = new AbortController().signal;
+  // Three parameters: BullMQ creates the job's AbortSignal only for such processors.
+  const processor = async (job: Job, token: string | undefined, jobSignal: AbortSignal | undefined): Promise<unknown> => {
+    const handler = byName.get(job.name);
+    if (!handler) throw new UnrecoverableError(`no handler for "${job.name}" jobs on the ${queue} queue`);
+    let data: unknown;
+    try {
+      data = parseJobData(handler.def.schema, queue, job.data);
+    } catch (err) {
+      throw unrecoverable(err);
+    }
+    const signal = jobSignal ?? idle;
+    const ms = deadlines.get(job.name);
+    const ctx: JobContext = {
+      job,
+      signal,
+      deadline: (work) => (ms === undefined ? work(signal) : options.withDeadline(signal, ms, work)),
+    };
+    try {
+      return await handler.run(data, ctx);
+    } catch (err) {
+      throw await settle(err, job, token, signal);
+    }
+  };
+  const worker = new Worker(queue, processor, {
+    connection: options.connection,
+    prefix: options.prefix,
+    concurrency: options.concurrency,
+    lockDuration: options.lockDurationMs,
+    stalledInterval: options.stalledIntervalMs,
+    autorun: false,
+  });
+  instrument(worker, options.observer, options.logger);
+  worker.run().catch((err: unknown) => options.logger.error({ queue, err: (err as Error).message }, 'worker stopped'));
+  await worker.waitUntilReady();
+  let closing: Promise<void> | undefined;
+  return {
+    worker,
+    close() {
+      closing ??= closeWorkerBounded(worker, options.graceMs, options.logger);
+      return closing;
+    },
+  };
+}
+
+/** The way to a queue for producers: the configured backoff and retention as defaults, and the mandatory error listener. */
+export function openQueue(name: QueueName, options: { connection: RedisOptions; prefix: string; settings: JobOptionSettings; logger: JobLog }): Queue {
+  const queue = new Queue(name, { connection: options.connection, prefix: options.prefix, defaultJobOptions: defaultJobOptions(options.settings) });
+  queue.on('error', (err: Error) => options.logger.warn({ queue: name, err: err.message }, 'queue connection error'));
+  return queue;
+}

@@ -1,0 +1,38 @@
+import type { Queue } from 'bullmq';
+import { redisOptions, type RedisTarget } from '../queues/connection.ts';
+import { consume, openQueue, type Consumer, type JobHandler } from '../queues/consume.ts';
+import type { QueueName } from '../queues/names.ts';
+import { withDeadline } from '../src/abort.ts';
+import type { AppConfig } from '../src/config/app.ts';
+import type { Logger } from '../src/logging.ts';
+import type { JobMetrics } from '../src/metrics/job-metrics.ts';
+
+/** What every consumer of this project binds the job boundary to: configuration, Redis, metrics, logs. */
+export interface ConsumerDeps {
+  config: AppConfig;
+  redisTarget: RedisTarget | string;
+  jobMetrics: JobMetrics;
+  logger: Logger;
+}
+
+/** `consume` with the configuration's locks, grace period and deadlines, this process's metrics and logger. */
+export function consumeJobs(deps: ConsumerDeps, queue: QueueName, handlers: readonly JobHandler[], concurrency: number): Promise<Consumer> {
+  const { config } = deps;
+  return consume(queue, handlers, {
+    connection: redisOptions(deps.redisTarget, 'worker'),
+    prefix: config.redis.prefix,
+    settings: config,
+    concurrency,
+    lockDurationMs: config.worker.lockDurationMs,
+    stalledIntervalMs: config.worker.stalledIntervalMs,
+    graceMs: config.shutdownGraceMs,
+    observer: deps.jobMetrics,
+    logger: deps.logger,
+    withDeadline,
+  });
+}
+
+/** A queue a consumer adds jobs to (results, follow-up reconciles), on a connection that waits out Redis outages. */
+export function openJobQueue(deps: Pick<ConsumerDeps, 'config' | 'redisTarget' | 'logger'>, name: QueueName): Queue {
+  return openQueue(name, { connection: redisOptions(deps.redisTarget, 'worker'), prefix: deps.config.redis.prefix, settings: deps.config, logger: deps.logger });
+}

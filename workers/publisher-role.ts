@@ -1,0 +1,82 @@
+import type { RedisTarget } from '../queues/connection.ts';
+import { handle, type Consumer } from '../queues/consume.ts';
+import { JOBS, type CheckResultData } from '../queues/jobs.ts';
+import { QUEUES } from '../queues/names.ts';
+import type { AppConfig } from '../src/config/app.ts';
+import { nextProviderHealth } from '../src/health/next-status.ts';
+import type { ProviderHealth } from '../src/health/provider-health.ts';
+import type { Logger } from '../src/logging.ts';
+import type { JobMetrics } from '../src/metrics/job-metrics.ts';
+import type { StatusStore } from '../src/store/status-store.ts';
+import { consumeJobs } from './consumer.ts';
+
+export interface PublisherDeps {
+  config: AppConfig;
+  redisTarget: RedisTarget | string;
+  store: StatusStore;
+  logger: Logger;
+  jobMetrics: JobMetrics;
+  now?: () => Date;
+}
+
+export interface PublisherRole {
+  readonly worker: Consumer['worker'];
+  close(): Promise<void>;
+}
+
+/**
+ * Applies check results (a batch, in the order the checks finished) to the store: the results
+ * of each provider folded in order into one write of its ProviderHealth. Idempotent: the same
+ * job delivered twice writes nothing the second time. Results for providers no longer configured
+ * are dropped, so a late result cannot bring back a ProviderHealth the scheduler deleted.
+ * Returns what was stored, a provider an entry.
+ */
+export async function publishResults(
+  results: readonly CheckResultData[],
+  deps: { store: StatusStore; configured: ReadonlySet<string>; now: () => Date; logger: Logger },
+  signal?: AbortSignal,
+): Promise<ProviderHealth[]> {
+  const byProvider = new Map<string, CheckResultData[]>();
+  for (const result of results) {
+    if (!deps.configured.has(result.provider)) {
+      deps.logger.info({ provider: result.provider }, 'dropping a result for a provider that is no longer configured');
+      continue;
+    }
+    const list = byProvider.get(result.provider) ?? [];
+    list.push(result);
+    byProvider.set(result.provider, list);
+  }
+  const stored = await Promise.all(
+    [...byProvider].map(([provider, list]) =>
+      deps.store.updateProviderHealth(provider, (current) => list.reduce<ProviderHealth | undefined>((health, result) => nextProviderHealth(health, result, deps.now()), current), signal),
+    ),
+  );
+  return stored.filter((health) => health !== undefined);
+}
+
+/** `egress publisher`: consumes the durable `results` queue (`results` and `result` jobs) into ProviderHealth status. */
+export async function startPublisherRole(deps: PublisherDeps): Promise<PublisherRole> {
+  const { config, logger } = deps;
+  const configured = new Set(config.providers.map((p) => p.name));
+  const now = deps.now ?? (() => new Date());
+  const publish = async (results: readonly CheckResultData[], jobId: string | undefined, signal: AbortSignal): Promise<void> => {
+    const log = logger.child({ jobId, queue: QUEUES.results });
+    try {
+      const stored = await publishResults(results, { store: deps.store, configured, now, logger: log }, signal);
+      for (const health of stored) log.debug({ provider: health.name, ready: health.status.ready }, 'published provider health');
+    } catch (err) {
+      log.warn({ err: (err as Error).message }, 'status write failed; the result will be retried');
+      throw err;
+    }
+  };
+  const consumer = await consumeJobs(
+    deps,
+    QUEUES.results,
+    [handle(JOBS.results, (data, ctx) => publish(data.results, ctx.job.id, ctx.signal)), handle(JOBS.result, (data, ctx) => publish([data], ctx.job.id, ctx.signal))],
+    // Transactions on one provider's object serialise in the store; concurrency overlaps the
+    // queue round trips of different results.
+    32,
+  );
+  logger.info('publisher started');
+  return { worker: consumer.worker, close: () => consumer.close() };
+}
