@@ -10,7 +10,7 @@ import { startPublisherRole } from '../publisher/publisher-role.ts';
 import { closeRedis, createRedis, redisListeners, redisTargetOf, warnUnlessNoEviction, type RedisClient } from '../redis/connections.ts';
 import { startPrivateRedis, type PrivateRedis } from '../redis/private-redis.ts';
 import { SchedulerRole } from '../scheduler/scheduler-role.ts';
-import { ProxyStore } from '../store/proxy-store.ts';
+import { RedisProxyStore } from '../store/redis-proxy-store.ts';
 import { RedisStatusStore } from '../store/redis-status-store.ts';
 import { startWorkerRole } from '../../workers/worker-role.ts';
 import { echoUrlAdvice } from '../readiness/echo-url-advice.ts';
@@ -119,7 +119,7 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
     for (const role of roles) {
       const log = logger.child({ role });
       if (role === 'worker') {
-        const proxies = new ProxyStore(redis, config.redis.prefix);
+        const proxies = new RedisProxyStore(redis, config.redis.prefix);
         closers.push(() => proxies.close());
         const w = await startWorkerRole({ config, redisTarget, providers, proxies, registry, echoUrl, logger: log, jobMetrics });
         closers.push(() => w.close());
