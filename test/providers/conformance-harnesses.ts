@@ -101,14 +101,18 @@ export function localHarness(): ProviderHarness {
     // A data directory whose name no file system accepts: the check's message carries it.
     longMessageProvider: async () => built.add(await createProvider(localProviderSchema.parse({ name: 'local', type: 'local', dataDir: join(base, TOO_LONG) }), deps())),
     backendObjects: async (name) => (await findProxyProcesses(instanceDir(dataDir, name))).map((pid) => `process ${pid}`),
-    // A directory under instances/ without our intent file: someone else's files.
+    // A directory under instances/ without our intent file, and a plain file beside it: someone else's files.
     seedForeign: async (name) => {
       const dir = instanceDir(dataDir, name);
       await mkdir(dir, { recursive: true });
       await writeFile(join(dir, 'instance.json'), '{}');
       await writeFile(join(dir, 'notes.txt'), 'not an instance');
+      await writeFile(`${dir}.txt`, 'not an instance either');
     },
-    foreignExists: async (name) => (await stat(join(instanceDir(dataDir, name), 'notes.txt')).catch(() => undefined)) !== undefined,
+    foreignExists: async (name) => {
+      const dir = instanceDir(dataDir, name);
+      return (await Promise.all([stat(join(dir, 'notes.txt')), stat(`${dir}.txt`)]).catch(() => undefined)) !== undefined;
+    },
   };
 }
 

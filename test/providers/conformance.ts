@@ -134,6 +134,7 @@ export function providerConformance(harnesses: readonly ProviderHarness[]): void
 
         const again = await lc.ensureInstance(s, signal());
         expect(again).toMatchObject({ id: a.id, name: s.name, owner: s.owner, createdAt: a.createdAt });
+        expect(again.endpoint).toEqual(a.endpoint);
         expect(await h.backendObjects(s.name)).toEqual(objects);
         if (writes !== undefined) expect(h.writes?.()).toBe(writes);
         expect((await collect(lc.listInstances(fleet, signal()))).map((i) => [i.name, i.id])).toEqual([[s.name, a.id]]);
@@ -168,6 +169,7 @@ export function providerConformance(harnesses: readonly ProviderHarness[]): void
         const listedB = await collect(lc.listInstances(fleetB, signal()));
         expect(listedB.map((i) => [i.name, i.owner])).toEqual([[b.name, b.owner]]);
         expect(await collect(lc.listInstances(fleetC, signal()))).toEqual([]);
+        if (h.placement !== undefined) expect([...listedA, ...listedB].map((i) => i.placement)).toEqual([h.placement, h.placement]);
       });
     });
   });
