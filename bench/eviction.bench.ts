@@ -32,7 +32,7 @@ import type { ProxyView } from '../src/proxies/discovery.ts';
 import { ProbeLoop } from '../src/readiness/probe-loop.ts';
 import { reconcileProbe } from '../src/readiness/reconcile-probe.ts';
 import { startRedisChild } from '../src/redis/redis-server.ts';
-import { ProxyStore } from '../src/store/proxy-store.ts';
+import { RedisProxyStore } from '../src/store/redis-proxy-store.ts';
 import { fmt, summarize } from './stats.ts';
 import { benchConfig } from './support/app-config.ts';
 
@@ -171,7 +171,7 @@ async function probingCost(n: number): Promise<CostRow> {
   const loopRedis = new Redis(redisChild.url);
   const prefix = '{bench-probe}';
   const storeRedis = redis.duplicate();
-  const store = new ProxyStore(storeRedis, prefix);
+  const store = new RedisProxyStore(storeRedis, prefix);
   const probed = await startProbedSide();
   let loop: ProbeLoop | undefined;
   try {

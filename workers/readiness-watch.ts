@@ -10,12 +10,12 @@ import type { ReadinessHooks, ReadinessProbe } from '../src/proxies/reconcile.ts
 import { requestReconcile } from '../src/proxies/request-reconcile.ts';
 import { recordFailure, type FailureDeps } from '../src/readiness/evict.ts';
 import { ProbeLoop } from '../src/readiness/probe-loop.ts';
-import type { ProxyStore } from '../src/store/proxy-store.ts';
+import type { ProxyCredentialsReader, ProxyReader, ProxyStatusWriter } from '../src/store/proxy-store.ts';
 
 export interface ReadinessWatchDeps {
   config: AppConfig;
   redisTarget: RedisTarget | string;
-  proxies: ProxyStore;
+  proxies: ProxyReader & ProxyCredentialsReader & ProxyStatusWriter;
   logger: Logger;
 }
 

@@ -12,7 +12,7 @@ import type { Logger } from '../logging.ts';
 import { registerProviderGauges } from '../metrics/provider-gauges.ts';
 import { registerQueueGauges } from '../metrics/queue-gauges.ts';
 import { registerProxyGauge } from '../metrics/proxy-metrics.ts';
-import { ProxyStore } from '../store/proxy-store.ts';
+import { RedisProxyStore } from '../store/redis-proxy-store.ts';
 import type { StatusStore } from '../store/status-store.ts';
 import { listenHttp } from '../runtime/listen-http.ts';
 import { createApiApp } from './app.ts';
@@ -40,7 +40,7 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
   const checks = queues.find((q) => q.name === QUEUES.checks) as Queue;
   const checkEvents = new QueueEvents(QUEUES.checks, { connection: redisOptions(deps.redisTarget, 'worker'), prefix: config.redis.prefix });
   checkEvents.on('error', (err) => logger.warn({ err: err.message }, 'queue events connection error'));
-  const proxies = new ProxyStore(deps.redis, config.redis.prefix);
+  const proxies = new RedisProxyStore(deps.redis, config.redis.prefix);
   // Whatever fails from here on (Redis, a busy port) closes what was opened above: a queue left
   // open keeps reconnecting and keeps the process alive.
   const closeOpened = async (): Promise<void> => {

@@ -13,11 +13,11 @@ import { jobRoutes } from './routes/jobs.ts';
 import { echoRoute } from '../readiness/echo.ts';
 import { providerHealthRoutes } from './routes/provider-health.ts';
 import { proxyRoutes } from './routes/proxies.ts';
-import type { ProxyStore } from '../store/proxy-store.ts';
+import type { ProxyApiStore } from '../store/proxy-store.ts';
 
 export interface ApiDeps {
   store: StatusStore;
-  proxies: ProxyStore;
+  proxies: ProxyApiStore;
   providers: readonly string[];
   checks: Queue;
   checkEvents: QueueEvents;

@@ -11,7 +11,7 @@ import { closeRedis, createRedis, redisListeners, redisTargetOf, warnUnlessNoEvi
 import { startPrivateRedis, type PrivateRedis } from '../redis/private-redis.ts';
 import { SchedulerRole } from '../scheduler/scheduler-role.ts';
 import { registerSchedulerGauges } from '../metrics/scheduler-gauges.ts';
-import { ProxyStore } from '../store/proxy-store.ts';
+import { RedisProxyStore } from '../store/redis-proxy-store.ts';
 import { RedisStatusStore } from '../store/redis-status-store.ts';
 import { startWorkerRole } from '../../workers/worker-role.ts';
 import { echoUrlAdvice } from '../readiness/echo-url-advice.ts';
@@ -120,7 +120,7 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
     for (const role of roles) {
       const log = logger.child({ role });
       if (role === 'worker') {
-        const proxies = new ProxyStore(redis, config.redis.prefix);
+        const proxies = new RedisProxyStore(redis, config.redis.prefix);
         closers.push(() => proxies.close());
         const w = await startWorkerRole({ config, redisTarget, providers, proxies, registry, echoUrl, logger: log, jobMetrics });
         closers.push(() => w.close());

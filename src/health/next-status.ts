@@ -1,11 +1,6 @@
 import type { CheckResultData } from '../../queues/jobs.ts';
-import { MESSAGE_MAX, type ProviderHealth, type TargetStatus } from './provider-health.ts';
-
-/** Truncates to MESSAGE_MAX characters (code points, so a surrogate pair is never split). */
-export function truncateMessage(message: string): string {
-  const chars = Array.from(message);
-  return chars.length <= MESSAGE_MAX ? message : chars.slice(0, MESSAGE_MAX).join('');
-}
+import { truncateMessage } from './message.ts';
+import type { ProviderHealth, TargetStatus } from './provider-health.ts';
 
 function laterOf(a: string, b: string): string {
   return Date.parse(a) >= Date.parse(b) ? a : b;

@@ -1,7 +1,5 @@
 import type { Reason } from './reasons.ts';
 
-export const MESSAGE_MAX = 1024;
-
 export interface TargetStatus {
   name: string;
   ready: boolean;

@@ -1,10 +1,10 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { EvictionCause } from '../proxies/eviction.ts';
 import { PROXY_PHASES } from '../proxies/resource.ts';
-import type { ProxyStore } from '../store/proxy-store.ts';
+import type { ProxyReader } from '../store/proxy-store.ts';
 
 /** `proxy_operator_proxies{provider,phase}`, counted from the store at scrape time (every phase reported, zeros included). */
-export function registerProxyGauge(registry: Registry, proxies: ProxyStore, providers: readonly string[]): void {
+export function registerProxyGauge(registry: Registry, proxies: ProxyReader, providers: readonly string[]): void {
   new Gauge({
     name: 'proxy_operator_proxies',
     help: 'Proxies by provider and phase.',

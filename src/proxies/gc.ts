@@ -1,12 +1,12 @@
 import type { Logger } from '../logging.ts';
 import type { Instance, ProxyLifecycle } from '../providers/lifecycle.ts';
-import type { ProxyStore } from '../store/proxy-store.ts';
+import type { ProxyReader } from '../store/proxy-store.ts';
 import { instanceNameFor } from './instance-name.ts';
 
 export type GcReason = 'no-proxy' | 'superseded';
 
 export interface GcDeps {
-  proxies: ProxyStore;
+  proxies: ProxyReader;
   fleet: string;
   /** Instances younger than this are never deleted (a create may still be recording its proxy). */
   graceMs: number;

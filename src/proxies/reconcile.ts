@@ -1,6 +1,6 @@
 import { findCause } from '../errors.ts';
 import { ProvisioningError, type Instance, type ProxyCredentials, type ProxyLifecycle } from '../providers/lifecycle.ts';
-import type { ProxyStore } from '../store/proxy-store.ts';
+import type { ReconcileStore } from '../store/proxy-store.ts';
 import { withReadyCondition } from './conditions.ts';
 import { afterFailure, evictionCauseOf, passesNeeded, readySeconds, type EvictionCause, type ReadinessRules } from './eviction.ts';
 import { instanceNameFor } from './instance-name.ts';
@@ -27,7 +27,7 @@ export interface ReadinessHooks {
 }
 
 export interface ReconcileDeps extends ReadinessHooks {
-  proxies: ProxyStore;
+  proxies: ReconcileStore;
   readiness?: ReadinessPolicy;
   /** The lifecycle of each configured provider that can host proxies. */
   lifecycles: ReadonlyMap<string, ProxyLifecycle>;

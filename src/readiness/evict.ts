@@ -1,10 +1,10 @@
 import { withReadyCondition } from '../proxies/conditions.ts';
 import { afterFailure, readySeconds, type EvictionCause, type ReadinessRules } from '../proxies/eviction.ts';
 import type { ReadinessHooks } from '../proxies/reconcile.ts';
-import type { ProxyStore } from '../store/proxy-store.ts';
+import type { ProxyStatusWriter } from '../store/proxy-store.ts';
 
 export interface FailureDeps {
-  proxies: ProxyStore;
+  proxies: ProxyStatusWriter;
   rules: ReadinessRules;
   hooks: ReadinessHooks;
   /** Asks for a reconcile of the proxy (deduplicated per proxy). */

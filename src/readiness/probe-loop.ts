@@ -8,11 +8,11 @@ import { withReadyCondition } from '../proxies/conditions.ts';
 import { evictionCauseOf, type ReadinessRules } from '../proxies/eviction.ts';
 import type { ProbeVerdict, ReadinessHooks, ReadinessProbe } from '../proxies/reconcile.ts';
 import type { Proxy } from '../proxies/resource.ts';
-import type { ProxyStore } from '../store/proxy-store.ts';
+import type { ProxyCredentialsReader, ProxyReader, ProxyStatusWriter } from '../store/proxy-store.ts';
 import { recordFailure, type FailureOutcome } from './evict.ts';
 
 export interface ProbeLoopDeps {
-  proxies: ProxyStore;
+  proxies: ProxyReader & ProxyCredentialsReader & ProxyStatusWriter;
   /** For the per-proxy claims that keep one probe per proxy per interval across every worker. */
   redis: RedisClient;
   prefix: string;

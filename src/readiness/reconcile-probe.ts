@@ -1,5 +1,5 @@
 import type { ReadinessProbe } from '../proxies/reconcile.ts';
-import type { ProxyStore } from '../store/proxy-store.ts';
+import type { ProxyCredentialsReader } from '../store/proxy-store.ts';
 import { probeProxy } from './probe.ts';
 
 /**
@@ -9,7 +9,7 @@ import { probeProxy } from './probe.ts';
  * accepts connections and never answers is a failed probe (cause `timeout`), not a reconcile
  * that hangs until its job deadline.
  */
-export function reconcileProbe(proxies: ProxyStore, echoUrl: () => string, stepTimeoutMs = 2000): ReadinessProbe {
+export function reconcileProbe(proxies: ProxyCredentialsReader, echoUrl: () => string, stepTimeoutMs = 2000): ReadinessProbe {
   return async (endpoint, proxy, signal, known) => {
     const credentials = known ?? (await proxies.credentials(proxy.name, signal));
     if (!credentials) return { ok: false, cause: 'error', message: 'no credentials stored for the proxy', durationSeconds: 0 };

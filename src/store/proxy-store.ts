@@ -1,10 +1,19 @@
-import { randomUUID } from 'node:crypto';
-import type { RedisClient } from '../redis/connections.ts';
-import { EgressError, NotFoundError } from '../errors.ts';
+import { EgressError } from '../errors.ts';
 import type { ProxyCredentials } from '../providers/lifecycle.ts';
-import { generateCredentials } from '../proxies/credentials.ts';
 import type { Proxy, ProxyDocument } from '../proxies/resource.ts';
-import { RedisJsonCollection } from './redis-json-collection.ts';
+
+/**
+ * Where Proxy objects and their credentials live. A port, like StatusStore: no Redis types cross
+ * it, so a Kubernetes CRD implementation can take the place of RedisProxyStore. Consumers depend
+ * on the narrow part they use (a reader, the status writer…); only the roles that build the
+ * store see all of it.
+ *
+ * Rules every implementation keeps:
+ * - listing never reads a secret: credentials are read only through ProxyCredentialsReader;
+ * - every write of one proxy is a compare-and-set, so concurrent writers never lose a change;
+ * - credentials exist before the proxy does (`apply` writes them first), so a reconcile never
+ *   sees a proxy without them.
+ */
 
 export type ApplyOutcome = 'created' | 'configured' | 'unchanged';
 
@@ -25,127 +34,58 @@ export class ProxyTerminatingError extends EgressError {
   }
 }
 
-/**
- * Proxies and their credentials in Redis. Proxy objects are JSON in a RedisJsonCollection;
- * credentials live in a separate collection so that listing proxies never reads a secret.
- */
-export class ProxyStore {
-  readonly #proxies: RedisJsonCollection<Proxy>;
-  readonly #secrets: RedisJsonCollection<ProxyCredentials>;
-  readonly #now: () => Date;
+/** Reads Proxy objects (never their credentials). */
+export interface ProxyReader {
+  get(name: string, signal?: AbortSignal): Promise<Proxy | undefined>;
+  /** Several proxies in one round trip (undefined for those that do not exist), in the order of `names`. */
+  getMany(names: readonly string[], signal?: AbortSignal): Promise<(Proxy | undefined)[]>;
+  /** Every proxy, sorted by name. */
+  list(signal?: AbortSignal): Promise<Proxy[]>;
+}
 
-  constructor(redis: RedisClient, prefix: string, now: () => Date = () => new Date()) {
-    this.#proxies = new RedisJsonCollection(redis, prefix, 'proxy');
-    this.#secrets = new RedisJsonCollection(redis, prefix, 'proxy-secret');
-    this.#now = now;
-  }
-
-  get(name: string, signal?: AbortSignal): Promise<Proxy | undefined> {
-    return this.#proxies.get(name, signal);
-  }
-
-  /** Several proxies in one round trip (undefined for those that do not exist). */
-  getMany(names: readonly string[], signal?: AbortSignal): Promise<(Proxy | undefined)[]> {
-    return this.#proxies.getMany(names, signal);
-  }
-
-  list(signal?: AbortSignal): Promise<Proxy[]> {
-    return this.#proxies.list(signal);
-  }
-
-  credentials(name: string, signal?: AbortSignal): Promise<ProxyCredentials | undefined> {
-    return this.#secrets.get(name, signal);
-  }
-
+/** Reads the credentials a proxy's forward proxy requires. */
+export interface ProxyCredentialsReader {
+  credentials(name: string, signal?: AbortSignal): Promise<ProxyCredentials | undefined>;
   /** The credentials of several proxies in one round trip (discovery lists many). */
-  credentialsOf(names: readonly string[], signal?: AbortSignal): Promise<(ProxyCredentials | undefined)[]> {
-    return this.#secrets.getMany(names, signal);
-  }
+  credentialsOf(names: readonly string[], signal?: AbortSignal): Promise<(ProxyCredentials | undefined)[]>;
+}
 
+/** The desired state, as users change it (the API): apply and delete requests. */
+export interface ProxySpecWriter {
   /**
    * Creates the proxy or updates its labels and spec; the generation moves only when they
-   * change. Credentials are generated once, before the proxy exists, so a reconcile never sees
-   * a proxy without them.
+   * change. Credentials are generated once, before the proxy exists. A proxy being deleted is
+   * refused with ProxyTerminatingError.
    */
-  async apply(doc: ProxyDocument, signal?: AbortSignal): Promise<{ proxy: Proxy; outcome: ApplyOutcome }> {
-    const name = doc.metadata.name;
-    await this.#secrets.update(name, (current) => current ?? generateCredentials(name), signal);
-    let outcome: ApplyOutcome = 'unchanged';
-    const stored = await this.#proxies.update(
-      name,
-      (current) => {
-        const spec = { ...doc.spec };
-        const labels = { ...doc.metadata.labels };
-        if (!current) {
-          outcome = 'created';
-          return {
-            name,
-            labels,
-            spec,
-            metadata: { uid: randomUUID(), generation: 1, createdAt: this.#now().toISOString() },
-            status: { phase: 'Pending', conditions: [], observedGeneration: 0 },
-          };
-        }
-        if (current.metadata.deletionRequestedAt) throw new ProxyTerminatingError(name);
-        if (JSON.stringify(current.spec) === JSON.stringify(spec) && JSON.stringify(current.labels) === JSON.stringify(labels)) {
-          outcome = 'unchanged';
-          return undefined;
-        }
-        outcome = 'configured';
-        return { ...current, labels, spec, metadata: { ...current.metadata, generation: current.metadata.generation + 1 } };
-      },
-      signal,
-    );
-    if (!stored) throw new NotFoundError('proxy', name);
-    return { proxy: stored, outcome };
-  }
-
+  apply(doc: ProxyDocument, signal?: AbortSignal): Promise<{ proxy: Proxy; outcome: ApplyOutcome }>;
   /**
    * Marks the proxy for deletion; it stays (Terminating) until its instance is gone. With
-   * `orphan`, reconcile forgets the proxy without removing its instance: an instance no proxy
-   * owns is then GC's (removed by the sweep of its provider, if that provider is configured).
-   * Asking again with `orphan` turns a pending deletion into an orphaning one.
+   * `orphan`, reconcile forgets the proxy without removing its instance. Asking again with
+   * `orphan` turns a pending deletion into an orphaning one. NotFoundError when there is no such proxy.
    */
-  async requestDeletion(name: string, options: { orphan?: boolean } = {}, signal?: AbortSignal): Promise<Proxy> {
-    const orphan = options.orphan === true;
-    const stored = await this.#proxies.update(
-      name,
-      (current) => {
-        if (!current) throw new NotFoundError('proxy', name);
-        if (current.metadata.deletionRequestedAt && (!orphan || current.metadata.orphanInstance)) return undefined;
-        return {
-          ...current,
-          metadata: { ...current.metadata, deletionRequestedAt: current.metadata.deletionRequestedAt ?? this.#now().toISOString(), ...(orphan ? { orphanInstance: true } : {}) },
-          status: { ...current.status, phase: 'Terminating' },
-        };
-      },
-      signal,
-    );
-    if (!stored) throw new NotFoundError('proxy', name);
-    return stored;
-  }
+  requestDeletion(name: string, options?: { orphan?: boolean }, signal?: AbortSignal): Promise<Proxy>;
+}
 
-  /** Writes status (and nothing else) through `update`; a proxy that is gone stays gone. */
-  updateStatus(name: string, update: (current: Proxy) => Proxy['status'] | undefined, signal?: AbortSignal): Promise<Proxy | undefined> {
-    return this.#proxies.update(
-      name,
-      (current) => {
-        if (!current) return undefined;
-        const status = update(current);
-        return status ? { ...current, status } : undefined;
-      },
-      signal,
-    );
-  }
+/** The observed state, as reconcile, the probe loop and the exit watch write it. */
+export interface ProxyStatusWriter {
+  /** Writes status (and nothing else) through `update` (undefined: leave it); a proxy that is gone stays gone. */
+  updateStatus(name: string, update: (current: Proxy) => Proxy['status'] | undefined, signal?: AbortSignal): Promise<Proxy | undefined>;
+}
 
-  /** Forgets a proxy whose instance is gone, and its credentials. */
-  async remove(name: string, signal?: AbortSignal): Promise<void> {
-    await this.#proxies.delete(name, signal);
-    await this.#secrets.delete(name, signal);
-  }
+/** Forgets a proxy whose instance is gone. */
+export interface ProxyRemover {
+  /** Removes the proxy and its credentials; no error when it is already gone. */
+  remove(name: string, signal?: AbortSignal): Promise<void>;
+}
 
-  async close(): Promise<void> {
-    await this.#proxies.close();
-    await this.#secrets.close();
-  }
+/** What reconcile uses: read the proxy and its credentials, write its status, forget it once deleted. */
+export type ReconcileStore = ProxyReader & ProxyCredentialsReader & ProxyStatusWriter & ProxyRemover;
+
+/** What the proxy API uses: the desired state and discovery (which hands out credentials). */
+export type ProxyApiStore = ProxyReader & ProxyCredentialsReader & ProxySpecWriter;
+
+/** The whole port, for the roles that build a store and hand its parts out. */
+export interface ProxyStore extends ProxyReader, ProxyCredentialsReader, ProxySpecWriter, ProxyStatusWriter, ProxyRemover {
+  /** Waits for writes in progress; the connection belongs to the caller. */
+  close(): Promise<void>;
 }

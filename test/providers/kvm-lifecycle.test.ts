@@ -162,7 +162,7 @@ afterAll(async () => {
 });
 
 describe('KVM proxy lifecycle on the real test host', () => {
-  it('ensure makes the volume and a tagged TCG domain and starts it; a second ensure changes nothing', async () => {
+  it('ensure makes the volume and a tagged TCG domain and starts it', async () => {
     const lc = lifecycle();
     const s = spec(unique('px'));
     const first = await lc.ensureInstance(s, sig());
@@ -188,13 +188,6 @@ describe('KVM proxy lifecycle on the real test host', () => {
     expect(meta).toContain('fleet="fleet-a"');
     expect(meta).toContain(`proxy="${s.owner.proxy}"`);
     expect(vols).toEqual([`${s.name}.qcow2`]);
-
-    const again = await lc.ensureInstance(s, sig());
-    expect(again).toMatchObject({ id: first.id, createdAt: first.createdAt, state: 'running' });
-    const after = await lib(async (c, sg) =>
-      (await c.storagePoolListAllVolumes(await c.storagePoolLookupByName(host.pool, sg), sg)).map((v) => v.name).filter((n) => n.startsWith(s.name)),
-    );
-    expect(after).toEqual([`${s.name}.qcow2`]);
     // The credentials reach the guest (SMBIOS OEM strings) but never a log line.
     expect(xml).toContain(s.credentials.password);
     expect(logText).not.toContain(s.credentials.password);
@@ -243,25 +236,6 @@ describe('KVM proxy lifecycle on the real test host', () => {
       (await c.storagePoolListAllVolumes(await c.storagePoolLookupByName(host.pool, sg), sg)).map((v) => v.name).filter((n) => n.startsWith(s.name)),
     );
     expect(vols).toEqual([`${s.name}.qcow2`]);
-  });
-
-  it('listInstances returns only tagged domains of the fleet; an untagged domain in the pool is neither listed nor touched', async () => {
-    const lc = lifecycle();
-    const mine = spec(unique('mine'), 'fleet-list');
-    const other = spec(unique('other'), 'fleet-other');
-    const untagged = unique('foreign');
-    await defineUntagged(untagged);
-    await lc.ensureInstance(mine, sig());
-    await lc.ensureInstance(other, sig());
-
-    const listed = await collect(lc.listInstances('fleet-list', sig()));
-    expect(listed.map((i) => i.name)).toEqual([mine.name]);
-    expect(listed[0]).toMatchObject({ owner: mine.owner, placement: host.name, state: 'running' });
-    expect((await collect(lc.listInstances('fleet-other', sig()))).map((i) => i.name)).toEqual([other.name]);
-
-    expect(await lc.getInstance(untagged, host.name, sig())).toBeUndefined();
-    await lc.deleteInstance(untagged, host.name, sig());
-    expect(await domainState(untagged)).toBe(5);
   });
 
   it('a name taken by an untagged domain is a ProvisioningError and nothing is made', async () => {

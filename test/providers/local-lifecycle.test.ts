@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer, request, type IncomingMessage, type Server } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -171,15 +171,6 @@ describe('local proxy lifecycle', () => {
     } finally {
       lookalike.kill('SIGKILL');
     }
-  });
-
-  it('is idempotent: the same ensureInstance twice (even concurrently) gives one process on one port', async () => {
-    const [a, b] = await Promise.all([lifecycle.ensureInstance(spec('p1'), signal()), lifecycle.ensureInstance(spec('p1'), signal())]);
-    const c = await lifecycle.ensureInstance(spec('p1'), signal());
-    expect(b.id).toBe(a.id);
-    expect(c.id).toBe(a.id);
-    expect(c.endpoint).toEqual(a.endpoint);
-    expect(await findProxyProcesses(join(dataDir, 'instances', 'p1'))).toEqual([Number(a.id)]);
   });
 
   it('two workers racing on the same name end with one process that both report', async () => {
@@ -382,26 +373,6 @@ describe('local proxy lifecycle', () => {
     const done = await lifecycle.ensureInstance(spec('p1'), signal());
     expect(done).toMatchObject({ state: 'running', id: String(started) });
     expect(await findProxyProcesses(dir)).toEqual([started]);
-  });
-
-  it('lists only the instances of the given fleet', async () => {
-    await Promise.all([
-      lifecycle.ensureInstance(spec('a1', 'fleet-a'), signal()),
-      lifecycle.ensureInstance(spec('a2', 'fleet-a'), signal()),
-      lifecycle.ensureInstance(spec('b1', 'fleet-b'), signal()),
-    ]);
-    // A directory without our intent file, or a plain file, is not ours and is never listed.
-    await mkdir(join(dataDir, 'instances', 'stray'));
-    await writeFile(join(dataDir, 'instances', 'stray', 'instance.json'), '{}');
-    await writeFile(join(dataDir, 'instances', 'stray.txt'), 'not an instance');
-    const a = await collect(lifecycle.listInstances('fleet-a', signal()));
-    expect(a.map((i) => [i.name, i.state])).toEqual([
-      ['a1', 'running'],
-      ['a2', 'running'],
-    ]);
-    expect((await collect(lifecycle.listInstances('fleet-b', signal()))).map((i) => i.name)).toEqual(['b1']);
-    expect(await collect(lifecycle.listInstances('fleet-c', signal()))).toEqual([]);
-    await rm(join(dataDir, 'instances', 'stray.txt'));
   });
 
   it('rejects an invalid name and another owner as provisioning errors', async () => {

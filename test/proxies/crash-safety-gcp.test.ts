@@ -15,7 +15,7 @@ import { requestReconcile } from '../../src/proxies/request-reconcile.ts';
 import { createComputeClients, MANAGED_LABELS, type ComputeClients } from '../../src/providers/gcp/index.ts';
 import { createGcpLifecycle, firewallRuleName, FLEET_LABEL, METADATA_PASSWORD, METADATA_USER, PROXY_LABEL } from '../../src/providers/gcp/lifecycle.ts';
 import type { Instance, ProxyLifecycle } from '../../src/providers/lifecycle.ts';
-import { ProxyStore } from '../../src/store/proxy-store.ts';
+import { RedisProxyStore } from '../../src/store/redis-proxy-store.ts';
 import { startFakeCompute, type ComputeFault, type ComputeRequest, type FakeCompute, type FakeInstance } from '../fakes/compute/index.ts';
 import type { EgressProcess } from '../support/cli.ts';
 import { uniquePrefix } from '../support/config.ts';
@@ -253,7 +253,7 @@ describe('garbage collection on the gcp provider', () => {
   let clients: ComputeClients;
   let lifecycle: ProxyLifecycle;
   let redis: Redis;
-  let store: ProxyStore;
+  let store: RedisProxyStore;
   const fleet = 'gc-gcp';
   const signal = (): AbortSignal => AbortSignal.timeout(30_000);
   const ours = (proxy: string, f = fleet) => ({ ...MANAGED_LABELS, [FLEET_LABEL]: f, [PROXY_LABEL]: proxy });
@@ -265,7 +265,7 @@ describe('garbage collection on the gcp provider', () => {
     clients = createComputeClients({ ...compute.clientOptions(), authClient: auth });
     lifecycle = createGcpLifecycle({ clients, project: PROJECT, zone: ZONE, image: 'projects/egress/global/images/family/forward-proxy', logger: silentLogger(), operationPollMs: 0 });
     redis = new Redis(inject('redisUrl'));
-    store = new ProxyStore(redis, uniquePrefix());
+    store = new RedisProxyStore(redis, uniquePrefix());
   });
   afterAll(async () => {
     await store?.close();

@@ -11,7 +11,7 @@ import { createRegistry } from '../../src/metrics/registry.ts';
 import { kvmProviderSchema } from '../../src/providers/kvm/config.ts';
 import { createKvmProvider, type KvmProvider } from '../../src/providers/kvm/index.ts';
 import { sweepProvider } from '../../src/proxies/gc.ts';
-import { ProxyStore } from '../../src/store/proxy-store.ts';
+import { RedisProxyStore } from '../../src/store/redis-proxy-store.ts';
 import { uniquePrefix } from '../support/config.ts';
 import { kvmTestHost } from '../support/kvm-host.ts';
 import { orUndefined } from '../../src/providers/kvm/lifecycle-ops.ts';
@@ -24,7 +24,7 @@ const ID = `${process.pid.toString(36)}${Date.now().toString(36).slice(-4)}`;
 describe('garbage collection on KVM', () => {
   let provider: KvmProvider;
   let redis: Redis;
-  let store: ProxyStore;
+  let store: RedisProxyStore;
   const base = `egt-gc-${ID}-base.qcow2`;
   const untagged = `egt-gc-${ID}-theirs`;
   const orphan = `ep-ghost-${ID}`;
@@ -46,7 +46,7 @@ describe('garbage collection on KVM', () => {
     await run('qemu-img', ['create', '-q', '-f', 'qcow2', join(host.poolDir, base), '16M']);
     await lib(async (c, s) => c.storagePoolRefresh(await c.storagePoolLookupByName(host.pool, s), s));
     redis = new Redis(inject('redisUrl'));
-    store = new ProxyStore(redis, uniquePrefix());
+    store = new RedisProxyStore(redis, uniquePrefix());
   });
 
   afterAll(async () => {

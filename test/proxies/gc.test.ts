@@ -8,7 +8,7 @@ import type { ProxyLifecycle } from '../../src/providers/lifecycle.ts';
 import { createLocalLifecycle } from '../../src/providers/local/lifecycle.ts';
 import { sweepProvider, type GcReason } from '../../src/proxies/gc.ts';
 import { instanceNameFor } from '../../src/proxies/instance-name.ts';
-import { ProxyStore } from '../../src/store/proxy-store.ts';
+import { RedisProxyStore } from '../../src/store/redis-proxy-store.ts';
 import { uniquePrefix } from '../support/config.ts';
 
 // The sweep's rules on the local provider's real instances (forward-proxy processes):
@@ -16,7 +16,7 @@ import { uniquePrefix } from '../support/config.ts';
 // orphans are deleted and counted with their reason.
 describe('garbage collection', () => {
   let redis: Redis;
-  let store: ProxyStore;
+  let store: RedisProxyStore;
   let lifecycle: ProxyLifecycle;
   const fleet = 'gc-test';
   const signal = AbortSignal.timeout(60_000);
@@ -24,7 +24,7 @@ describe('garbage collection', () => {
 
   beforeAll(async () => {
     redis = new Redis(inject('redisUrl'));
-    store = new ProxyStore(redis, uniquePrefix());
+    store = new RedisProxyStore(redis, uniquePrefix());
     lifecycle = createLocalLifecycle({ dataDir: await mkdtemp(join(tmpdir(), 'egress-gc-')), logger: silentLogger() });
   });
   afterAll(async () => {

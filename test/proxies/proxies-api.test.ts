@@ -10,7 +10,7 @@ import { runRoles, type RunningRoles } from '../../src/cli/run-roles.ts';
 import type { AppConfig } from '../../src/config/app.ts';
 import { silentLogger } from '../../src/logging.ts';
 import type { ProxyView } from '../../src/proxies/discovery.ts';
-import { ProxyStore } from '../../src/store/proxy-store.ts';
+import { RedisProxyStore } from '../../src/store/redis-proxy-store.ts';
 import { runCli } from '../support/cli.ts';
 import { testConfig } from '../support/config.ts';
 
@@ -21,7 +21,7 @@ describe('the Proxy resource through the API and the CLI', () => {
   let roles: RunningRoles;
   let api: string;
   let redis: Redis;
-  let store: ProxyStore;
+  let store: RedisProxyStore;
   let reconcile: Queue;
 
   beforeAll(async () => {
@@ -29,7 +29,7 @@ describe('the Proxy resource through the API and the CLI', () => {
     roles = await runRoles(config, ['api'], silentLogger());
     api = roles.api?.url ?? '';
     redis = new Redis(inject('redisUrl'));
-    store = new ProxyStore(redis, config.redis.prefix);
+    store = new RedisProxyStore(redis, config.redis.prefix);
     reconcile = new Queue(QUEUES.reconcile, { connection: redisOptions(inject('redisUrl'), 'producer'), prefix: config.redis.prefix });
   });
   afterAll(async () => {

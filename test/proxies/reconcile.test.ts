@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../../src/providers/lifecycle.ts';
 import { instanceNameFor } from '../../src/proxies/instance-name.ts';
 import { reconcileProxy, type ReadinessProbe, type ReconcileDeps } from '../../src/proxies/reconcile.ts';
-import { ProxyStore } from '../../src/store/proxy-store.ts';
+import { RedisProxyStore } from '../../src/store/redis-proxy-store.ts';
 import { uniquePrefix } from '../support/config.ts';
 
 /**
@@ -43,13 +43,13 @@ class RecordingLifecycle implements ProxyLifecycle {
 
 describe('reconcileProxy', () => {
   let redis: Redis;
-  let store: ProxyStore;
+  let store: RedisProxyStore;
   const signal = AbortSignal.timeout(30_000);
   const okProbe: ReadinessProbe = async () => ({ ok: true, egressIp: '127.0.0.1' });
 
   beforeAll(() => {
     redis = new Redis(inject('redisUrl'));
-    store = new ProxyStore(redis, uniquePrefix());
+    store = new RedisProxyStore(redis, uniquePrefix());
   });
   afterAll(async () => {
     await store.close();

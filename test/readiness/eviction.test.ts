@@ -15,7 +15,7 @@ import { reconcileProxy, type ReadinessPolicy, type ReconcileDeps } from '../../
 import { echoRoute } from '../../src/readiness/echo.ts';
 import { ProbeLoop, type ProbeEvent } from '../../src/readiness/probe-loop.ts';
 import { reconcileProbe } from '../../src/readiness/reconcile-probe.ts';
-import { ProxyStore } from '../../src/store/proxy-store.ts';
+import { RedisProxyStore } from '../../src/store/redis-proxy-store.ts';
 import { uniquePrefix } from '../support/config.ts';
 import { startPausableProxy, type PausableProxy } from '../support/pausable-proxy.ts';
 
@@ -59,7 +59,7 @@ function nextProbe(loop: ProbeLoop, accept: (e: ProbeEvent) => boolean): Promise
 describe('eviction on the first failed probe', () => {
   let redis: Redis;
   let prefix: string;
-  let store: ProxyStore;
+  let store: RedisProxyStore;
   let reconcileQueue: Queue;
   let echo: { server: HttpServer; url: string };
   let forward: PausableProxy;
@@ -79,7 +79,7 @@ describe('eviction on the first failed probe', () => {
   });
   beforeEach(async () => {
     prefix = uniquePrefix();
-    store = new ProxyStore(redis.duplicate(), prefix);
+    store = new RedisProxyStore(redis.duplicate(), prefix);
     reconcileQueue = new Queue('reconcile', { connection: redisOptions(inject('redisUrl'), 'producer'), prefix });
     registry = new Registry();
     requested.length = 0;

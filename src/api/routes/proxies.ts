@@ -4,12 +4,12 @@ import { NotFoundError } from '../../errors.ts';
 import { matches, etagOf, withProxyUrl, type DiscoveryFilter } from '../../proxies/discovery.ts';
 import { InvalidProxyDocumentsError, parseProxyDocuments, validateProxyDocuments } from '../../proxies/parse-documents.ts';
 import type { ProxyDocument } from '../../proxies/resource.ts';
-import { ProxyTerminatingError, type ProxyStore } from '../../store/proxy-store.ts';
+import { ProxyTerminatingError, type ProxyApiStore } from '../../store/proxy-store.ts';
 import { BadRequestError } from '../http-errors.ts';
 import { requestReconcile } from '../../proxies/request-reconcile.ts';
 
 export interface ProxyRouteDeps {
-  proxies: ProxyStore;
+  proxies: ProxyApiStore;
   providers: readonly string[];
   reconcile: Queue;
 }

@@ -1,7 +1,7 @@
 
 import type { Classified } from '../../health/classified.ts';
 
-export { MAX_MESSAGE, truncate, type Classified } from '../../health/classified.ts';
+export { MAX_MESSAGE, truncateMessage, type Classified } from '../../health/classified.ts';
 
 /** The HTTP status of a GaxiosError (`status`, or a numeric `code`), if the server answered. */
 export function httpStatus(err: unknown): number | undefined {

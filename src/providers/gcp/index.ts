@@ -9,5 +9,5 @@ export {
   type ComputeConnectionConfig,
 } from './clients.ts';
 export { aggregatedListFirstPage, countInstances, type AggregatedPage, type FirstPageRequest } from './first-page.ts';
-export { apiaryError, classifyComputeError, httpStatus, isGaxiosError, transportCode, truncate, MAX_MESSAGE, type Classified } from './classify.ts';
+export { apiaryError, classifyComputeError, httpStatus, isGaxiosError, transportCode, truncateMessage, MAX_MESSAGE, type Classified } from './classify.ts';
 export { gcpProviderSchema, type GcpProviderConfig } from './config.ts';

@@ -3,7 +3,7 @@ import type { Provider, ProviderDeps } from '../types.ts';
 import { remoteProxyEgressPolicy } from '../../egress/policy-config.ts';
 import { lazyLifecycle } from '../lazy-lifecycle.ts';
 import { createGcpLifecycle } from './lifecycle.ts';
-import { classifyComputeError, truncate } from './classify.ts';
+import { classifyComputeError, truncateMessage } from './classify.ts';
 import { computeClientOptions, computeEndpoint, createComputeClients, type ComputeClients } from './clients.ts';
 import type { GcpProviderConfig } from './config.ts';
 import { aggregatedListFirstPage, countInstances } from './first-page.ts';
@@ -37,7 +37,7 @@ export function createGcpProvider(config: GcpProviderConfig, deps: ProviderDeps,
     const started = performance.now();
     const details = { project: config.project, endpoint };
     const result = (ready: boolean, reason: TargetResult['reason'], message: string): TargetResult[] => [
-      { target: GCP_TARGET, ready, reason, message: truncate(message), details, durationSeconds: (performance.now() - started) / 1000 },
+      { target: GCP_TARGET, ready, reason, message: truncateMessage(message), details, durationSeconds: (performance.now() - started) / 1000 },
     ];
     if (closed) return result(false, 'Error', 'provider is closed');
     try {

@@ -2,7 +2,7 @@ import { ApiException, FetchError } from '@kubernetes/client-node';
 
 import type { Classified } from '../../health/classified.ts';
 
-export { MAX_MESSAGE, truncate, type Classified } from '../../health/classified.ts';
+export { MAX_MESSAGE, truncateMessage, type Classified } from '../../health/classified.ts';
 
 /** The `message` of a Kubernetes Status body, which client-node hands over as a string. */
 export function statusMessage(body: unknown): string | undefined {

@@ -2,5 +2,5 @@ export { createKubernetesProvider, KUBERNETES_TARGET, type KubernetesProviderOpt
 export { MANAGED_LABELS, MANAGED_LABEL_SELECTOR } from './labels.ts';
 export { buildKubeConfig, apiHost, contextNamespace, type KubeConnectionConfig } from './kubeconfig.ts';
 export { raceAbort, withSignal } from './request-options.ts';
-export { classifyKubeError, statusMessage, statusReason, truncate, MAX_MESSAGE, type Classified } from './classify.ts';
+export { classifyKubeError, statusMessage, statusReason, truncateMessage, MAX_MESSAGE, type Classified } from './classify.ts';
 export { kubernetesProviderSchema, type KubernetesProviderConfig } from './config.ts';

@@ -3,7 +3,7 @@ import { remoteProxyEgressPolicy } from '../../egress/policy-config.ts';
 import type { TargetResult } from '../../health/types.ts';
 import type { Provider, ProviderDeps } from '../types.ts';
 import { createKubernetesLifecycle } from './lifecycle.ts';
-import { classifyKubeError, truncate } from './classify.ts';
+import { classifyKubeError, truncateMessage } from './classify.ts';
 import type { KubernetesProviderConfig } from './config.ts';
 import { apiHost, buildKubeConfig } from './kubeconfig.ts';
 import { MANAGED_LABEL_SELECTOR } from './labels.ts';
@@ -40,7 +40,7 @@ export function createKubernetesProvider(
         target: KUBERNETES_TARGET,
         ready,
         reason,
-        message: truncate(message),
+        message: truncateMessage(message),
         details: { host },
         durationSeconds: (performance.now() - started) / 1000,
       },

@@ -1,4 +1,5 @@
 import { findCause } from '../../errors.ts';
+import { truncateMessage } from '../../health/message.ts';
 import type { Reason } from '../../health/reasons.ts';
 import type { TargetResult } from '../../health/types.ts';
 import type { DialStage } from '../../kvm/dial.ts';
@@ -71,7 +72,7 @@ export async function checkKvmHost(pool: KvmHostPool, host: KvmHostConfig, signa
     target: host.name,
     ready,
     reason,
-    message,
+    message: truncateMessage(message),
     details,
     durationSeconds: (performance.now() - started) / 1000,
   });

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { truncateMessage } from '../../health/message.ts';
 import type { TargetResult } from '../../health/types.ts';
 
 export const LOCAL_TARGET = 'localhost';
@@ -31,7 +32,8 @@ async function probeListener(signal: AbortSignal): Promise<number> {
 
 /**
  * The local provider's check: its data directory is writable and a loopback listener can be
- * opened (the two things a local forward proxy needs).
+ * opened (the two things a local forward proxy needs). Once `signal` has ended, a failure is
+ * `Timeout`, whatever the step said.
  */
 export async function checkLocal(dataDir: string, signal: AbortSignal): Promise<TargetResult[]> {
   const started = performance.now();
@@ -41,21 +43,26 @@ export async function checkLocal(dataDir: string, signal: AbortSignal): Promise<
       target: LOCAL_TARGET,
       ready,
       reason: ready ? 'Ok' : 'Error',
-      message,
+      message: truncateMessage(message),
       details,
       durationSeconds: (performance.now() - started) / 1000,
     },
   ];
+  const failed = (step: string, what: string, err: unknown): TargetResult[] => {
+    if (!signal.aborted) return done(false, `${what}: ${(err as Error).message}`);
+    const [timedOut] = done(false, `the check deadline passed while checking ${step}`);
+    return [{ ...timedOut!, reason: 'Timeout' }];
+  };
   try {
     await probeWritable(dataDir, signal);
   } catch (err) {
-    return done(false, `data directory ${dataDir} is not writable: ${(err as Error).message}`);
+    return failed(`the data directory ${dataDir}`, `data directory ${dataDir} is not writable`, err);
   }
   try {
     const port = await probeListener(signal);
     details.probedPort = String(port);
   } catch (err) {
-    return done(false, `cannot open a loopback listener on 127.0.0.1: ${(err as Error).message}`);
+    return failed('a loopback listener on 127.0.0.1', 'cannot open a loopback listener on 127.0.0.1', err);
   }
   return done(true, 'data directory writable, loopback listener opened');
 }

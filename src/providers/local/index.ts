@@ -17,13 +17,18 @@ export function createLocalProvider(config: LocalProviderConfig, deps: ProviderD
   // Redis port may have changed) pick the new policy up from the file they watch.
   lifecycle.writeEgressPolicy().catch((err: unknown) => deps.logger.error({ err: (err as Error).message }, 'egress policy not written yet; retried at the next create'));
   const stopExporting = exportDenials(deps.registry, config.name, dataDir);
+  let closed = false;
   return {
     name: config.name,
     type: 'local',
     lifecycle,
     targets: () => [LOCAL_TARGET],
-    check: (signal) => checkLocal(dataDir, signal),
+    check: (signal) =>
+      closed
+        ? Promise.resolve([{ target: LOCAL_TARGET, ready: false, reason: 'Error', message: 'provider is closed', details: { dataDir }, durationSeconds: 0 }])
+        : checkLocal(dataDir, signal),
     close: () => {
+      closed = true;
       stopExporting();
       lifecycle.close();
       return Promise.resolve();

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdir, open, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rm, rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { proxyEgressPolicy, type ProxyEgressPolicy } from '../../egress/policy-config.ts';
 import { EgressError } from '../../errors.ts';
@@ -244,9 +244,15 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
   async function remove(name: string, signal: AbortSignal): Promise<void> {
     if (!NAME_PATTERN.test(name)) return;
     const dir = instanceDir(dataDir, name);
-    const { record } = await readState(dir);
+    const { intent, record } = await readState(dir);
     const pids = new Set(await findProxyProcesses(dir));
     if (record && (await isProxyProcess(record.pid, dir))) pids.add(record.pid);
+    if (!intent && !record && pids.size === 0) {
+      // No intent recorded: not an instance of ours. Only an empty directory (a create that died
+      // right after making it) is removed; anything else there is left as it is.
+      await rmdir(dir).catch(() => undefined);
+      return;
+    }
     // A deletion is not an exit to report.
     if (record) exits.unwatch(record.pid);
     for (const pid of pids) exits.unwatch(pid);

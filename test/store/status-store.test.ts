@@ -1,0 +1,165 @@
+/**
+ * The StatusStore conformance suite: the port's rules (src/store/status-store.ts), written once
+ * and run against every implementation — the Redis store on the run's redis-server and the
+ * in-memory one the pure tests use — so a test passing on the memory store means the same on
+ * Redis.
+ */
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import type { ProviderHealth } from '../../src/health/provider-health.ts';
+import { MemoryStatusStore } from '../../src/store/memory-status-store.ts';
+import { RedisStatusStore } from '../../src/store/redis-status-store.ts';
+import type { StatusStore } from '../../src/store/status-store.ts';
+import { uniquePrefix } from '../support/config.ts';
+
+interface StoreHarness {
+  name: string;
+  setUp(): Promise<void>;
+  tearDown(): Promise<void>;
+  /** A new, empty store of its own. */
+  make(): StatusStore & { close(): Promise<void> };
+}
+
+function redisHarness(): StoreHarness {
+  let redis: Redis;
+  return {
+    name: 'redis',
+    setUp: async () => {
+      redis = new Redis(inject('redisUrl'));
+    },
+    tearDown: async () => {
+      await redis.quit();
+    },
+    make: () => new RedisStatusStore(redis, uniquePrefix()),
+  };
+}
+
+function memoryHarness(): StoreHarness {
+  return { name: 'memory', setUp: async () => undefined, tearDown: async () => undefined, make: () => new MemoryStatusStore() };
+}
+
+const T0 = '2026-11-01T10:00:00.000Z';
+
+function health(name: string, targets: string[] = ['a'], ready = true): ProviderHealth {
+  return {
+    name,
+    status: {
+      ready,
+      lastTransitionTime: T0,
+      lastCheckTime: T0,
+      targets: targets.map((t) => ({ name: t, ready, reason: ready ? 'Ok' : 'Error', message: '', lastTransitionTime: T0, lastCheckTime: T0, durationSeconds: 0.01, details: { host: t } })),
+    },
+  };
+}
+
+const ended = (): AbortSignal => {
+  const c = new AbortController();
+  c.abort(new Error('job deadline'));
+  return c.signal;
+};
+
+describe.each([redisHarness(), memoryHarness()])('StatusStore conformance: $name', (h) => {
+  const stores: (StatusStore & { close(): Promise<void> })[] = [];
+  const make = (): StatusStore => {
+    const s = h.make();
+    stores.push(s);
+    return s;
+  };
+  beforeAll(() => h.setUp());
+  afterEach(async () => {
+    for (const s of stores.splice(0)) await s.close();
+  });
+  afterAll(() => h.tearDown());
+
+  it('starts empty: get gives undefined, list nothing, delete false', async () => {
+    const store = make();
+    expect(await store.getProviderHealth('local')).toBeUndefined();
+    expect(await store.listProviderHealth()).toEqual([]);
+    expect(await store.deleteProviderHealth('local')).toBe(false);
+  });
+
+  it('update creates the object and returns what is stored; get returns the same', async () => {
+    const store = make();
+    const seen: (ProviderHealth | undefined)[] = [];
+    const stored = await store.updateProviderHealth('local', (current) => {
+      seen.push(current);
+      return health('local');
+    });
+    expect(seen).toEqual([undefined]);
+    expect(stored).toEqual(health('local'));
+    expect(await store.getProviderHealth('local')).toEqual(health('local'));
+    const next = await store.updateProviderHealth('local', (current) => (current ? { ...current, status: { ...current.status, lastCheckTime: '2026-11-01T10:01:00.000Z' } } : undefined));
+    expect(next?.status.lastCheckTime).toBe('2026-11-01T10:01:00.000Z');
+    expect(await store.getProviderHealth('local')).toEqual(next);
+  });
+
+  it('an update returning undefined leaves the object as it is, and creates nothing when there was none', async () => {
+    const store = make();
+    expect(await store.updateProviderHealth('none', () => undefined)).toBeUndefined();
+    expect(await store.getProviderHealth('none')).toBeUndefined();
+    expect(await store.listProviderHealth()).toEqual([]);
+    await store.updateProviderHealth('local', () => health('local'));
+    expect(await store.updateProviderHealth('local', () => undefined)).toEqual(health('local'));
+  });
+
+  it('lists every object, sorted by name', async () => {
+    const store = make();
+    for (const name of ['kvm-b', 'gce', 'local', 'kvm-a']) await store.updateProviderHealth(name, () => health(name));
+    expect((await store.listProviderHealth()).map((ph) => ph.name)).toEqual(['gce', 'kvm-a', 'kvm-b', 'local']);
+  });
+
+  it('delete removes the object from get and list, once', async () => {
+    const store = make();
+    await store.updateProviderHealth('gone', () => health('gone'));
+    await store.updateProviderHealth('kept', () => health('kept'));
+    expect(await store.deleteProviderHealth('gone')).toBe(true);
+    expect(await store.deleteProviderHealth('gone')).toBe(false);
+    expect(await store.getProviderHealth('gone')).toBeUndefined();
+    expect((await store.listProviderHealth()).map((ph) => ph.name)).toEqual(['kept']);
+  });
+
+  it('concurrent updates of one object lose none of each other’s changes', async () => {
+    const store = make();
+    const targets = Array.from({ length: 25 }, (_, i) => `t${String(i).padStart(2, '0')}`);
+    await Promise.all(
+      targets.map((t) =>
+        store.updateProviderHealth('busy', (current) => {
+          const base = current ?? health('busy', []);
+          return { ...base, status: { ...base.status, targets: [...base.status.targets, ...health('busy', [t]).status.targets] } };
+        }),
+      ),
+    );
+    expect((await store.getProviderHealth('busy'))?.status.targets.map((t) => t.name).sort()).toEqual(targets);
+  });
+
+  it('hands out copies: changing what it returned, or what an update returned, changes nothing stored', async () => {
+    const store = make();
+    const written = health('local');
+    const stored = await store.updateProviderHealth('local', () => written);
+    written.status.ready = false;
+    stored!.status.targets.push(health('x', ['x']).status.targets[0]!);
+    const got = await store.getProviderHealth('local');
+    got!.status.lastCheckTime = 'mutated';
+    (await store.listProviderHealth())[0]!.name = 'mutated';
+    expect(await store.getProviderHealth('local')).toEqual(health('local'));
+  });
+
+  it('a call whose signal has ended rejects and writes nothing', async () => {
+    const store = make();
+    await expect(store.updateProviderHealth('local', () => health('local'), ended())).rejects.toThrow('job deadline');
+    await expect(store.getProviderHealth('local', ended())).rejects.toThrow('job deadline');
+    await expect(store.listProviderHealth(ended())).rejects.toThrow('job deadline');
+    expect(await store.listProviderHealth()).toEqual([]);
+    await store.updateProviderHealth('local', () => health('local'));
+    await expect(store.deleteProviderHealth('local', ended())).rejects.toThrow('job deadline');
+    expect(await store.getProviderHealth('local')).toEqual(health('local'));
+  });
+
+  it('two stores are separate: one never sees the other’s objects', async () => {
+    const one = make();
+    const two = make();
+    await one.updateProviderHealth('local', () => health('local'));
+    expect(await two.getProviderHealth('local')).toBeUndefined();
+    expect(await two.listProviderHealth()).toEqual([]);
+  });
+});
