@@ -97,7 +97,7 @@ describe('configuration file', () => {
     [
       'a wrong type names its path',
       `providers:\n  - { name: local, type: local }\n  - name: kvm-home\n    type: kvm\n    hosts: [ { name: beelink, address: 10.0.0.5, port: "22x", privateKeyFile: /k, knownHostsFile: /kh } ]\n`,
-      'providers[1].hosts[0].port: expected a number',
+      'providers[1].hosts[0].port: expected a number, got "22x"',
     ],
     ['an unknown key is an error', `providers:\n  - { name: local, type: local, colour: blue }\n`, 'providers[0]: unknown key "colour"'],
     ['an unknown top-level key too', `provider: []\n`, 'unknown key "provider"'],
@@ -106,7 +106,7 @@ describe('configuration file', () => {
       `providers:\n  - { name: local, type: local }\n  - { name: local, type: local }\n`,
       'providers[1].name: duplicate provider name "local" (also providers[0])',
     ],
-    ['an unknown provider type', `providers:\n  - { name: x, type: aws }\n`, 'providers[0].type: expected type to be one of local, kvm, kubernetes, gcp'],
+    ['an unknown provider type', `providers:\n  - { name: x, type: aws }\n`, 'providers[0].type: expected one of local, kvm, kubernetes, gcp, got "aws"'],
     [
       'a kvm host without known_hosts',
       `providers:\n  - name: k\n    type: kvm\n    hosts: [ { name: h, address: 127.0.0.1, privateKeyFile: /k } ]\n`,

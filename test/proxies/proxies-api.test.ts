@@ -60,17 +60,19 @@ describe('the Proxy resource through the API and the CLI', () => {
     expect(res.status).toBe(400);
     const body = (await res.json()) as { error: string; errors: string[] };
     expect(body.error).toBe('ERR_INVALID_PROXY');
+    // Documents are counted from 1; every error of every document at once.
     expect(body.errors).toEqual([
-      'documents[1].metadata.name: expected a lower-case name of letters, digits and dashes',
-      'documents[1].spec: unknown key "colour"',
+      'document 2: metadata.name: expected a lower-case name of letters, digits and dashes, got "Bad_Name"',
+      'document 2: spec: unknown key "colour"',
+      'document 3: spec.provider: "nowhere" is not a configured provider (configured: local, other)',
     ]);
     const unknownProvider = await post(`${doc('good-one')}---\nmetadata: { name: x }\nspec: { provider: nowhere }\n`);
     expect(((await unknownProvider.json()) as { errors: string[] }).errors).toEqual([
-      'documents[1].spec.provider: "nowhere" is not a configured provider (configured: local, other)',
+      'document 2: spec.provider: "nowhere" is not a configured provider (configured: local, other)',
     ]);
     expect(await store.get('good-one')).toBeUndefined();
     const json = await post(JSON.stringify({ items: [{ metadata: { name: 'j' }, spec: {} }] }), 'application/json');
-    expect(((await json.json()) as { errors: string[] }).errors).toEqual(['spec.provider: expected a string']);
+    expect(((await json.json()) as { errors: string[] }).errors).toEqual(['spec.provider: required']);
   });
 
   test('discovery returns ready proxies with credentials, filters by provider and label, and supports ETag polling', async () => {
