@@ -1,4 +1,4 @@
-import { readFile, rm } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { Redis } from 'ioredis';
 import { parse as parseYaml } from 'yaml';
@@ -98,7 +98,6 @@ describe('get -o json|yaml: a list is always {items}, one named object is bare',
     await roles.close();
     await store.close();
     redis.disconnect();
-    await rm(config.dataDir, { recursive: true, force: true });
   });
 
   const json = async (args: string[]): Promise<unknown> => {

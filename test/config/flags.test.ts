@@ -1,10 +1,10 @@
-import { writeFile, mkdtemp } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, inject, test } from 'vitest';
 import { resolveCheckSchedule } from '../../src/config/checks.ts';
 import { runCli, spawnEgress } from '../support/cli.ts';
 import { uniquePrefix } from '../support/config.ts';
+import { tempDir } from '../support/temp-dirs.ts';
 
 // A Redis URL nobody listens on: if validation let anything through, the command would try
 // to connect here and fail with a connection error instead of the flag's message.
@@ -87,7 +87,7 @@ describe('check flags (validated before anything connects)', () => {
 
 describe('configuration file', () => {
   async function withFile(text: string): Promise<string> {
-    const dir = await mkdtemp(join(tmpdir(), 'egress-cfg-'));
+    const dir = await tempDir('egress-cfg-');
     const file = join(dir, 'egress.yaml');
     await writeFile(file, text);
     return file;

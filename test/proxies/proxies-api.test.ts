@@ -1,5 +1,4 @@
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
@@ -13,6 +12,7 @@ import type { ProxyView } from '../../src/proxies/discovery.ts';
 import { ProxyStore } from '../../src/store/proxy-store.ts';
 import { runCli } from '../support/cli.ts';
 import { testConfig } from '../support/config.ts';
+import { tempDir } from '../support/temp-dirs.ts';
 
 const doc = (name: string, extra = '') => `apiVersion: egress-proxies/v1\nkind: Proxy\nmetadata:\n  name: ${name}\n  labels: { team: crawl${extra} }\nspec:\n  provider: local\n`;
 
@@ -133,7 +133,7 @@ describe('the Proxy resource through the API and the CLI', () => {
   });
 
   test('egress apply, get proxies and delete proxy', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'egress-apply-'));
+    const dir = await tempDir('egress-apply-');
     const file = join(dir, 'proxies.yaml');
     await writeFile(file, `${doc('cli-a')}---\n${doc('cli-b')}`);
     const applied = await runCli(['apply', '-f', file, '--api-url', api]);
