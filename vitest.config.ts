@@ -5,6 +5,8 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     fileParallelism: false,
     globalSetup: ['test/support/global-setup.ts'],
+    // Every test file removes the temporary directories it made (test/support/temp-dirs.ts).
+    setupFiles: ['test/support/temp-dirs-cleanup.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     reporters: ['default'],

@@ -13,9 +13,20 @@
 # a known_hosts file. State lives in /var/lib/egress-kvm-test-host/; the coordinates are
 # written to /var/lib/egress-kvm-test-host/env. A second `up` with everything running only
 # checks and rewrites the env file.
+#
+# qemu.conf: `up` compares settings, not bytes (comments, blank lines and spacing do not count).
+# When the settings already are a test host's, the file is left alone, whoever started libvirtd.
+# Otherwise the original is kept under the state directory and the test host's file written
+# (refused, with the file untouched, while a libvirtd this script did not start is running), and
+# `down` puts the original back (or removes the file when there was none).
+#
+# For testing this script itself (test/scripts/kvm-test-host.test.ts): KVM_TEST_HOST_STATE and
+# KVM_TEST_HOST_QEMU_CONF move the state directory and qemu.conf elsewhere, and the script can
+# be sourced (its functions are defined, nothing runs).
 set -euo pipefail
 
-STATE=/var/lib/egress-kvm-test-host
+STATE=${KVM_TEST_HOST_STATE:-/var/lib/egress-kvm-test-host}
+QEMU_CONF_FILE=${KVM_TEST_HOST_QEMU_CONF:-/etc/libvirt/qemu.conf}
 ENV_FILE=$STATE/env
 SSH_DIR=$STATE/ssh
 POOLS_DIR=$STATE/pools
@@ -140,23 +151,89 @@ write_if_changed() {
   return 0
 }
 
-QEMU_CONF='# Written by egress-proxies scripts/kvm-test-host.sh: a test host, not a production one.
-user = "root"
-group = "root"
-swtpm_user = "root"
-swtpm_group = "root"
-security_driver = "none"'
+QEMU_CONF_MARK='# Written by egress-proxies scripts/kvm-test-host.sh'
+QEMU_CONF="$QEMU_CONF_MARK: a test host, not a production one.
+user = \"root\"
+group = \"root\"
+swtpm_user = \"root\"
+swtpm_group = \"root\"
+security_driver = \"none\""
+
+# The settings of a libvirt config file, one line each, in order: comments, blank lines and
+# whitespace outside double quotes removed, so `user="root"  # ours` equals `user = "root"`.
+qemu_conf_settings() { # file
+  awk '{
+    out = ""; quoted = 0
+    for (i = 1; i <= length($0); i++) {
+      c = substr($0, i, 1)
+      if (quoted) {
+        out = out c
+        if (c == "\\") { i++; out = out substr($0, i, 1) } else if (c == "\"") quoted = 0
+        continue
+      }
+      if (c == "#") break
+      if (c == "\"") quoted = 1
+      if (c != " " && c != "\t" && c != "\r") out = out c
+    }
+    if (out != "") print out
+  }' "$1"
+}
+
+libvirtd_started_here() {
+  [[ -n "$(pidfile_pid "$LIBVIRTD_PIDFILE")" && "$(pidfile_pid "$LIBVIRTD_PIDFILE")" == "$(cat "$STARTED_DIR/libvirtd" 2>/dev/null || true)" ]]
+}
+
+# Makes qemu.conf hold the test host's settings. Sets QEMU_CONF_CHANGED=1 when it wrote.
+apply_qemu_conf() {
+  QEMU_CONF_CHANGED=0
+  if [[ -f $QEMU_CONF_FILE ]] && [[ "$(qemu_conf_settings "$QEMU_CONF_FILE")" == "$(qemu_conf_settings <(printf '%s\n' "$QEMU_CONF"))" ]]; then
+    return 0 # the same settings: leave the file, comments and all, as it is
+  fi
+  if running "$LIBVIRTD_PIDFILE" "$LIBVIRTD" && ! libvirtd_started_here; then
+    die "libvirtd (pid $(pidfile_pid "$LIBVIRTD_PIDFILE")) was not started by this script, and $QEMU_CONF_FILE does not have a test host's settings ($(qemu_conf_settings <(printf '%s\n' "$QEMU_CONF") | paste -sd ' ')); $QEMU_CONF_FILE is left as it is: stop that libvirtd or give it those settings, then run up again"
+  fi
+  # Keep what was there before the first write, for `down` to put back.
+  if [[ ! -e $STATE/qemu.conf.orig && ! -e $STATE/qemu.conf.absent ]]; then
+    if [[ ! -e $QEMU_CONF_FILE ]]; then
+      : >"$STATE/qemu.conf.absent"
+    elif ! grep -qF "$QEMU_CONF_MARK" "$QEMU_CONF_FILE"; then
+      cp -p "$QEMU_CONF_FILE" "$STATE/qemu.conf.orig"
+    fi
+  fi
+  write_if_changed "$QEMU_CONF_FILE" "$QEMU_CONF" || true
+  QEMU_CONF_CHANGED=1
+  log "wrote $QEMU_CONF_FILE"
+}
+
+# On `down`: the original qemu.conf back (or none, when there was none), unless someone changed
+# the test host's file since.
+restore_qemu_conf() {
+  local ours=0
+  [[ -f $QEMU_CONF_FILE && "$(cat "$QEMU_CONF_FILE")" == "$QEMU_CONF" ]] && ours=1
+  if [[ -f $STATE/qemu.conf.orig ]]; then
+    if [[ $ours -eq 0 && -e $QEMU_CONF_FILE ]]; then
+      log "$QEMU_CONF_FILE was changed since up; leaving it (the original is $STATE/qemu.conf.orig)"
+      return 0
+    fi
+    cp -p "$STATE/qemu.conf.orig" "$QEMU_CONF_FILE.tmp.$$"
+    mv -f "$QEMU_CONF_FILE.tmp.$$" "$QEMU_CONF_FILE"
+    rm -f "$STATE/qemu.conf.orig"
+    log "restored the original $QEMU_CONF_FILE"
+  elif [[ -e $STATE/qemu.conf.absent ]]; then
+    if [[ $ours -eq 1 ]]; then
+      rm -f "$QEMU_CONF_FILE"
+      log "removed $QEMU_CONF_FILE (there was none before up)"
+    fi
+    rm -f "$STATE/qemu.conf.absent"
+  fi
+}
 
 ensure_dirs_and_config() {
-  mkdir -p /etc/libvirt /var/log/libvirt /var/lib/libvirt /var/cache/libvirt /run/libvirt /run/sshd
+  mkdir -p "$(dirname "$QEMU_CONF_FILE")" /var/log/libvirt /var/lib/libvirt /var/cache/libvirt /run/libvirt /run/sshd
   install -d -m 0700 "$STATE" "$SSH_DIR" "$STARTED_DIR"
   install -d -m 0711 "$POOLS_DIR"
   install -d -m 0755 "$POOLS_DIR/$POOL" "$POOLS_DIR/$INACTIVE_POOL"
-  if [[ -f /etc/libvirt/qemu.conf && ! -f $STATE/qemu.conf.orig ]] && ! grep -q '^# Written by egress-proxies' /etc/libvirt/qemu.conf; then
-    cp -p /etc/libvirt/qemu.conf "$STATE/qemu.conf.orig"
-  fi
-  QEMU_CONF_CHANGED=0
-  if write_if_changed /etc/libvirt/qemu.conf "$QEMU_CONF"; then QEMU_CONF_CHANGED=1; fi
+  apply_qemu_conf
 }
 
 start_virtlogd() {
@@ -322,6 +399,7 @@ cmd_down() {
   stop_pid sshd "$SSHD_PIDFILE" "$SSHD"
   stop_pid libvirtd "$LIBVIRTD_PIDFILE" "$LIBVIRTD"
   stop_pid virtlogd "$VIRTLOGD_PIDFILE" "$VIRTLOGD"
+  restore_qemu_conf
   rm -f "$ENV_FILE"
 }
 
@@ -345,4 +423,7 @@ main() {
   "cmd_$cmd"
 }
 
-main "$@"
+# Sourced (by the script's own test): define the functions only.
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+  main "$@"
+fi

@@ -6,6 +6,7 @@ import { applyProxies, deleteProxy, getProxies } from './commands/proxy-commands
 import { addServerOptions } from './commands/server-commands.ts';
 import type { CliIO } from './output.ts';
 import type { ServerFlags } from './server-config.ts';
+import { JOB_STATES } from '../jobs/job-inspection.ts';
 import { packageVersion } from '../version.ts';
 
 export interface CliEnv {
@@ -44,6 +45,9 @@ async function clientOf(flags: ClientFlags, env: CliEnv): Promise<ApiClient> {
   return new ApiClient({ baseUrl: flags.apiUrl, token: await resolveToken(flags.tokenFile, env.EGRESS_API_TOKEN) });
 }
 
+/** The resource types of `egress get`, as its usage errors list them. */
+const GET_TYPES = 'providerhealth (ph), proxies (proxy)';
+
 /** Builds the `egress` command tree; actions store their exit code in `result`. */
 function buildProgram(env: CliEnv, io: CliIO, result: { code: number }): Command {
   const program = new Command('egress')
@@ -77,7 +81,12 @@ function buildProgram(env: CliEnv, io: CliIO, result: { code: number }): Command
       result.code = await checkProvider(await clientOf(flags, env), io, provider, flags.wait ?? false, flags.output, signal);
     });
 
-  const get = program.command('get').description('show resources');
+  const get = program.command('get').description(`show resources: ${GET_TYPES}`);
+  // `egress get pods`: an unknown type is a usage error that lists the known ones (without
+  // arguments, commander prints the usage to stderr and main() exits 2).
+  get.on('command:*', (operands: string[]) => {
+    throw new UsageError(`get: unknown resource type "${operands[0] ?? ''}" (known: ${GET_TYPES})`);
+  });
   addClientOptions(get.command('providerhealth').alias('ph').description('show ProviderHealth objects'), env)
     .argument('[name]', 'one provider')
     .addOption(new Option('-o, --output <format>', 'json, yaml or wide'))
@@ -110,7 +119,7 @@ function buildProgram(env: CliEnv, io: CliIO, result: { code: number }): Command
     });
 
   const jobs = addClientOptions(program.command('jobs').description('list jobs (failed, active, waiting, delayed by default)').enablePositionalOptions(), env)
-    .option('--state <states>', 'comma-separated states: failed, active, waiting, delayed, completed, prioritized')
+    .option('--state <states>', `comma-separated states: ${JOB_STATES.join(', ')}`)
     .option('--queue <name>', 'one queue')
     .addOption(new Option('-o, --output <format>', 'json or yaml'))
     .action(async (flags: ClientFlags & { state?: string; queue?: string; output?: string }) => {
@@ -138,7 +147,10 @@ export async function main(argv: readonly string[], env: CliEnv, io: CliIO = DEF
     return result.code;
   } catch (err) {
     if (err instanceof CommanderError) {
-      return err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help' ? 0 : 2;
+      // --help, help and --version exit 0; everything else commander reports (an unknown option
+      // or command, a missing argument, `egress` or `egress get` without a command, whose usage it
+      // printed to stderr) is bad usage.
+      return err.exitCode === 0 ? 0 : 2;
     }
     if (err instanceof ConfigError || err instanceof UsageError) {
       io.err(`error: ${err.message}\n`);

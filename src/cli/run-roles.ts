@@ -43,6 +43,15 @@ export interface RunRolesOptions {
 }
 
 /**
+ * Where readiness probes reach through each proxy: `--echo-url`, else this process's API (`up`),
+ * else 127.0.0.1 on the API's default port (a standalone worker has no --port: the API it means
+ * is assumed at http://127.0.0.1:8080).
+ */
+export function echoUrlFor(config: Pick<AppConfig, 'echoUrl' | 'api'>, apiUrl: string | undefined): string {
+  return config.echoUrl ?? `${apiUrl ?? `http://127.0.0.1:${config.api.port}`}/v1/echo`;
+}
+
+/**
  * The composition root of a long-running process: builds what the chosen roles need, starts
  * them, and returns one handle that closes everything (each step guarded, so one failure does
  * not leak the rest).
@@ -100,7 +109,7 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
       metricsListener = listenerOf(metrics.url);
       logger.info({ url: `${metrics.url}/metrics` }, 'metrics listening');
     }
-    const echoUrl = (): string => config.echoUrl ?? `${api?.url ?? `http://127.0.0.1:${config.api.port}`}/v1/echo`;
+    const echoUrl = (): string => echoUrlFor(config, api?.url);
 
     let providers: ReadonlyMap<string, Provider> = new Map();
     if (roles.includes('worker')) {

@@ -3,7 +3,7 @@ import { parseDocument } from 'yaml';
 import { z } from 'zod';
 import { ConfigError } from '../errors.ts';
 import { providerSchema, type ProviderConfig } from './providers.ts';
-import { formatPath } from './zod-helpers.ts';
+import { safeParseWorded } from './zod-helpers.ts';
 
 /** The YAML configuration file: the providers, nothing else yet. */
 export const configFileSchema = z
@@ -31,34 +31,18 @@ export interface ConfigFile {
 /** The configuration `egress up` uses when no file is given: the local provider alone. */
 export const DEFAULT_CONFIG_FILE: ConfigFile = { providers: [{ name: 'local', type: 'local' }] };
 
-function issueMessage(issue: z.core.$ZodIssue): string {
-  if (issue.code === 'invalid_type' && issue.input === undefined && issue.message.startsWith('required')) return issue.message;
-  if (issue.code === 'invalid_type') return `expected ${issue.expected === 'int' ? 'an integer' : /^[aeiou]/.test(issue.expected) ? `an ${issue.expected}` : `a ${issue.expected}`}`;
-  if (issue.code === 'unrecognized_keys') return `unknown key${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
-  if (issue.code === 'invalid_union' && issue.discriminator) {
-    // A discriminated union (the providers' `type`, or one nested in a provider) names its own key and values.
-    const options = 'options' in issue && issue.options ? issue.options.map(String) : [];
-    return options.length > 0 ? `expected ${issue.discriminator} to be one of ${options.join(', ')}` : `unexpected value of ${issue.discriminator}`;
-  }
-  return issue.message;
-}
-
-/** Validates a parsed document; the first error names its path (`providers[1].hosts[0].port: expected a number`). */
+/** Validates a parsed document; the first error names its path (`providers[1].hosts[0].port: expected a number, got "22x"`). */
 export function parseConfigDocument(doc: unknown, source: string): ConfigFile {
   if (doc === null || doc === undefined) {
     throw new ConfigError(source, 'the configuration file is empty: list the providers, or write "providers: []" to run with none');
   }
-  const result = configFileSchema.safeParse(doc);
-  if (result.success) return result.data;
-  const issues = result.error.issues.map((issue) => {
-    const path = formatPath(issue.path);
-    return `${path ? `${path}: ` : ''}${issueMessage(issue)}`;
-  });
-  const first = result.error.issues[0];
+  const result = safeParseWorded(configFileSchema, doc);
+  if (result.ok) return result.data;
+  const issues = result.lines;
   throw new ConfigError(
     source,
     issues.length === 1 ? (issues[0] ?? 'invalid') : `${issues[0]} (and ${issues.length - 1} more: ${issues.slice(1).join('; ')})`,
-    { cause: first },
+    { cause: result.error.issues[0] },
   );
 }
 

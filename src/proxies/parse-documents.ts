@@ -1,7 +1,6 @@
 import { parseAllDocuments } from 'yaml';
-import type { z } from 'zod';
 import { EgressError } from '../errors.ts';
-import { formatPath } from '../config/zod-helpers.ts';
+import { safeParseWorded } from '../config/zod-helpers.ts';
 import { proxyDocumentSchema, type ProxyDocument } from './resource.ts';
 
 /** At most this many error lines are reported; the rest are counted in one more line. */
@@ -24,69 +23,94 @@ export class InvalidProxyDocumentsError extends EgressError {
   }
 }
 
-function describe(issue: z.core.$ZodIssue): string {
-  if (issue.code === 'invalid_type') return `expected ${issue.expected === 'int' ? 'an integer' : `a ${issue.expected}`}`;
-  if (issue.code === 'unrecognized_keys') return `unknown key${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
-  return issue.message;
+export interface ProxyDocumentOptions {
+  /** The configured providers: a document naming another is an error too. */
+  providers?: readonly string[];
+}
+
+/** A document as messages name it: `document 2` (counted from 1, as a reader counts them). */
+function documentName(number: number): string {
+  return `document ${number}`;
+}
+
+/** `document 2: spec.provider: …` in a set of several; just `spec.provider: …` for a single document. */
+function located(number: number, several: boolean, path: string, message: string): string {
+  return [several ? documentName(number) : '', path].filter(Boolean).join(': ') + `: ${message}`;
+}
+
+/** Validates documents numbered as the user wrote them (all or nothing). */
+function validateNumbered(docs: readonly { value: unknown; number: number }[], options: ProxyDocumentOptions): ProxyDocument[] {
+  const several = docs.length > 1;
+  const errors: string[] = [];
+  const parsed: ProxyDocument[] = [];
+  const seen = new Map<string, number>();
+  for (const { value, number } of docs) {
+    const result = safeParseWorded(proxyDocumentSchema, value);
+    if (!result.ok) {
+      for (const line of result.lines) errors.push(several ? `${documentName(number)}: ${line}` : line);
+      continue;
+    }
+    const doc = result.data;
+    const first = seen.get(doc.metadata.name);
+    if (first !== undefined) errors.push(located(number, several, 'metadata.name', `"${doc.metadata.name}" appears twice (also ${documentName(first)})`));
+    else seen.set(doc.metadata.name, number);
+    if (options.providers && !options.providers.includes(doc.spec.provider)) {
+      errors.push(located(number, several, 'spec.provider', `"${doc.spec.provider}" is not a configured provider (configured: ${options.providers.join(', ') || 'none'})`));
+    }
+    parsed.push(doc);
+  }
+  if (docs.length === 0) errors.push('no Proxy documents');
+  if (errors.length > 0) throw new InvalidProxyDocumentsError(errors);
+  return parsed;
 }
 
 /**
- * Validates one or many Proxy documents: a single object, a list, `{items: [...]}`, or (from
- * YAML text) several `---`-separated documents. All or nothing: any error rejects the whole set.
+ * Validates one or many Proxy documents: a single object, a list, or `{items: [...]}`. All or
+ * nothing: any error rejects the whole set. Documents are numbered from 1 in messages.
  */
-export function validateProxyDocuments(input: unknown): ProxyDocument[] {
+export function validateProxyDocuments(input: unknown, options: ProxyDocumentOptions = {}): ProxyDocument[] {
   const docs: unknown[] = Array.isArray(input)
     ? input
     : input && typeof input === 'object' && 'items' in input && Array.isArray(input.items)
       ? (input as { items: unknown[] }).items
       : [input];
   if (docs.length > MAX_DOCUMENTS) throw new InvalidProxyDocumentsError([`${docs.length} documents: at most ${MAX_DOCUMENTS} are accepted at once`]);
-  const errors: string[] = [];
-  const parsed: ProxyDocument[] = [];
-  const seen = new Map<string, number>();
-  docs.forEach((doc, i) => {
-    const prefix = docs.length > 1 ? `documents[${i}]` : '';
-    const result = proxyDocumentSchema.safeParse(doc);
-    if (!result.success) {
-      for (const issue of result.error.issues) {
-        const path = formatPath(issue.path);
-        errors.push(`${[prefix, path].filter(Boolean).join('.')}: ${describe(issue)}`);
-      }
-      return;
-    }
-    const first = seen.get(result.data.metadata.name);
-    if (first !== undefined) errors.push(`${prefix}.metadata.name: "${result.data.metadata.name}" appears twice (also documents[${first}])`);
-    seen.set(result.data.metadata.name, i);
-    parsed.push(result.data);
-  });
-  if (docs.length === 0) errors.push('no Proxy documents');
-  if (errors.length > 0) throw new InvalidProxyDocumentsError(errors);
-  return parsed;
+  return validateNumbered(
+    docs.map((value, i) => ({ value, number: i + 1 })),
+    options,
+  );
 }
 
 function firstLine(message: string): string {
-  return (message.split('\n')[0] ?? '').slice(0, 300);
+  return (message.split('\n')[0] ?? '').replace(/:\s*$/, '').slice(0, 300);
 }
 
 /**
  * Parses YAML (one or many documents) or JSON text, then validates it. Malformed YAML, an alias
  * to nothing (`x: *nope`) or too many aliases (the library's `maxAliasCount`, against "billion
- * laughs") are errors naming the document, never exceptions.
+ * laughs") are errors naming the document, never exceptions. Documents are numbered from 1 by
+ * their place in the text (an empty one, such as after a trailing `---`, still counts).
  */
-export function parseProxyDocuments(text: string): ProxyDocument[] {
+export function parseProxyDocuments(text: string, options: ProxyDocumentOptions = {}): ProxyDocument[] {
   const docs = parseAllDocuments(text);
   const list = Array.isArray(docs) ? docs : [docs];
   if (list.length > MAX_DOCUMENTS) throw new InvalidProxyDocumentsError([`${list.length} YAML documents: at most ${MAX_DOCUMENTS} are accepted at once`]);
-  const values: unknown[] = [];
+  const several = list.length > 1;
+  const notYaml = (number: number, message: string): InvalidProxyDocumentsError =>
+    new InvalidProxyDocumentsError([`${several ? `${documentName(number)}: ` : ''}not valid YAML: ${firstLine(message)}`]);
+  const values: { value: unknown; number: number }[] = [];
   for (const [i, d] of list.entries()) {
-    if (d.errors.length > 0) throw new InvalidProxyDocumentsError([`document ${i}: not valid YAML: ${firstLine(d.errors[0]?.message ?? '')}`]);
+    if (d.errors.length > 0) throw notYaml(i + 1, d.errors[0]?.message ?? '');
     let value: unknown;
     try {
       value = d.toJS();
     } catch (err) {
-      throw new InvalidProxyDocumentsError([`document ${i}: not valid YAML: ${firstLine(err instanceof Error ? err.message : String(err))}`]);
+      throw notYaml(i + 1, err instanceof Error ? err.message : String(err));
     }
-    if (value !== null && value !== undefined) values.push(value);
+    if (value !== null && value !== undefined) values.push({ value, number: i + 1 });
   }
-  return validateProxyDocuments(values.length === 1 ? values[0] : values);
+  // One document holding a list or `{items}` is a set of its own (numbered within it).
+  const only = values.length === 1 ? values[0]?.value : undefined;
+  if (only !== undefined && (Array.isArray(only) || (typeof only === 'object' && only !== null && 'items' in only))) return validateProxyDocuments(only, options);
+  return validateNumbered(values, options);
 }

@@ -1,11 +1,11 @@
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { runRoles, type RunningRoles } from '../../src/cli/run-roles.ts';
 import { silentLogger } from '../../src/logging.ts';
 import { runCli } from '../support/cli.ts';
 import { testConfig } from '../support/config.ts';
+import { tempDir } from '../support/temp-dirs.ts';
 
 const TOKEN = 'test-token-0123456789abcdef';
 
@@ -24,7 +24,7 @@ describe('API authentication', () => {
   test('a non-loopback bind without tokens refuses to start', async () => {
     const run = await runCli(['api', '--host', '0.0.0.0'], { REDIS_URL: 'redis://127.0.0.1:1' });
     expect(run).toMatchObject({ code: 2, err: 'error: --host: binding 0.0.0.0 (not loopback) requires --api-token-file\n' });
-    const dir = await mkdtemp(join(tmpdir(), 'egress-tokens-'));
+    const dir = await tempDir('egress-tokens-');
     const empty = join(dir, 'tokens');
     await writeFile(empty, '# no tokens yet\n');
     const emptyRun = await runCli(['api', '--host', '0.0.0.0', '--api-token-file', empty], { REDIS_URL: 'redis://127.0.0.1:1' });
@@ -102,7 +102,7 @@ describe('API authentication', () => {
   });
 
   test('the CLI sends the token from a file or the environment', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'egress-cli-token-'));
+    const dir = await tempDir('egress-cli-token-');
     const file = join(dir, 'token');
     await writeFile(file, `${TOKEN}\n`);
     expect((await runCli(['get', 'ph', '--api-url', api, '--token-file', file])).code).toBe(0);

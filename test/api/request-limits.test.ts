@@ -92,7 +92,7 @@ describe('request limits against a hostile client', () => {
     expect(res.status).toBe(400);
     const body = (await res.json()) as { errors: string[]; message: string };
     expect(body.errors).toHaveLength(21);
-    expect(body.errors[0]).toMatch(/^documents\[0\]\./);
+    expect(body.errors[0]).toMatch(/^document 1: /);
     expect(body.errors[20]).toMatch(/^… and \d+ more errors$/);
     expect(body.message.length).toBeLessThan(4000);
     const many = await fetch(`${api}/v1/proxies`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(Array.from({ length: 5000 }, () => ({}))) });
@@ -101,9 +101,9 @@ describe('request limits against a hostile client', () => {
   });
 
   test.each([
-    ['an alias to no anchor', 'x: *nope\n', /^document 0: not valid YAML: Unresolved alias/],
-    ['a document with 100+ aliases', `a: &a [1, 2]\n${Array.from({ length: 120 }, (_, i) => `b${i}: *a`).join('\n')}\n`, /^document 0: not valid YAML: Excessive alias count/],
-    ['a broken second document', `${proxyDoc('fine')}---\nkey: [unclosed\n`, /^document 1: not valid YAML: /],
+    ['an alias to no anchor', 'x: *nope\n', /^not valid YAML: Unresolved alias/],
+    ['a document with 100+ aliases', `a: &a [1, 2]\n${Array.from({ length: 120 }, (_, i) => `b${i}: *a`).join('\n')}\n`, /^not valid YAML: Excessive alias count/],
+    ['a broken second document', `${proxyDoc('fine')}---\nkey: [unclosed\n`, /^document 2: not valid YAML: /],
   ])('YAML with %s is a 400 naming the document and the problem', async (_what, yaml, expected) => {
     const res = await fetch(`${api}/v1/proxies`, { method: 'POST', headers: { 'content-type': 'application/yaml' }, body: yaml });
     expect(res.status).toBe(400);

@@ -52,7 +52,7 @@ describe('the configuration file is an error unless it says what to run', () => 
   test('`providers:` with no value is a wrong type, not "none"', async () => {
     const file = await withFile('providers:\n');
     const run = await runCli(['up', '--check-config', '--config', file], DEAD_REDIS);
-    expect(run.err).toBe(`error: ${file}: providers: expected an array\n`);
+    expect(run.err).toBe(`error: ${file}: providers: expected an array, got null\n`);
     expect(run.code).toBe(2);
   });
 

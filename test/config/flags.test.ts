@@ -1,10 +1,10 @@
-import { writeFile, mkdtemp } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, inject, test } from 'vitest';
 import { resolveCheckSchedule } from '../../src/config/checks.ts';
 import { runCli, spawnEgress } from '../support/cli.ts';
 import { uniquePrefix } from '../support/config.ts';
+import { tempDir } from '../support/temp-dirs.ts';
 
 // A Redis URL nobody listens on: if validation let anything through, the command would try
 // to connect here and fail with a connection error instead of the flag's message.
@@ -87,7 +87,7 @@ describe('check flags (validated before anything connects)', () => {
 
 describe('configuration file', () => {
   async function withFile(text: string): Promise<string> {
-    const dir = await mkdtemp(join(tmpdir(), 'egress-cfg-'));
+    const dir = await tempDir('egress-cfg-');
     const file = join(dir, 'egress.yaml');
     await writeFile(file, text);
     return file;
@@ -97,7 +97,7 @@ describe('configuration file', () => {
     [
       'a wrong type names its path',
       `providers:\n  - { name: local, type: local }\n  - name: kvm-home\n    type: kvm\n    hosts: [ { name: beelink, address: 10.0.0.5, port: "22x", privateKeyFile: /k, knownHostsFile: /kh } ]\n`,
-      'providers[1].hosts[0].port: expected a number',
+      'providers[1].hosts[0].port: expected a number, got "22x"',
     ],
     ['an unknown key is an error', `providers:\n  - { name: local, type: local, colour: blue }\n`, 'providers[0]: unknown key "colour"'],
     ['an unknown top-level key too', `provider: []\n`, 'unknown key "provider"'],
@@ -106,7 +106,7 @@ describe('configuration file', () => {
       `providers:\n  - { name: local, type: local }\n  - { name: local, type: local }\n`,
       'providers[1].name: duplicate provider name "local" (also providers[0])',
     ],
-    ['an unknown provider type', `providers:\n  - { name: x, type: aws }\n`, 'providers[0].type: expected type to be one of local, kvm, kubernetes, gcp'],
+    ['an unknown provider type', `providers:\n  - { name: x, type: aws }\n`, 'providers[0].type: expected one of local, kvm, kubernetes, gcp, got "aws"'],
     [
       'a kvm host without known_hosts',
       `providers:\n  - name: k\n    type: kvm\n    hosts: [ { name: h, address: 127.0.0.1, privateKeyFile: /k } ]\n`,

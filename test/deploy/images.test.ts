@@ -17,7 +17,8 @@ const PASSWORD = 'image-password-0123456789';
 /** The egress policy of the proxy under test: the loopback origin server is allowed (everything private is denied by default). */
 const POLICY = JSON.stringify({ version: 1, allow: ['127.0.0.1/32'], deny: [], guarded: [] });
 /** The variables a container starts with; nothing of this test run's (in particular no EGRESS_FROM_SOURCE). */
-const BASE_ENV = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: tmpdir() };
+// TMPDIR too: what the children write to their temp directory stays in the run's.
+const BASE_ENV = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: tmpdir(), TMPDIR: tmpdir() };
 
 /** GET `url` through the forward proxy on 127.0.0.1:`port`, with or without Basic credentials. */
 function getThrough(port: number, url: string, credentials: boolean): Promise<{ status: number; body: string }> {

@@ -1,5 +1,4 @@
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { runRoles, type RunningRoles } from '../../src/cli/run-roles.ts';
@@ -12,6 +11,7 @@ import { FakeSshServer } from '../fakes/ssh/index.ts';
 import { testConfig } from '../support/config.ts';
 import { kvmHostConfigOf, kvmTestHost } from '../support/kvm-host.ts';
 import { waitFor } from '../support/wait.ts';
+import { tempDir } from '../support/temp-dirs.ts';
 
 // Scheduler, worker, publisher and API in one process, with every provider type: local,
 // kubernetes and gcp against their fakes through the real client libraries, and two KVM hosts
@@ -28,7 +28,7 @@ describe('provider health end to end with a mixed configuration', () => {
     const host = await kvmTestHost();
     kube = await startFakeKubeApiserver({ tokens: { 'kube-token': 'system:serviceaccount:egress:operator' } });
     compute = await startFakeCompute({ project: 'egress-test', tokens: ['gcp-token'] });
-    const dir = await mkdtemp(join(tmpdir(), 'egress-mixed-'));
+    const dir = await tempDir('egress-mixed-');
     await writeFile(join(dir, 'kube-token'), 'kube-token\n');
     await writeFile(join(dir, 'gcp-token'), 'gcp-token\n');
     goodKnownHosts = host.ssh.knownHostsFile;

@@ -131,7 +131,7 @@ describe('egress up in one process', () => {
       await waitFor('both to fail', async () => (await a.getState()) === 'failed' && (await b.getState()) === 'failed');
 
       const listed = await runCli(['jobs', '--state', 'failed', '--api-url', api, '-o', 'json']);
-      const failed = JSON.parse(listed.out) as { id: string; failedReason: string }[];
+      const failed = (JSON.parse(listed.out) as { items: { id: string; failedReason: string }[] }).items;
       expect(failed.map((j) => j.id).sort()).toEqual(['retry-me-a', 'retry-me-b']);
       expect(failed[0]?.failedReason).toBe('provider "later" is not configured in this worker');
       const table = await runCli(['jobs', '--state', 'failed', '--api-url', api]);

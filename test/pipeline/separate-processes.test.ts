@@ -1,5 +1,4 @@
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { Queue, QueueEvents } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
@@ -10,11 +9,12 @@ import { freePort } from '../../src/redis/redis-server.ts';
 import { ROOT, runCli, spawnEgress, type EgressProcess } from '../support/cli.ts';
 import { uniquePrefix } from '../support/config.ts';
 import { waitFor } from '../support/wait.ts';
+import { tempDir } from '../support/temp-dirs.ts';
 
 const HANGING_WORKER = resolve(ROOT, 'test/support/hanging-worker.ts');
 
 async function configFile(providers: string[]): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'egress-e2e-'));
+  const dir = await tempDir('egress-e2e-');
   const file = join(dir, 'egress.yaml');
   await writeFile(file, `providers:\n${providers.map((p) => `  - { name: ${p}, type: local }\n`).join('')}`);
   return file;
@@ -34,7 +34,7 @@ describe('the roles as separate processes', () => {
 
   beforeAll(async () => {
     const file = await configFile(['local', 'slow']);
-    const dataDir = await mkdtemp(join(tmpdir(), 'egress-e2e-data-'));
+    const dataDir = await tempDir('egress-e2e-data-');
     common = ['--config', file, '--prefix', uniquePrefix(), '--data-dir', dataDir];
     const port = await freePort();
     api = `http://127.0.0.1:${port}`;

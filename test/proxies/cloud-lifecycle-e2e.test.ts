@@ -1,5 +1,4 @@
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { runRoles, type RunningRoles } from '../../src/cli/run-roles.ts';
@@ -12,6 +11,7 @@ import { podEnv, startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes
 import { testConfig } from '../support/config.ts';
 import { startContainerProxy, type ContainerProxy } from '../support/container-proxy.ts';
 import { waitFor } from '../support/wait.ts';
+import { tempDir } from '../support/temp-dirs.ts';
 
 // Proxies on kubernetes and gcp through the whole pipeline (API → reconcile queue → worker →
 // the real client libraries → the fakes). The fake apiserver has no kubelet: the test plays it,
@@ -31,7 +31,7 @@ describe('proxies on kubernetes and gcp, end to end against the fakes', () => {
     kube.store.namespaces.add('lb');
     kube.store.namespaces.add('tight');
     compute = await startFakeCompute({ project: 'egress-test', tokens: ['gcp-token'] });
-    const dir = await mkdtemp(join(tmpdir(), 'egress-cloud-e2e-'));
+    const dir = await tempDir('egress-cloud-e2e-');
     await writeFile(join(dir, 'kube-token'), 'kube-token\n');
     await writeFile(join(dir, 'gcp-token'), 'gcp-token\n');
     const { providers } = parseConfigDocument(

@@ -1,6 +1,3 @@
-import { mkdtemp } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { silentLogger } from '../../src/logging.ts';
@@ -10,6 +7,7 @@ import { sweepProvider, type GcReason } from '../../src/proxies/gc.ts';
 import { instanceNameFor } from '../../src/proxies/instance-name.ts';
 import { RedisProxyStore } from '../../src/store/redis-proxy-store.ts';
 import { uniquePrefix } from '../support/config.ts';
+import { tempDir } from '../support/temp-dirs.ts';
 
 // The sweep's rules on the local provider's real instances (forward-proxy processes):
 // only this fleet's instances are seen, owned ones are kept, young orphans are kept, old
@@ -25,7 +23,7 @@ describe('garbage collection', () => {
   beforeAll(async () => {
     redis = new Redis(inject('redisUrl'));
     store = new RedisProxyStore(redis, uniquePrefix());
-    lifecycle = createLocalLifecycle({ dataDir: await mkdtemp(join(tmpdir(), 'egress-gc-')), logger: silentLogger() });
+    lifecycle = createLocalLifecycle({ dataDir: await tempDir('egress-gc-'), logger: silentLogger() });
   });
   afterAll(async () => {
     for (const fl of [fleet, 'someone-else']) for await (const i of lifecycle.listInstances(fl, signal)) await lifecycle.deleteInstance(i.name, i.placement, signal);

@@ -1,6 +1,3 @@
-import { mkdtemp } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
 import { runRoles, type RunningRoles } from '../../src/cli/run-roles.ts';
 import type { AppConfig } from '../../src/config/app.ts';
@@ -8,6 +5,7 @@ import { silentLogger } from '../../src/logging.ts';
 import type { ProxyView } from '../../src/proxies/discovery.ts';
 import { testConfig, uniquePrefix } from '../support/config.ts';
 import { waitFor } from '../support/wait.ts';
+import { tempDir } from '../support/temp-dirs.ts';
 
 /**
  * Eviction on the local provider with every part real: the roles in one process, the detached
@@ -69,7 +67,7 @@ describe('eviction on the local provider', () => {
   });
 
   test('a killed proxy process leaves discovery at once and is restarted, also by a worker that adopted it, without a probe', async () => {
-    const dataDir = await mkdtemp(join(tmpdir(), 'egress-evict-'));
+    const dataDir = await tempDir('egress-evict-');
     const prefix = uniquePrefix();
     // Probes every minute only: what happens here is the exit watch's doing.
     const config = testConfig({ queues: ['reconcile'], resyncMs: 0, dataDir, prefix, readiness: { intervalMs: 60_000, timeoutMs: 2000 } });

@@ -1,7 +1,6 @@
 import { request } from 'node:http';
 import { connect } from 'node:net';
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { runRoles, type RunningRoles } from '../../src/cli/run-roles.ts';
@@ -10,6 +9,7 @@ import type { ProxyView } from '../../src/proxies/discovery.ts';
 import { runCli } from '../support/cli.ts';
 import { testConfig } from '../support/config.ts';
 import { waitFor } from '../support/wait.ts';
+import { tempDir } from '../support/temp-dirs.ts';
 
 /** GET `url` through the forward proxy at `proxyUrl` (userinfo = Basic Proxy-Authorization). */
 function getThroughProxy(proxyUrl: string, url: string, withCredentials = true): Promise<{ status: number; body: string }> {
@@ -71,7 +71,7 @@ describe('a proxy’s whole life on the local provider', () => {
   });
 
   test('apply, Ready, traffic through the discovered URL (refused without credentials), delete, gone', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'egress-e2e-proxy-'));
+    const dir = await tempDir('egress-e2e-proxy-');
     const file = join(dir, 'proxy.yaml');
     await writeFile(file, 'kind: Proxy\nmetadata: { name: web-1, labels: { team: crawl } }\nspec: { provider: local }\n');
     expect(await runCli(['apply', '-f', file, '--api-url', api])).toMatchObject({ code: 0, out: 'proxy/web-1 created\n' });

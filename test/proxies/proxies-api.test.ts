@@ -1,5 +1,4 @@
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
@@ -13,6 +12,7 @@ import type { ProxyView } from '../../src/proxies/discovery.ts';
 import { RedisProxyStore } from '../../src/store/redis-proxy-store.ts';
 import { runCli } from '../support/cli.ts';
 import { testConfig } from '../support/config.ts';
+import { tempDir } from '../support/temp-dirs.ts';
 
 const doc = (name: string, extra = '') => `apiVersion: egress-proxies/v1\nkind: Proxy\nmetadata:\n  name: ${name}\n  labels: { team: crawl${extra} }\nspec:\n  provider: local\n`;
 
@@ -60,17 +60,19 @@ describe('the Proxy resource through the API and the CLI', () => {
     expect(res.status).toBe(400);
     const body = (await res.json()) as { error: string; errors: string[] };
     expect(body.error).toBe('ERR_INVALID_PROXY');
+    // Documents are counted from 1; every error of every document at once.
     expect(body.errors).toEqual([
-      'documents[1].metadata.name: expected a lower-case name of letters, digits and dashes',
-      'documents[1].spec: unknown key "colour"',
+      'document 2: metadata.name: expected a lower-case name of letters, digits and dashes, got "Bad_Name"',
+      'document 2: spec: unknown key "colour"',
+      'document 3: spec.provider: "nowhere" is not a configured provider (configured: local, other)',
     ]);
     const unknownProvider = await post(`${doc('good-one')}---\nmetadata: { name: x }\nspec: { provider: nowhere }\n`);
     expect(((await unknownProvider.json()) as { errors: string[] }).errors).toEqual([
-      'documents[1].spec.provider: "nowhere" is not a configured provider (configured: local, other)',
+      'document 2: spec.provider: "nowhere" is not a configured provider (configured: local, other)',
     ]);
     expect(await store.get('good-one')).toBeUndefined();
     const json = await post(JSON.stringify({ items: [{ metadata: { name: 'j' }, spec: {} }] }), 'application/json');
-    expect(((await json.json()) as { errors: string[] }).errors).toEqual(['spec.provider: expected a string']);
+    expect(((await json.json()) as { errors: string[] }).errors).toEqual(['spec.provider: required']);
   });
 
   test('discovery returns ready proxies with credentials, filters by provider and label, and supports ETag polling', async () => {
@@ -131,7 +133,7 @@ describe('the Proxy resource through the API and the CLI', () => {
   });
 
   test('egress apply, get proxies and delete proxy', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'egress-apply-'));
+    const dir = await tempDir('egress-apply-');
     const file = join(dir, 'proxies.yaml');
     await writeFile(file, `${doc('cli-a')}---\n${doc('cli-b')}`);
     const applied = await runCli(['apply', '-f', file, '--api-url', api]);

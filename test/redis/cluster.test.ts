@@ -144,7 +144,7 @@ describe('the roles on a Redis Cluster (3 masters + 3 replicas)', () => {
     // Nothing failed for good, and the scheduler still leads.
     const failed = await runCli(['jobs', '--state', 'failed', '-o', 'json', '--api-url', api]);
     expect(failed.code).toBe(0);
-    expect(JSON.parse(failed.out)).toEqual([]);
+    expect(JSON.parse(failed.out)).toEqual({ items: [] });
     expect(roles.scheduler?.leader).toBe(true);
   }, 90_000);
 

@@ -1,10 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { inject } from 'vitest';
 import { freezeConfig, type AppConfig, type ReadinessSettings } from '../../src/config/app.ts';
 import type { ProviderConfig } from '../../src/config/providers.ts';
+import { tempDirSync } from './temp-dirs.ts';
 
 /** A hash-tagged prefix of its own for every test, so tests never see each other's keys. */
 export function uniquePrefix(): string {
@@ -45,7 +43,7 @@ export function testConfig(o: TestConfigOverrides = {}): AppConfig {
     gcIntervalMs: o.gcIntervalMs ?? 0,
     gcGraceMs: o.gcGraceMs ?? 600_000,
     worker: { queues: o.queues ?? ['checks'], concurrency: o.concurrency ?? 4, lockDurationMs: 1000, stalledIntervalMs: 500 },
-    dataDir: o.dataDir ?? mkdtempSync(join(tmpdir(), 'egress-test-data-')),
+    dataDir: o.dataDir ?? tempDirSync('egress-test-data-'),
     logLevel: 'silent',
     shutdownGraceMs: 1000,
     leaseMs: o.leaseMs ?? 600,

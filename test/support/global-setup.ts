@@ -64,5 +64,10 @@ export async function teardown(): Promise<void> {
       // already gone
     }
   }
+  // Each test file removes its own temporary directories (test/support/temp-dirs.ts); name any
+  // that were left, so that a test that forgets is noticed rather than swept silently. The
+  // run's redis and tsx's cache of the spawned processes belong to the run itself.
+  const leftDirs = (await readdir(runDir).catch(() => [] as string[])).filter((e) => e !== 'redis' && !e.startsWith('tsx-'));
+  if (leftDirs.length > 0) process.stderr.write(`test run: left in the run's temporary directory by tests that did not remove them: ${leftDirs.join(', ')}\n`);
   await rm(runDir, { recursive: true, force: true });
 }

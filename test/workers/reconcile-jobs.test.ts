@@ -18,7 +18,8 @@ import type { Instance, InstanceSpec, ProxyLifecycle } from '../../src/providers
 import { fleetOf } from '../../src/proxies/instance-name.ts';
 import type { ReadinessProbe } from '../../src/proxies/reconcile.ts';
 import { requestReconcile } from '../../src/proxies/request-reconcile.ts';
-import { ProxyStore } from '../../src/store/proxy-store.ts';
+import { RedisProxyStore } from '../../src/store/redis-proxy-store.ts';
+import type { ProxyStore } from '../../src/store/proxy-store.ts';
 import { consumeJobs, openJobQueue } from '../../workers/consumer.ts';
 import { reconcileHandlers } from '../../workers/reconcile-processor.ts';
 import { startFakeCompute } from '../fakes/compute/index.ts';
@@ -46,7 +47,7 @@ async function startHarness(provider: string, lifecycle: ProxyLifecycle): Promis
   const registry = new Registry();
   const logger = silentLogger();
   const redis = new Redis(inject('redisUrl'));
-  const store = new ProxyStore(redis, config.redis.prefix);
+  const store = new RedisProxyStore(redis, config.redis.prefix);
   const deps = { config, redisTarget: inject('redisUrl'), jobMetrics: createJobMetrics(registry), logger };
   const queue = openJobQueue(deps, QUEUES.reconcile);
   let consumer: Consumer | undefined;

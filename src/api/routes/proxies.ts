@@ -2,7 +2,7 @@ import type { Queue } from 'bullmq';
 import { Hono, type Context } from 'hono';
 import { NotFoundError } from '../../errors.ts';
 import { matches, etagOf, withProxyUrl, type DiscoveryFilter } from '../../proxies/discovery.ts';
-import { InvalidProxyDocumentsError, parseProxyDocuments, validateProxyDocuments } from '../../proxies/parse-documents.ts';
+import { parseProxyDocuments, validateProxyDocuments } from '../../proxies/parse-documents.ts';
 import type { ProxyDocument } from '../../proxies/resource.ts';
 import { ProxyTerminatingError, type ProxyApiStore } from '../../store/proxy-store.ts';
 import { BadRequestError } from '../http-errors.ts';
@@ -25,7 +25,7 @@ function parseFilter(c: Context): DiscoveryFilter {
   return { ready: ready === undefined ? undefined : ready === 'true', provider: c.req.query('provider'), labels };
 }
 
-async function readDocuments(c: Context): Promise<ProxyDocument[]> {
+async function readDocuments(c: Context, providers: readonly string[]): Promise<ProxyDocument[]> {
   const type = c.req.header('content-type') ?? '';
   const text = await c.req.text();
   if (type.includes('json')) {
@@ -35,20 +35,17 @@ async function readDocuments(c: Context): Promise<ProxyDocument[]> {
     } catch (err) {
       throw new BadRequestError(`the body is not valid JSON: ${(err as Error).message}`);
     }
-    return validateProxyDocuments(value);
+    return validateProxyDocuments(value, { providers });
   }
-  return parseProxyDocuments(text);
+  return parseProxyDocuments(text, { providers });
 }
 
 /** `/v1/proxies`: apply, list (discovery), get, delete. */
 export function proxyRoutes(deps: ProxyRouteDeps): Hono {
   const app = new Hono();
   app.post('/proxies', async (c) => {
-    const docs = await readDocuments(c);
-    const unknown = docs.flatMap((d, i) =>
-      deps.providers.includes(d.spec.provider) ? [] : [`${docs.length > 1 ? `documents[${i}].` : ''}spec.provider: "${d.spec.provider}" is not a configured provider (configured: ${deps.providers.join(', ') || 'none'})`],
-    );
-    if (unknown.length > 0) throw new InvalidProxyDocumentsError(unknown);
+    // Every error of every document at once, an unknown provider's included.
+    const docs = await readDocuments(c, deps.providers);
     // All or nothing here too: a document naming a proxy still being deleted stops the whole
     // request before anything is written (a deletion racing this check is still refused per proxy).
     const current = await deps.proxies.getMany(docs.map((d) => d.metadata.name));

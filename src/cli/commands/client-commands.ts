@@ -1,7 +1,7 @@
 import type { CheckResultData } from '../../../queues/jobs.ts';
 import { UsageError } from '../../errors.ts';
 import type { ProviderHealth } from '../../health/provider-health.ts';
-import type { JobView } from '../../jobs/job-inspection.ts';
+import { JOB_STATES, type JobView } from '../../jobs/job-inspection.ts';
 import type { ApiClient } from '../api-client.ts';
 import { age, renderStructured, renderTable, type CliIO, type OutputFormat } from '../output.ts';
 
@@ -13,8 +13,9 @@ export function parseOutput(value: string | undefined, allowed: readonly OutputF
   return value as OutputFormat;
 }
 
-function renderProviderHealth(items: readonly ProviderHealth[], format: OutputFormat): string {
-  if (format === 'json' || format === 'yaml') return renderStructured(items.length === 1 ? items[0] : { items }, format);
+/** `one`: the command named one object (`get ph NAME`), printed bare; a list is always `{items}`. */
+function renderProviderHealth(items: readonly ProviderHealth[], format: OutputFormat, one: boolean): string {
+  if (format === 'json' || format === 'yaml') return renderStructured(one ? items[0] : { items }, format);
   if (format === 'wide') {
     const rows = items.flatMap((ph) =>
       ph.status.targets.map((t) => [
@@ -47,7 +48,7 @@ export async function getProviderHealth(client: ApiClient, io: CliIO, name: stri
     io.err('No ProviderHealth found (has a check round run yet?)\n');
     return 0;
   }
-  io.out(renderProviderHealth(items, format));
+  io.out(renderProviderHealth(items, format, name !== undefined));
   return 0;
 }
 
@@ -66,14 +67,25 @@ export async function checkProvider(client: ApiClient, io: CliIO, provider: stri
   return reply.result && !reply.result.targets.every((t) => t.ready) ? 1 : 0;
 }
 
+/** `--state a,b`: known job states only, checked before the API is asked. */
+export function parseStates(value: string): string {
+  const states = value.split(',').map((s) => s.trim());
+  const unknown = [...new Set(states.filter((s) => !(JOB_STATES as readonly string[]).includes(s)))];
+  if (unknown.length > 0) {
+    const named = unknown.map((s) => `"${s.slice(0, 40)}"`).slice(0, 5).join(', ');
+    throw new UsageError(`--state: unknown state${unknown.length > 1 ? 's' : ''} ${named}${unknown.length > 5 ? ', …' : ''} (known: ${JOB_STATES.join(', ')})`);
+  }
+  return [...new Set(states)].join(',');
+}
+
 export async function listJobs(client: ApiClient, io: CliIO, opts: { state?: string; queue?: string; output?: string }, signal: AbortSignal): Promise<number> {
   const format = parseOutput(opts.output, ['table', 'json', 'yaml']);
   const query = new URLSearchParams();
-  if (opts.state) query.set('state', opts.state);
+  if (opts.state !== undefined) query.set('state', parseStates(opts.state));
   if (opts.queue) query.set('queue', opts.queue);
   const { items } = await client.request<{ items: JobView[] }>('GET', `/v1/jobs${query.size ? `?${query.toString()}` : ''}`, signal);
   if (format === 'json' || format === 'yaml') {
-    io.out(renderStructured(items, format));
+    io.out(renderStructured({ items }, format));
     return 0;
   }
   const rows = items.map((j) => [j.queue, j.id, j.name, j.state, String(j.attemptsMade), age(j.createdAt), (j.failedReason ?? '').slice(0, 80)]);

@@ -59,7 +59,7 @@ export function addServerOptions(cmd: Command, env: ServerEnv, role: string): Co
       .option('--concurrency <n>', 'jobs processed at once per queue', d.concurrency)
       .option('--lock-duration <duration>', 'job lock; a crashed worker’s job is taken over after about this long', d.lockDuration)
       .option('--stalled-interval <duration>', 'how often stalled jobs are looked for', d.stalledInterval)
-      .option('--echo-url <url>', 'the API’s /v1/echo, which readiness probes reach through each proxy (default: this process’s API, else 127.0.0.1 on the API port)');
+      .option('--echo-url <url>', `the API’s /v1/echo, which readiness probes reach through each proxy (default: ${role === 'up' ? 'this process’s API' : `http://127.0.0.1:${d.port}/v1/echo`})`);
   }
   if (role === 'up' || role === 'scheduler') {
     cmd
