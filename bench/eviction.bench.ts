@@ -37,7 +37,10 @@ import { fmt, summarize } from './stats.ts';
 import { benchConfig } from './support/app-config.ts';
 
 const REPS = Number(process.env.BENCH_REPS ?? 5);
-const PROBE_SIZES = (process.env.BENCH_PROBE_SIZES ?? '100,1000').split(',').map(Number).filter((n) => n > 0);
+const PROBE_SIZES = (process.env.BENCH_PROBE_SIZES ?? '100,1000')
+  .split(',')
+  .map(Number)
+  .filter((n) => n > 0);
 const WINDOW_S = Number(process.env.BENCH_PROBE_WINDOW_S ?? 30);
 const DEFAULTS = { failureThreshold: 1, successThreshold: 2, replaceAfterMs: 300_000, intervalMs: 5000, timeoutMs: 2000 };
 
@@ -74,7 +77,11 @@ async function evictionTimes(): Promise<{ stop: Sample[]; kill: Sample[] }> {
   const kill: Sample[] = [];
   let stoppedPid: number | undefined;
   try {
-    const res = await fetch(`${api}/v1/proxies`, { method: 'POST', headers: { 'content-type': 'application/yaml' }, body: 'metadata: { name: evict-1 }\nspec: { provider: local }\n' });
+    const res = await fetch(`${api}/v1/proxies`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/yaml' },
+      body: 'metadata: { name: evict-1 }\nspec: { provider: local }\n',
+    });
     if (!res.ok) throw new Error(`apply failed: ${res.status}`);
     for (let rep = 0; rep < REPS; rep++) {
       let pid = Number((await until('Ready', view, 120_000)).status.instanceId);
@@ -97,10 +104,14 @@ async function evictionTimes(): Promise<{ stop: Sample[]; kill: Sample[] }> {
       process.kill(pid, 'SIGKILL');
       await until('absent after SIGKILL', async () => ((await view()) ? undefined : true), 120_000);
       const killAbsent = performance.now() - t0;
-      await until('back after SIGKILL', async () => {
-        const v = await view();
-        return v && v.status.instanceId !== String(pid) ? v : undefined;
-      }, 120_000);
+      await until(
+        'back after SIGKILL',
+        async () => {
+          const v = await view();
+          return v && v.status.instanceId !== String(pid) ? v : undefined;
+        },
+        120_000,
+      );
       kill.push({ absentMs: killAbsent, backMs: performance.now() - t0 });
     }
     await fetch(`${api}/v1/proxies/evict-1`, { method: 'DELETE' });
@@ -178,7 +189,20 @@ async function probingCost(n: number): Promise<CostRow> {
     for (let i = 0; i < n; i++) {
       const name = `p-${i}`;
       await store.apply({ metadata: { name, labels: {} }, spec: { provider: 'local' } });
-      await store.updateStatus(name, (p) => withReadyCondition({ ...p.status, phase: 'Ready', url: `http://127.0.0.1:${probed.proxyPort}`, egressIp: '127.0.0.1', instanceId: 'bench', probeFailures: 0, observedGeneration: 1 }, new Date()));
+      await store.updateStatus(name, (p) =>
+        withReadyCondition(
+          {
+            ...p.status,
+            phase: 'Ready',
+            url: `http://127.0.0.1:${probed.proxyPort}`,
+            egressIp: '127.0.0.1',
+            instanceId: 'bench',
+            probeFailures: 0,
+            observedGeneration: 1,
+          },
+          new Date(),
+        ),
+      );
     }
     let probes = 0;
     let failed = 0;
@@ -245,13 +269,37 @@ export async function runEvictionBench(): Promise<void> {
     const s = summarize(samples);
     return `| ${label} | ${fmt(s.p50, 0)} | ${fmt(Math.max(...samples), 0)} | ${samples.map((x) => fmt(x, 0)).join(', ')} | ${target ?? ''} |`;
   };
-  console.log(`Eviction at the defaults (--probe-interval 5s, --probe-timeout 2s, --probe-failures 1, --probe-successes 2), one local proxy, ${REPS} repetitions; discovery polled every 20 ms`);
+  console.log(
+    `Eviction at the defaults (--probe-interval 5s, --probe-timeout 2s, --probe-failures 1, --probe-successes 2), one local proxy, ${REPS} repetitions; discovery polled every 20 ms`,
+  );
   console.log('| event | p50, ms | max, ms | samples, ms | target |');
   console.log('|---|---|---|---|---|');
-  console.log(row('SIGSTOP → absent from discovery', stop.map((s) => s.absentMs), '≤ 10 000'));
-  console.log(row('SIGCONT → back in discovery', stop.map((s) => s.backMs)));
-  console.log(row('SIGKILL → absent from discovery', kill.map((s) => s.absentMs), '≤ 2 000'));
-  console.log(row('SIGKILL → a new process back in discovery', kill.map((s) => s.backMs)));
+  console.log(
+    row(
+      'SIGSTOP → absent from discovery',
+      stop.map((s) => s.absentMs),
+      '≤ 10 000',
+    ),
+  );
+  console.log(
+    row(
+      'SIGCONT → back in discovery',
+      stop.map((s) => s.backMs),
+    ),
+  );
+  console.log(
+    row(
+      'SIGKILL → absent from discovery',
+      kill.map((s) => s.absentMs),
+      '≤ 2 000',
+    ),
+  );
+  console.log(
+    row(
+      'SIGKILL → a new process back in discovery',
+      kill.map((s) => s.backMs),
+    ),
+  );
 
   const costs: CostRow[] = [];
   for (const n of PROBE_SIZES) costs.push(await probingCost(n));
@@ -264,7 +312,9 @@ export async function runEvictionBench(): Promise<void> {
   console.log('| Ready proxies | probes/s | failed | worker CPU per probe, ms | Redis commands per probe | of which claims | probe latency p50 / p99, ms |');
   console.log('|---|---|---|---|---|---|---|');
   for (const c of costs) {
-    console.log(`| ${c.proxies} | ${fmt(c.probesPerSecond, 1)} | ${c.failed} | ${fmt(c.cpuMsPerProbe, 3)} | ${fmt(c.redisCommandsPerProbe, 2)} | ${fmt(c.claimsPerProbe, 2)} | ${fmt(c.latencyP50Ms, 1)} / ${fmt(c.latencyP99Ms, 1)} |`);
+    console.log(
+      `| ${c.proxies} | ${fmt(c.probesPerSecond, 1)} | ${c.failed} | ${fmt(c.cpuMsPerProbe, 3)} | ${fmt(c.redisCommandsPerProbe, 2)} | ${fmt(c.claimsPerProbe, 2)} | ${fmt(c.latencyP50Ms, 1)} / ${fmt(c.latencyP99Ms, 1)} |`,
+    );
   }
   console.log(JSON.stringify({ bench: 'eviction', stop, kill, costs }));
 }

@@ -89,11 +89,17 @@ export async function runHealthRoundBench(): Promise<void> {
     await once(child, 'exit');
   }
   const gc = typeof (globalThis as { gc?: unknown }).gc === 'function';
-  console.log(`KVM health round over N hosts — ${ROUNDS} rounds after the first; hosts behind an in-process ssh2 server + fake libvirt in a child process${gc ? '' : ' (run with --expose-gc for exact memory)'}`);
-  console.log('| hosts | first round (dials), ms | round p50, ms | round max, ms | dials after the first round | not-ready results | client memory per host, KiB |');
+  console.log(
+    `KVM health round over N hosts — ${ROUNDS} rounds after the first; hosts behind an in-process ssh2 server + fake libvirt in a child process${gc ? '' : ' (run with --expose-gc for exact memory)'}`,
+  );
+  console.log(
+    '| hosts | first round (dials), ms | round p50, ms | round max, ms | dials after the first round | not-ready results | client memory per host, KiB |',
+  );
   console.log('|---|---|---|---|---|---|---|');
   for (const r of rows) {
-    console.log(`| ${r.hosts} | ${fmt(r.firstRoundMs, 0)} | ${fmt(r.roundP50Ms, 1)} | ${fmt(r.roundMaxMs, 1)} | ${r.dialsAfterFirst} | ${r.notReady} | ${fmt(r.kibPerHost, 1)} |`);
+    console.log(
+      `| ${r.hosts} | ${fmt(r.firstRoundMs, 0)} | ${fmt(r.roundP50Ms, 1)} | ${fmt(r.roundMaxMs, 1)} | ${r.dialsAfterFirst} | ${r.notReady} | ${fmt(r.kibPerHost, 1)} |`,
+    );
   }
   console.log(JSON.stringify({ bench: 'health-round', rounds: ROUNDS, rows }));
 }

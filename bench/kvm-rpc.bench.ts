@@ -149,12 +149,7 @@ async function openBare(host: KvmHostConfig): Promise<{ op: () => Promise<unknow
  * Alternates 1-in-flight rounds of the pooled call and of the bare loop so that both see the
  * same machine load (this box is shared); rates are total calls over total time per kind.
  */
-async function interleaved(
-  rounds: number,
-  secondsPerRound: number,
-  a: () => Promise<unknown>,
-  b: () => Promise<unknown>,
-): Promise<[Rate, Rate]> {
+async function interleaved(rounds: number, secondsPerRound: number, a: () => Promise<unknown>, b: () => Promise<unknown>): Promise<[Rate, Rate]> {
   const acc = [
     { calls: 0, secs: 0, cpu: 0, samples: [] as number[] },
     { calls: 0, secs: 0, cpu: 0, samples: [] as number[] },
@@ -177,11 +172,9 @@ async function virshReference(host: KvmHostConfig, calls: number): Promise<{ per
   const dir = await mkdtemp(join(tmpdir(), 'kvm-bench-'));
   try {
     const wrapper = join(dir, 'ssh-wrapper');
-    await writeFile(
-      wrapper,
-      `#!/bin/sh\nexec ssh -F none -o UserKnownHostsFile=${host.knownHostsFile} -o StrictHostKeyChecking=yes -o BatchMode=yes "$@"\n`,
-      { mode: 0o755 },
-    );
+    await writeFile(wrapper, `#!/bin/sh\nexec ssh -F none -o UserKnownHostsFile=${host.knownHostsFile} -o StrictHostKeyChecking=yes -o BatchMode=yes "$@"\n`, {
+      mode: 0o755,
+    });
     const uri = `qemu+ssh://${host.user}@${host.address}:${host.port}/system?keyfile=${host.privateKeyFile}&command=${wrapper}`;
     const samples: number[] = [];
     for (let i = 0; i < calls; i++) {

@@ -36,7 +36,11 @@ function config(redisUrl: string, prefix: string, dataDir: string): AppConfig {
   });
 }
 
-export async function rawBullmq(redisUrl: string, n = N, prefix = '{bench-raw}'): Promise<{ jobsPerSecond: number; latency: { p50: number; p99: number; n: number } }> {
+export async function rawBullmq(
+  redisUrl: string,
+  n = N,
+  prefix = '{bench-raw}',
+): Promise<{ jobsPerSecond: number; latency: { p50: number; p99: number; n: number } }> {
   const queue = new Queue('raw', { connection: redisOptions(redisUrl, 'producer'), prefix, defaultJobOptions: { removeOnComplete: { count: 1000 } } });
   let done = 0;
   let onDone: (() => void) | undefined;
@@ -97,7 +101,11 @@ async function pipeline(
     });
     await new Promise<void>((resolve) => publisher?.stderr?.on('data', (d: Buffer) => d.toString().includes('publisher started') && resolve()));
   }
-  const checks = new Queue(QUEUES.checks, { connection: redisOptions(redisUrl, 'producer'), prefix: cfg.redis.prefix, defaultJobOptions: { removeOnComplete: { count: 1000 } } });
+  const checks = new Queue(QUEUES.checks, {
+    connection: redisOptions(redisUrl, 'producer'),
+    prefix: cfg.redis.prefix,
+    defaultJobOptions: { removeOnComplete: { count: 1000 } },
+  });
   const results = new Queue(QUEUES.results, { connection: redisOptions(redisUrl, 'producer'), prefix: cfg.redis.prefix });
   const published = async (): Promise<number> => {
     const c = await results.getJobCounts('completed', 'waiting', 'active');
@@ -152,8 +160,12 @@ export async function runPipelineBench(): Promise<void> {
     console.log('| | jobs/s | add→start p50 (ms) | add→start p99 (ms) |');
     console.log('|---|---|---|---|');
     console.log(`| raw BullMQ, no-op processor | ${fmt(raw.jobsPerSecond, 0)} | ${fmt(raw.latency.p50)} | ${fmt(raw.latency.p99)} |`);
-    console.log(`| check pipeline, no-op checker (check → result → published status) | ${fmt(ours.jobsPerSecond, 0)} | ${fmt(ours.latency.p50)} | ${fmt(ours.latency.p99)} |`);
-    console.log(`| check pipeline, publisher in its own process (as deployed) | ${fmt(split.jobsPerSecond, 0)} | ${fmt(split.latency.p50)} | ${fmt(split.latency.p99)} |`);
+    console.log(
+      `| check pipeline, no-op checker (check → result → published status) | ${fmt(ours.jobsPerSecond, 0)} | ${fmt(ours.latency.p50)} | ${fmt(ours.latency.p99)} |`,
+    );
+    console.log(
+      `| check pipeline, publisher in its own process (as deployed) | ${fmt(split.jobsPerSecond, 0)} | ${fmt(split.latency.p50)} | ${fmt(split.latency.p99)} |`,
+    );
     console.log(`ratio (pipeline / raw): one process ${fmt(ratio, 2)}, publisher apart ${fmt(splitRatio, 2)} (target ≥ 0.50)`);
     console.log(JSON.stringify({ bench: 'pipeline', n: N, concurrency: CONCURRENCY, raw, pipeline: ours, pipelineSplit: split, ratio, splitRatio }));
   } finally {

@@ -74,7 +74,10 @@ export async function runProxyLifecycleBench(): Promise<void> {
   console.log('| proxies | apply → all Ready, ms | delete → all gone, ms |');
   console.log('|---|---|---|');
   for (const r of rows) {
-    const ready = r.readyMs.length > 1 ? `p50 ${fmt(r.readyMs[Math.floor(r.readyMs.length / 2)] ?? NaN, 0)} (of ${r.readyMs.length}: ${r.readyMs.map((x) => fmt(x, 0)).join(', ')})` : fmt(r.readyMs[0] ?? NaN, 0);
+    const ready =
+      r.readyMs.length > 1
+        ? `p50 ${fmt(r.readyMs[Math.floor(r.readyMs.length / 2)] ?? NaN, 0)} (of ${r.readyMs.length}: ${r.readyMs.map((x) => fmt(x, 0)).join(', ')})`
+        : fmt(r.readyMs[0] ?? NaN, 0);
     console.log(`| ${r.proxies} | ${ready} | ${fmt(r.deleteMs, 0)} |`);
   }
   console.log(JSON.stringify({ bench: 'proxy-lifecycle', rows }));

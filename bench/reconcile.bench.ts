@@ -23,7 +23,10 @@ import { fmt } from './stats.ts';
 const N = Number(process.env.BENCH_PROXIES ?? 300);
 
 function start(args: string[], env: Record<string, string>, readyText: string): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['bin/egress.js', ...args], { env: { ...process.env, ...env, EGRESS_LOG_LEVEL: 'info' }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, ['bin/egress.js', ...args], {
+    env: { ...process.env, ...env, EGRESS_LOG_LEVEL: 'info' },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   const lines = createInterface({ input: child.stderr as NodeJS.ReadableStream });
   return new Promise((resolve, reject) => {
     lines.on('line', (l) => l.includes(readyText) && resolve(child));
@@ -32,11 +35,13 @@ function start(args: string[], env: Record<string, string>, readyText: string): 
 }
 
 async function stop(children: ChildProcess[]): Promise<void> {
-  await Promise.all(children.map(async (c) => {
-    if (c.exitCode !== null) return;
-    c.kill('SIGTERM');
-    await once(c, 'exit');
-  }));
+  await Promise.all(
+    children.map(async (c) => {
+      if (c.exitCode !== null) return;
+      c.kill('SIGTERM');
+      await once(c, 'exit');
+    }),
+  );
 }
 
 async function round(workers: number, redisUrl: string, dir: string): Promise<number> {
@@ -44,7 +49,10 @@ async function round(workers: number, redisUrl: string, dir: string): Promise<nu
   kube.store.namespaces.add('proxies');
   await writeFile(join(dir, 'token'), 't\n');
   const file = join(dir, `egress-${workers}.yaml`);
-  await writeFile(file, `providers:\n  - { name: k8s, type: kubernetes, server: "${kube.url}", tokenFile: ${join(dir, 'token')}, skipTLSVerify: true, namespace: proxies, proxies: { port: 3128 } }\n`);
+  await writeFile(
+    file,
+    `providers:\n  - { name: k8s, type: kubernetes, server: "${kube.url}", tokenFile: ${join(dir, 'token')}, skipTLSVerify: true, namespace: proxies, proxies: { port: 3128 } }\n`,
+  );
   const prefix = `{bench-reconcile-${workers}}`;
   const port = await freePort();
   const env = { REDIS_URL: redisUrl };
@@ -80,7 +88,9 @@ export async function runReconcileBench(): Promise<void> {
     const raw = await rawBullmq(redis.url);
     const one = await round(1, redis.url, dir);
     const two = await round(2, redis.url, dir);
-    console.log(`reconcile throughput — ${N} proxies on the fake kube-apiserver, worker concurrency 10, first reconcile each (Pod created, Provisioning written)`);
+    console.log(
+      `reconcile throughput — ${N} proxies on the fake kube-apiserver, worker concurrency 10, first reconcile each (Pod created, Provisioning written)`,
+    );
     console.log('| | reconciles/s | vs raw BullMQ |');
     console.log('|---|---|---|');
     console.log(`| raw BullMQ, no-op processor (same Redis, same run) | ${fmt(raw.jobsPerSecond, 0)} | 1.00 |`);

@@ -18,7 +18,10 @@ export async function closeWorkerBounded(worker: Worker, graceMs: number, logger
   worker.cancelAllJobs('shutdown');
   if ((await Promise.race([closing.then(() => 'closed' as const), delay(Math.min(graceMs, 5000))])) === 'closed') return;
   logger.warn({ queue: worker.name }, 'jobs ignored the abort: closing without waiting; the stalled check will requeue them');
-  const forced = worker.close(true).then(() => 'closed' as const, () => 'closed' as const);
+  const forced = worker.close(true).then(
+    () => 'closed' as const,
+    () => 'closed' as const,
+  );
   if ((await Promise.race([forced, delay(FORCE_CLOSE_MS)])) === 'closed') return;
   // Seen on a Redis Cluster right after a master died: BullMQ's close can wait for good on a
   // blocking command to a node that is gone. Drop the connections instead.

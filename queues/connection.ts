@@ -76,9 +76,7 @@ export function redisOptions(target: RedisTarget | string, kind: 'worker' | 'pro
   }
   // Workers block on Redis and must never give up a command; producers fail fast so that an
   // API call or a CLI command reports Redis being down instead of hanging.
-  return kind === 'worker'
-    ? { ...base, maxRetriesPerRequest: null }
-    : { ...base, maxRetriesPerRequest: 1, enableOfflineQueue: false, connectTimeout: 5000 };
+  return kind === 'worker' ? { ...base, maxRetriesPerRequest: null } : { ...base, maxRetriesPerRequest: 1, enableOfflineQueue: false, connectTimeout: 5000 };
 }
 
 /** An ioredis client (a Redis, or a Cluster for a cluster target) for options from `redisOptions`. */

@@ -19,7 +19,8 @@ interface RetryData {
 export function retryVerdict(err: unknown): RetryVerdict {
   for (let e: unknown = err, depth = 0; e instanceof Error && depth < 10; e = e.cause, depth++) {
     const data = e as Error & RetryData;
-    if (typeof data.retryAfterMs === 'number' && Number.isFinite(data.retryAfterMs) && data.retryAfterMs >= 0) return { kind: 'later', delayMs: data.retryAfterMs };
+    if (typeof data.retryAfterMs === 'number' && Number.isFinite(data.retryAfterMs) && data.retryAfterMs >= 0)
+      return { kind: 'later', delayMs: data.retryAfterMs };
     if (typeof data.retryable === 'boolean') return data.retryable ? { kind: 'retry' } : { kind: 'final' };
   }
   return { kind: 'retry' };

@@ -54,7 +54,9 @@ export function checkHandler(deps: CheckProcessorDeps): JobHandler {
     const log = deps.logger.child({ jobId, queue: QUEUES.checks, provider: provider.name, trigger: data.trigger });
 
     // The deadline starts with the check, not while the job waited for a place.
-    const { checkedAt, targets } = await deps.checkSlots(() => ctx.deadline(async (limit) => ({ checkedAt: new Date().toISOString(), targets: await runCheck(provider, limit) })));
+    const { checkedAt, targets } = await deps.checkSlots(() =>
+      ctx.deadline(async (limit) => ({ checkedAt: new Date().toISOString(), targets: await runCheck(provider, limit) })),
+    );
     if (ctx.signal.aborted) throw new CheckInterruptedError(ctx.signal.reason);
 
     // Validated on this end too: a checker returning a malformed result fails here, not in the publisher.

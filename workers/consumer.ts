@@ -34,5 +34,10 @@ export function consumeJobs(deps: ConsumerDeps, queue: QueueName, handlers: read
 
 /** A queue a consumer adds jobs to (results, follow-up reconciles), on a connection that waits out Redis outages. */
 export function openJobQueue(deps: Pick<ConsumerDeps, 'config' | 'redisTarget' | 'logger'>, name: QueueName): Queue {
-  return openQueue(name, { connection: redisOptions(deps.redisTarget, 'worker'), prefix: deps.config.redis.prefix, settings: deps.config, logger: deps.logger });
+  return openQueue(name, {
+    connection: redisOptions(deps.redisTarget, 'worker'),
+    prefix: deps.config.redis.prefix,
+    settings: deps.config,
+    logger: deps.logger,
+  });
 }

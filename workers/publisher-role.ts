@@ -48,7 +48,11 @@ export async function publishResults(
   }
   const stored = await Promise.all(
     [...byProvider].map(([provider, list]) =>
-      deps.store.updateProviderHealth(provider, (current) => list.reduce<ProviderHealth | undefined>((health, result) => nextProviderHealth(health, result, deps.now()), current), signal),
+      deps.store.updateProviderHealth(
+        provider,
+        (current) => list.reduce<ProviderHealth | undefined>((health, result) => nextProviderHealth(health, result, deps.now()), current),
+        signal,
+      ),
     ),
   );
   return stored.filter((health) => health !== undefined);
@@ -72,7 +76,10 @@ export async function startPublisherRole(deps: PublisherDeps): Promise<Publisher
   const consumer = await consumeJobs(
     deps,
     QUEUES.results,
-    [handle(JOBS.results, (data, ctx) => publish(data.results, ctx.job.id, ctx.signal)), handle(JOBS.result, (data, ctx) => publish([data], ctx.job.id, ctx.signal))],
+    [
+      handle(JOBS.results, (data, ctx) => publish(data.results, ctx.job.id, ctx.signal)),
+      handle(JOBS.result, (data, ctx) => publish([data], ctx.job.id, ctx.signal)),
+    ],
     // Transactions on one provider's object serialise in the store; concurrency overlaps the
     // queue round trips of different results.
     32,

@@ -43,7 +43,10 @@ export function reconcileHandlers(deps: ReconcileProcessorDeps): JobHandler[] {
     const provider = (await deps.proxies.get(data.proxy, ctx.signal))?.spec.provider;
     const outcome = await ctx.deadline((limit) => reconcileProxy(data.proxy, withHooks, limit));
     deps.metrics?.outcome(provider ?? 'unknown', outcome.kind);
-    log.info({ outcome: outcome.kind, ...('why' in outcome ? { why: outcome.why } : {}), ...('message' in outcome ? { message: outcome.message } : {}) }, 'reconciled proxy');
+    log.info(
+      { outcome: outcome.kind, ...('why' in outcome ? { why: outcome.why } : {}), ...('message' in outcome ? { message: outcome.message } : {}) },
+      'reconciled proxy',
+    );
     if (outcome.kind === 'retry-later') throw new LookAgainLater(deps.recheckMs, outcome.why);
     return outcome;
   });

@@ -58,17 +58,19 @@ export function createResultBatcher(queue: Queue, options: { maxBatch?: number }
       batch.length === 1 && batch[0]
         ? enqueue(queue, JOBS.result, batch[0].result, { jobId })
         : enqueue(queue, JOBS.results, { results: batch.map((p) => p.result) }, { jobId });
-    added.then(
-      () => {
-        for (const p of batch) p.resolve();
-      },
-      (err: unknown) => {
-        for (const p of batch) p.reject(err);
-      },
-    ).finally(() => {
-      inFlight = false;
-      schedule();
-    });
+    added
+      .then(
+        () => {
+          for (const p of batch) p.resolve();
+        },
+        (err: unknown) => {
+          for (const p of batch) p.reject(err);
+        },
+      )
+      .finally(() => {
+        inFlight = false;
+        schedule();
+      });
   }
 
   return {

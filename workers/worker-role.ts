@@ -87,7 +87,10 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
   const readiness = config.worker.queues.includes('reconcile')
     ? startReadiness({ config, redisTarget: deps.redisTarget, proxies: deps.proxies, logger }, reconcileQueue, lifecycles, probe, reconcileMetrics)
     : undefined;
-  logger.info({ queues: config.worker.queues, concurrency: config.worker.concurrency, probeIntervalMs: readiness?.probeLoop ? config.readiness.intervalMs : 0 }, 'worker started');
+  logger.info(
+    { queues: config.worker.queues, concurrency: config.worker.concurrency, probeIntervalMs: readiness?.probeLoop ? config.readiness.intervalMs : 0 },
+    'worker started',
+  );
 
   let closing: Promise<void> | undefined;
   return {

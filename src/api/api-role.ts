@@ -36,7 +36,9 @@ export interface ApiRole {
 /** `egress api`: the HTTP API, Bull Board and /metrics. */
 export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
   const { config, logger } = deps;
-  const queues = ALL_QUEUES.map((name) => openQueue(name, { connection: redisOptions(deps.redisTarget, 'producer'), prefix: config.redis.prefix, settings: config, logger }));
+  const queues = ALL_QUEUES.map((name) =>
+    openQueue(name, { connection: redisOptions(deps.redisTarget, 'producer'), prefix: config.redis.prefix, settings: config, logger }),
+  );
   const checks = queues.find((q) => q.name === QUEUES.checks) as Queue;
   const checkEvents = new QueueEvents(QUEUES.checks, { connection: redisOptions(deps.redisTarget, 'worker'), prefix: config.redis.prefix });
   checkEvents.on('error', (err) => logger.warn({ err: err.message }, 'queue events connection error'));
@@ -45,9 +47,19 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
   // open keeps reconnecting and keeps the process alive.
   const closeOpened = async (): Promise<void> => {
     await Promise.allSettled([
-      closeWithin(2000, () => checkEvents.close(), () => checkEvents.disconnect()),
+      closeWithin(
+        2000,
+        () => checkEvents.close(),
+        () => checkEvents.disconnect(),
+      ),
       proxies.close(),
-      ...queues.map((q) => closeWithin(2000, () => q.close(), () => q.disconnect())),
+      ...queues.map((q) =>
+        closeWithin(
+          2000,
+          () => q.close(),
+          () => q.disconnect(),
+        ),
+      ),
     ]);
   };
   let server: ServerType;
@@ -56,7 +68,11 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
     await checkEvents.waitUntilReady();
     registerProviderGauges(deps.registry, deps.store);
     registerQueueGauges(deps.registry, queues);
-    registerProxyGauge(deps.registry, proxies, config.providers.map((p) => p.name));
+    registerProxyGauge(
+      deps.registry,
+      proxies,
+      config.providers.map((p) => p.name),
+    );
     const hosts = new HostAllowList([...config.api.allowedHosts, ...echoHost(config.echoUrl)]);
     const app = createApiApp({
       store: deps.store,
@@ -99,9 +115,21 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
           if ('closeAllConnections' in server) server.closeAllConnections();
         });
         // Bounded: after a Redis outage QueueEvents' close can wait on its blocked reader for good.
-        await closeWithin(2000, () => checkEvents.close(), () => checkEvents.disconnect());
+        await closeWithin(
+          2000,
+          () => checkEvents.close(),
+          () => checkEvents.disconnect(),
+        );
         await proxies.close();
-        await Promise.all(queues.map((q) => closeWithin(2000, () => q.close(), () => q.disconnect())));
+        await Promise.all(
+          queues.map((q) =>
+            closeWithin(
+              2000,
+              () => q.close(),
+              () => q.disconnect(),
+            ),
+          ),
+        );
       })();
       return closing;
     },
@@ -132,4 +160,3 @@ function echoHost(echoUrl: string | undefined): string[] {
   const u = new URL(echoUrl);
   return [u.port ? u.host : `${u.host}:${u.protocol === 'https:' ? 443 : 80}`];
 }
-

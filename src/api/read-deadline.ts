@@ -37,7 +37,11 @@ export function readDeadline(deadlineMs: number, exempt: readonly string[]): Mid
     if ((c.req.method !== 'GET' && c.req.method !== 'HEAD') || exempt.includes(c.req.path)) return next();
     const timeout = AbortSignal.timeout(deadlineMs);
     try {
-      await raceSignal(next(), timeout, () => new StoreUnavailableError(`no answer from the store within ${deadlineMs / 1000}s: Redis is unreachable or overloaded; try again`));
+      await raceSignal(
+        next(),
+        timeout,
+        () => new StoreUnavailableError(`no answer from the store within ${deadlineMs / 1000}s: Redis is unreachable or overloaded; try again`),
+      );
     } catch (err) {
       if (!(err instanceof StoreUnavailableError)) throw err;
       c.res = c.json({ error: err.code, message: err.message }, 503);

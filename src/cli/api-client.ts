@@ -28,7 +28,10 @@ export interface ApiClientOptions {
 export async function resolveToken(tokenFile: string | undefined, token: string | undefined): Promise<string | undefined> {
   if (tokenFile) {
     const text = await readFile(tokenFile, 'utf8');
-    return text.split('\n').map((l) => l.trim()).find((l) => l && !l.startsWith('#'));
+    return text
+      .split('\n')
+      .map((l) => l.trim())
+      .find((l) => l && !l.startsWith('#'));
   }
   return token || undefined;
 }

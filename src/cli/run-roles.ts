@@ -81,11 +81,14 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
       redisUrl = own.url;
       logger.info({ url: own.displayUrl, redisPid: own.pid, dir: own.dir, diesWithOwner: own.diesWithOwner }, 'started a private redis-server');
       if (!own.diesWithOwner) {
-        logger.warn('setpriv --pdeathsig is not available: if this process is killed with -9, its redis-server keeps running until the next start on this data directory stops it');
+        logger.warn(
+          'setpriv --pdeathsig is not available: if this process is killed with -9, its redis-server keeps running until the next start on this data directory stops it',
+        );
       }
     }
     const redisTarget = redisTargetOf(config.redis, redisUrl);
-    if (redisTarget.kind === 'cluster') logger.info({ nodes: redisTarget.nodes.map((n) => `${n.host}:${n.port}`), tls: redisTarget.tls }, 'using a Redis Cluster');
+    if (redisTarget.kind === 'cluster')
+      logger.info({ nodes: redisTarget.nodes.map((n) => `${n.host}:${n.port}`), tls: redisTarget.tls }, 'using a Redis Cluster');
     const redis: RedisClient = createRedis(redisTarget, 'worker', logger.child({ component: 'redis' }));
     closers.push(() => closeRedis(redis));
     await warnUnlessNoEviction(redis, logger);
@@ -104,7 +107,11 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
     }
     let metricsListener: { host: string; port: number } | undefined;
     if (config.metricsPort !== undefined && !roles.includes('api')) {
-      const metrics = await startMetricsServer(registry, config.api.host, config.metricsPort, { tokens: config.api.tokens, allowedHosts: config.api.allowedHosts, logger });
+      const metrics = await startMetricsServer(registry, config.api.host, config.metricsPort, {
+        tokens: config.api.tokens,
+        allowedHosts: config.api.allowedHosts,
+        logger,
+      });
       closers.push(() => metrics.close());
       metricsListener = listenerOf(metrics.url);
       logger.info({ url: `${metrics.url}/metrics` }, 'metrics listening');

@@ -107,7 +107,10 @@ async function readTokens(file: string): Promise<string[]> {
   } catch (err) {
     throw new ConfigError('--api-token-file', `cannot read ${file}: ${(err as Error).message}`, { cause: err });
   }
-  const tokens = text.split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+  const tokens = text
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l && !l.startsWith('#'));
   if (tokens.length === 0) throw new ConfigError('--api-token-file', `${file} holds no token (one token a line)`);
   if (tokens.some((t) => t.length < 16)) throw new ConfigError('--api-token-file', `every token in ${file} must be at least 16 characters`);
   return tokens;
@@ -118,20 +121,25 @@ const MAX_BODY = 1024 ** 3;
 
 function parseMaxBody(text: string): number {
   const n = parseByteSize(text);
-  if (n === undefined || n < MIN_BODY || n > MAX_BODY) throw new ConfigError('--max-body-size', `expected a size from 1KiB to 1GiB such as 1MiB, 512KiB or 65536 (bytes), got "${text}"`);
+  if (n === undefined || n < MIN_BODY || n > MAX_BODY)
+    throw new ConfigError('--max-body-size', `expected a size from 1KiB to 1GiB such as 1MiB, 512KiB or 65536 (bytes), got "${text}"`);
   return n;
 }
 
 /** `--allowed-host` values: a host name or address, optionally with a port (`egress.local`, `egress.local:8080`, `[::1]:8080`). */
 function parseAllowedHosts(values: readonly string[]): string[] {
   for (const text of values) {
-    if (!parseAuthority(text)) throw new ConfigError('--allowed-host', `expected a host name or address with an optional port (egress.local, egress.local:8080), got "${text}"`);
+    if (!parseAuthority(text))
+      throw new ConfigError('--allowed-host', `expected a host name or address with an optional port (egress.local, egress.local:8080), got "${text}"`);
   }
   return [...values];
 }
 
 function parseQueues(text: string): WorkQueue[] {
-  const queues = text.split(',').map((q) => q.trim()).filter(Boolean);
+  const queues = text
+    .split(',')
+    .map((q) => q.trim())
+    .filter(Boolean);
   if (queues.length === 0) throw new ConfigError('--queues', 'expected at least one queue');
   for (const q of queues) {
     if (!(QUEUE_SET as readonly string[]).includes(q)) throw new ConfigError('--queues', `unknown queue "${q}" (known: ${QUEUE_SET.join(', ')})`);
@@ -164,10 +172,14 @@ function parseRedisUrl(text: string | undefined): string | undefined {
 /** The `--probe-*` flags: each probe step must fit well inside the probe interval. */
 function readinessSettings(flags: ServerFlags): AppConfig['readiness'] {
   const intervalMs = nonNegativeDuration('--probe-interval', flags.probeInterval);
-  if (intervalMs > 0 && intervalMs < 1000) throw new ConfigError('--probe-interval', `expected 0 (probe only on the resync) or at least 1s, got "${flags.probeInterval}"`);
+  if (intervalMs > 0 && intervalMs < 1000)
+    throw new ConfigError('--probe-interval', `expected 0 (probe only on the resync) or at least 1s, got "${flags.probeInterval}"`);
   const timeoutMs = positiveDuration('--probe-timeout', flags.probeTimeout);
   if (intervalMs > 0 && timeoutMs * 2 > intervalMs) {
-    throw new ConfigError('--probe-timeout', `must be at most half of --probe-interval (${flags.probeInterval}): a probe has two steps under it, got "${flags.probeTimeout}"`);
+    throw new ConfigError(
+      '--probe-timeout',
+      `must be at most half of --probe-interval (${flags.probeInterval}): a probe has two steps under it, got "${flags.probeTimeout}"`,
+    );
   }
   return {
     failureThreshold: integer('--probe-failures', flags.probeFailures, 1, 100),
@@ -180,7 +192,10 @@ function readinessSettings(flags: ServerFlags): AppConfig['readiness'] {
 
 /** `host:port,host:port,…` (IPv6 as `[::1]:7000`) of `--redis-cluster-nodes`. */
 function parseClusterNodes(text: string): { host: string; port: number }[] {
-  const items = text.split(',').map((s) => s.trim()).filter(Boolean);
+  const items = text
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   if (items.length === 0) throw new ConfigError('--redis-cluster-nodes', 'expected host:port,… (at least one node)');
   return items.map((item) => {
     const m = /^(\[[0-9a-fA-F:.]+\]|[^\s:[\]/@]+):(\d{1,5})$/.exec(item);
@@ -235,12 +250,19 @@ async function parseRedisSettings(flags: ServerFlags): Promise<RedisSettings> {
   }
   const tlsUrl = url !== undefined && new URL(url).protocol === 'rediss:';
   if (flags.redisTls && url !== undefined && !tlsUrl) throw new ConfigError('--redis-tls', 'a redis:// URL is plain TCP: use rediss:// for TLS');
-  if (flags.redisTls && url === undefined && nodes === undefined) throw new ConfigError('--redis-tls', 'applies to --redis-url or --redis-cluster-nodes; the private redis-server speaks plain TCP on loopback');
+  if (flags.redisTls && url === undefined && nodes === undefined)
+    throw new ConfigError('--redis-tls', 'applies to --redis-url or --redis-cluster-nodes; the private redis-server speaks plain TCP on loopback');
   const ca = flags.redisCaFile ? await readRedisCa(flags.redisCaFile) : undefined;
-  if (ca !== undefined && url !== undefined && !tlsUrl) throw new ConfigError('--redis-ca-file', 'a redis:// URL is plain TCP: use rediss:// to verify the server with this CA');
-  if (ca !== undefined && url === undefined && nodes === undefined) throw new ConfigError('--redis-ca-file', 'applies to --redis-url (rediss://) or --redis-cluster-nodes; the private redis-server speaks plain TCP on loopback');
+  if (ca !== undefined && url !== undefined && !tlsUrl)
+    throw new ConfigError('--redis-ca-file', 'a redis:// URL is plain TCP: use rediss:// to verify the server with this CA');
+  if (ca !== undefined && url === undefined && nodes === undefined)
+    throw new ConfigError(
+      '--redis-ca-file',
+      'applies to --redis-url (rediss://) or --redis-cluster-nodes; the private redis-server speaks plain TCP on loopback',
+    );
   const password = flags.redisPasswordFile ? await readRedisPassword(flags.redisPasswordFile) : undefined;
-  if (password !== undefined && url === undefined && nodes === undefined) throw new ConfigError('--redis-password-file', 'applies to --redis-url or --redis-cluster-nodes; the private redis-server makes its own password');
+  if (password !== undefined && url === undefined && nodes === undefined)
+    throw new ConfigError('--redis-password-file', 'applies to --redis-url or --redis-cluster-nodes; the private redis-server makes its own password');
   if (password !== undefined && url !== undefined) {
     const u = new URL(url);
     if (u.password !== '') throw new ConfigError('--redis-password-file', 'REDIS_URL already carries a password: give it in one place');
@@ -263,7 +285,8 @@ export async function buildServerConfig(flags: ServerFlags, options: { defaultPr
   const checks = resolveCheckSchedule(flags.providerCheckInterval, flags.providerCheckTimeout);
   const port = integer('--port', flags.port, 0, 65535);
   if (!LOG_LEVELS.includes(flags.logLevel)) throw new ConfigError('--log-level', `expected one of ${LOG_LEVELS.join(', ')}, got "${flags.logLevel}"`);
-  if (!/^\{[^{}]+\}/.test(flags.prefix)) throw new ConfigError('--prefix', `must start with a hash tag such as {egress} so that Redis Cluster keeps every key in one slot, got "${flags.prefix}"`);
+  if (!/^\{[^{}]+\}/.test(flags.prefix))
+    throw new ConfigError('--prefix', `must start with a hash tag such as {egress} so that Redis Cluster keeps every key in one slot, got "${flags.prefix}"`);
   const tokens = flags.apiTokenFile ? await readTokens(flags.apiTokenFile) : [];
   if (options.servesApi && !isLoopback(flags.host) && tokens.length === 0) {
     throw new ConfigError('--host', `binding ${flags.host} (not loopback) requires --api-token-file`);

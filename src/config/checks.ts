@@ -31,10 +31,7 @@ export function resolveCheckSchedule(intervalText: string, timeoutText: string):
   const timeoutMs = parseFlag('--provider-check-timeout', timeoutText);
   if (timeoutMs < 0) throw new ConfigError('--provider-check-timeout', `must not be negative, got ${timeoutText}`);
   if (intervalMs > 0 && timeoutMs > intervalMs) {
-    throw new ConfigError(
-      '--provider-check-timeout',
-      `must not be longer than --provider-check-interval (${formatDuration(intervalMs)}), got ${timeoutText}`,
-    );
+    throw new ConfigError('--provider-check-timeout', `must not be longer than --provider-check-interval (${formatDuration(intervalMs)}), got ${timeoutText}`);
   }
   const derived = intervalMs > 0 ? Math.min(MAX_DEFAULT_CHECK_TIMEOUT_MS, intervalMs) : MAX_DEFAULT_CHECK_TIMEOUT_MS;
   return { intervalMs, timeoutMs: timeoutMs === 0 ? derived : timeoutMs };

@@ -20,7 +20,11 @@ export function formatDuration(ms: number): string {
   const sign = ms < 0 ? '-' : '';
   let rest = Math.abs(ms);
   let out = '';
-  for (const [unit, size] of [['h', 3_600_000], ['m', 60_000], ['s', 1000]] as const) {
+  for (const [unit, size] of [
+    ['h', 3_600_000],
+    ['m', 60_000],
+    ['s', 1000],
+  ] as const) {
     if (rest >= size) {
       out += `${Math.floor(rest / size)}${unit}`;
       rest %= size;

@@ -4,12 +4,7 @@ import { kubernetesProviderSchema } from '../providers/kubernetes/config.ts';
 import { kvmProviderSchema } from '../providers/kvm/config.ts';
 import { localProviderSchema } from '../providers/local/config.ts';
 
-export const providerSchema = z.discriminatedUnion('type', [
-  localProviderSchema,
-  kvmProviderSchema,
-  kubernetesProviderSchema,
-  gcpProviderSchema,
-]);
+export const providerSchema = z.discriminatedUnion('type', [localProviderSchema, kvmProviderSchema, kubernetesProviderSchema, gcpProviderSchema]);
 
 export type ProviderConfig = z.infer<typeof providerSchema>;
 export type ProviderType = ProviderConfig['type'];

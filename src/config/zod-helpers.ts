@@ -120,7 +120,9 @@ function projectMessage(issue: z.core.$ZodRawIssue): string | undefined {
         return value === undefined ? `required: one of ${options}` : `expected one of ${options}, got ${shownValue(value)}`;
       }
       // A union of types (a number or a string): name them.
-      const types = raw.errors.flatMap((branch) => (branch.length === 1 && branch[0]?.code === 'invalid_type' && branch[0].path.length === 0 ? [branch[0].expected] : []));
+      const types = raw.errors.flatMap((branch) =>
+        branch.length === 1 && branch[0]?.code === 'invalid_type' && branch[0].path.length === 0 ? [branch[0].expected] : [],
+      );
       if (raw.input === undefined) return 'required';
       if (types.length === raw.errors.length && types.length > 0) return `expected ${types.map(typeName).join(' or ')}, got ${shownValue(raw.input)}`;
       // The value has the type of one branch but breaks its rules (-5 for a duration): that branch's message.
@@ -153,7 +155,10 @@ export function issueLines(error: z.core.$ZodError): string[] {
 }
 
 /** Parses with the project's wording: on failure, one line per issue (see `issueLines`). */
-export function safeParseWorded<T extends z.ZodType>(schema: T, value: unknown): { ok: true; data: z.output<T> } | { ok: false; lines: string[]; error: z.core.$ZodError } {
+export function safeParseWorded<T extends z.ZodType>(
+  schema: T,
+  value: unknown,
+): { ok: true; data: z.output<T> } | { ok: false; lines: string[]; error: z.core.$ZodError } {
   const result = schema.safeParse(value, { error: projectErrorMap, reportInput: true });
   return result.success ? { ok: true, data: result.data } : { ok: false, lines: issueLines(result.error), error: result.error };
 }

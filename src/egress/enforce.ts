@@ -48,7 +48,12 @@ export function pinnedLookup(addresses: readonly LookupAddress[]): LookupFunctio
  * not resolve it); any other host is resolved once, each address judged, and the connection pinned
  * to the allowed ones (returned as a lookup). Throws EgressDeniedError when no address is allowed.
  */
-export async function checkEgress(policy: () => EgressPolicy, target: EgressTarget, resolve: Resolver, signal: AbortSignal): Promise<LookupFunction | undefined> {
+export async function checkEgress(
+  policy: () => EgressPolicy,
+  target: EgressTarget,
+  resolve: Resolver,
+  signal: AbortSignal,
+): Promise<LookupFunction | undefined> {
   const shown = `${target.hostname}:${target.port}`;
   if (parseAddress(target.hostname)) {
     const decision = policy().judge(target.hostname, target.port, target.request);

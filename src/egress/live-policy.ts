@@ -61,7 +61,10 @@ export async function startLivePolicy(options: LivePolicyOptions): Promise<LiveP
     for (const name of names) {
       try {
         const found = await lookup(name, { all: true, verbatim: true });
-        next.set(name, found.map((a) => a.address));
+        next.set(
+          name,
+          found.map((a) => a.address),
+        );
       } catch (err) {
         const previous = resolved.get(name);
         if (previous) next.set(name, previous);
@@ -86,7 +89,10 @@ export async function startLivePolicy(options: LivePolicyOptions): Promise<LiveP
       try {
         text = await readText(file);
       } catch (err) {
-        logger.error({ file, err: (err as Error).message }, loaded ? 'egress policy unreadable; keeping the last one' : 'egress policy unreadable; default deny only');
+        logger.error(
+          { file, err: (err as Error).message },
+          loaded ? 'egress policy unreadable; keeping the last one' : 'egress policy unreadable; default deny only',
+        );
         return;
       }
     } else {
@@ -101,7 +107,10 @@ export async function startLivePolicy(options: LivePolicyOptions): Promise<LiveP
     try {
       doc = parsePolicyDocument(text);
     } catch (err) {
-      logger.error({ source, err: (err as Error).message }, loaded ? 'egress policy invalid; keeping the last one' : 'egress policy invalid; default deny only');
+      logger.error(
+        { source, err: (err as Error).message },
+        loaded ? 'egress policy invalid; keeping the last one' : 'egress policy invalid; default deny only',
+      );
       return;
     }
     lastText = text;

@@ -17,9 +17,7 @@ export interface EgressRequest {
   path: string;
 }
 
-export type EgressDecision =
-  | { allowed: true; reason: 'allowed' | 'allowed-range' | 'echo' }
-  | { allowed: false; reason: DenyReason };
+export type EgressDecision = { allowed: true; reason: 'allowed' | 'allowed-range' | 'echo' } | { allowed: false; reason: DenyReason };
 
 /** What the policy needs to know about the machine it runs on; the proxy program keeps it fresh. */
 export interface PolicyContext {

@@ -87,7 +87,11 @@ export class JobInspector {
     }
     const [first, ...rest] = found;
     if (!first) throw new NotFoundError('job', id);
-    if (rest.length > 0) throw new AmbiguousJobError(id, found.map((f) => f.queue.name));
+    if (rest.length > 0)
+      throw new AmbiguousJobError(
+        id,
+        found.map((f) => f.queue.name),
+      );
     return first;
   }
 

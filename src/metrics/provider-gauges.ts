@@ -34,5 +34,9 @@ export function registerProviderGauges(registry: Registry, store: StatusStore): 
   };
   gauge('proxy_operator_provider_target_up', 'Whether the last health check of a provider target passed (1) or not (0).', (t) => (t.ready ? 1 : 0));
   gauge('proxy_operator_provider_check_duration_seconds', 'How long the last health check of a provider target took.', (t) => t.durationSeconds);
-  gauge('proxy_operator_provider_check_timestamp_seconds', 'Unix time of the last health check of a provider target.', (t) => Date.parse(t.lastCheckTime) / 1000);
+  gauge(
+    'proxy_operator_provider_check_timestamp_seconds',
+    'Unix time of the last health check of a provider target.',
+    (t) => Date.parse(t.lastCheckTime) / 1000,
+  );
 }

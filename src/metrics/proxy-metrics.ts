@@ -40,8 +40,18 @@ const byRegistry = new WeakMap<Registry, ReconcileMetrics>();
 export function createReconcileMetrics(registry: Registry): ReconcileMetrics {
   const existing = byRegistry.get(registry);
   if (existing) return existing;
-  const outcomes = new Counter({ name: 'proxy_operator_reconciles_total', help: 'Reconciles by provider and outcome (ready, failed, deleted, retry-later, gone).', labelNames: ['provider', 'outcome'], registers: [registry] });
-  const probes = new Counter({ name: 'proxy_operator_readiness_probes_total', help: 'Readiness probes through proxies, by provider and result.', labelNames: ['provider', 'result'], registers: [registry] });
+  const outcomes = new Counter({
+    name: 'proxy_operator_reconciles_total',
+    help: 'Reconciles by provider and outcome (ready, failed, deleted, retry-later, gone).',
+    labelNames: ['provider', 'outcome'],
+    registers: [registry],
+  });
+  const probes = new Counter({
+    name: 'proxy_operator_readiness_probes_total',
+    help: 'Readiness probes through proxies, by provider and result.',
+    labelNames: ['provider', 'result'],
+    registers: [registry],
+  });
   const probeSeconds = new Histogram({
     name: 'proxy_operator_readiness_probe_duration_seconds',
     help: 'Readiness probe latency (TCP connect and the request through the proxy), by provider and result.',
@@ -49,7 +59,12 @@ export function createReconcileMetrics(registry: Registry): ReconcileMetrics {
     buckets: PROBE_BUCKETS,
     registers: [registry],
   });
-  const unready = new Counter({ name: 'proxy_operator_proxies_unready_total', help: 'Ready proxies taken out of discovery (every cause).', labelNames: ['provider'], registers: [registry] });
+  const unready = new Counter({
+    name: 'proxy_operator_proxies_unready_total',
+    help: 'Ready proxies taken out of discovery (every cause).',
+    labelNames: ['provider'],
+    registers: [registry],
+  });
   const evictions = new Counter({
     name: 'proxy_operator_proxy_evictions_total',
     help: 'Ready proxies taken out of discovery, by cause (timeout, refused, probe-failed, process-exited).',
@@ -63,7 +78,12 @@ export function createReconcileMetrics(registry: Registry): ReconcileMetrics {
     buckets: READY_BUCKETS,
     registers: [registry],
   });
-  const replaced = new Counter({ name: 'proxy_operator_proxy_replacements_total', help: 'Instances replaced after their proxy stayed unready too long.', labelNames: ['provider'], registers: [registry] });
+  const replaced = new Counter({
+    name: 'proxy_operator_proxy_replacements_total',
+    help: 'Instances replaced after their proxy stayed unready too long.',
+    labelNames: ['provider'],
+    registers: [registry],
+  });
   const metrics: ReconcileMetrics = {
     outcome: (provider, outcome) => outcomes.inc({ provider, outcome }),
     probe: (provider, ok, durationSeconds) => {

@@ -31,7 +31,13 @@ export function readySeconds(status: ProxyStatus, now: Date): number | undefined
  * once): still Ready with the failure counted while fewer than `failureThreshold` probes in a row
  * failed, else out of discovery (`Provisioning`, `unreadySince` now). Pure.
  */
-export function afterFailure(status: ProxyStatus, message: string, rules: ReadinessRules, now: Date, immediate = false): { status: ProxyStatus; evicted: boolean } {
+export function afterFailure(
+  status: ProxyStatus,
+  message: string,
+  rules: ReadinessRules,
+  now: Date,
+  immediate = false,
+): { status: ProxyStatus; evicted: boolean } {
   const failures = (status.probeFailures ?? 0) + 1;
   const wasReady = status.phase === 'Ready';
   const stillReady = wasReady && !immediate && failures < rules.failureThreshold;

@@ -50,7 +50,10 @@ export async function sweepProvider(provider: string, lifecycle: ProxyLifecycle,
   }
   for (const { instance, reason } of orphans) {
     await lifecycle.deleteInstance(instance.name, instance.placement, signal);
-    deps.logger.info({ instance: instance.name, proxy: instance.owner.proxy, placement: instance.placement, createdAt: instance.createdAt, reason }, 'garbage-collected an instance no proxy owns');
+    deps.logger.info(
+      { instance: instance.name, proxy: instance.owner.proxy, placement: instance.placement, createdAt: instance.createdAt, reason },
+      'garbage-collected an instance no proxy owns',
+    );
     deps.onDelete?.(provider, reason);
     result.deleted.push({ name: instance.name, reason });
   }

@@ -13,5 +13,10 @@ export function instanceNameFor(fleet: string, proxy: { name: string; metadata: 
 
 /** The fleet id of an installation: its key prefix without the hash-tag braces. */
 export function fleetOf(prefix: string): string {
-  return prefix.replace(/[{}]/g, '').replace(/[^a-z0-9-]/g, '-').slice(0, 63) || 'egress';
+  return (
+    prefix
+      .replace(/[{}]/g, '')
+      .replace(/[^a-z0-9-]/g, '-')
+      .slice(0, 63) || 'egress'
+  );
 }

@@ -55,7 +55,14 @@ function validateNumbered(docs: readonly { value: unknown; number: number }[], o
     if (first !== undefined) errors.push(located(number, several, 'metadata.name', `"${doc.metadata.name}" appears twice (also ${documentName(first)})`));
     else seen.set(doc.metadata.name, number);
     if (options.providers && !options.providers.includes(doc.spec.provider)) {
-      errors.push(located(number, several, 'spec.provider', `"${doc.spec.provider}" is not a configured provider (configured: ${options.providers.join(', ') || 'none'})`));
+      errors.push(
+        located(
+          number,
+          several,
+          'spec.provider',
+          `"${doc.spec.provider}" is not a configured provider (configured: ${options.providers.join(', ') || 'none'})`,
+        ),
+      );
     }
     parsed.push(doc);
   }
@@ -111,6 +118,7 @@ export function parseProxyDocuments(text: string, options: ProxyDocumentOptions 
   }
   // One document holding a list or `{items}` is a set of its own (numbered within it).
   const only = values.length === 1 ? values[0]?.value : undefined;
-  if (only !== undefined && (Array.isArray(only) || (typeof only === 'object' && only !== null && 'items' in only))) return validateProxyDocuments(only, options);
+  if (only !== undefined && (Array.isArray(only) || (typeof only === 'object' && only !== null && 'items' in only)))
+    return validateProxyDocuments(only, options);
   return validateNumbered(values, options);
 }

@@ -7,11 +7,15 @@ import { instanceNameFor } from './instance-name.ts';
 import type { InstanceLocation, Proxy, ProxyStatus } from './resource.ts';
 
 export type ProbeVerdict =
-  | { ok: true; egressIp: string; durationSeconds?: number }
-  | { ok: false; cause: 'timeout' | 'refused' | 'error'; message: string; durationSeconds?: number };
+  { ok: true; egressIp: string; durationSeconds?: number } | { ok: false; cause: 'timeout' | 'refused' | 'error'; message: string; durationSeconds?: number };
 
 /** Probes the proxy at `endpoint`; `credentials` when the caller already holds them (else read from the store). */
-export type ReadinessProbe = (endpoint: { host: string; port: number }, proxy: Proxy, signal: AbortSignal, credentials?: ProxyCredentials) => Promise<ProbeVerdict>;
+export type ReadinessProbe = (
+  endpoint: { host: string; port: number },
+  proxy: Proxy,
+  signal: AbortSignal,
+  credentials?: ProxyCredentials,
+) => Promise<ProbeVerdict>;
 
 export interface ReadinessPolicy extends ReadinessRules {
   /** A proxy unready this long has its instance replaced (deleted, then made again). */
@@ -41,11 +45,7 @@ export interface ReconcileDeps extends ReadinessHooks {
  * starting or still being deleted): the caller schedules the next look, it is not an error.
  */
 export type ReconcileOutcome =
-  | { kind: 'gone' }
-  | { kind: 'deleted' }
-  | { kind: 'ready'; url: string }
-  | { kind: 'failed'; message: string }
-  | { kind: 'retry-later'; why: string };
+  { kind: 'gone' } | { kind: 'deleted' } | { kind: 'ready'; url: string } | { kind: 'failed'; message: string } | { kind: 'retry-later'; why: string };
 
 /** Every status write of reconcile goes through here, so the Ready condition always follows the phase. */
 function writeStatus(deps: ReconcileDeps, name: string, update: (p: Proxy) => ProxyStatus | undefined, signal: AbortSignal): Promise<Proxy | undefined> {
@@ -97,8 +97,14 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
   if (moving) {
     const removal = await removeFrom(recorded, instanceName, deps, signal);
     if (removal.kind !== 'removed') {
-      const why = removal.kind === 'unreachable' ? removal.why : `moving from ${describeLocation(recorded)}: instance ${instanceName} there is still being deleted`;
-      await writeStatus(deps, name, (p) => ({ ...withoutEndpoint(p.status), phase: 'Provisioning', lastError: why, observedGeneration: p.metadata.generation }), signal);
+      const why =
+        removal.kind === 'unreachable' ? removal.why : `moving from ${describeLocation(recorded)}: instance ${instanceName} there is still being deleted`;
+      await writeStatus(
+        deps,
+        name,
+        (p) => ({ ...withoutEndpoint(p.status), phase: 'Provisioning', lastError: why, observedGeneration: p.metadata.generation }),
+        signal,
+      );
       return removal.kind === 'unreachable' ? { kind: 'failed', message: why } : { kind: 'retry-later', why };
     }
   }
@@ -130,7 +136,12 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
     return { kind: 'failed', message };
   }
   if (instance.state !== 'running' || !instance.endpoint) {
-    await writeStatus(deps, name, (p) => status(p, { phase: 'Provisioning', instanceName, instanceId: instance.id, ...(instance.message ? { lastError: instance.message } : {}) }), signal);
+    await writeStatus(
+      deps,
+      name,
+      (p) => status(p, { phase: 'Provisioning', instanceName, instanceId: instance.id, ...(instance.message ? { lastError: instance.message } : {}) }),
+      signal,
+    );
     return { kind: 'retry-later', why: `instance ${instanceName} is ${instance.state}${instance.message ? `: ${instance.message}` : ''}` };
   }
   const url = `http://${instance.endpoint.host}:${instance.endpoint.port}`;
@@ -144,11 +155,21 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
     await writeStatus(deps, name, (p) => status(p, { instanceName, instanceId: instance.id, url, probeSuccesses: passes }), signal);
     return { kind: 'retry-later', why: `readiness probe passed (${passes} of ${needed} in a row needed to return)` };
   }
-  await writeStatus(deps, 
+  await writeStatus(
+    deps,
     name,
     (p) => {
       const { lastError: _drop, unreadySince: _since, probeSuccesses: _passes, ...rest } = p.status;
-      return { ...rest, phase: 'Ready', instanceName, instanceId: instance.id, url, egressIp: probed.egressIp, probeFailures: 0, observedGeneration: p.metadata.generation };
+      return {
+        ...rest,
+        phase: 'Ready',
+        instanceName,
+        instanceId: instance.id,
+        url,
+        egressIp: probed.egressIp,
+        probeFailures: 0,
+        observedGeneration: p.metadata.generation,
+      };
     },
     signal,
   );
@@ -189,7 +210,13 @@ async function removeFrom(where: InstanceLocation, instanceName: string, deps: R
  * move, where the spec points), then the proxy and its credentials are forgotten. A provider that
  * is not configured leaves the proxy Terminating with the reason, unless the deletion orphans.
  */
-async function deleteProxy(proxy: Proxy, instanceName: string, places: InstanceLocation[], deps: ReconcileDeps, signal: AbortSignal): Promise<ReconcileOutcome> {
+async function deleteProxy(
+  proxy: Proxy,
+  instanceName: string,
+  places: InstanceLocation[],
+  deps: ReconcileDeps,
+  signal: AbortSignal,
+): Promise<ReconcileOutcome> {
   if (!proxy.metadata.orphanInstance) {
     for (const where of places) {
       const removal = await removeFrom(where, instanceName, deps, signal);
@@ -211,7 +238,14 @@ const DEFAULT_READINESS: ReadinessPolicy = { failureThreshold: 1, successThresho
  * probes in a row have failed (the first, by default); once unready for `replaceAfterMs`, its
  * instance is deleted so that the next look makes a fresh one.
  */
-async function probeFailed(proxy: Proxy, instance: Instance, url: string, probed: { cause: 'timeout' | 'refused' | 'error'; message: string }, deps: ReconcileDeps, signal: AbortSignal): Promise<ReconcileOutcome> {
+async function probeFailed(
+  proxy: Proxy,
+  instance: Instance,
+  url: string,
+  probed: { cause: 'timeout' | 'refused' | 'error'; message: string },
+  deps: ReconcileDeps,
+  signal: AbortSignal,
+): Promise<ReconcileOutcome> {
   const policy = deps.readiness ?? DEFAULT_READINESS;
   const now = (deps.now ?? (() => new Date()))();
   const message = probed.message;
@@ -224,7 +258,8 @@ async function probeFailed(proxy: Proxy, instance: Instance, url: string, probed
     await deps.lifecycles.get(proxy.spec.provider)?.deleteInstance(instance.name, proxy.spec.placement, signal);
     deps.onReplace?.(proxy.spec.provider);
   }
-  await writeStatus(deps, 
+  await writeStatus(
+    deps,
     proxy.name,
     (p) => {
       const { probeSuccesses: _passes, ...rest } = p.status;

@@ -31,18 +31,15 @@ function log(level: 'info' | 'error', msg: string, fields: Record<string, unknow
 
 function get(path: string, timeoutMs: number): Promise<Answer> {
   return new Promise((resolve, reject) => {
-    const req = request(
-      { host: METADATA_HOST, port: 80, path, headers: { 'Metadata-Flavor': 'Google' }, signal: AbortSignal.timeout(timeoutMs) },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          const etag = res.headers.etag;
-          resolve({ status: res.statusCode ?? 0, etag: typeof etag === 'string' ? etag : undefined, body: Buffer.concat(chunks).toString('utf8') });
-        });
-        res.on('error', reject);
-      },
-    );
+    const req = request({ host: METADATA_HOST, port: 80, path, headers: { 'Metadata-Flavor': 'Google' }, signal: AbortSignal.timeout(timeoutMs) }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const etag = res.headers.etag;
+        resolve({ status: res.statusCode ?? 0, etag: typeof etag === 'string' ? etag : undefined, body: Buffer.concat(chunks).toString('utf8') });
+      });
+      res.on('error', reject);
+    });
     req.on('error', reject);
     req.end();
   });

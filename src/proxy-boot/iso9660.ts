@@ -73,7 +73,8 @@ function checkName(name: string): void {
 
 /** The image bytes; deterministic for the same input. */
 export function buildIso9660(image: IsoImage): Buffer {
-  if (!/^[A-Z0-9_]{1,32}$/.test(image.volumeId)) throw new TypeError(`ISO 9660 volume id "${image.volumeId}": upper-case letters, digits and _ only, at most 32`);
+  if (!/^[A-Z0-9_]{1,32}$/.test(image.volumeId))
+    throw new TypeError(`ISO 9660 volume id "${image.volumeId}": upper-case letters, digits and _ only, at most 32`);
   const date = image.date ?? new Date(0);
   const files = [...image.files].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   files.forEach((f) => checkName(f.name));

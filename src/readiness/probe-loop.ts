@@ -113,11 +113,19 @@ export class ProbeLoop extends EventEmitter<ProbeLoopEvents> {
 
   async #load(): Promise<void> {
     const signal = this.#abort.signal;
-    const ready = (await this.#deps.proxies.list(signal)).filter((p) => p.status.phase === 'Ready' && p.status.url !== undefined && !p.metadata.deletionRequestedAt);
+    const ready = (await this.#deps.proxies.list(signal)).filter(
+      (p) => p.status.phase === 'Ready' && p.status.url !== undefined && !p.metadata.deletionRequestedAt,
+    );
     const seen = new Set(ready.map((p) => p.name));
     for (const name of this.#entries.keys()) if (!seen.has(name)) this.#entries.delete(name);
     const fresh = ready.filter((p) => !this.#entries.has(p.name));
-    const secrets = fresh.length > 0 ? await this.#deps.proxies.credentialsOf(fresh.map((p) => p.name), signal) : [];
+    const secrets =
+      fresh.length > 0
+        ? await this.#deps.proxies.credentialsOf(
+            fresh.map((p) => p.name),
+            signal,
+          )
+        : [];
     const now = Date.now();
     for (const p of ready) {
       const entry = this.#entries.get(p.name);
@@ -213,7 +221,10 @@ export class ProbeLoop extends EventEmitter<ProbeLoopEvents> {
       );
       if (outcome === 'evicted') {
         this.#entries.delete(proxy.name);
-        this.#deps.logger.warn({ proxy: proxy.name, provider, cause: evictionCauseOf(verdict.cause), err: verdict.message }, 'proxy taken out of discovery: readiness probe failed');
+        this.#deps.logger.warn(
+          { proxy: proxy.name, provider, cause: evictionCauseOf(verdict.cause), err: verdict.message },
+          'proxy taken out of discovery: readiness probe failed',
+        );
       } else if (outcome === 'counted') {
         entry.proxy = { ...proxy, status: { ...proxy.status, probeFailures: (proxy.status.probeFailures ?? 0) + 1 } };
       }

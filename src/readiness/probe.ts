@@ -117,7 +117,13 @@ export async function probeProxy(options: ProbeOptions): Promise<ProbeResult> {
   const { endpoint, signal, stepTimeoutMs } = options;
   const started = performance.now();
   const elapsed = (): number => (performance.now() - started) / 1000;
-  const fail = (stage: ProbeStage, message: string, cause: ProbeFailureCause = 'error'): ProbeResult => ({ ok: false, stage, cause, message, durationSeconds: elapsed() });
+  const fail = (stage: ProbeStage, message: string, cause: ProbeFailureCause = 'error'): ProbeResult => ({
+    ok: false,
+    stage,
+    cause,
+    message,
+    durationSeconds: elapsed(),
+  });
   /** The caller's signal, plus this step's own deadline when there is one. */
   const stepSignal = (): { signal: AbortSignal; expired: () => boolean } => {
     if (stepTimeoutMs === undefined) return { signal, expired: () => false };

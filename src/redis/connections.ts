@@ -16,7 +16,8 @@ export function createRedis(target: RedisTarget | string, kind: 'worker' | 'prod
   return redis;
 }
 
-const CERTIFICATE_ERRORS = /^(SELF_SIGNED_CERT_IN_CHAIN|DEPTH_ZERO_SELF_SIGNED_CERT|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?|CERT_[A-Z_]+|ERR_TLS_CERT_ALTNAME_INVALID)$/;
+const CERTIFICATE_ERRORS =
+  /^(SELF_SIGNED_CERT_IN_CHAIN|DEPTH_ZERO_SELF_SIGNED_CERT|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?|CERT_[A-Z_]+|ERR_TLS_CERT_ALTNAME_INVALID)$/;
 
 /** What to do about a TLS error that says the server's certificate is not trusted. */
 function certificateHint(err: NodeJS.ErrnoException): string | undefined {

@@ -19,7 +19,8 @@ export async function ensurePrivateDir(dir: string): Promise<void> {
   await mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
   const st = await lstat(dir);
   if (!st.isDirectory()) throw new EgressError('ERR_DATA_DIR', `${dir} is not a directory`);
-  if ((st.mode & 0o1000) !== 0) throw new EgressError('ERR_DATA_DIR', `${dir} is a shared directory (sticky bit, like /tmp): use a directory of its own inside it`);
+  if ((st.mode & 0o1000) !== 0)
+    throw new EgressError('ERR_DATA_DIR', `${dir} is a shared directory (sticky bit, like /tmp): use a directory of its own inside it`);
   const uid = process.getuid?.();
   if (uid !== undefined && st.uid !== uid) throw new EgressError('ERR_DATA_DIR', `${dir} belongs to uid ${st.uid}, not to this user (uid ${uid})`);
   if ((st.mode & 0o777) !== PRIVATE_DIR_MODE) await chmod(dir, PRIVATE_DIR_MODE);

@@ -110,7 +110,10 @@ async function stopOrphans(record: ServerRecord | undefined, redisDir: string, r
   const orphans = new Set<number>();
   if (record && isAlive(record.pid)) {
     if (record.ownerPid !== process.pid && stillRunning({ pid: record.ownerPid, startTicks: record.ownerStartTicks })) {
-      throw new EgressError('ERR_DATA_DIR', `the private redis-server of ${redisDir} (pid ${record.pid}) still belongs to the running process ${record.ownerPid}`);
+      throw new EgressError(
+        'ERR_DATA_DIR',
+        `the private redis-server of ${redisDir} (pid ${record.pid}) still belongs to the running process ${record.ownerPid}`,
+      );
     }
     if (record.startTicks === undefined || startTicksOf(process.pid) === undefined) {
       throw new EgressError(
@@ -145,7 +148,8 @@ export async function startPrivateRedis(options: PrivateRedisOptions): Promise<P
   const lock = await lockDataDir(dataDir, options.command);
   let child: RedisChild | undefined;
   try {
-    if (lock.replaced) logger.warn({ ownerPid: lock.replaced.pid, startedAt: lock.replaced.startedAt }, 'the previous owner of the data directory died without releasing it');
+    if (lock.replaced)
+      logger.warn({ ownerPid: lock.replaced.pid, startedAt: lock.replaced.startedAt }, 'the previous owner of the data directory died without releasing it');
     await ensurePrivateDir(dir);
     const loosened = await tightenTree(dir);
     if (loosened.length > 0) logger.warn({ files: loosened }, 'made files of the private Redis readable by this user only');
@@ -204,4 +208,3 @@ export async function startPrivateRedis(options: PrivateRedisOptions): Promise<P
     throw err;
   }
 }
-

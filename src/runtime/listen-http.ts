@@ -25,15 +25,23 @@ export function listenHttp(fetch: (req: Request) => Response | Promise<Response>
   return new Promise<ServerType>((resolve, reject) => {
     const onStartError = (err: NodeJS.ErrnoException): void => {
       server.close();
-      if (err.code === 'EADDRINUSE') reject(new ConfigError(portFlag, `${hostname}:${port} is already in use (EADDRINUSE): another process listens there; choose another ${portFlag}`, { cause: err }));
-      else if (err.code === 'EADDRNOTAVAIL') reject(new ConfigError('--host', `cannot listen on ${hostname}:${port}: not an address of this machine (EADDRNOTAVAIL)`, { cause: err }));
+      if (err.code === 'EADDRINUSE')
+        reject(
+          new ConfigError(portFlag, `${hostname}:${port} is already in use (EADDRINUSE): another process listens there; choose another ${portFlag}`, {
+            cause: err,
+          }),
+        );
+      else if (err.code === 'EADDRNOTAVAIL')
+        reject(new ConfigError('--host', `cannot listen on ${hostname}:${port}: not an address of this machine (EADDRNOTAVAIL)`, { cause: err }));
       else if (err.code === 'EACCES') reject(new ConfigError(portFlag, `cannot listen on ${hostname}:${port}: permission denied (EACCES)`, { cause: err }));
       else reject(err);
     };
     const server = serve({ fetch, hostname, port }, () => {
       server.off('error', onStartError);
       const address = server.address() as AddressInfo;
-      server.on('error', (err: NodeJS.ErrnoException) => logger.error({ listener: name, port: address.port, code: err.code, err: err.message }, `${name} listener error; still listening`));
+      server.on('error', (err: NodeJS.ErrnoException) =>
+        logger.error({ listener: name, port: address.port, code: err.code, err: err.message }, `${name} listener error; still listening`),
+      );
       resolve(server);
     });
     server.once('error', onStartError);

@@ -41,7 +41,13 @@ export interface SchedulerEvents {
  * A configuration that drops every provider the fleet had (an empty file, a wrong file) costs
  * every schedule and every ProviderHealth: that must be loud, with the names, not an info line.
  */
-function warnIfEveryProviderRemoved(logger: Logger, configured: readonly string[], checks: ScheduleSync, gc: ScheduleSync, deletedHealth: readonly string[]): void {
+function warnIfEveryProviderRemoved(
+  logger: Logger,
+  configured: readonly string[],
+  checks: ScheduleSync,
+  gc: ScheduleSync,
+  deletedHealth: readonly string[],
+): void {
   const wanted = new Set(configured);
   // Schedules removed because checks or GC are turned off (interval 0) belong to providers still configured.
   const removed = [...new Set([...checks.removed, ...gc.removed, ...deletedHealth])].filter((p) => !wanted.has(p)).sort();
@@ -72,7 +78,8 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
     super();
     this.#deps = deps;
     const { config } = deps;
-    const open = (name: QueueName): Queue => openQueue(name, { connection: redisOptions(deps.redisTarget, 'worker'), prefix: config.redis.prefix, settings: config, logger: deps.logger });
+    const open = (name: QueueName): Queue =>
+      openQueue(name, { connection: redisOptions(deps.redisTarget, 'worker'), prefix: config.redis.prefix, settings: config, logger: deps.logger });
     this.#checks = open(QUEUES.checks);
     this.#gc = open(QUEUES.gc);
     this.#reconcile = open(QUEUES.reconcile);
@@ -152,7 +159,11 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
       return;
     }
     if (current?.every === every) return;
-    await this.#reconcile.upsertJobScheduler(RESYNC_SCHEDULER, { every }, { name: JOBS.resync.name, data: parseJobData(JOBS.resync.schema, QUEUES.reconcile, {}), opts: jobOptions(JOBS.resync, this.#deps.config) });
+    await this.#reconcile.upsertJobScheduler(
+      RESYNC_SCHEDULER,
+      { every },
+      { name: JOBS.resync.name, data: parseJobData(JOBS.resync.schema, QUEUES.reconcile, {}), opts: jobOptions(JOBS.resync, this.#deps.config) },
+    );
   }
 
   /** Hands the lease back (a standby takes over at once) and closes the queue. */

@@ -131,7 +131,10 @@ export class RedisJsonCollection<T> {
     this.#pending.delete(name);
     if (batch.length === 0) return;
     try {
-      const states = await this.#transact(name, batch.map((u) => u.update));
+      const states = await this.#transact(
+        name,
+        batch.map((u) => u.update),
+      );
       batch.forEach((u, i) => u.resolve(states[i]));
     } catch (err) {
       for (const u of batch) u.reject(err);

@@ -98,7 +98,11 @@ export class RedisProxyStore implements ProxyStore {
         if (current.metadata.deletionRequestedAt && (!orphan || current.metadata.orphanInstance)) return undefined;
         return {
           ...current,
-          metadata: { ...current.metadata, deletionRequestedAt: current.metadata.deletionRequestedAt ?? this.#now().toISOString(), ...(orphan ? { orphanInstance: true } : {}) },
+          metadata: {
+            ...current.metadata,
+            deletionRequestedAt: current.metadata.deletionRequestedAt ?? this.#now().toISOString(),
+            ...(orphan ? { orphanInstance: true } : {}),
+          },
           status: { ...current.status, phase: 'Terminating' },
         };
       },

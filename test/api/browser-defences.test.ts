@@ -38,7 +38,12 @@ describe('cross-site requests and DNS rebinding, API without tokens (loopback)',
   ])('a POST of %s is refused 415 and creates nothing', async (_what, type) => {
     const res = await rawRequest(`${api}/v1/proxies`, { method: 'POST', headers: { 'content-type': type }, body: doc('csrf') });
     expect(res.status).toBe(415);
-    expect(res.json()).toEqual({ error: 'ERR_UNSUPPORTED_MEDIA_TYPE', message: expect.stringMatching(/^Content-Type ".*" is not accepted for POST: send application\/json, application\/yaml, application\/x-yaml, text\/yaml$/) as unknown });
+    expect(res.json()).toEqual({
+      error: 'ERR_UNSUPPORTED_MEDIA_TYPE',
+      message: expect.stringMatching(
+        /^Content-Type ".*" is not accepted for POST: send application\/json, application\/yaml, application\/x-yaml, text\/yaml$/,
+      ) as unknown,
+    });
     expect(await proxyNames(api)).not.toContain('csrf');
   });
 
@@ -93,17 +98,23 @@ describe('cross-site requests and DNS rebinding, API without tokens (loopback)',
     expect(foreign.status).toBe(403);
     const own = await rawRequest(`${api}/admin/queues/api/queues/checks/retry/failed`, { method: 'PUT', headers: { origin: api } });
     expect(own.status).toBe(200);
-    const form = await rawRequest(`${api}/admin/queues/api/queues/checks/retry/failed`, { method: 'PUT', headers: { 'content-type': 'text/plain' }, body: 'x' });
+    const form = await rawRequest(`${api}/admin/queues/api/queues/checks/retry/failed`, {
+      method: 'PUT',
+      headers: { 'content-type': 'text/plain' },
+      body: 'x',
+    });
     expect(form.status).toBe(415);
   });
 
-  test.each(['/admin/queues/api/queues?status=%00', '/admin/queues/api/queues?activeQueue=%ZZ', '/admin/queues/api/job-schedulers?queueName=%ZZ', '/admin/queues/api/queues?status=bogus&activeQueue=checks'])(
-    'Bull Board answers %s with 400, not 500',
-    async (path) => {
-      const res = await rawRequest(api + path);
-      expect(res.status).toBe(400);
-    },
-  );
+  test.each([
+    '/admin/queues/api/queues?status=%00',
+    '/admin/queues/api/queues?activeQueue=%ZZ',
+    '/admin/queues/api/job-schedulers?queueName=%ZZ',
+    '/admin/queues/api/queues?status=bogus&activeQueue=checks',
+  ])('Bull Board answers %s with 400, not 500', async (path) => {
+    const res = await rawRequest(api + path);
+    expect(res.status).toBe(400);
+  });
 
   test('the CLI’s requests still pass: apply (YAML), delete, check, jobs retry', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'egress-browser-'));
@@ -121,8 +132,13 @@ describe('cross-site requests and DNS rebinding, API without tokens (loopback)',
 
   test('--allowed-host is validated and names itself', async () => {
     const run = await runCli(['api', '--allowed-host', 'http://x/'], { REDIS_URL: 'redis://127.0.0.1:1' });
-    expect(run).toMatchObject({ code: 2, err: 'error: --allowed-host: expected a host name or address with an optional port (egress.local, egress.local:8080), got "http://x/"\n' });
-    expect((await runCli(['api', '--allowed-host', 'a.test', '--allowed-host', 'b.test:80', '--check-config'], { REDIS_URL: 'redis://127.0.0.1:1' })).code).toBe(0);
+    expect(run).toMatchObject({
+      code: 2,
+      err: 'error: --allowed-host: expected a host name or address with an optional port (egress.local, egress.local:8080), got "http://x/"\n',
+    });
+    expect(
+      (await runCli(['api', '--allowed-host', 'a.test', '--allowed-host', 'b.test:80', '--check-config'], { REDIS_URL: 'redis://127.0.0.1:1' })).code,
+    ).toBe(0);
   });
 });
 
@@ -161,7 +177,10 @@ describe('with tokens the token is the defence', () => {
 
   test('Bull Board with Basic credentials a browser caches: a foreign Origin still cannot mutate', async () => {
     const basic = `Basic ${Buffer.from(`admin:${TOKEN}`).toString('base64')}`;
-    const foreign = await rawRequest(`${api}/admin/queues/api/queues/checks/retry/failed`, { method: 'PUT', headers: { authorization: basic, origin: 'https://evil.example' } });
+    const foreign = await rawRequest(`${api}/admin/queues/api/queues/checks/retry/failed`, {
+      method: 'PUT',
+      headers: { authorization: basic, origin: 'https://evil.example' },
+    });
     expect(foreign.status).toBe(403);
     const own = await rawRequest(`${api}/admin/queues/api/queues/checks/retry/failed`, { method: 'PUT', headers: { authorization: basic, origin: api } });
     expect(own.status).toBe(200);

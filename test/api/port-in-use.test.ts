@@ -10,7 +10,10 @@ import { uniquePrefix } from '../support/config.ts';
 
 /** The exit code, or a failure after `ms` (the unfixed command never exits). */
 function exitWithin(proc: EgressProcess, ms: number): Promise<number | null> {
-  return Promise.race([proc.exited, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`still running after ${ms} ms:\n${proc.logs().slice(-2000)}`)), ms).unref())]);
+  return Promise.race([
+    proc.exited,
+    new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`still running after ${ms} ms:\n${proc.logs().slice(-2000)}`)), ms).unref()),
+  ]);
 }
 
 describe('a second API on a busy port', () => {
@@ -34,7 +37,10 @@ describe('a second API on a busy port', () => {
   });
 
   test.each(['api', 'up'])('egress %s exits 2 naming --port and the address, having closed what it opened', async (command) => {
-    const proc = spawnEgress([command, '--port', String(port), '--prefix', uniquePrefix(), '--data-dir', dataDir], { REDIS_URL: inject('redisUrl'), EGRESS_LOG_LEVEL: 'warn' });
+    const proc = spawnEgress([command, '--port', String(port), '--prefix', uniquePrefix(), '--data-dir', dataDir], {
+      REDIS_URL: inject('redisUrl'),
+      EGRESS_LOG_LEVEL: 'warn',
+    });
     started.push(proc);
     expect(await exitWithin(proc, 20_000)).toBe(2);
     expect(proc.logs()).toContain(`error: --port: 127.0.0.1:${port} is already in use (EADDRINUSE): another process listens there; choose another --port\n`);

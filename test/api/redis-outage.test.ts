@@ -36,7 +36,13 @@ describe('the API while Redis is away', () => {
     }
     // Bring Redis back on its port so that every connection closes cleanly and nothing is left
     // reconnecting in the test process.
-    if (!(await get('/readyz').then((r) => r.status === 200, () => false))) redis = await startRedisChild({ dir, appendOnly: false, port: redis.port });
+    if (
+      !(await get('/readyz').then(
+        (r) => r.status === 200,
+        () => false,
+      ))
+    )
+      redis = await startRedisChild({ dir, appendOnly: false, port: redis.port });
     await roles.close();
     await redis.stop();
     await rm(dir, { recursive: true, force: true });

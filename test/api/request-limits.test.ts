@@ -88,21 +88,33 @@ describe('request limits against a hostile client', () => {
   });
 
   test('a large invalid document set returns the first 20 errors and a count of the rest', async () => {
-    const res = await fetch(`${api}/v1/proxies`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(Array.from({ length: 500 }, () => ({ kind: 'Proxy' }))) });
+    const res = await fetch(`${api}/v1/proxies`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(Array.from({ length: 500 }, () => ({ kind: 'Proxy' }))),
+    });
     expect(res.status).toBe(400);
     const body = (await res.json()) as { errors: string[]; message: string };
     expect(body.errors).toHaveLength(21);
     expect(body.errors[0]).toMatch(/^document 1: /);
     expect(body.errors[20]).toMatch(/^… and \d+ more errors$/);
     expect(body.message.length).toBeLessThan(4000);
-    const many = await fetch(`${api}/v1/proxies`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(Array.from({ length: 5000 }, () => ({}))) });
+    const many = await fetch(`${api}/v1/proxies`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(Array.from({ length: 5000 }, () => ({}))),
+    });
     expect(many.status).toBe(400);
     expect(await many.json()).toMatchObject({ errors: ['5000 documents: at most 1000 are accepted at once'] });
   });
 
   test.each([
     ['an alias to no anchor', 'x: *nope\n', /^not valid YAML: Unresolved alias/],
-    ['a document with 100+ aliases', `a: &a [1, 2]\n${Array.from({ length: 120 }, (_, i) => `b${i}: *a`).join('\n')}\n`, /^not valid YAML: Excessive alias count/],
+    [
+      'a document with 100+ aliases',
+      `a: &a [1, 2]\n${Array.from({ length: 120 }, (_, i) => `b${i}: *a`).join('\n')}\n`,
+      /^not valid YAML: Excessive alias count/,
+    ],
     ['a broken second document', `${proxyDoc('fine')}---\nkey: [unclosed\n`, /^document 2: not valid YAML: /],
   ])('YAML with %s is a 400 naming the document and the problem', async (_what, yaml, expected) => {
     const res = await fetch(`${api}/v1/proxies`, { method: 'POST', headers: { 'content-type': 'application/yaml' }, body: yaml });
@@ -126,7 +138,9 @@ describe('request limits against a hostile client', () => {
     }
     const bad = await fetch(`${api}/v1/jobs?state=failed,bogus,failed,worse`);
     expect(bad.status).toBe(400);
-    expect(((await bad.json()) as { message: string }).message).toMatch(/^query parameter "state" must be a comma-separated list of active, .*; unknown: "bogus", "worse"$/);
+    expect(((await bad.json()) as { message: string }).message).toMatch(
+      /^query parameter "state" must be a comma-separated list of active, .*; unknown: "bogus", "worse"$/,
+    );
   });
 
   test('a client that disconnects mid-upload is one debug line, not an error with a stack', async () => {
@@ -155,7 +169,8 @@ describe('--max-body-size is honoured', () => {
     const roles = await runRoles(testConfig({ maxBodyBytes: 4096 }), ['api'], createLogger({ level: 'silent' }));
     try {
       const api = roles.api?.url ?? '';
-      const post = (size: number) => fetch(`${api}/v1/proxies`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: `[${' '.repeat(size - 2)}]` });
+      const post = (size: number) =>
+        fetch(`${api}/v1/proxies`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: `[${' '.repeat(size - 2)}]` });
       expect((await post(5 * 1024)).status).toBe(413);
       expect((await post(3 * 1024)).status).toBe(400);
     } finally {

@@ -75,7 +75,9 @@ function health(name: string): ProviderHealth {
       ready: true,
       lastTransitionTime: now,
       lastCheckTime: now,
-      targets: [{ name: 'localhost', ready: true, reason: 'Ok', message: 'fine', lastTransitionTime: now, lastCheckTime: now, durationSeconds: 0.001, details: {} }],
+      targets: [
+        { name: 'localhost', ready: true, reason: 'Ok', message: 'fine', lastTransitionTime: now, lastCheckTime: now, durationSeconds: 0.001, details: {} },
+      ],
     },
   };
 }
@@ -88,7 +90,12 @@ describe('get -o json|yaml: a list is always {items}, one named object is bare',
   let store: RedisStatusStore;
 
   beforeAll(async () => {
-    config = testConfig({ providers: [{ name: 'local', type: 'local' }, { name: 'other', type: 'local' }] });
+    config = testConfig({
+      providers: [
+        { name: 'local', type: 'local' },
+        { name: 'other', type: 'local' },
+      ],
+    });
     roles = await runRoles(config, ['api'], silentLogger());
     api = ['--api-url', roles.api?.url ?? ''];
     redis = new Redis(inject('redisUrl'));

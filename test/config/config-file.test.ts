@@ -69,7 +69,11 @@ describe('malformed YAML always exits 2 with `<file>: not valid YAML: …`', () 
   test.each([
     ['an undefined alias', 'providers: [*nope]\n', 'Unresolved alias (the anchor must be set before the alias): nope'],
     ['100 aliases', aliases(100), 'more than 100 aliases'],
-    ['a flow map left open', 'providers: [ { name: local\n', 'Flow map in block collection must be sufficiently indented and end with a } at line 2, column 1\n'],
+    [
+      'a flow map left open',
+      'providers: [ { name: local\n',
+      'Flow map in block collection must be sufficiently indented and end with a } at line 2, column 1\n',
+    ],
     ['a duplicate key', 'providers: []\nproviders: []\n', 'Map keys must be unique'],
     ['two documents', 'providers: []\n---\nproviders: []\n', 'Source contains multiple documents'],
     ['a tab-indented block', 'providers:\n\t- { name: local, type: local }\n', ''],
@@ -117,7 +121,9 @@ describe('proxies.egressPolicy is validated like every other field', () => {
   });
 
   test('a valid policy passes', async () => {
-    const file = await withFile('providers:\n  - { name: p, type: local, proxies: { egressPolicy: { allow: [127.0.0.1/32, "fd00::/8", 10.1.2.3], deny: [] } } }\n');
+    const file = await withFile(
+      'providers:\n  - { name: p, type: local, proxies: { egressPolicy: { allow: [127.0.0.1/32, "fd00::/8", 10.1.2.3], deny: [] } } }\n',
+    );
     const run = await runCli(['up', '--check-config', '--config', file], DEAD_REDIS);
     expect(run.err).toBe('');
     expect(run.code).toBe(0);

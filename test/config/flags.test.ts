@@ -16,7 +16,10 @@ describe('check flags (validated before anything connects)', () => {
     [['--provider-check-interval=-1m'], '--provider-check-interval: must be 0 (off) or at least 10s, got -1m'],
     [['--provider-check-interval=soon'], '--provider-check-interval: expected a duration such as 30s or 1m, got "soon"'],
     [['--provider-check-timeout=-1s'], '--provider-check-timeout: must not be negative, got -1s'],
-    [['--provider-check-interval=20s', '--provider-check-timeout=30s'], '--provider-check-timeout: must not be longer than --provider-check-interval (20s), got 30s'],
+    [
+      ['--provider-check-interval=20s', '--provider-check-timeout=30s'],
+      '--provider-check-timeout: must not be longer than --provider-check-interval (20s), got 30s',
+    ],
   ])('%j is rejected with exit 2 and a message naming the flag', async (flags, message) => {
     for (const role of ['scheduler', 'worker', 'up']) {
       const run = await runCli([role, ...flags], DEAD_REDIS);
@@ -65,7 +68,10 @@ describe('check flags (validated before anything connects)', () => {
       [['worker', '--probe-interval', '500ms'], '--probe-interval: expected 0 (probe only on the resync) or at least 1s, got "500ms"'],
       [['up', '--probe-interval', 'often'], '--probe-interval: expected a duration such as 5m (0 for off), got "often"'],
       [['worker', '--probe-timeout', '0'], '--probe-timeout: expected a positive duration such as 30s, got "0"'],
-      [['up', '--probe-interval', '3s', '--probe-timeout', '2s'], '--probe-timeout: must be at most half of --probe-interval (3s): a probe has two steps under it, got "2s"'],
+      [
+        ['up', '--probe-interval', '3s', '--probe-timeout', '2s'],
+        '--probe-timeout: must be at most half of --probe-interval (3s): a probe has two steps under it, got "2s"',
+      ],
       [['worker', '--probe-successes', '0'], '--probe-successes: expected an integer from 1 to 100, got "0"'],
       [['up', '--probe-failures', 'x'], '--probe-failures: expected an integer from 1 to 100, got "x"'],
     ];

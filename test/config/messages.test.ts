@@ -9,7 +9,8 @@ import { runCli } from '../support/cli.ts';
 
 // One wording for every message about bad input: `<where>: expected <what>, got <value>` or a
 // plain statement; documents counted from 1; none of zod's own phrases.
-const ZOD_WORDING = /Invalid (input|option|string|key|discriminator|URL)|Too (small|big)|received|expected a (object|array|integer)|expected an (string|number|boolean)|expected [a-z]+ to (have|be)|documents\[|document 0\b/;
+const ZOD_WORDING =
+  /Invalid (input|option|string|key|discriminator|URL)|Too (small|big)|received|expected a (object|array|integer)|expected an (string|number|boolean)|expected [a-z]+ to (have|be)|documents\[|document 0\b/;
 
 function configMessage(yaml: string): string {
   try {
@@ -91,7 +92,11 @@ const doc = (name: string, spec = 'provider: local'): string => `metadata: { nam
 describe('Proxy document messages (API and `egress apply`)', () => {
   test.each([
     ['one document: no document number', doc('Bad_Name'), ['metadata.name: expected a lower-case name of letters, digits and dashes, got "Bad_Name"']],
-    ['several: numbered from 1', `${doc('a')}---\n${doc('Bad_Name')}`, ['document 2: metadata.name: expected a lower-case name of letters, digits and dashes, got "Bad_Name"']],
+    [
+      'several: numbered from 1',
+      `${doc('a')}---\n${doc('Bad_Name')}`,
+      ['document 2: metadata.name: expected a lower-case name of letters, digits and dashes, got "Bad_Name"'],
+    ],
     ['a wrong kind', `kind: Prox\n${doc('a')}`, ['kind: expected "Proxy", got "Prox"']],
     ['a missing section', 'metadata: { name: a }\n', ['spec: required']],
     ['a wrong type', doc('a', 'provider: 5'), ['spec.provider: expected a string, got 5']],
@@ -100,11 +105,22 @@ describe('Proxy document messages (API and `egress apply`)', () => {
     [
       'labels',
       `metadata: { name: a, labels: { -bad: x, team: ${'v'.repeat(70)} } }\nspec: { provider: local }\n`,
-      ['metadata.labels.-bad: not an accepted key: expected a label key such as team or example.com/team', 'metadata.labels.team: expected at most 63 characters, got 70 characters'],
+      [
+        'metadata.labels.-bad: not an accepted key: expected a label key such as team or example.com/team',
+        'metadata.labels.team: expected at most 63 characters, got 70 characters',
+      ],
     ],
     ['a name twice', `${doc('a')}---\n${doc('b')}---\n${doc('a')}`, ['document 3: metadata.name: "a" appears twice (also document 1)']],
     ['documents that are not objects', '[1, "x"]\n', ['document 1: expected an object, got 1', 'document 2: expected an object, got "x"']],
-    ['a broken second document', `${doc('a')}---\nkey: [unclosed\n`, [expect.stringMatching(/^document 2: not valid YAML: Flow sequence in block collection must be sufficiently indented and end with a \] at line \d+, column \d+$/)]],
+    [
+      'a broken second document',
+      `${doc('a')}---\nkey: [unclosed\n`,
+      [
+        expect.stringMatching(
+          /^document 2: not valid YAML: Flow sequence in block collection must be sufficiently indented and end with a \] at line \d+, column \d+$/,
+        ),
+      ],
+    ],
     ['an alias to nothing', 'x: *nope\n', ['not valid YAML: Unresolved alias (the anchor must be set before the alias): nope']],
     ['nothing at all', '', ['no Proxy documents']],
   ])('%s', (_what, yaml, errors) => {

@@ -25,7 +25,28 @@ describe('Redis connection flags', () => {
     dir = await mkdtemp(join(tmpdir(), 'egress-redis-flags-'));
     ca = join(dir, 'ca.crt');
     // A real certificate: the CA file is parsed, not just looked at.
-    await run('openssl', ['req', '-x509', '-new', '-nodes', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-keyout', join(dir, 'ca.key'), '-out', ca, '-days', '1', '-subj', '/CN=egress-test-ca'], { timeout: 30_000 });
+    await run(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-new',
+        '-nodes',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-keyout',
+        join(dir, 'ca.key'),
+        '-out',
+        ca,
+        '-days',
+        '1',
+        '-subj',
+        '/CN=egress-test-ca',
+      ],
+      { timeout: 30_000 },
+    );
     notPem = join(dir, 'not.pem');
     await writeFile(notPem, 'hello\n');
     badPem = join(dir, 'bad.pem');
@@ -42,16 +63,52 @@ describe('Redis connection flags', () => {
   test('each mistake exits 2 with a message naming the flag', async () => {
     const cases: [string[], Record<string, string>, string][] = [
       [['worker', '--redis-cluster-nodes', '127.0.0.1'], {}, '--redis-cluster-nodes: expected host:port (port 1-65535, IPv6 as [::1]:7000), got "127.0.0.1"'],
-      [['worker', '--redis-cluster-nodes', '127.0.0.1:1,h:99999'], {}, '--redis-cluster-nodes: expected host:port (port 1-65535, IPv6 as [::1]:7000), got "h:99999"'],
+      [
+        ['worker', '--redis-cluster-nodes', '127.0.0.1:1,h:99999'],
+        {},
+        '--redis-cluster-nodes: expected host:port (port 1-65535, IPv6 as [::1]:7000), got "h:99999"',
+      ],
       [['worker'], { REDIS_CLUSTER_NODES: ',' }, '--redis-cluster-nodes: expected host:port,… (at least one node)'],
-      [['api', '--redis-cluster-nodes', '127.0.0.1:1'], { REDIS_URL: 'redis://127.0.0.1:1' }, '--redis-cluster-nodes: give either --redis-url (REDIS_URL) or --redis-cluster-nodes (REDIS_CLUSTER_NODES), not both'],
-      [['api', '--redis-url', 'redis://127.0.0.1:1', '--redis-ca-file', ca], {}, '--redis-ca-file: a redis:// URL is plain TCP: use rediss:// to verify the server with this CA'],
-      [['up', '--redis-ca-file', ca], {}, '--redis-ca-file: applies to --redis-url (rediss://) or --redis-cluster-nodes; the private redis-server speaks plain TCP on loopback'],
-      [['api', '--redis-url', 'rediss://127.0.0.1:1', '--redis-ca-file', join(dir, 'missing.crt')], {}, `--redis-ca-file: cannot read ${join(dir, 'missing.crt')}: ENOENT: no such file or directory, open '${join(dir, 'missing.crt')}'`],
-      [['api', '--redis-url', 'rediss://127.0.0.1:1'], { REDIS_CA_FILE: notPem }, `--redis-ca-file: ${notPem} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`],
-      [['worker', '--redis-cluster-nodes', '127.0.0.1:1', '--redis-password-file', empty], {}, `--redis-password-file: ${empty} is empty: it must hold the password`],
-      [['worker', '--redis-password-file', password], { REDIS_URL: 'redis://:other@127.0.0.1:1' }, '--redis-password-file: REDIS_URL already carries a password: give it in one place'],
-      [['up', '--redis-password-file', password], {}, '--redis-password-file: applies to --redis-url or --redis-cluster-nodes; the private redis-server makes its own password'],
+      [
+        ['api', '--redis-cluster-nodes', '127.0.0.1:1'],
+        { REDIS_URL: 'redis://127.0.0.1:1' },
+        '--redis-cluster-nodes: give either --redis-url (REDIS_URL) or --redis-cluster-nodes (REDIS_CLUSTER_NODES), not both',
+      ],
+      [
+        ['api', '--redis-url', 'redis://127.0.0.1:1', '--redis-ca-file', ca],
+        {},
+        '--redis-ca-file: a redis:// URL is plain TCP: use rediss:// to verify the server with this CA',
+      ],
+      [
+        ['up', '--redis-ca-file', ca],
+        {},
+        '--redis-ca-file: applies to --redis-url (rediss://) or --redis-cluster-nodes; the private redis-server speaks plain TCP on loopback',
+      ],
+      [
+        ['api', '--redis-url', 'rediss://127.0.0.1:1', '--redis-ca-file', join(dir, 'missing.crt')],
+        {},
+        `--redis-ca-file: cannot read ${join(dir, 'missing.crt')}: ENOENT: no such file or directory, open '${join(dir, 'missing.crt')}'`,
+      ],
+      [
+        ['api', '--redis-url', 'rediss://127.0.0.1:1'],
+        { REDIS_CA_FILE: notPem },
+        `--redis-ca-file: ${notPem} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`,
+      ],
+      [
+        ['worker', '--redis-cluster-nodes', '127.0.0.1:1', '--redis-password-file', empty],
+        {},
+        `--redis-password-file: ${empty} is empty: it must hold the password`,
+      ],
+      [
+        ['worker', '--redis-password-file', password],
+        { REDIS_URL: 'redis://:other@127.0.0.1:1' },
+        '--redis-password-file: REDIS_URL already carries a password: give it in one place',
+      ],
+      [
+        ['up', '--redis-password-file', password],
+        {},
+        '--redis-password-file: applies to --redis-url or --redis-cluster-nodes; the private redis-server makes its own password',
+      ],
       [['worker', '--redis-url', 'redis://127.0.0.1:1', '--redis-tls'], {}, '--redis-tls: a redis:// URL is plain TCP: use rediss:// for TLS'],
     ];
     for (const [args, env, message] of cases) {

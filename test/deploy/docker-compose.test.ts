@@ -118,7 +118,10 @@ describe('docker-compose.yml', () => {
         if (flagValue(args, '--data-dir')) args = withFlag(args, '--data-dir', await tempDir());
         const echo = flagValue(args, '--echo-url');
         if (echo) args = withFlag(args, '--echo-url', echo.replace('http://api:8080', api));
-        healthchecks.set(name, (service.healthcheck?.test ?? []).map((a) => a.replace(`127.0.0.1:${composePort}`, `127.0.0.1:${port}`)));
+        healthchecks.set(
+          name,
+          (service.healthcheck?.test ?? []).map((a) => a.replace(`127.0.0.1:${composePort}`, `127.0.0.1:${port}`)),
+        );
         if (name === 'worker') await waitFor('the API to be healthy', () => runHealthcheck(healthchecks.get('api') ?? []));
         procs.push(spawnEgress([...args, '--prefix', prefix], { REDIS_URL: inject('redisUrl'), EGRESS_LOG_LEVEL: 'info' }));
       }
@@ -137,11 +140,15 @@ describe('docker-compose.yml', () => {
       }
 
       // The scheduler's first round: the local provider's check is run and published.
-      const ph = await waitFor('local ProviderHealth to be published Ready', async () => {
-        const res = await fetch(`${api}/v1/providerhealths/local`, { headers: auth });
-        const body = res.ok ? ((await res.json()) as ProviderHealth) : undefined;
-        return body?.status.ready ? body : undefined;
-      }, 30_000);
+      const ph = await waitFor(
+        'local ProviderHealth to be published Ready',
+        async () => {
+          const res = await fetch(`${api}/v1/providerhealths/local`, { headers: auth });
+          const body = res.ok ? ((await res.json()) as ProviderHealth) : undefined;
+          return body?.status.ready ? body : undefined;
+        },
+        30_000,
+      );
       expect(ph.status.targets[0]).toMatchObject({ name: 'localhost', reason: 'Ok' });
 
       // A proxy, applied through the CLI with a token of the file: Ready only after the worker's
@@ -151,10 +158,14 @@ describe('docker-compose.yml', () => {
       await writeFile(join(dir, 'token'), `${TOKEN}\n`);
       const applied = await runCli(['apply', '-f', join(dir, 'proxy.yaml'), '--api-url', api, '--token-file', join(dir, 'token')]);
       expect(applied, applied.err).toMatchObject({ code: 0, out: 'proxy/compose-1 created\n' });
-      const ready = await waitFor('compose-1 to be Ready', async () => {
-        const { items } = (await (await fetch(`${api}/v1/proxies?ready=true`, { headers: auth })).json()) as { items: ProxyView[] };
-        return items.find((p) => p.name === 'compose-1');
-      }, 30_000);
+      const ready = await waitFor(
+        'compose-1 to be Ready',
+        async () => {
+          const { items } = (await (await fetch(`${api}/v1/proxies?ready=true`, { headers: auth })).json()) as { items: ProxyView[] };
+          return items.find((p) => p.name === 'compose-1');
+        },
+        30_000,
+      );
       expect(ready.status).toMatchObject({ phase: 'Ready' });
 
       expect((await fetch(`${api}/v1/proxies/compose-1`, { method: 'DELETE', headers: auth })).status).toBeLessThan(300);

@@ -54,7 +54,11 @@ async function proveProxy(argv: string[], cwd: string, env: Record<string, strin
   const port = await freePort();
   const proxy = start(argv, { ...BASE_ENV, ...env, PROXY_PORT: String(port), PROXY_USER: USER, PROXY_PASSWORD: PASSWORD, EGRESS_PROXY_POLICY: POLICY }, cwd);
   try {
-    await waitFor('the proxy to listen', () => proxy.output().includes('proxy listening') || (proxy.child.exitCode !== null ? Promise.reject(new Error(proxy.output())) : false), 20_000);
+    await waitFor(
+      'the proxy to listen',
+      () => proxy.output().includes('proxy listening') || (proxy.child.exitCode !== null ? Promise.reject(new Error(proxy.output())) : false),
+      20_000,
+    );
     expect(proxy.output()).toContain('"host":"0.0.0.0"');
     expect(await getThrough(port, `${origin}/hello`, true)).toEqual({ status: 200, body: 'hello through the image' });
     expect((await getThrough(port, `${origin}/hello`, false)).status).toBe(407);
@@ -107,7 +111,15 @@ describe('the images, played without a Docker engine', () => {
 
     // A worker's local provider bundles the proxy program at run time from the compiled tree (esbuild is a runtime dependency).
     const dataDir = join(dir, 'egress-data');
-    const built = await run(process.execPath, ['--input-type=module', '-e', `const m = await import(${JSON.stringify(join(app, 'dist/src/providers/local/proxy-program.js'))}); console.log(await m.buildProxyProgram(${JSON.stringify(dataDir)}));`], { cwd: app, env: { ...BASE_ENV, ...image.env } });
+    const built = await run(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        `const m = await import(${JSON.stringify(join(app, 'dist/src/providers/local/proxy-program.js'))}); console.log(await m.buildProxyProgram(${JSON.stringify(dataDir)}));`,
+      ],
+      { cwd: app, env: { ...BASE_ENV, ...image.env } },
+    );
     const program = built.stdout.trim();
     expect(program).toBe(join(dataDir, 'bin/proxy-process.cjs'));
     await proveProxy([program, '--env'], app, image.env, originUrl);

@@ -77,7 +77,9 @@ describe('alerting rules', () => {
     const tests = parse(await readFile(ALERT_TESTS, 'utf8')) as { tests: { alert_rule_test: { alertname: string; exp_alerts: unknown[] }[] }[] };
     const firing = new Set(tests.tests.flatMap((t) => t.alert_rule_test.filter((a) => a.exp_alerts.length > 0).map((a) => a.alertname)));
     const alerts = (await alertRules()).map((r) => r.alert);
-    expect(alerts).toEqual(expect.arrayContaining(['ProviderTargetDown', 'ChecksStale', 'ProxiesNotReady', 'QueueBacklog', 'JobsFailing', 'GcDeleting', 'LeaderMissing']));
+    expect(alerts).toEqual(
+      expect.arrayContaining(['ProviderTargetDown', 'ChecksStale', 'ProxiesNotReady', 'QueueBacklog', 'JobsFailing', 'GcDeleting', 'LeaderMissing']),
+    );
     expect(alerts.filter((a) => !firing.has(a))).toEqual([]);
   });
 });
@@ -112,7 +114,10 @@ describe('the dashboard and the alerts against a running egress up', () => {
         '',
       ].join('\n'),
     );
-    up = spawnEgress(['up', '--port', '0', '--config', config, '--data-dir', join(dir, 'data'), '--prefix', uniquePrefix()], { REDIS_URL: inject('redisUrl'), EGRESS_LOG_LEVEL: 'info' });
+    up = spawnEgress(['up', '--port', '0', '--config', config, '--data-dir', join(dir, 'data'), '--prefix', uniquePrefix()], {
+      REDIS_URL: inject('redisUrl'),
+      EGRESS_LOG_LEVEL: 'info',
+    });
     const { apiUrl } = await waitUpAndLocalReady(up);
     // The kvm check ran (a dial and libvirt calls), so the pool's metrics have samples too.
     await waitFor('the kvm provider to be checked', async () => (await fetch(`${apiUrl}/v1/providerhealths/kvm-test`)).status === 200, 60_000);

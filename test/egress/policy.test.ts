@@ -90,7 +90,10 @@ describe('guarded listeners', () => {
   });
 
   it('a wildcard host means that port on every local address', () => {
-    const policy = compileEgressPolicy({ ...doc(allowAll), guarded: [{ host: '0.0.0.0', port: 9100, role: 'metrics' }] }, { localAddresses: ['192.0.2.10', 'fe80::1'], resolved: new Map() });
+    const policy = compileEgressPolicy(
+      { ...doc(allowAll), guarded: [{ host: '0.0.0.0', port: 9100, role: 'metrics' }] },
+      { localAddresses: ['192.0.2.10', 'fe80::1'], resolved: new Map() },
+    );
     expect(policy.judge('192.0.2.10', 9100)).toMatchObject({ allowed: false });
     expect(policy.judge('fe80::1%eth0', 9100)).toMatchObject({ allowed: false });
     expect(policy.judge('192.0.2.11', 9100)).toMatchObject({ allowed: true });
@@ -130,7 +133,10 @@ describe('the echo exception', () => {
     const named = egressGuards({ redisUrl: 'redis://127.0.0.1:6390', echoUrl: 'http://orchestrator.internal:8080/v1/echo' });
     const p = compileEgressPolicy(proxyEgressPolicy(undefined, named), NONE);
     expect(p.judge('198.51.100.1', 8080, GET('/v1/echo'))).toEqual({ allowed: false, reason: 'guarded-listener' });
-    const resolved = compileEgressPolicy(proxyEgressPolicy(undefined, named), { localAddresses: [], resolved: new Map([['orchestrator.internal', ['198.51.100.1']]]) });
+    const resolved = compileEgressPolicy(proxyEgressPolicy(undefined, named), {
+      localAddresses: [],
+      resolved: new Map([['orchestrator.internal', ['198.51.100.1']]]),
+    });
     expect(resolved.judge('198.51.100.1', 8080, GET('/v1/echo'))).toEqual({ allowed: true, reason: 'echo' });
   });
 });

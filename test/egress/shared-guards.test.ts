@@ -6,7 +6,11 @@ describe('the document remote instances receive', () => {
 
   it('is the same from `egress up` (API and metrics listeners in the process) and from a standalone worker with a metrics port', () => {
     const up = egressGuards({ redisUrl: 'redis://:pw@10.0.0.9:6379', api: { host: '0.0.0.0', port: 8080 }, echoUrl: 'http://api.internal:8080/v1/echo' });
-    const worker = egressGuards({ redisUrl: 'redis://:pw@10.0.0.9:6379', metrics: { host: '0.0.0.0', port: 9100 }, echoUrl: 'http://api.internal:8080/v1/echo' });
+    const worker = egressGuards({
+      redisUrl: 'redis://:pw@10.0.0.9:6379',
+      metrics: { host: '0.0.0.0', port: 9100 },
+      echoUrl: 'http://api.internal:8080/v1/echo',
+    });
     // The local documents differ (each process guards its own listeners)…
     expect(proxyEgressPolicy(policy, up)).not.toEqual(proxyEgressPolicy(policy, worker));
     // …the remote one does not, so kubernetes Pods are not replaced back and forth between workers.

@@ -273,7 +273,12 @@ describe('connection loss, keepalive and malformed input', () => {
   it('rejects every pending call with ConnectionLostError when the peer drops', async () => {
     const { conn, server, session } = await open({}, { maxInFlight: 3 });
     const gate = server.faults.gate('connect_get_hostname');
-    const calls = Array.from({ length: 5 }, () => conn.getHostname(sig()).then(() => undefined, (e: unknown) => e));
+    const calls = Array.from({ length: 5 }, () =>
+      conn.getHostname(sig()).then(
+        () => undefined,
+        (e: unknown) => e,
+      ),
+    );
     await gate.untilHeld(3);
     const reasons: Error[] = [];
     conn.onClose((r) => reasons.push(r));
@@ -306,7 +311,10 @@ describe('connection loss, keepalive and malformed input', () => {
     const { conn, server } = await open({ keepalive: false }, { keepalive: { intervalMs: 30, timeoutMs: 30 } });
     const closed = new Promise<Error>((resolve) => conn.onClose(resolve));
     server.faults.silent = true;
-    const pending = conn.getHostname(sig()).then(() => undefined, (e: unknown) => e);
+    const pending = conn.getHostname(sig()).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(await closed).toBeInstanceOf(KeepaliveTimeoutError);
     expect(await pending).toMatchObject({ code: 'ERR_LIBVIRT_CONNECTION_LOST', mayHaveExecuted: true });
   });
@@ -321,14 +329,23 @@ describe('connection loss, keepalive and malformed input', () => {
     const call = (serial: number, proc: number, payload?: Buffer): Buffer =>
       encodeFrame({ prog: REMOTE_PROGRAM, proc, type: MessageType.CALL, serial, status: 0 }, payload);
     sock.write(call(1, Proc.AUTH_LIST));
-    sock.write(call(2, Proc.CONNECT_SUPPORTS_FEATURE, encodeXdr(10, (w, v) => w.int(v))));
+    sock.write(
+      call(
+        2,
+        Proc.CONNECT_SUPPORTS_FEATURE,
+        encodeXdr(10, (w, v) => w.int(v)),
+      ),
+    );
     await closed;
     expect(server.keepaliveCloses).toHaveLength(1);
   });
 
   it('fails the connection on an oversize length word and on a truncated frame, without crashing', async () => {
     const a = await open();
-    const pendingA = a.conn.getHostname(AbortSignal.timeout(10_000)).then(() => undefined, (e: unknown) => e);
+    const pendingA = a.conn.getHostname(AbortSignal.timeout(10_000)).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     a.server.faults.gate('connect_get_hostname');
     const huge = Buffer.alloc(28);
     huge.writeUInt32BE(FRAME_MAX + 1, 0);
@@ -339,7 +356,10 @@ describe('connection loss, keepalive and malformed input', () => {
 
     const b = await open();
     b.server.faults.gate('connect_get_hostname');
-    const pendingB = b.conn.getHostname(sig()).then(() => undefined, (e: unknown) => e);
+    const pendingB = b.conn.getHostname(sig()).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     await waitFor(() => b.session.inFlight === 1, 'the call to reach the fake');
     const frame = encodeFrame({ prog: REMOTE_PROGRAM, proc: 59, type: 1, serial: 4, status: 0 }, Buffer.alloc(40));
     b.session.writeRaw(frame.subarray(0, 30));

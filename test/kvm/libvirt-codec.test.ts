@@ -13,21 +13,25 @@ const hex = (s: string): Buffer => Buffer.from(s.replace(/\s+/g, ''), 'hex');
 const GOLDEN = {
   authListCall: '0000001c 20008086 00000001 00000042 00000000 00000001 00000000',
   authListReply: '00000024 20008086 00000001 00000042 00000001 00000001 00000000 00000001 00000000',
-  openCall:
-    '00000038 20008086 00000001 00000001 00000000 00000003 00000000 00000001 0000000f 74657374 3a2f2f2f 64656661 756c7400 00000000',
+  openCall: '00000038 20008086 00000001 00000001 00000000 00000003 00000000 00000001 0000000f 74657374 3a2f2f2f 64656661 756c7400 00000000',
   openReply: '0000001c 20008086 00000001 00000001 00000001 00000003 00000000',
   libVersionReply: '00000024 20008086 00000001 0000009d 00000001 00000004 00000000 00000000 00895440',
   lookupErrorReply:
     '00000070 20008086 00000001 00000017 00000001 00000005 00000001 0000002a 0000000c 00000001 00000010 446f6d61 696e206e 6f742066 6f756e64 00000002 00000000 00000001 00000010 446f6d61 696e206e 6f742066 6f756e64 00000000 00000000 ffffffff ffffffff 00000000',
-  getInfoReply:
-    '0000003c 20008086 00000001 00000010 00000001 00000007 00000000 00000001 00000000 00800000 00000000 00200000 00000002 18ec8b9a 22011ce0',
+  getInfoReply: '0000003c 20008086 00000001 00000010 00000001 00000007 00000000 00000001 00000000 00800000 00000000 00200000 00000002 18ec8b9a 22011ce0',
 };
 
 describe('XDR', () => {
   it('round-trips every primitive', () => {
     const w = new XdrWriter(1);
-    w.int(-5).uint(0xffff_ffff).hyper(-(2n ** 62n)).uhyper(2n ** 64n - 1n).bool(true);
-    w.string('héllo', 100).fixedOpaque(Buffer.alloc(16, 3), 16).varOpaque(Buffer.from([1, 2, 3]), 10);
+    w.int(-5)
+      .uint(0xffff_ffff)
+      .hyper(-(2n ** 62n))
+      .uhyper(2n ** 64n - 1n)
+      .bool(true);
+    w.string('héllo', 100)
+      .fixedOpaque(Buffer.alloc(16, 3), 16)
+      .varOpaque(Buffer.from([1, 2, 3]), 10);
     w.optional<string>(null, (ww, s) => ww.string(s, 10)).optional('x', (ww, s) => ww.string(s, 10));
     w.array([1, 2, 3], 5, (ww, n) => ww.int(n));
     const buf = w.finish();
@@ -115,7 +119,10 @@ describe('golden frames from libvirtd 9.0.0', () => {
 
 describe('FrameDecoder', () => {
   const frames = [
-    encodeFrame({ prog: REMOTE_PROGRAM, proc: 3, type: 1, serial: 1, status: 0 }, encodeXdr('QEMU', (w, s) => w.string(s, 100))),
+    encodeFrame(
+      { prog: REMOTE_PROGRAM, proc: 3, type: 1, serial: 1, status: 0 },
+      encodeXdr('QEMU', (w, s) => w.string(s, 100)),
+    ),
     encodeFrame({ prog: REMOTE_PROGRAM, proc: 2, type: 1, serial: 2, status: 0 }),
     encodeFrame({ prog: REMOTE_PROGRAM, proc: 208, type: 3, serial: 3, status: 2 }, Buffer.alloc(70_000, 0xab)),
   ];
@@ -126,7 +133,10 @@ describe('FrameDecoder', () => {
       const d = new FrameDecoder();
       const got = [];
       for (let o = 0; o < all.length; o += size) got.push(...d.push(all.subarray(o, o + size)));
-      expect(got.map((f) => f.serial), `chunk ${size}`).toEqual([1, 2, 3]);
+      expect(
+        got.map((f) => f.serial),
+        `chunk ${size}`,
+      ).toEqual([1, 2, 3]);
       expect(got[2]!.payload.equals(Buffer.alloc(70_000, 0xab))).toBe(true);
       expect(d.pending).toBe(0);
     }

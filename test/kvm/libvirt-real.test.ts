@@ -146,11 +146,7 @@ describe('real libvirtd (qemu:///system)', () => {
     );
     cleanups.push(() => conn.storageVolDelete(vol, 0, sig()));
     expect(vol.key).toBe(join(host.poolDir, name));
-    expect(await kindOf(conn.storageVolCreateXml(pool, `<volume><name>${name}</name><capacity>1</capacity></volume>`, 0, sig()))).toEqual([
-      'exists',
-      90,
-      18,
-    ]);
+    expect(await kindOf(conn.storageVolCreateXml(pool, `<volume><name>${name}</name><capacity>1</capacity></volume>`, 0, sig()))).toEqual(['exists', 90, 18]);
 
     const data = randomBytes(1_600_000);
     const chunks = Array.from({ length: Math.ceil(data.length / 65_536) }, (_, i) => data.subarray(i * 65_536, (i + 1) * 65_536));

@@ -130,10 +130,7 @@ describe('fake server knobs and scale', () => {
     const h = track(await openOnFake());
     h.server.faults.delay('connect_get_type', 30);
     const order: string[] = [];
-    await Promise.all([
-      h.conn.getType(sig()).then(() => order.push('type')),
-      h.conn.getHostname(sig()).then(() => order.push('hostname')),
-    ]);
+    await Promise.all([h.conn.getType(sig()).then(() => order.push('type')), h.conn.getHostname(sig()).then(() => order.push('hostname'))]);
     expect(order).toEqual(['hostname', 'type']);
   });
 

@@ -105,20 +105,28 @@ describe('host pool on the real KVM test host', () => {
     expect(conn1.closed).toBe(true);
     thaw();
 
-    const conn2 = await pool.call(host, async (c, s) => {
-      await c.libvirt.getLibVersion(s);
-      return c;
-    }, AbortSignal.timeout(20_000));
+    const conn2 = await pool.call(
+      host,
+      async (c, s) => {
+        await c.libvirt.getLibVersion(s);
+        return c;
+      },
+      AbortSignal.timeout(20_000),
+    );
     expect(conn2).not.toBe(conn1);
     expect(await dials()).toBe(2);
   });
 
   it('closes an idle connection and redials for the next caller', async () => {
     const { pool, dials } = makePool(100);
-    const conn1 = await pool.call(host, async (c, s) => {
-      await c.libvirt.getLibVersion(s);
-      return c;
-    }, AbortSignal.timeout(20_000));
+    const conn1 = await pool.call(
+      host,
+      async (c, s) => {
+        await c.libvirt.getLibVersion(s);
+        return c;
+      },
+      AbortSignal.timeout(20_000),
+    );
     await waitFor(() => conn1.closed, 'the idle connection to close', 10_000);
     expect(pool.stats()[0]!.connected).toBe(false);
     await pool.call(host, libVersion, AbortSignal.timeout(20_000));

@@ -32,7 +32,12 @@ describe('provider gauges', () => {
         return store.listProviderHealth(signal);
       },
     };
-    await store.updateProviderHealth('kvm', () => health('kvm', [{ name: 'h1', ready: true, durationSeconds: 0.25 }, { name: 'h2', ready: false, durationSeconds: 3 }]));
+    await store.updateProviderHealth('kvm', () =>
+      health('kvm', [
+        { name: 'h1', ready: true, durationSeconds: 0.25 },
+        { name: 'h2', ready: false, durationSeconds: 3 },
+      ]),
+    );
     await store.updateProviderHealth('local', () => health('local', [{ name: 'localhost', ready: true, durationSeconds: 0.001 }]));
     const registry = createRegistry();
     registerProviderGauges(registry, counting);
@@ -43,7 +48,9 @@ describe('provider gauges', () => {
     expect(text).toContain('proxy_operator_provider_target_up{provider="kvm",target="h2"} 0');
     expect(text).toContain('proxy_operator_provider_target_up{provider="local",target="localhost"} 1');
     expect(text).toContain('proxy_operator_provider_check_duration_seconds{provider="kvm",target="h2"} 3');
-    expect(text).toContain(`proxy_operator_provider_check_timestamp_seconds{provider="local",target="localhost"} ${Date.parse('2026-11-01T10:00:00.000Z') / 1000}`);
+    expect(text).toContain(
+      `proxy_operator_provider_check_timestamp_seconds{provider="local",target="localhost"} ${Date.parse('2026-11-01T10:00:00.000Z') / 1000}`,
+    );
 
     await store.deleteProviderHealth('kvm');
     // A scrape's snapshot is dropped once the scrape is over (after the current turn of the event loop).

@@ -40,7 +40,15 @@ describe('provider health end to end with a mixed configuration', () => {
         providers: [
           { name: 'local', type: 'local' },
           { name: 'k8s', type: 'kubernetes', server: kube.url, tokenFile: join(dir, 'kube-token'), skipTLSVerify: true },
-          { name: 'gce', type: 'gcp', project: 'egress-test', accessTokenFile: join(dir, 'gcp-token'), apiEndpoint: '127.0.0.1', port: compute.port, protocol: 'http' },
+          {
+            name: 'gce',
+            type: 'gcp',
+            project: 'egress-test',
+            accessTokenFile: join(dir, 'gcp-token'),
+            apiEndpoint: '127.0.0.1',
+            port: compute.port,
+            protocol: 'http',
+          },
           { name: 'kvm-home', type: 'kvm', hosts: [kvmHost('good', goodKnownHosts), kvmHost('broken', brokenKnownHosts)] },
         ],
       },
@@ -56,7 +64,8 @@ describe('provider health end to end with a mixed configuration', () => {
   });
 
   const all = async (): Promise<ProviderHealth[]> => ((await (await fetch(`${api}/v1/providerhealths`)).json()) as { items: ProviderHealth[] }).items;
-  const target = (items: ProviderHealth[], provider: string, name: string) => items.find((p) => p.name === provider)?.status.targets.find((t) => t.name === name);
+  const target = (items: ProviderHealth[], provider: string, name: string) =>
+    items.find((p) => p.name === provider)?.status.targets.find((t) => t.name === name);
 
   test('the first round publishes every provider, with the broken host’s reason, and the gauges follow', async () => {
     const items = await waitFor('all four providers published', async () => {

@@ -144,7 +144,10 @@ describe('egress up in one process', () => {
 
       const done = await getJson<{ jobId: string }>('/v1/providers/local/checks?wait=true', { method: 'POST' });
       const notFailed = await getJson<{ message: string }>(`/v1/jobs/${done.body.jobId}/retry`, { method: 'POST' });
-      expect(notFailed).toEqual({ status: 409, body: { error: 'ERR_JOB_NOT_FAILED', message: `job "${done.body.jobId}" is completed; only failed jobs can be retried` } });
+      expect(notFailed).toEqual({
+        status: 409,
+        body: { error: 'ERR_JOB_NOT_FAILED', message: `job "${done.body.jobId}" is completed; only failed jobs can be retried` },
+      });
 
       const all = await runCli(['jobs', 'retry', '--all-failed', '--api-url', api]);
       expect(all.code).toBe(0);

@@ -21,7 +21,12 @@ function resultsQueue(): Queue {
 }
 
 function result(checkJobId: string): CheckResultData {
-  return { provider: 'local', checkJobId, checkedAt: '2026-11-29T10:00:00.000Z', targets: [{ target: 'localhost', ready: true, reason: 'Ok', message: 'ok', details: {}, durationSeconds: 0 }] };
+  return {
+    provider: 'local',
+    checkJobId,
+    checkedAt: '2026-11-29T10:00:00.000Z',
+    targets: [{ target: 'localhost', ready: true, reason: 'Ok', message: 'ok', details: {}, durationSeconds: 0 }],
+  };
 }
 
 describe('check results onto the results queue (group commit)', () => {
@@ -50,7 +55,9 @@ describe('check results onto the results queue (group commit)', () => {
     await new Promise((resolve) => setImmediate(resolve)); // the first add is now in flight
     await Promise.all([first, ...['b', 'c', 'd'].map((id) => sink.publish(result(id)))]);
     const batches = (await q.getJobs(['waiting']))
-      .map((j) => (j.name === 'result' ? [(j.data as CheckResultData).checkJobId] : (j.data as { results: CheckResultData[] }).results.map((r) => r.checkJobId)))
+      .map((j) =>
+        j.name === 'result' ? [(j.data as CheckResultData).checkJobId] : (j.data as { results: CheckResultData[] }).results.map((r) => r.checkJobId),
+      )
       .sort((x, y) => (x[0] ?? '').localeCompare(y[0] ?? ''));
     // 'a' went alone; 'b', 'c', 'd' waited for it and left in jobs of at most two.
     expect(batches).toEqual([['a'], ['b', 'c'], ['d']]);

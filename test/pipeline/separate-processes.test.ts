@@ -113,7 +113,11 @@ describe('bounded shutdown', () => {
     const prefix = uniquePrefix();
     const env = { REDIS_URL: inject('redisUrl') };
     const checks = new Queue(QUEUES.checks, { connection: redisOptions(env.REDIS_URL, 'producer'), prefix });
-    const worker = spawnEgress(['--config', file, '--prefix', prefix, '--shutdown-grace', '300ms', '--provider-check-timeout', '0'], { ...env, HANG_PROVIDERS: 'slow' }, HANGING_WORKER);
+    const worker = spawnEgress(
+      ['--config', file, '--prefix', prefix, '--shutdown-grace', '300ms', '--provider-check-timeout', '0'],
+      { ...env, HANG_PROVIDERS: 'slow' },
+      HANGING_WORKER,
+    );
     try {
       await worker.waitForLog('worker started');
       const job = await checks.add('check', { provider: 'slow', trigger: 'adhoc' }, { attempts: 3, backoff: { type: 'fixed', delay: 60_000 } });

@@ -99,7 +99,8 @@ export function localHarness(): ProviderHarness {
     },
     provider: async () => (current = built.add(await createProvider(localProviderSchema.parse({ name: 'local', type: 'local', dataDir }), deps()))),
     // A data directory whose name no file system accepts: the check's message carries it.
-    longMessageProvider: async () => built.add(await createProvider(localProviderSchema.parse({ name: 'local', type: 'local', dataDir: join(base, TOO_LONG) }), deps())),
+    longMessageProvider: async () =>
+      built.add(await createProvider(localProviderSchema.parse({ name: 'local', type: 'local', dataDir: join(base, TOO_LONG) }), deps())),
     backendObjects: async (name) => (await findProxyProcesses(instanceDir(dataDir, name))).map((pid) => `process ${pid}`),
     // A directory under instances/ without our intent file, and a plain file beside it: someone else's files.
     seedForeign: async (name) => {
@@ -135,7 +136,9 @@ export function kvmHarness(): ProviderHarness {
   const lib = <T>(fn: (c: LibvirtConnection, s: AbortSignal) => Promise<T>): Promise<T> =>
     inspector.pool.call(host, (conn: HostConnection, s) => fn(conn.libvirt, s), sig());
   const volumesOf = (name: string): Promise<string[]> =>
-    lib(async (c, s) => (await c.storagePoolListAllVolumes(await c.storagePoolLookupByName(host.pool, s), s)).map((v) => v.name).filter((n) => n === `${name}.qcow2`));
+    lib(async (c, s) =>
+      (await c.storagePoolListAllVolumes(await c.storagePoolLookupByName(host.pool, s), s)).map((v) => v.name).filter((n) => n === `${name}.qcow2`),
+    );
   const build = (hostConfig: KvmHostConfig): KvmProvider => {
     const registry = new Registry();
     const config = kvmProviderSchema.parse({ name: 'kvm', type: 'kvm', hosts: [hostConfig], proxies: { baseImageVolume: baseVolume, memoryMiB: 64 } });
@@ -261,9 +264,18 @@ export function kubernetesHarness(): ProviderHarness {
       return build();
     },
     backendObjects: async (name) => [
-      ...kube.listPods('proxies').filter((p) => p.metadata.name === name).map((p) => `pod ${p.metadata.name} ${p.metadata.uid}`),
-      ...kube.listSecrets('proxies').filter((s) => s.metadata.name === name).map((s) => `secret ${s.metadata.name} ${String(s.metadata.resourceVersion)}`),
-      ...kube.listServices('proxies').filter((s) => s.metadata.name === name).map((s) => `service ${s.metadata.name} ${String(s.metadata.resourceVersion)}`),
+      ...kube
+        .listPods('proxies')
+        .filter((p) => p.metadata.name === name)
+        .map((p) => `pod ${p.metadata.name} ${p.metadata.uid}`),
+      ...kube
+        .listSecrets('proxies')
+        .filter((s) => s.metadata.name === name)
+        .map((s) => `secret ${s.metadata.name} ${String(s.metadata.resourceVersion)}`),
+      ...kube
+        .listServices('proxies')
+        .filter((s) => s.metadata.name === name)
+        .map((s) => `service ${s.metadata.name} ${String(s.metadata.resourceVersion)}`),
     ],
     // A Pod of that name without our labels.
     seedForeign: async (name) => {
@@ -312,7 +324,11 @@ export function gcpHarness(): ProviderHarness {
       compute.injectFault({ status: 403, message: TOO_LONG });
       return build();
     },
-    backendObjects: async (name) => compute.listInstances().filter((i) => i.name === name).map((i) => `instance ${i.zone} ${i.name} ${i.id}`),
+    backendObjects: async (name) =>
+      compute
+        .listInstances()
+        .filter((i) => i.name === name)
+        .map((i) => `instance ${i.zone} ${i.name} ${i.id}`),
     // An instance of that name without our labels.
     seedForeign: async (name) => {
       compute.seedInstance(ZONE, { name, labels: { team: 'web' } });

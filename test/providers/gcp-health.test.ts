@@ -7,7 +7,14 @@ import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/errors.ts';
 import { silentLogger } from '../../src/logging.ts';
-import { computeClientOptions, createComputeClients, createGcpProvider, gcpProviderSchema, MANAGED_FILTER, MANAGED_LABELS } from '../../src/providers/gcp/index.ts';
+import {
+  computeClientOptions,
+  createComputeClients,
+  createGcpProvider,
+  gcpProviderSchema,
+  MANAGED_FILTER,
+  MANAGED_LABELS,
+} from '../../src/providers/gcp/index.ts';
 import { runCheck } from '../../src/health/run-check.ts';
 import { createProvider } from '../../src/providers/create-provider.ts';
 import type { Provider } from '../../src/providers/types.ts';
@@ -191,7 +198,14 @@ describe('gcp health check', () => {
       authStarted();
       return new Promise(() => undefined);
     };
-    const config = gcpProviderSchema.parse({ name: 'gce', type: 'gcp', project: 'egress-test', apiEndpoint: '127.0.0.1', port: compute.port, protocol: 'http' });
+    const config = gcpProviderSchema.parse({
+      name: 'gce',
+      type: 'gcp',
+      project: 'egress-test',
+      apiEndpoint: '127.0.0.1',
+      port: compute.port,
+      protocol: 'http',
+    });
     const p = createGcpProvider(config, deps(), { clients: createComputeClients({ ...compute.clientOptions(), authClient: auth }) });
     providers.push(p);
     const ac = new AbortController();
@@ -218,7 +232,7 @@ describe('gcp health check', () => {
     }
   });
 
-    it('rejects unreadable credential files at creation, naming the field', () => {
+  it('rejects unreadable credential files at creation, naming the field', () => {
     expect(() => computeClientOptions({ accessTokenFile: join(dir, 'absent') }, 'providers[2]')).toThrow(ConfigError);
     expect(() => computeClientOptions({ credentialsFile: join(dir, 'absent') }, 'providers[2]')).toThrow(/providers\[2\]\.credentialsFile: cannot read/);
   });

@@ -94,7 +94,14 @@ describe('gcp lifecycle: ensure', () => {
     expect(polls().map((r) => r.method)).toEqual(['POST', 'POST', 'POST']);
     expect(polls().every((r) => r.path.includes(`/zones/${ZONE}/operations/`) && r.path.endsWith('/wait'))).toBe(true);
     const natIP = stored?.networkInterfaces[0]?.accessConfigs?.[0]?.natIP;
-    expect(inst).toMatchObject({ name: 'ep-alpha-1234abcd', id: stored?.id, state: 'running', placement: ZONE, owner: { fleet: 'fleet-a', proxy: 'alpha' }, endpoint: { host: natIP, port: 8888 } });
+    expect(inst).toMatchObject({
+      name: 'ep-alpha-1234abcd',
+      id: stored?.id,
+      state: 'running',
+      placement: ZONE,
+      owner: { fleet: 'fleet-a', proxy: 'alpha' },
+      endpoint: { host: natIP, port: 8888 },
+    });
     expect(natIP).toBeTruthy();
     expect(Date.parse(inst.createdAt)).not.toBeNaN();
   });
@@ -117,7 +124,11 @@ describe('gcp lifecycle: ensure', () => {
   it('adopts our instance when the insert answers 409 alreadyExists', async () => {
     const seeded = compute.seedInstance(ZONE, { name: 'ep-alpha-1234abcd', labels: ours('fleet-a', 'alpha') });
     // The first read misses it (as a read racing another worker's insert would).
-    compute.injectFault({ status: 404, reason: 'notFound', match: { method: 'GET', path: `/compute/v1/projects/egress-test/zones/${ZONE}/instances/ep-alpha-1234abcd` } });
+    compute.injectFault({
+      status: 404,
+      reason: 'notFound',
+      match: { method: 'GET', path: `/compute/v1/projects/egress-test/zones/${ZONE}/instances/ep-alpha-1234abcd` },
+    });
     const inst = await lifecycle().ensureInstance(spec(), signal());
     expect(inst.id).toBe(seeded.id);
     expect(inserts().map((r) => r.status)).toEqual([409]);
@@ -125,7 +136,9 @@ describe('gcp lifecycle: ensure', () => {
 
   it('ends in ProvisioningError with the API message when the insert operation fails with QUOTA_EXCEEDED', async () => {
     compute.failNextOperation({ code: 'QUOTA_EXCEEDED', message: "Quota 'CPUS' exceeded.  Limit: 8.0 in region us-central1." });
-    const err = await lifecycle().ensureInstance(spec(), signal()).catch((e: unknown) => e);
+    const err = await lifecycle()
+      .ensureInstance(spec(), signal())
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ProvisioningError);
     expect((err as Error).message).toContain("QUOTA_EXCEEDED: Quota 'CPUS' exceeded.  Limit: 8.0 in region us-central1.");
     expect(compute.listInstances()).toHaveLength(0);
@@ -201,7 +214,9 @@ describe('gcp lifecycle: delete', () => {
   it('fails with a retryable error when the delete operation fails', async () => {
     compute.seedInstance(ZONE, { name: 'ep-d', labels: ours('fleet-a', 'd') });
     compute.failNextOperation({ code: 'RESOURCE_IN_USE_BY_ANOTHER_RESOURCE' });
-    const err = await lifecycle().deleteInstance('ep-d', undefined, signal()).catch((e: unknown) => e);
+    const err = await lifecycle()
+      .deleteInstance('ep-d', undefined, signal())
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(GcpRequestError);
     expect(err).toMatchObject({ retryable: true, reason: 'RESOURCE_IN_USE_BY_ANOTHER_RESOURCE' });
     expect(compute.getInstance(ZONE, 'ep-d')).toBeDefined();
@@ -227,14 +242,18 @@ describe('gcp lifecycle: inventory', () => {
     expect(new Set(found.map((i) => i.placement))).toEqual(new Set(zones));
     const lists = compute.requests.filter((r) => r.path.endsWith('/aggregated/instances'));
     expect(lists).toHaveLength(3);
-    expect(lists.every((r) => r.query.maxResults === '3' && r.query.filter === '(labels.managed-by = "egress-proxies") (labels.egress-fleet = "fleet-a")')).toBe(true);
+    expect(
+      lists.every((r) => r.query.maxResults === '3' && r.query.filter === '(labels.managed-by = "egress-proxies") (labels.egress-fleet = "fleet-a")'),
+    ).toBe(true);
     expect(lists.slice(1).every((r) => Boolean(r.query.pageToken))).toBe(true);
   });
 });
 
 describe('gcp lifecycle: errors and cancellation', () => {
   it('maps a 400 invalid insert (a bad name) to ProvisioningError', async () => {
-    const err = await lifecycle().ensureInstance(spec('Bad_Name'), signal()).catch((e: unknown) => e);
+    const err = await lifecycle()
+      .ensureInstance(spec('Bad_Name'), signal())
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ProvisioningError);
     expect((err as Error).message).toContain('HTTP 400 invalid');
   });
@@ -246,7 +265,9 @@ describe('gcp lifecycle: errors and cancellation', () => {
 
   it('maps a 403 forbidden to GcpAccessError: not a provisioning failure, not retryable by itself', async () => {
     compute.injectFault({ status: 403, reason: 'forbidden', message: "Required 'compute.instances.create' permission", match: { method: 'POST' } });
-    const err = await lifecycle().ensureInstance(spec(), signal()).catch((e: unknown) => e);
+    const err = await lifecycle()
+      .ensureInstance(spec(), signal())
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(GcpAccessError);
     expect(err).not.toBeInstanceOf(ProvisioningError);
     expect(err).toMatchObject({ status: 403, reason: 'forbidden', retryable: false });
@@ -256,7 +277,9 @@ describe('gcp lifecycle: errors and cancellation', () => {
     compute.injectFault({ status: 503, match: { method: 'GET' } });
     await expect(lifecycle().getInstance('x', undefined, signal())).rejects.toMatchObject({ status: 503, retryable: true });
     compute.injectFault({ status: 429, reason: 'rateLimitExceeded', match: { method: 'POST' } });
-    const err = await lifecycle().ensureInstance(spec(), signal()).catch((e: unknown) => e);
+    const err = await lifecycle()
+      .ensureInstance(spec(), signal())
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(GcpRequestError);
     expect(err).toMatchObject({ status: 429, reason: 'rateLimitExceeded' });
   });
@@ -292,7 +315,8 @@ describe('gcp lifecycle: errors and cancellation', () => {
 
 describe('gcp lifecycle: a stopped, suspended or preempted instance is brought back', () => {
   const natOf = (name: string) => compute.getInstance(ZONE, name)?.networkInterfaces[0]?.accessConfigs?.[0]?.natIP;
-  const actions = () => compute.requests.filter((r) => r.method === 'POST' && /\/instances\/[^/]+\/(start|resume|stop|suspend)$/.test(r.path)).map((r) => r.path.split('/').at(-1));
+  const actions = () =>
+    compute.requests.filter((r) => r.method === 'POST' && /\/instances\/[^/]+\/(start|resume|stop|suspend)$/.test(r.path)).map((r) => r.path.split('/').at(-1));
 
   function capture(): { lines: () => Record<string, unknown>[]; logger: Logger } {
     const out: string[] = [];
@@ -313,7 +337,11 @@ describe('gcp lifecycle: a stopped, suspended or preempted instance is brought b
     const back = await lc.ensureInstance(spec(), signal());
 
     expect(actions()).toEqual(['start']);
-    expect(polls().slice(-3).map((r) => r.path.endsWith('/wait'))).toEqual([true, true, true]);
+    expect(
+      polls()
+        .slice(-3)
+        .map((r) => r.path.endsWith('/wait')),
+    ).toEqual([true, true, true]);
     expect(compute.getInstance(ZONE, 'ep-alpha-1234abcd')?.status).toBe('RUNNING');
     expect(back).toMatchObject({ state: 'running', id: made.id, endpoint: { host: natOf('ep-alpha-1234abcd'), port: 3128 } });
     expect(back.endpoint?.host).not.toBe(before);
@@ -331,14 +359,21 @@ describe('gcp lifecycle: a stopped, suspended or preempted instance is brought b
     await clients.instances.stop({ project: 'egress-test', zone: ZONE, instance: 'ep-alpha-1234abcd' });
     await clients.instances.suspend({ project: 'egress-test', zone: ZONE, instance: 'ep-beta-1234abcd' });
     compute.state.finishAllOperations();
-    expect([compute.getInstance(ZONE, 'ep-alpha-1234abcd')?.status, compute.getInstance(ZONE, 'ep-beta-1234abcd')?.status]).toEqual(['TERMINATED', 'SUSPENDED']);
+    expect([compute.getInstance(ZONE, 'ep-alpha-1234abcd')?.status, compute.getInstance(ZONE, 'ep-beta-1234abcd')?.status]).toEqual([
+      'TERMINATED',
+      'SUSPENDED',
+    ]);
 
     expect((await lc.ensureInstance(spec(), signal())).state).toBe('running');
     const beta = await lc.ensureInstance(spec('ep-beta-1234abcd', 'beta'), signal());
     expect(beta.state).toBe('running');
     expect(beta.endpoint?.host).toBe(natOf('ep-beta-1234abcd'));
     expect(actions()).toEqual(['stop', 'suspend', 'start', 'resume']);
-    expect(lines().filter((l) => typeof l.reason === 'string').map((l) => [l.instance, l.reason])).toEqual([
+    expect(
+      lines()
+        .filter((l) => typeof l.reason === 'string')
+        .map((l) => [l.instance, l.reason]),
+    ).toEqual([
       ['ep-alpha-1234abcd', 'stopped'],
       ['ep-beta-1234abcd', 'suspended'],
     ]);
@@ -359,7 +394,9 @@ describe('gcp lifecycle: a stopped, suspended or preempted instance is brought b
   it('a start that fails is retryable (the instance exists); a foreign stopped instance is never started', async () => {
     compute.seedInstance(ZONE, { name: 'ep-spot', labels: ours('fleet-a', 'spot'), status: 'TERMINATED', ...current() });
     compute.failNextOperation({ code: 'ZONE_RESOURCE_POOL_EXHAUSTED' });
-    const err = await lifecycle().ensureInstance(spec('ep-spot', 'spot'), signal()).catch((e: unknown) => e);
+    const err = await lifecycle()
+      .ensureInstance(spec('ep-spot', 'spot'), signal())
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(GcpRequestError);
     expect(err).not.toBeInstanceOf(ProvisioningError);
     expect(err).toMatchObject({ retryable: true, reason: 'ZONE_RESOURCE_POOL_EXHAUSTED' });
@@ -449,7 +486,16 @@ describe('gcp lifecycle: egress policy', () => {
   });
 
   it('an instance from before the policy gains the item; a stopped one gets it before it is started', async () => {
-    compute.seedInstance(ZONE, { name: 'ep-old', labels: ours('fleet-a', 'old'), metadata: { items: [{ key: METADATA_PORT, value: '3128' }, { key: 'startup-script', value: 'echo hi' }] } });
+    compute.seedInstance(ZONE, {
+      name: 'ep-old',
+      labels: ours('fleet-a', 'old'),
+      metadata: {
+        items: [
+          { key: METADATA_PORT, value: '3128' },
+          { key: 'startup-script', value: 'echo hi' },
+        ],
+      },
+    });
     compute.seedInstance(ZONE, { name: 'ep-stopped', labels: ours('fleet-a', 'stopped'), status: 'TERMINATED' });
     const lc = lifecycle({ egressPolicy: policyOf([]) });
     await lc.ensureInstance(spec('ep-old', 'old'), signal());
@@ -479,7 +525,8 @@ describe('gcp lifecycle: egress policy', () => {
 describe('gcp lifecycle: the managed firewall rule', () => {
   const RULE = 'egress-proxies-gce-allow';
   const TAG = 'egress-proxy-gce';
-  const withFirewall = (o: Partial<GcpLifecycleOptions> = {}) => lifecycle({ provider: 'gce', firewall: { sourceRanges: ['203.0.113.0/24', '2001:db8::/32'] }, ...o });
+  const withFirewall = (o: Partial<GcpLifecycleOptions> = {}) =>
+    lifecycle({ provider: 'gce', firewall: { sourceRanges: ['203.0.113.0/24', '2001:db8::/32'] }, ...o });
   const firewallCalls = () => compute.requests.filter((r) => r.path.includes('/global/')).map((r) => `${r.method} ${r.path.replace(/operation-[^/]+/, 'OP')}`);
   const base = '/compute/v1/projects/egress-test/global';
 
@@ -497,7 +544,12 @@ describe('gcp lifecycle: the managed firewall rule', () => {
       allowed: [{ IPProtocol: 'tcp', ports: ['8888'] }],
     });
     expect(compute.getFirewall(RULE)?.description).toMatch(/^Managed by egress-proxies for provider "gce"/);
-    expect(firewallCalls()).toEqual([`GET ${base}/firewalls/${RULE}`, `POST ${base}/firewalls`, `POST ${base}/operations/OP/wait`, `POST ${base}/operations/OP/wait`]);
+    expect(firewallCalls()).toEqual([
+      `GET ${base}/firewalls/${RULE}`,
+      `POST ${base}/firewalls`,
+      `POST ${base}/operations/OP/wait`,
+      `POST ${base}/operations/OP/wait`,
+    ]);
     // The rule was in place before the first instance insert.
     const firstInsert = compute.requests.findIndex((r) => r.method === 'POST' && r.path.endsWith('/instances'));
     expect(compute.requests.findIndex((r) => r.path === `${base}/firewalls` && r.method === 'POST')).toBeLessThan(firstInsert);
@@ -516,8 +568,16 @@ describe('gcp lifecycle: the managed firewall rule', () => {
     await withFirewall().ensureInstance(spec(), signal());
     const patch = compute.requests.find((r) => r.method === 'PATCH');
     expect(patch?.path).toBe(`${base}/firewalls/${RULE}`);
-    expect(JSON.parse(patch?.body ?? '{}')).toMatchObject({ sourceRanges: ['203.0.113.0/24', '2001:db8::/32'], allowed: [{ IPProtocol: 'tcp', ports: ['3128'] }], targetTags: [TAG] });
-    expect(compute.getFirewall(RULE)).toMatchObject({ sourceRanges: ['203.0.113.0/24', '2001:db8::/32'], allowed: [{ IPProtocol: 'tcp', ports: ['3128'] }], disabled: false });
+    expect(JSON.parse(patch?.body ?? '{}')).toMatchObject({
+      sourceRanges: ['203.0.113.0/24', '2001:db8::/32'],
+      allowed: [{ IPProtocol: 'tcp', ports: ['3128'] }],
+      targetTags: [TAG],
+    });
+    expect(compute.getFirewall(RULE)).toMatchObject({
+      sourceRanges: ['203.0.113.0/24', '2001:db8::/32'],
+      allowed: [{ IPProtocol: 'tcp', ports: ['3128'] }],
+      disabled: false,
+    });
 
     compute.requests.length = 0;
     await withFirewall().ensureInstance(spec('ep-beta-1234abcd', 'beta'), signal());
@@ -525,7 +585,12 @@ describe('gcp lifecycle: the managed firewall rule', () => {
   });
 
   it('takes 409 alreadyExists as success (another worker made the rule)', async () => {
-    compute.seedFirewall({ name: RULE, sourceRanges: ['203.0.113.0/24', '2001:db8::/32'], targetTags: [TAG], allowed: [{ IPProtocol: 'tcp', ports: ['3128'] }] });
+    compute.seedFirewall({
+      name: RULE,
+      sourceRanges: ['203.0.113.0/24', '2001:db8::/32'],
+      targetTags: [TAG],
+      allowed: [{ IPProtocol: 'tcp', ports: ['3128'] }],
+    });
     compute.injectFault({ status: 404, reason: 'notFound', match: { method: 'GET', path: `${base}/firewalls/${RULE}` } });
     await withFirewall().ensureInstance(spec(), signal());
     expect(compute.requests.filter((r) => r.path === `${base}/firewalls`).map((r) => r.status)).toEqual([409]);
@@ -541,7 +606,9 @@ describe('gcp lifecycle: the managed firewall rule', () => {
   });
 
   it('fails the create with a ProvisioningError for an invalid rule, and tries again after any failure', async () => {
-    const bad = await withFirewall({ firewall: { sourceRanges: ['10.0.0.0/33'] } }).ensureInstance(spec(), signal()).catch((e: unknown) => e);
+    const bad = await withFirewall({ firewall: { sourceRanges: ['10.0.0.0/33'] } })
+      .ensureInstance(spec(), signal())
+      .catch((e: unknown) => e);
     expect(bad).toBeInstanceOf(ProvisioningError);
     expect((bad as Error).message).toContain('resource.sourceRanges[0]');
     expect(inserts()).toHaveLength(0);
@@ -611,8 +678,12 @@ describe('gcp lifecycle: the managed firewall rule', () => {
 
   it('validates the configuration, naming the field', () => {
     const doc = (firewall: unknown) => ({ providers: [{ name: 'gce', type: 'gcp', project: 'p', proxies: { image: 'i', firewall } }] });
-    expect(() => parseConfigDocument(doc({ sourceRanges: [] }), 'egress.yaml')).toThrow(/providers\[0\]\.proxies\.firewall\.sourceRanges: give at least one address range/);
-    expect(() => parseConfigDocument(doc({ sourceRanges: ['10.0.0.0/8', '10.0.0.0/40'] }), 'egress.yaml')).toThrow(/providers\[0\]\.proxies\.firewall\.sourceRanges\[1\]: expected an address range in CIDR notation/);
+    expect(() => parseConfigDocument(doc({ sourceRanges: [] }), 'egress.yaml')).toThrow(
+      /providers\[0\]\.proxies\.firewall\.sourceRanges: give at least one address range/,
+    );
+    expect(() => parseConfigDocument(doc({ sourceRanges: ['10.0.0.0/8', '10.0.0.0/40'] }), 'egress.yaml')).toThrow(
+      /providers\[0\]\.proxies\.firewall\.sourceRanges\[1\]: expected an address range in CIDR notation/,
+    );
     expect(() => parseConfigDocument(doc({}), 'egress.yaml')).toThrow(/providers\[0\]\.proxies\.firewall\.sourceRanges/);
     const ok = parseConfigDocument(doc({ sourceRanges: ['203.0.113.7', '2001:db8::/32'], network: 'global/networks/crawl' }), 'egress.yaml');
     expect(ok.providers[0]).toMatchObject({ proxies: { firewall: { sourceRanges: ['203.0.113.7', '2001:db8::/32'], network: 'global/networks/crawl' } } });

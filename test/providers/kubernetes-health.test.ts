@@ -229,7 +229,9 @@ describe('buildKubeConfig', () => {
   });
 
   it.skipIf(Boolean(process.env.KUBERNETES_SERVICE_HOST))('fails with a ConfigError outside a cluster when nothing names a server', () => {
-    expect(() => buildKubeConfig({ skipTLSVerify: false }, 'providers.k8s')).toThrow(/^providers\.k8s: no kubeconfig or server given and not running in a cluster/);
+    expect(() => buildKubeConfig({ skipTLSVerify: false }, 'providers.k8s')).toThrow(
+      /^providers\.k8s: no kubeconfig or server given and not running in a cluster/,
+    );
   });
 
   it('rejects a missing token file and a plain-http server without skipTLSVerify, naming the field', () => {

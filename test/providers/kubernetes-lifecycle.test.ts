@@ -60,7 +60,11 @@ describe('kubernetes lifecycle: ensure', () => {
 
     const secret = kube.getSecret('proxies', 'ep-alpha-1234abcd');
     expect(secret).toMatchObject({ type: 'Opaque', metadata: { labels: { ...MANAGED_LABELS, [FLEET_LABEL]: 'fleet-a', [PROXY_LABEL]: 'alpha' } } });
-    expect(decoded(secret?.data)).toEqual({ PROXY_USER: 'u-alpha', PROXY_PASSWORD: 's3cret-pw', EGRESS_PROXY_POLICY: JSON.stringify(proxyEgressPolicy(undefined, undefined)) });
+    expect(decoded(secret?.data)).toEqual({
+      PROXY_USER: 'u-alpha',
+      PROXY_PASSWORD: 's3cret-pw',
+      EGRESS_PROXY_POLICY: JSON.stringify(proxyEgressPolicy(undefined, undefined)),
+    });
 
     const pod = kube.getPod('proxies', 'ep-alpha-1234abcd');
     expect(pod?.metadata.labels).toEqual({ ...MANAGED_LABELS, [FLEET_LABEL]: 'fleet-a', [PROXY_LABEL]: 'alpha' });
@@ -80,7 +84,13 @@ describe('kubernetes lifecycle: ensure', () => {
     // The Secret exists before the Pod that reads it.
     const order = kube.requests.filter((r) => r.method === 'POST').map((r) => r.path.split('/').pop());
     expect(order).toEqual(['secrets', 'pods']);
-    expect(inst).toMatchObject({ name: 'ep-alpha-1234abcd', id: pod?.metadata.uid, state: 'provisioning', placement: 'proxies', owner: { fleet: 'fleet-a', proxy: 'alpha' } });
+    expect(inst).toMatchObject({
+      name: 'ep-alpha-1234abcd',
+      id: pod?.metadata.uid,
+      state: 'provisioning',
+      placement: 'proxies',
+      owner: { fleet: 'fleet-a', proxy: 'alpha' },
+    });
     expect(inst.endpoint).toBeUndefined();
     expect(Date.parse(inst.createdAt)).not.toBeNaN();
     expect(creates()[0]?.authorization).toBe(`Bearer ${kube.token}`);
@@ -106,7 +116,10 @@ describe('kubernetes lifecycle: ensure', () => {
     kube.injectFault({ status: 404, match: { method: 'GET', path: '/api/v1/namespaces/proxies/secrets/ep-alpha-1234abcd' } });
     await lifecycle().ensureInstance(spec(), signal());
     const secretWrites = kube.requests.filter((r) => r.path.startsWith('/api/v1/namespaces/proxies/secrets') && r.method !== 'GET');
-    expect(secretWrites.map((r) => [r.method, r.status])).toEqual([['POST', 409], ['PUT', 200]]);
+    expect(secretWrites.map((r) => [r.method, r.status])).toEqual([
+      ['POST', 409],
+      ['PUT', 200],
+    ]);
     expect(decoded(kube.getSecret('proxies', 'ep-alpha-1234abcd')?.data)).toMatchObject({ PROXY_USER: 'u-alpha', PROXY_PASSWORD: 's3cret-pw' });
     expect(kube.listSecrets('proxies')).toHaveLength(1);
   });
@@ -145,8 +158,13 @@ describe('kubernetes lifecycle: ensure', () => {
   });
 
   it('refuses a Secret of that name without our labels and leaves it as it was', async () => {
-    const foreign = kube.seedSecret({ metadata: { name: 'ep-alpha-1234abcd', namespace: 'proxies', labels: { app: 'db' } }, stringData: { PROXY_PASSWORD: 'theirs' } });
-    const err = await lifecycle().ensureInstance(spec(), signal()).catch((e: unknown) => e);
+    const foreign = kube.seedSecret({
+      metadata: { name: 'ep-alpha-1234abcd', namespace: 'proxies', labels: { app: 'db' } },
+      stringData: { PROXY_PASSWORD: 'theirs' },
+    });
+    const err = await lifecycle()
+      .ensureInstance(spec(), signal())
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ProvisioningError);
     expect((err as Error).message).toContain('a Secret named "ep-alpha-1234abcd" exists in namespace "proxies" without our labels');
     expect(kube.getSecret('proxies', 'ep-alpha-1234abcd')).toEqual(foreign);
@@ -194,7 +212,10 @@ describe('kubernetes lifecycle: state', () => {
   it('reports an invalid image name as failed while the Pod is still Pending', async () => {
     kube.seedPod({
       metadata: { name: 'ep-i', namespace: 'proxies', labels: { ...MANAGED_LABELS, [FLEET_LABEL]: 'fleet-a', [PROXY_LABEL]: 'i' } },
-      status: { phase: 'Pending', containerStatuses: [{ name: 'proxy', state: { waiting: { reason: 'InvalidImageName', message: 'couldn\'t parse image name "A:B:C"' } } }] },
+      status: {
+        phase: 'Pending',
+        containerStatuses: [{ name: 'proxy', state: { waiting: { reason: 'InvalidImageName', message: 'couldn\'t parse image name "A:B:C"' } } }],
+      },
     });
     expect(await lifecycle().getInstance('ep-i', undefined, signal())).toMatchObject({ state: 'failed', message: expect.stringContaining('InvalidImageName') });
   });
@@ -223,12 +244,14 @@ describe('kubernetes lifecycle: delete', () => {
 });
 
 describe('kubernetes lifecycle: inventory', () => {
-  it('pages through every page and returns exactly the fleet\'s managed Pods', async () => {
+  it("pages through every page and returns exactly the fleet's managed Pods", async () => {
     const mine: string[] = [];
     for (let i = 0; i < 7; i++) {
       const name = `ep-mine-${i}`;
       mine.push(name);
-      kube.seedPod({ metadata: { name, namespace: i % 2 ? 'proxies' : 'default', labels: { ...MANAGED_LABELS, [FLEET_LABEL]: 'fleet-a', [PROXY_LABEL]: `p${i}` } } });
+      kube.seedPod({
+        metadata: { name, namespace: i % 2 ? 'proxies' : 'default', labels: { ...MANAGED_LABELS, [FLEET_LABEL]: 'fleet-a', [PROXY_LABEL]: `p${i}` } },
+      });
     }
     kube.seedPod({ metadata: { name: 'ep-other-fleet', namespace: 'proxies', labels: { ...MANAGED_LABELS, [FLEET_LABEL]: 'fleet-b', [PROXY_LABEL]: 'x' } } });
     kube.seedPod({ metadata: { name: 'ep-unmanaged', namespace: 'proxies', labels: { [FLEET_LABEL]: 'fleet-a', [PROXY_LABEL]: 'y' } } });
@@ -240,12 +263,15 @@ describe('kubernetes lifecycle: inventory', () => {
     expect(found.every((i) => i.owner.fleet === 'fleet-a')).toBe(true);
     const lists = kube.requests.filter((r) => r.path === '/api/v1/pods');
     expect(lists.length).toBe(4);
-    expect(lists.every((r) => r.query.limit === '2' && r.query.labelSelector === `app=egress-proxy,managed-by=egress-proxies,${FLEET_LABEL}=fleet-a`)).toBe(true);
+    expect(lists.every((r) => r.query.limit === '2' && r.query.labelSelector === `app=egress-proxy,managed-by=egress-proxies,${FLEET_LABEL}=fleet-a`)).toBe(
+      true,
+    );
     expect(lists.slice(1).every((r) => Boolean(r.query.continue))).toBe(true);
   });
 
   it('fails the sweep with a retryable error when a continue token has expired', async () => {
-    for (let i = 0; i < 3; i++) kube.seedPod({ metadata: { name: `ep-${i}`, namespace: 'proxies', labels: { ...MANAGED_LABELS, [FLEET_LABEL]: 'fleet-a', [PROXY_LABEL]: `p${i}` } } });
+    for (let i = 0; i < 3; i++)
+      kube.seedPod({ metadata: { name: `ep-${i}`, namespace: 'proxies', labels: { ...MANAGED_LABELS, [FLEET_LABEL]: 'fleet-a', [PROXY_LABEL]: `p${i}` } } });
     const iter = lifecycle({ pageSize: 1 }).listInstances('fleet-a', signal())[Symbol.asyncIterator]();
     expect((await iter.next()).value).toMatchObject({ name: 'ep-0' });
     kube.expireContinueTokens();
@@ -257,7 +283,9 @@ describe('kubernetes lifecycle: inventory', () => {
 
 describe('kubernetes lifecycle: errors and cancellation', () => {
   it('maps 422 Invalid on create to ProvisioningError with the server message', async () => {
-    const err = await lifecycle().ensureInstance(spec('Bad_Name'), signal()).catch((e: unknown) => e);
+    const err = await lifecycle()
+      .ensureInstance(spec('Bad_Name'), signal())
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ProvisioningError);
     expect((err as Error).message).toContain('Invalid value: "Bad_Name"');
   });
@@ -268,25 +296,31 @@ describe('kubernetes lifecycle: errors and cancellation', () => {
 
   it('maps 403 on create to KubernetesAccessError: not a provisioning failure, not retryable by itself', async () => {
     kube.forbid(kube.token, ['create'], ['pods']);
-    const err = await lifecycle().ensureInstance(spec(), signal()).catch((e: unknown) => e);
+    const err = await lifecycle()
+      .ensureInstance(spec(), signal())
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(KubernetesAccessError);
     expect(err).not.toBeInstanceOf(ProvisioningError);
     expect(err).toMatchObject({ status: 403, retryable: false });
     expect((err as Error).message).toContain('cannot create resource "pods"');
     // The server was asked whether this identity may create Pods there, and said no.
     const review = kube.requests.find((r) => r.path === '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews');
-    expect(JSON.parse(review?.body ?? '{}')).toMatchObject({ spec: { resourceAttributes: { namespace: 'proxies', verb: 'create', resource: 'pods', group: '' } } });
+    expect(JSON.parse(review?.body ?? '{}')).toMatchObject({
+      spec: { resourceAttributes: { namespace: 'proxies', verb: 'create', resource: 'pods', group: '' } },
+    });
     expect(JSON.parse(review?.responseBody ?? '{}')).toMatchObject({ status: { allowed: false } });
   });
 
   it('maps a 503 to a retryable KubernetesRequestError', async () => {
     kube.injectFault({ status: 503, match: { method: 'POST' } });
-    const err = await lifecycle().ensureInstance(spec(), signal()).catch((e: unknown) => e);
+    const err = await lifecycle()
+      .ensureInstance(spec(), signal())
+      .catch((e: unknown) => e);
     expect(err).toMatchObject({ status: 503, retryable: true });
     expect(err).toBeInstanceOf(KubernetesRequestError);
   });
 
-  it('aborts the HTTP request when the signal ends, rejecting with the signal\'s reason', async () => {
+  it("aborts the HTTP request when the signal ends, rejecting with the signal's reason", async () => {
     kube.injectFault({ latencyMs: 60_000, match: { method: 'GET' } });
     const ac = new AbortController();
     const pending = lifecycle().getInstance('ep-alpha-1234abcd', undefined, ac.signal);
@@ -379,7 +413,11 @@ describe('kubernetes lifecycle: egress policy', () => {
       namespace: 'proxies',
       proxies: { egressPolicy: { allow: ['10.20.0.0/16'], deny: ['192.0.2.0/24'] } },
     });
-    const provider = createKubernetesProvider(config, { logger: silentLogger(), registry: new Registry(), dataDir: '/nonexistent', egress: guards }, { kubeConfig: kube.kubeConfig() });
+    const provider = createKubernetesProvider(
+      config,
+      { logger: silentLogger(), registry: new Registry(), dataDir: '/nonexistent', egress: guards },
+      { kubeConfig: kube.kubeConfig() },
+    );
     await provider.lifecycle?.ensureInstance(spec(), signal());
     const env = podEnv(kube, pod()!);
     expect(env.EGRESS_PROXY_POLICY).toBe(JSON.stringify(policyOf(['10.20.0.0/16'])));
@@ -436,10 +474,19 @@ describe('kubernetes lifecycle: egress policy', () => {
 
   it('replaces, once, a Pod and Secret from before the policy (no EGRESS_PROXY_POLICY key or env var)', async () => {
     const labels = { ...MANAGED_LABELS, [FLEET_LABEL]: 'fleet-a', [PROXY_LABEL]: 'alpha' };
-    const old = kube.seedSecret({ metadata: { name: 'ep-alpha-1234abcd', namespace: 'proxies', labels }, type: 'Opaque', stringData: { PROXY_USER: 'u-alpha', PROXY_PASSWORD: 's3cret-pw' } });
+    const old = kube.seedSecret({
+      metadata: { name: 'ep-alpha-1234abcd', namespace: 'proxies', labels },
+      type: 'Opaque',
+      stringData: { PROXY_USER: 'u-alpha', PROXY_PASSWORD: 's3cret-pw' },
+    });
     const envOf = (key: string) => ({ name: key, valueFrom: { secretKeyRef: { name: 'ep-alpha-1234abcd', key } } });
     kube.seedPod({
-      metadata: { name: 'ep-alpha-1234abcd', namespace: 'proxies', labels, annotations: { 'egress-proxies/secret-version': old.metadata.resourceVersion ?? '' } },
+      metadata: {
+        name: 'ep-alpha-1234abcd',
+        namespace: 'proxies',
+        labels,
+        annotations: { 'egress-proxies/secret-version': old.metadata.resourceVersion ?? '' },
+      },
       spec: { containers: [{ name: 'proxy', image: 'fp:1', env: [envOf('PROXY_USER'), envOf('PROXY_PASSWORD')] }] },
     });
     const lc = lifecycle({ egressPolicy: policyOf([]) });
@@ -452,12 +499,15 @@ describe('kubernetes lifecycle: egress policy', () => {
     expect(kube.requests.slice(requests).every((r) => r.method === 'GET')).toBe(true);
   });
 
-  it("replaces a Pod an earlier release made for the current Secret (a rolling upgrade), since it does not read the policy", async () => {
+  it('replaces a Pod an earlier release made for the current Secret (a rolling upgrade), since it does not read the policy', async () => {
     const lc = lifecycle({ egressPolicy: policyOf([]) });
     await lc.ensureInstance(spec(), signal());
     const current = pod()!;
     // An earlier worker replaced it meanwhile with a Pod of its own making: right annotation, no policy env.
-    const containers = (current.spec.containers as { env?: { name: string }[] }[]).map((c) => ({ ...c, env: c.env?.filter((e) => e.name !== 'EGRESS_PROXY_POLICY') }));
+    const containers = (current.spec.containers as { env?: { name: string }[] }[]).map((c) => ({
+      ...c,
+      env: c.env?.filter((e) => e.name !== 'EGRESS_PROXY_POLICY'),
+    }));
     kube.seedPod({ metadata: { ...current.metadata, uid: undefined, resourceVersion: undefined }, spec: { ...current.spec, containers } });
     expect((await lc.ensureInstance(spec(), signal())).state).toBe('stopping');
     await lc.ensureInstance(spec(), signal());
@@ -471,13 +521,19 @@ describe('kubernetes lifecycle: Service', () => {
   it('ClusterIP: creates a Service selecting the Pod; the endpoint is the cluster IP and the proxy port', async () => {
     const lc = lifecycle({ port: 8888, service: { type: 'ClusterIP' } });
     await lc.ensureInstance(spec(), signal());
-    const svc = kube.getService('proxies', 'ep-alpha-1234abcd') as unknown as { metadata: { labels: Record<string, string> }; spec: { type: string; clusterIP: string; selector: Record<string, string>; ports: unknown[] } };
+    const svc = kube.getService('proxies', 'ep-alpha-1234abcd') as unknown as {
+      metadata: { labels: Record<string, string> };
+      spec: { type: string; clusterIP: string; selector: Record<string, string>; ports: unknown[] };
+    };
     const owner = { ...MANAGED_LABELS, [FLEET_LABEL]: 'fleet-a', [PROXY_LABEL]: 'alpha' };
     expect(svc.metadata.labels).toEqual(owner);
     expect(svc.spec).toMatchObject({ type: 'ClusterIP', selector: owner, ports: [{ name: 'proxy', protocol: 'TCP', port: 8888, targetPort: 8888 }] });
     expect(svc.spec.clusterIP).toMatch(/^10\.9[6-9]|^10\.1[01]\d\./);
     running();
-    expect(await lc.getInstance('ep-alpha-1234abcd', undefined, signal())).toMatchObject({ state: 'running', endpoint: { host: svc.spec.clusterIP, port: 8888 } });
+    expect(await lc.getInstance('ep-alpha-1234abcd', undefined, signal())).toMatchObject({
+      state: 'running',
+      endpoint: { host: svc.spec.clusterIP, port: 8888 },
+    });
     expect((await lc.ensureInstance(spec(), signal())).endpoint).toEqual({ host: svc.spec.clusterIP, port: 8888 });
     expect(kube.requests.filter((r) => r.method === 'POST' && r.path.endsWith('/services'))).toHaveLength(1);
   });
@@ -489,7 +545,10 @@ describe('kubernetes lifecycle: Service', () => {
     expect(nodePort).toBeGreaterThanOrEqual(30000);
     expect(nodePort).toBeLessThanOrEqual(32767);
     running();
-    expect(await lc.getInstance('ep-alpha-1234abcd', undefined, signal())).toMatchObject({ state: 'running', endpoint: { host: 'nodes.example.net', port: nodePort } });
+    expect(await lc.getInstance('ep-alpha-1234abcd', undefined, signal())).toMatchObject({
+      state: 'running',
+      endpoint: { host: 'nodes.example.net', port: nodePort },
+    });
   });
 
   it('LoadBalancer: provisioning until the load balancer has an ingress, then its IP (or hostname) and the port', async () => {
@@ -533,7 +592,9 @@ describe('kubernetes lifecycle: Service', () => {
 
   it('refuses a Service of that name without our labels', async () => {
     kube.seedService({ metadata: { name: 'ep-alpha-1234abcd', namespace: 'proxies', labels: { app: 'web' } }, spec: { ports: [{ port: 80 }] } });
-    await expect(lifecycle({ service: { type: 'ClusterIP' } }).ensureInstance(spec(), signal())).rejects.toThrow('a Service named "ep-alpha-1234abcd" exists in namespace "proxies" without our labels');
+    await expect(lifecycle({ service: { type: 'ClusterIP' } }).ensureInstance(spec(), signal())).rejects.toThrow(
+      'a Service named "ep-alpha-1234abcd" exists in namespace "proxies" without our labels',
+    );
     expect(creates()).toHaveLength(0);
     await lifecycle({ service: { type: 'ClusterIP' } }).deleteInstance('ep-alpha-1234abcd', undefined, signal());
     expect(kube.getService('proxies', 'ep-alpha-1234abcd')).toBeDefined();
@@ -553,7 +614,9 @@ describe('kubernetes lifecycle: admission refusals and RBAC refusals (both 403 F
   it('a ResourceQuota refusal is a ProvisioningError with the server message (the proxy ends Failed)', async () => {
     kube.setQuota('proxies', { pods: 1 }, 'proxy-pods');
     kube.seedPod({ metadata: { name: 'someone-else', namespace: 'proxies' } });
-    const err = await lifecycle().ensureInstance(spec(), signal()).catch((e: unknown) => e);
+    const err = await lifecycle()
+      .ensureInstance(spec(), signal())
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ProvisioningError);
     expect((err as Error).message).toBe(
       'creating Pod "ep-alpha-1234abcd" in namespace "proxies": pods "ep-alpha-1234abcd" is forbidden: exceeded quota: proxy-pods, requested: pods=1, used: pods=1, limited: pods=1',
@@ -564,15 +627,21 @@ describe('kubernetes lifecycle: admission refusals and RBAC refusals (both 403 F
 
   it('a quota on Secrets is named as such', async () => {
     kube.setQuota('proxies', { secrets: 0 });
-    const err = await lifecycle().ensureInstance(spec(), signal()).catch((e: unknown) => e);
+    const err = await lifecycle()
+      .ensureInstance(spec(), signal())
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ProvisioningError);
-    expect((err as Error).message).toContain('creating Secret "ep-alpha-1234abcd" in namespace "proxies": secrets "ep-alpha-1234abcd" is forbidden: exceeded quota');
+    expect((err as Error).message).toContain(
+      'creating Secret "ep-alpha-1234abcd" in namespace "proxies": secrets "ep-alpha-1234abcd" is forbidden: exceeded quota',
+    );
     expect(creates()).toHaveLength(0);
   });
 
   it('an RBAC refusal of the Secret create is an access error, not a provisioning failure', async () => {
     kube.forbid(kube.token, ['create'], ['secrets']);
-    const err = await lifecycle().ensureInstance(spec(), signal()).catch((e: unknown) => e);
+    const err = await lifecycle()
+      .ensureInstance(spec(), signal())
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(KubernetesAccessError);
     expect((err as Error).message).toContain('cannot create resource "secrets"');
     expect(creates()).toHaveLength(0);
@@ -581,7 +650,9 @@ describe('kubernetes lifecycle: admission refusals and RBAC refusals (both 403 F
   it('when the review itself is refused, the 403 stays an access error', async () => {
     kube.setQuota('proxies', { pods: 0 });
     kube.forbid(kube.token, ['create'], ['selfsubjectaccessreviews']);
-    const err = await lifecycle().ensureInstance(spec(), signal()).catch((e: unknown) => e);
+    const err = await lifecycle()
+      .ensureInstance(spec(), signal())
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(KubernetesAccessError);
     expect((err as Error).message).toContain('exceeded quota');
     const review = kube.requests.find((r) => r.path.endsWith('/selfsubjectaccessreviews'));
@@ -604,7 +675,10 @@ describe('kubernetes lifecycle: GC of orphaned Secrets', () => {
   it('lists a managed Secret without a Pod as a stopped instance (createdAt from the Secret), across pages', async () => {
     const lc = lifecycle({ pageSize: 1 });
     await lc.ensureInstance(spec(), signal());
-    kube.seedSecret({ metadata: { name: 'ep-orphan-1', namespace: 'proxies', labels: owner('orphan'), creationTimestamp: '2026-01-02T03:04:05Z' }, stringData: { PROXY_USER: 'x' } });
+    kube.seedSecret({
+      metadata: { name: 'ep-orphan-1', namespace: 'proxies', labels: owner('orphan'), creationTimestamp: '2026-01-02T03:04:05Z' },
+      stringData: { PROXY_USER: 'x' },
+    });
     kube.seedSecret({ metadata: { name: 'ep-orphan-2', namespace: 'default', labels: owner('orphan2') } });
     kube.seedSecret({ metadata: { name: 'ep-other-fleet', namespace: 'proxies', labels: owner('x', 'fleet-b') } });
     kube.seedSecret({ metadata: { name: 'ep-unlabelled', namespace: 'proxies', labels: { [FLEET_LABEL]: 'fleet-a', [PROXY_LABEL]: 'y' } } });
@@ -615,19 +689,30 @@ describe('kubernetes lifecycle: GC of orphaned Secrets', () => {
       ['ep-orphan-1', 'stopped'],
       ['ep-orphan-2', 'stopped'],
     ]);
-    expect(found.find((i) => i.name === 'ep-orphan-1')).toMatchObject({ createdAt: '2026-01-02T03:04:05.000Z', placement: 'proxies', owner: { fleet: 'fleet-a', proxy: 'orphan' } });
+    expect(found.find((i) => i.name === 'ep-orphan-1')).toMatchObject({
+      createdAt: '2026-01-02T03:04:05.000Z',
+      placement: 'proxies',
+      owner: { fleet: 'fleet-a', proxy: 'orphan' },
+    });
     const secretLists = kube.requests.filter((r) => r.path === '/api/v1/secrets');
     expect(secretLists.length).toBeGreaterThan(1);
-    expect(secretLists.every((r) => r.query.labelSelector === `app=egress-proxy,managed-by=egress-proxies,${FLEET_LABEL}=fleet-a` && r.query.limit === '1')).toBe(true);
+    expect(
+      secretLists.every((r) => r.query.labelSelector === `app=egress-proxy,managed-by=egress-proxies,${FLEET_LABEL}=fleet-a` && r.query.limit === '1'),
+    ).toBe(true);
   });
 
   it('a GC sweep deletes an orphaned Secret past the grace period, and never one without our labels', async () => {
     const old = '2026-01-01T00:00:00Z';
-    kube.seedSecret({ metadata: { name: 'ep-orphan-1', namespace: 'proxies', labels: owner('gone'), creationTimestamp: old }, stringData: { PROXY_PASSWORD: 'x' } });
+    kube.seedSecret({
+      metadata: { name: 'ep-orphan-1', namespace: 'proxies', labels: owner('gone'), creationTimestamp: old },
+      stringData: { PROXY_PASSWORD: 'x' },
+    });
     kube.seedSecret({ metadata: { name: 'ep-young', namespace: 'proxies', labels: owner('gone2') } });
     kube.seedSecret({ metadata: { name: 'db-password', namespace: 'proxies', labels: { app: 'db' }, creationTimestamp: old } });
     // Named like an instance and carrying our fleet and proxy labels, but not the managed ones.
-    kube.seedSecret({ metadata: { name: 'ep-lookalike', namespace: 'proxies', labels: { [FLEET_LABEL]: 'fleet-a', [PROXY_LABEL]: 'gone' }, creationTimestamp: old } });
+    kube.seedSecret({
+      metadata: { name: 'ep-lookalike', namespace: 'proxies', labels: { [FLEET_LABEL]: 'fleet-a', [PROXY_LABEL]: 'gone' }, creationTimestamp: old },
+    });
     const proxies = { list: () => Promise.resolve([]) } as unknown as GcDeps['proxies'];
     const result = await sweepProvider('k8s', lifecycle(), { proxies, fleet: 'fleet-a', graceMs: 60_000, logger: silentLogger() }, signal());
     expect(result.deleted).toEqual([{ name: 'ep-orphan-1', reason: 'no-proxy' }]);
@@ -638,7 +723,10 @@ describe('kubernetes lifecycle: GC of orphaned Secrets', () => {
 
 describe('kubernetes provider config: proxies.service', () => {
   const parse = (service: unknown) =>
-    parseConfigDocument({ providers: [{ name: 'k8s', type: 'kubernetes', server: 'https://10.0.0.1:6443', tokenFile: '/t', proxies: { service } }] }, 'egress.yaml');
+    parseConfigDocument(
+      { providers: [{ name: 'k8s', type: 'kubernetes', server: 'https://10.0.0.1:6443', tokenFile: '/t', proxies: { service } }] },
+      'egress.yaml',
+    );
   const failure = (service: unknown): string => {
     try {
       parse(service);

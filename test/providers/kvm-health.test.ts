@@ -72,7 +72,12 @@ describe('KVM health check against the real libvirtd over the real sshd', () => 
     const p = provider([inactive, missing]);
     for (let round = 0; round < 2; round++) {
       const results = await p.check(AbortSignal.timeout(15_000));
-      expect(results[0]).toMatchObject({ target: 'inactive', ready: false, reason: 'PoolInactive', message: `storage pool "${host.inactivePool}" on ${results[0]?.details.hostname} is inactive` });
+      expect(results[0]).toMatchObject({
+        target: 'inactive',
+        ready: false,
+        reason: 'PoolInactive',
+        message: `storage pool "${host.inactivePool}" on ${results[0]?.details.hostname} is inactive`,
+      });
       expect(results[0]?.details.poolState).toBe('inactive');
       expect(results[1]).toMatchObject({ target: 'missing', ready: false, reason: 'PoolNotFound' });
       expect(results[1]?.message).toMatch(/^storage pool "no-such-pool" not found on /);

@@ -79,7 +79,13 @@ async function removeVolume(name: string): Promise<void> {
 }
 
 function lifecycle(options: Partial<KvmLifecycleOptions> = {}, egressPolicy?: Parameters<typeof createKvmLifecycle>[0]['egressPolicy']) {
-  return createKvmLifecycle({ pool, hosts: [host], logger, options: { baseImageVolume: baseVolume, memoryMiB: 64, ...options }, ...(egressPolicy ? { egressPolicy } : {}) });
+  return createKvmLifecycle({
+    pool,
+    hosts: [host],
+    logger,
+    options: { baseImageVolume: baseVolume, memoryMiB: 64, ...options },
+    ...(egressPolicy ? { egressPolicy } : {}),
+  });
 }
 
 /** The SMBIOS OEM strings of a domain as libvirt stores them (its live XML), unescaped. */
@@ -228,7 +234,12 @@ describe('KVM proxy lifecycle on the real test host', () => {
     // The crash: the volume was made, the domain never defined.
     await lib(async (c, sg) => {
       const p = await c.storagePoolLookupByName(host.pool, sg);
-      await c.storageVolCreateXml(p, `<volume><name>${s.name}.qcow2</name><capacity unit='M'>16</capacity><target><format type='qcow2'/></target></volume>`, 0, sg);
+      await c.storageVolCreateXml(
+        p,
+        `<volume><name>${s.name}.qcow2</name><capacity unit='M'>16</capacity><target><format type='qcow2'/></target></volume>`,
+        0,
+        sg,
+      );
     });
     const made = await lc.ensureInstance(s, sig());
     expect(made.state).toBe('running');
@@ -249,7 +260,11 @@ describe('KVM proxy lifecycle on the real test host', () => {
     expect((err as Error).message).toContain(name);
     expect(await domainState(name)).toBe(5);
     expect(await volumeExists(`${name}.qcow2`)).toBe(false);
-    expect(await lib(async (c, sg) => c.domainGetMetadata(await c.domainLookupByName(name, sg), { type: 2, uri: EGRESS_METADATA_URI, flags: 2 }, sg).catch((e: unknown) => e))).toSatisfy(isLibvirtNotFound);
+    expect(
+      await lib(async (c, sg) =>
+        c.domainGetMetadata(await c.domainLookupByName(name, sg), { type: 2, uri: EGRESS_METADATA_URI, flags: 2 }, sg).catch((e: unknown) => e),
+      ),
+    ).toSatisfy(isLibvirtNotFound);
   });
 
   it("a name that is another proxy's instance is a ProvisioningError and that instance is kept", async () => {
@@ -301,7 +316,9 @@ describe('KVM proxy lifecycle on the real test host', () => {
       const s = spec(unique('up'));
       expect((await lc.ensureInstance(s, sig())).state).toBe('running');
       expect(await volumeExists(base)).toBe(true);
-      const info = await lib(async (c, sg) => c.storageVolGetInfo(await c.storageVolLookupByName(await c.storagePoolLookupByName(host.pool, sg), base, sg), sg));
+      const info = await lib(async (c, sg) =>
+        c.storageVolGetInfo(await c.storageVolLookupByName(await c.storagePoolLookupByName(host.pool, sg), base, sg), sg),
+      );
       expect(info.capacity).toBe(32 * 1024 * 1024);
       // Delete the instance before its base (the base outlives proxies).
       await lc.deleteInstance(s.name, host.name, sig());
@@ -422,7 +439,7 @@ describe('KVM proxy lifecycle on the real test host', () => {
       echo: { host: `api&<"'>.example`, port: 8080, path: '/v1/echo?a=1&b=<2>' },
     };
 
-    it("the provider defines the domain with its proxies.egressPolicy and the guarded listeners as the OEM string egress.proxy.policy, XML specials intact, and QEMU boots it", async () => {
+    it('the provider defines the domain with its proxies.egressPolicy and the guarded listeners as the OEM string egress.proxy.policy, XML specials intact, and QEMU boots it', async () => {
       const config = kvmProviderSchema.parse({
         name: 'kvm',
         type: 'kvm',
@@ -440,7 +457,11 @@ describe('KVM proxy lifecycle on the real test host', () => {
       const expected = proxyEgressPolicy(config.proxies?.egressPolicy, guards);
       expect(await policyIn(s.name)).toEqual(expected);
       expect(expected).toMatchObject({ allow: ['10.20.0.0/16'], echo: { host: `api&<"'>.example`, path: '/v1/echo?a=1&b=<2>' } });
-      expect(await oemStrings(s.name)).toEqual([`egress.proxy.username=${s.credentials.username}`, `egress.proxy.password=${s.credentials.password}`, `egress.proxy.policy=${JSON.stringify(expected)}`]);
+      expect(await oemStrings(s.name)).toEqual([
+        `egress.proxy.username=${s.credentials.username}`,
+        `egress.proxy.password=${s.credentials.password}`,
+        `egress.proxy.policy=${JSON.stringify(expected)}`,
+      ]);
       // What QEMU was given for the guest's SMBIOS type 11 table (the test host is this machine): the
       // whole document as one string, its commas doubled as QEMU's option syntax wants.
       const pid = (await readFile(`/run/libvirt/qemu/${s.name}.pid`, 'utf8')).trim();

@@ -45,7 +45,12 @@ function lib<T>(fn: (c: LibvirtConnection, s: AbortSignal) => Promise<T>): Promi
 }
 
 async function poolVolumes(prefix: string): Promise<string[]> {
-  return lib(async (c, s) => (await c.storagePoolListAllVolumes(await c.storagePoolLookupByName(host.pool, s), s)).map((v) => v.name).filter((n) => n.startsWith(prefix)).sort());
+  return lib(async (c, s) =>
+    (await c.storagePoolListAllVolumes(await c.storagePoolLookupByName(host.pool, s), s))
+      .map((v) => v.name)
+      .filter((n) => n.startsWith(prefix))
+      .sort(),
+  );
 }
 
 function lifecycle(options: Partial<KvmLifecycleOptions> = {}) {
@@ -136,7 +141,12 @@ describe('KVM cloud-init seed on the real test host', () => {
     // What a crash after an interrupted upload leaves: a seed volume of the right size with the wrong bytes.
     const size = (await seedImage(s, 3128, JSON.stringify(proxyEgressPolicy(undefined, undefined)))).length;
     await lib(async (c, sg) =>
-      c.storageVolCreateXml(await c.storagePoolLookupByName(host.pool, sg), `<volume><name>${seedName}</name><capacity unit='bytes'>${size}</capacity><target><format type='raw'/></target></volume>`, 0, sg),
+      c.storageVolCreateXml(
+        await c.storagePoolLookupByName(host.pool, sg),
+        `<volume><name>${seedName}</name><capacity unit='bytes'>${size}</capacity><target><format type='raw'/></target></volume>`,
+        0,
+        sg,
+      ),
     );
     await lifecycle().ensureInstance(s, sig());
     const onDisk = await readFile(join(testHost.poolDir, seedName));
@@ -145,7 +155,12 @@ describe('KVM cloud-init seed on the real test host', () => {
     // A leftover with no domain at all goes with a delete by name.
     const orphan = spec(unique('orphan'));
     await lib(async (c, sg) =>
-      c.storageVolCreateXml(await c.storagePoolLookupByName(host.pool, sg), `<volume><name>${orphan.name}.seed.iso</name><capacity unit='bytes'>4096</capacity><target><format type='raw'/></target></volume>`, 0, sg),
+      c.storageVolCreateXml(
+        await c.storagePoolLookupByName(host.pool, sg),
+        `<volume><name>${orphan.name}.seed.iso</name><capacity unit='bytes'>4096</capacity><target><format type='raw'/></target></volume>`,
+        0,
+        sg,
+      ),
     );
     await lifecycle().deleteInstance(orphan.name, host.name, sig());
     expect(await poolVolumes(orphan.name)).toEqual([]);

@@ -31,7 +31,14 @@ function getThrough(proxyPort: number, url: string, credentials?: ProxyCredentia
   const target = new URL(url);
   return new Promise((resolveGet, reject) => {
     const req = request(
-      { host: '127.0.0.1', port: proxyPort, method: 'GET', path: url, agent: false, headers: { host: target.host, ...(credentials ? { 'proxy-authorization': basic(credentials) } : {}) } },
+      {
+        host: '127.0.0.1',
+        port: proxyPort,
+        method: 'GET',
+        path: url,
+        agent: false,
+        headers: { host: target.host, ...(credentials ? { 'proxy-authorization': basic(credentials) } : {}) },
+      },
       (res: IncomingMessage) => {
         let body = '';
         res.setEncoding('utf8');
@@ -153,7 +160,13 @@ describe('local proxy lifecycle', () => {
   it('runs each proxy as plain node on the program built into the data directory, no TypeScript loader', async () => {
     const instance = await lifecycle.ensureInstance(spec('p1'), signal());
     const args = (await readFile(`/proc/${instance.id}/cmdline`, 'utf8')).split('\0').filter(Boolean);
-    expect(args).toEqual([process.execPath, join(dataDir, 'bin', 'proxy-process.cjs'), join(dataDir, 'instances', 'p1'), '--policy', join(dataDir, 'egress-policy.json')]);
+    expect(args).toEqual([
+      process.execPath,
+      join(dataDir, 'bin', 'proxy-process.cjs'),
+      join(dataDir, 'instances', 'p1'),
+      '--policy',
+      join(dataDir, 'egress-policy.json'),
+    ]);
   });
 
   it('never takes a process whose arguments merely name the program and the directory for a proxy, nor signals it', async () => {
@@ -228,12 +241,13 @@ describe('local proxy lifecycle', () => {
   it('reports a process exit at once, without a probe: its own child, one a new lifecycle adopted, one that died while nobody watched; never a deletion', async () => {
     const own = createLocalLifecycle({ dataDir, logger: silentLogger(), egressPolicy });
     const exits: InstanceExit[] = [];
-    const nextExit = () => new Promise<InstanceExit>((resolveExit) => {
-      const off = own.onInstanceExit((e) => {
-        off();
-        resolveExit(e);
+    const nextExit = () =>
+      new Promise<InstanceExit>((resolveExit) => {
+        const off = own.onInstanceExit((e) => {
+          off();
+          resolveExit(e);
+        });
       });
-    });
     const record = own.onInstanceExit((e) => exits.push(e));
     try {
       const a = await own.ensureInstance(spec('p1'), signal());

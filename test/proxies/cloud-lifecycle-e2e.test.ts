@@ -37,7 +37,15 @@ describe('proxies on kubernetes and gcp, end to end against the fakes', () => {
     const { providers } = parseConfigDocument(
       {
         providers: [
-          { name: 'k8s', type: 'kubernetes', server: kube.url, tokenFile: join(dir, 'kube-token'), skipTLSVerify: true, namespace: 'proxies', proxies: { port: kubelet.port } },
+          {
+            name: 'k8s',
+            type: 'kubernetes',
+            server: kube.url,
+            tokenFile: join(dir, 'kube-token'),
+            skipTLSVerify: true,
+            namespace: 'proxies',
+            proxies: { port: kubelet.port },
+          },
           // The same cluster, proxies behind a LoadBalancer Service (the test plays the cloud controller).
           {
             name: 'k8s-lb',
@@ -48,7 +56,16 @@ describe('proxies on kubernetes and gcp, end to end against the fakes', () => {
             namespace: 'lb',
             proxies: { port: kubelet.port, service: { type: 'LoadBalancer' } },
           },
-          { name: 'gce', type: 'gcp', project: 'egress-test', accessTokenFile: join(dir, 'gcp-token'), apiEndpoint: '127.0.0.1', port: compute.port, protocol: 'http', proxies: { image: 'projects/egress/global/images/family/forward-proxy' } },
+          {
+            name: 'gce',
+            type: 'gcp',
+            project: 'egress-test',
+            accessTokenFile: join(dir, 'gcp-token'),
+            apiEndpoint: '127.0.0.1',
+            port: compute.port,
+            protocol: 'http',
+            proxies: { image: 'projects/egress/global/images/family/forward-proxy' },
+          },
         ],
       },
       'test',
@@ -80,7 +97,7 @@ describe('proxies on kubernetes and gcp, end to end against the fakes', () => {
   test('a Pod is created with the owner labels, and the proxy turns Ready once the Pod runs a working proxy', async () => {
     expect((await apply('metadata: { name: k8s-1, labels: { team: crawl } }\nspec: { provider: k8s }\n')).status).toBe(200);
     const pod = await waitFor('the Pod', () => kube.listPods('proxies').find((p) => p.metadata.labels?.['egress-proxies/proxy'] === 'k8s-1'));
-    expect(pod.metadata.labels).toMatchObject({ 'app': 'egress-proxy', 'managed-by': 'egress-proxies', 'egress-proxies/proxy': 'k8s-1' });
+    expect(pod.metadata.labels).toMatchObject({ app: 'egress-proxy', 'managed-by': 'egress-proxies', 'egress-proxies/proxy': 'k8s-1' });
     expect((await proxy('k8s-1')).status.phase).toBe('Provisioning');
     // Play the kubelet: resolve the Pod's env (the credentials come from its Secret by secretKeyRef); the
     // Pod's proxy accepts them; the Pod runs and is Ready.
@@ -95,7 +112,9 @@ describe('proxies on kubernetes and gcp, end to end against the fakes', () => {
       return v.status.phase === 'Ready' ? v : undefined;
     });
     expect(ready.status).toMatchObject({ url: `http://127.0.0.1:${kubelet.port}`, egressIp: '127.0.0.1' });
-    expect(ready.proxyUrl).toBe(`http://${encodeURIComponent(kubelet.credentials.user)}:${encodeURIComponent(kubelet.credentials.password)}@127.0.0.1:${kubelet.port}`);
+    expect(ready.proxyUrl).toBe(
+      `http://${encodeURIComponent(kubelet.credentials.user)}:${encodeURIComponent(kubelet.credentials.password)}@127.0.0.1:${kubelet.port}`,
+    );
   });
 
   test('a ResourceQuota refusal of the Pod ends the proxy Failed with the server’s message', async () => {
@@ -105,7 +124,9 @@ describe('proxies on kubernetes and gcp, end to end against the fakes', () => {
       const p = await proxy('k8s-quota');
       return p.status.phase === 'Failed' ? p : undefined;
     });
-    expect(failed.status.lastError).toMatch(/^creating Pod "ep-k8s-quota-[a-z0-9]+" in namespace "tight": pods "ep-k8s-quota-[a-z0-9]+" is forbidden: exceeded quota: no-pods, requested: pods=1, used: pods=0, limited: pods=0$/);
+    expect(failed.status.lastError).toMatch(
+      /^creating Pod "ep-k8s-quota-[a-z0-9]+" in namespace "tight": pods "ep-k8s-quota-[a-z0-9]+" is forbidden: exceeded quota: no-pods, requested: pods=1, used: pods=0, limited: pods=0$/,
+    );
     expect(kube.listPods('tight')).toEqual([]);
   });
 
@@ -114,7 +135,9 @@ describe('proxies on kubernetes and gcp, end to end against the fakes', () => {
     let failed: JobView | undefined;
     try {
       expect((await apply('metadata: { name: k8s-rbac }\nspec: { provider: k8s }\n')).status).toBe(200);
-      await waitFor('a refused review', () => kube.requests.find((r) => r.path.endsWith('/selfsubjectaccessreviews') && r.responseBody?.includes('"allowed":false')));
+      await waitFor('a refused review', () =>
+        kube.requests.find((r) => r.path.endsWith('/selfsubjectaccessreviews') && r.responseBody?.includes('"allowed":false')),
+      );
       // A retry alone cannot get past a 403: the job fails at once instead of spending its attempts.
       failed = await waitFor('the failed reconcile job of k8s-rbac', async () => {
         const { items } = (await (await fetch(`${api}/v1/jobs?state=failed&queue=reconcile`)).json()) as { items: JobView[] };

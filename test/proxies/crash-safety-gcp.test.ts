@@ -134,10 +134,14 @@ describe('crash safety on the gcp provider (fake Compute API; the test plays the
   /** Waits for the proxy to be Ready and checks it has exactly one instance, the one served. */
   async function expectOneInstanceReady(name: string): Promise<ProxyView> {
     const ready = await withLogs(c.workers, () =>
-      waitFor(`${name} to be Ready`, async () => {
-        const p = await c.proxy(name);
-        return p?.status.phase === 'Ready' ? p : undefined;
-      }, 30_000),
+      waitFor(
+        `${name} to be Ready`,
+        async () => {
+          const p = await c.proxy(name);
+          return p?.status.phase === 'Ready' ? p : undefined;
+        },
+        30_000,
+      ),
     );
     const mine = compute.listInstances().filter((i) => i.labels?.[PROXY_LABEL] === name);
     expect(mine.map((i) => i.name)).toEqual([ready.status.instanceName]);
@@ -158,7 +162,11 @@ describe('crash safety on the gcp provider (fake Compute API; the test plays the
    * proxy and, once the fake has seen `held` (the worker is then inside the create, its job active), starts and warms the rescuer and
    * kills the first worker with SIGKILL. The rescuer then takes the job over.
    */
-  async function crashInsideCreate(name: string, hold: ComputeFault, held: (r: ComputeRequest) => boolean): Promise<{ job: Job; rescuer: EgressProcess; request: ComputeRequest }> {
+  async function crashInsideCreate(
+    name: string,
+    hold: ComputeFault,
+    held: (r: ComputeRequest) => boolean,
+  ): Promise<{ job: Job; rescuer: EgressProcess; request: ComputeRequest }> {
     const doomed = c.worker(['--concurrency', '1']);
     await doomed.waitForLog('worker started');
     await warmUp(`warm-d-${name}`);
@@ -176,7 +184,12 @@ describe('crash safety on the gcp provider (fake Compute API; the test plays the
     expect(await doomed.exited).toBe(null);
     if (aborted) expect((await aborted).path).toBe(request.path);
     // It died inside the create: it never concluded anything about the proxy.
-    expect(doomed.logs().split('\n').filter((l) => l.includes(`"proxy":"${name}"`) && l.includes('reconciled proxy'))).toEqual([]);
+    expect(
+      doomed
+        .logs()
+        .split('\n')
+        .filter((l) => l.includes(`"proxy":"${name}"`) && l.includes('reconciled proxy')),
+    ).toEqual([]);
     return { job, rescuer, request };
   }
 
@@ -193,12 +206,16 @@ describe('crash safety on the gcp provider (fake Compute API; the test plays the
     // The same deterministic name both times, and one insert that made something.
     expect(nameOf(request)).toBe(ready.status.instanceName);
     const sameName = compute.requests.filter((r) => isInsert(r) && nameOf(r) === ready.status.instanceName);
-    expect(sameName.map((r) => r.outcome === 'served' ? r.status : r.outcome)).toEqual(['client-aborted', 200]);
+    expect(sameName.map((r) => (r.outcome === 'served' ? r.status : r.outcome))).toEqual(['client-aborted', 200]);
     await expectTakenOver(job, rescuer);
   });
 
   test('killed while the insert was applied but its answer held: the next worker adopts that instance', async () => {
-    const { job, rescuer } = await crashInsideCreate('applied-1', { latencyMs: 120_000, afterApply: true, match: { method: 'POST', path: INSTANCES } }, isInsert);
+    const { job, rescuer } = await crashInsideCreate(
+      'applied-1',
+      { latencyMs: 120_000, afterApply: true, match: { method: 'POST', path: INSTANCES } },
+      isInsert,
+    );
     const made = compute.listInstances().filter((i) => i.labels?.[PROXY_LABEL] === 'applied-1');
     expect(made.map((i) => i.status)).toEqual(['PROVISIONING']);
     // Compute finishes the boot on its own; nobody polls the dead worker's operation.
@@ -214,7 +231,11 @@ describe('crash safety on the gcp provider (fake Compute API; the test plays the
   test('killed while it awaits the zone operation: the next worker adopts the instance once it runs', async () => {
     // The insert is applied and answered; the worker's wait on the zone operation is held.
     const WAIT = new RegExp(`^/compute/v1/projects/${PROJECT}/zones/${ZONE}/operations/[^/]+/wait$`);
-    const { job, rescuer } = await crashInsideCreate('waiting-1', { latencyMs: 120_000, match: { method: 'POST', path: WAIT } }, (r) => r.method === 'POST' && WAIT.test(r.path));
+    const { job, rescuer } = await crashInsideCreate(
+      'waiting-1',
+      { latencyMs: 120_000, match: { method: 'POST', path: WAIT } },
+      (r) => r.method === 'POST' && WAIT.test(r.path),
+    );
     const made = compute.listInstances().filter((i) => i.labels?.[PROXY_LABEL] === 'waiting-1');
     expect(made.map((i) => i.status)).toEqual(['PROVISIONING']);
     // Compute finishes the boot on its own; nobody polls the dead worker's operation.
@@ -237,10 +258,14 @@ describe('crash safety on the gcp provider (fake Compute API; the test plays the
     await requestReconcile(c.reconcile, 'spot-1');
     await started;
     const again = await withLogs(c.workers, () =>
-      waitFor('spot-1 Ready at a new address', async () => {
-        const p = await c.proxy('spot-1');
-        return p?.status.phase === 'Ready' && p.status.url !== first.status.url ? p : undefined;
-      }, 30_000),
+      waitFor(
+        'spot-1 Ready at a new address',
+        async () => {
+          const p = await c.proxy('spot-1');
+          return p?.status.phase === 'Ready' && p.status.url !== first.status.url ? p : undefined;
+        },
+        30_000,
+      ),
     );
     expect(again.status.instanceId).toBe(first.status.instanceId);
     await expectOneInstanceReady('spot-1');
@@ -263,7 +288,14 @@ describe('garbage collection on the gcp provider', () => {
     const auth = new OAuth2Client();
     auth.setCredentials({ access_token: 'gcp-token', expiry_date: Date.now() + 3_600_000 });
     clients = createComputeClients({ ...compute.clientOptions(), authClient: auth });
-    lifecycle = createGcpLifecycle({ clients, project: PROJECT, zone: ZONE, image: 'projects/egress/global/images/family/forward-proxy', logger: silentLogger(), operationPollMs: 0 });
+    lifecycle = createGcpLifecycle({
+      clients,
+      project: PROJECT,
+      zone: ZONE,
+      image: 'projects/egress/global/images/family/forward-proxy',
+      logger: silentLogger(),
+      operationPollMs: 0,
+    });
     redis = new Redis(inject('redisUrl'));
     store = new RedisProxyStore(redis, uniquePrefix());
   });
@@ -289,7 +321,12 @@ describe('garbage collection on the gcp provider', () => {
     const result = await sweepProvider(PROVIDER, lifecycle, deps, signal());
 
     expect(result).toMatchObject({ seen: 3, kept: 1, young: 1, deleted: [{ name: 'ep-ghost-old', reason: 'no-proxy' }] });
-    expect(compute.listInstances().map((i) => i.name).sort()).toEqual(['ep-ghost-young', 'ep-theirs', 'ep-unmanaged', instanceNameFor(fleet, proxy), 'web-server'].sort());
+    expect(
+      compute
+        .listInstances()
+        .map((i) => i.name)
+        .sort(),
+    ).toEqual(['ep-ghost-young', 'ep-theirs', 'ep-unmanaged', instanceNameFor(fleet, proxy), 'web-server'].sort());
     expect(compute.requests.filter((r) => r.method === 'DELETE').map((r) => r.path)).toEqual([`${INSTANCES}/ep-ghost-old`]);
 
     // Once the young one is past the grace period it goes too; the rest stay.

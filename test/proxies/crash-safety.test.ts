@@ -90,10 +90,14 @@ describe('crash safety on the local provider', () => {
   });
 
   async function expectOneInstance(name: string): Promise<ProxyView> {
-    const ready = await waitFor(`${name} to be Ready`, async () => {
-      const p = await c.proxy(name);
-      return p?.status.phase === 'Ready' ? p : undefined;
-    }, 30_000);
+    const ready = await waitFor(
+      `${name} to be Ready`,
+      async () => {
+        const p = await c.proxy(name);
+        return p?.status.phase === 'Ready' ? p : undefined;
+      },
+      30_000,
+    );
     // Exactly one forward-proxy process for this run's data directory, and it is the one served.
     const pids = await proxyProcessesUnder(c.dataDir);
     expect(pids).toHaveLength(1);
@@ -101,7 +105,9 @@ describe('crash safety on the local provider', () => {
     const lifecycle = createLocalLifecycle({ dataDir: join(c.dataDir, 'local', 'local'), logger: silentLogger() });
     const listed = [];
     for await (const i of lifecycle.listInstances(fleetOf(c.prefix), AbortSignal.timeout(10_000))) listed.push(i);
-    expect(listed.map((i) => ({ name: i.name, proxy: i.owner.proxy, state: i.state }))).toEqual([{ name: ready.status.instanceName, proxy: name, state: 'running' }]);
+    expect(listed.map((i) => ({ name: i.name, proxy: i.owner.proxy, state: i.state }))).toEqual([
+      { name: ready.status.instanceName, proxy: name, state: 'running' },
+    ]);
     return ready;
   }
 
@@ -202,10 +208,14 @@ describe('crash safety on the kubernetes provider (fake apiserver; the test play
     kubelet.credentials.user = env.PROXY_USER ?? '';
     kubelet.credentials.password = env.PROXY_PASSWORD ?? '';
     kube.setPodStatus('proxies', pod.metadata.name, { phase: 'Running', podIP: '127.0.0.1', ready: true });
-    const ready = await waitFor(`${name} to be Ready`, async () => {
-      const p = await c.proxy(name);
-      return p?.status.phase === 'Ready' ? p : undefined;
-    }, 30_000);
+    const ready = await waitFor(
+      `${name} to be Ready`,
+      async () => {
+        const p = await c.proxy(name);
+        return p?.status.phase === 'Ready' ? p : undefined;
+      },
+      30_000,
+    );
     expect(ready.status).toMatchObject({ instanceName: pod.metadata.name, url: `http://127.0.0.1:${kubelet.port}` });
     // Exactly one Pod (and one Secret) for the proxy, never two.
     expect(kube.listPods('proxies').map((p) => p.metadata.labels?.['egress-proxies/proxy'])).toEqual([name]);
@@ -261,7 +271,8 @@ describe('crash safety on the kvm provider (the real test host)', () => {
   let lifecycle: ProxyLifecycle;
   let baseVolume: string;
   const sig = (): AbortSignal => AbortSignal.timeout(30_000);
-  const lib = <T>(fn: (conn: LibvirtConnection, s: AbortSignal) => Promise<T>): Promise<T> => pool.call(host, (conn: HostConnection, s) => fn(conn.libvirt, s), sig());
+  const lib = <T>(fn: (conn: LibvirtConnection, s: AbortSignal) => Promise<T>): Promise<T> =>
+    pool.call(host, (conn: HostConnection, s) => fn(conn.libvirt, s), sig());
 
   beforeAll(async () => {
     const testHost = await kvmTestHost();
@@ -303,15 +314,23 @@ describe('crash safety on the kvm provider (the real test host)', () => {
   }
 
   async function expectOneDomain(name: string): Promise<void> {
-    const view = await waitFor(`${name} to record its instance`, async () => {
-      const p = await c.proxy(name);
-      return p?.status.instanceId ? p : undefined;
-    }, 60_000);
+    const view = await waitFor(
+      `${name} to record its instance`,
+      async () => {
+        const p = await c.proxy(name);
+        return p?.status.instanceId ? p : undefined;
+      },
+      60_000,
+    );
     const domains = await mine();
-    expect(domains.map((d) => ({ name: d.name, proxy: d.owner.proxy, id: d.id }))).toEqual([{ name: view.status.instanceName, proxy: name, id: view.status.instanceId }]);
+    expect(domains.map((d) => ({ name: d.name, proxy: d.owner.proxy, id: d.id }))).toEqual([
+      { name: view.status.instanceName, proxy: name, id: view.status.instanceId },
+    ]);
     expect(['Provisioning', 'Ready']).toContain(view.status.phase);
     // And by name on the host: one domain, running.
-    expect(await lib(async (conn, s) => (await conn.domainGetState(await conn.domainLookupByName(view.status.instanceName ?? '', s), s)).state)).toBe(DomainState.RUNNING);
+    expect(await lib(async (conn, s) => (await conn.domainGetState(await conn.domainLookupByName(view.status.instanceName ?? '', s), s)).state)).toBe(
+      DomainState.RUNNING,
+    );
   }
 
   test('killed right after the domain was defined (its start in flight): the next worker finishes the one domain', async () => {

@@ -36,8 +36,14 @@ describe('the eviction rule', () => {
   });
 
   it('with the default threshold of 1 the first failure evicts; an exit the provider saw evicts at once whatever the threshold', () => {
-    expect(afterFailure(ready, 'refused', { failureThreshold: 1, successThreshold: 2 }, at(1))).toMatchObject({ evicted: true, status: { phase: 'Provisioning' } });
-    expect(afterFailure(ready, 'exited', { failureThreshold: 5, successThreshold: 2 }, at(1), true)).toMatchObject({ evicted: true, status: { phase: 'Provisioning', unreadySince: at(1).toISOString() } });
+    expect(afterFailure(ready, 'refused', { failureThreshold: 1, successThreshold: 2 }, at(1))).toMatchObject({
+      evicted: true,
+      status: { phase: 'Provisioning' },
+    });
+    expect(afterFailure(ready, 'exited', { failureThreshold: 5, successThreshold: 2 }, at(1), true)).toMatchObject({
+      evicted: true,
+      status: { phase: 'Provisioning', unreadySince: at(1).toISOString() },
+    });
   });
 
   it('never changes the phase of a proxy that is not Ready, and drops a count of passes in progress', () => {

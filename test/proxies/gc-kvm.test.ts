@@ -38,7 +38,16 @@ describe('garbage collection on KVM', () => {
     const config = kvmProviderSchema.parse({
       name: 'kvm',
       type: 'kvm',
-      hosts: [{ name: 'local-kvm', address: host.ssh.host, port: host.ssh.port, privateKeyFile: host.ssh.keyFile, knownHostsFile: host.ssh.knownHostsFile, pool: host.pool }],
+      hosts: [
+        {
+          name: 'local-kvm',
+          address: host.ssh.host,
+          port: host.ssh.port,
+          privateKeyFile: host.ssh.keyFile,
+          knownHostsFile: host.ssh.knownHostsFile,
+          pool: host.pool,
+        },
+      ],
       proxies: { baseImageVolume: base, memoryMiB: 64 },
     });
     hostConfig = () => config.hosts[0]!;
@@ -72,7 +81,10 @@ describe('garbage collection on KVM', () => {
 
   test('a tagged orphan goes, an untagged domain stays', async () => {
     const lifecycle = provider.lifecycle!;
-    await lifecycle.ensureInstance({ name: orphan, owner: { fleet: 'gc-kvm', proxy: 'ghost' }, credentials: { username: 'u', password: 'p-0123456789abcdef' } }, signal);
+    await lifecycle.ensureInstance(
+      { name: orphan, owner: { fleet: 'gc-kvm', proxy: 'ghost' }, credentials: { username: 'u', password: 'p-0123456789abcdef' } },
+      signal,
+    );
     await lib((c, s) =>
       c.domainDefineXml(
         `<domain type='qemu'><name>${untagged}</name><memory unit='MiB'>64</memory><vcpu>1</vcpu><os><type arch='x86_64' machine='pc'>hvm</type></os></domain>`,
@@ -97,7 +109,10 @@ describe('garbage collection on KVM', () => {
     expect(await exists(untagged)).toBe(true);
     const volumeGone = await lib(async (c, s) => {
       const p = await c.storagePoolLookupByName(hostConfig().pool, s);
-      return c.storageVolLookupByName(p, `${orphan}.qcow2`, s).then(() => false, (err: unknown) => isLibvirtNotFound(err));
+      return c.storageVolLookupByName(p, `${orphan}.qcow2`, s).then(
+        () => false,
+        (err: unknown) => isLibvirtNotFound(err),
+      );
     });
     expect(volumeGone).toBe(true);
   });

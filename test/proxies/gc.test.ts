@@ -26,7 +26,8 @@ describe('garbage collection', () => {
     lifecycle = createLocalLifecycle({ dataDir: await tempDir('egress-gc-'), logger: silentLogger() });
   });
   afterAll(async () => {
-    for (const fl of [fleet, 'someone-else']) for await (const i of lifecycle.listInstances(fl, signal)) await lifecycle.deleteInstance(i.name, i.placement, signal);
+    for (const fl of [fleet, 'someone-else'])
+      for await (const i of lifecycle.listInstances(fl, signal)) await lifecycle.deleteInstance(i.name, i.placement, signal);
     await store.close();
     redis.disconnect();
   });

@@ -33,12 +33,20 @@ async function readyNames(api: string): Promise<string[]> {
 }
 
 async function apply(api: string, name: string): Promise<ProxyView> {
-  const res = await fetch(`${api}/v1/proxies`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ metadata: { name }, spec: { provider: 'local' } }) });
+  const res = await fetch(`${api}/v1/proxies`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ metadata: { name }, spec: { provider: 'local' } }),
+  });
   expect(res.status).toBe(200);
-  return waitFor(`${name} to be Ready`, async () => {
-    const p = await proxyOf(api, name);
-    return p.status?.phase === 'Ready' ? p : undefined;
-  }, 30_000);
+  return waitFor(
+    `${name} to be Ready`,
+    async () => {
+      const p = await proxyOf(api, name);
+      return p.status?.phase === 'Ready' ? p : undefined;
+    },
+    30_000,
+  );
 }
 
 function metric(text: string, line: string): number {
@@ -61,7 +69,11 @@ describe('eviction on the local provider', () => {
     if (last) {
       const { items } = (await (await fetch(`${last.api}/v1/proxies`)).json()) as { items: ProxyView[] };
       for (const p of items) await fetch(`${last.api}/v1/proxies/${p.name}`, { method: 'DELETE' });
-      await waitFor('every proxy gone', async () => ((await (await fetch(`${last.api}/v1/proxies`)).json()) as { items: unknown[] }).items.length === 0, 30_000);
+      await waitFor(
+        'every proxy gone',
+        async () => ((await (await fetch(`${last.api}/v1/proxies`)).json()) as { items: unknown[] }).items.length === 0,
+        30_000,
+      );
     }
     for (const s of stacks.splice(0).reverse()) await s.roles.close();
   });
@@ -76,10 +88,14 @@ describe('eviction on the local provider', () => {
     const first = await apply(stack.api, 'kill-1');
     const pid1 = Number(first.status.instanceId);
     process.kill(pid1, 'SIGKILL');
-    const second = await waitFor('a new process behind kill-1', async () => {
-      const p = await proxyOf(stack.api, 'kill-1');
-      return p.status.phase === 'Ready' && p.status.instanceId !== String(pid1) ? p : undefined;
-    }, 30_000);
+    const second = await waitFor(
+      'a new process behind kill-1',
+      async () => {
+        const p = await proxyOf(stack.api, 'kill-1');
+        return p.status.phase === 'Ready' && p.status.instanceId !== String(pid1) ? p : undefined;
+      },
+      30_000,
+    );
     expect(second.status.url).toBe(first.status.url);
     expect(second.status.conditions[0]?.lastTransitionTime).not.toBe(first.status.conditions[0]?.lastTransitionTime);
     let metrics = await (await fetch(`${stack.api}/metrics`)).text();
@@ -93,10 +109,14 @@ describe('eviction on the local provider', () => {
     // The new worker learns of the process from the data directory when it starts watching.
     const pid2 = Number(second.status.instanceId);
     process.kill(pid2, 'SIGKILL');
-    const third = await waitFor('a new process behind kill-1 after adoption', async () => {
-      const p = await proxyOf(stack.api, 'kill-1');
-      return p.status.phase === 'Ready' && p.status.instanceId !== String(pid2) ? p : undefined;
-    }, 30_000);
+    const third = await waitFor(
+      'a new process behind kill-1 after adoption',
+      async () => {
+        const p = await proxyOf(stack.api, 'kill-1');
+        return p.status.phase === 'Ready' && p.status.instanceId !== String(pid2) ? p : undefined;
+      },
+      30_000,
+    );
     expect(third.status.url).toBe(first.status.url);
     metrics = await (await fetch(`${stack.api}/metrics`)).text();
     expect(metric(metrics, 'proxy_operator_proxy_evictions_total{provider="local",cause="process-exited"}')).toBe(1);
@@ -110,14 +130,22 @@ describe('eviction on the local provider', () => {
     const pid = Number(ready.status.instanceId);
     process.kill(pid, 'SIGSTOP');
     stopped.push(pid);
-    const evicted = await waitFor('stop-1 out of discovery', async () => !(await readyNames(stack.api)).includes('stop-1') && (await proxyOf(stack.api, 'stop-1')), 30_000);
+    const evicted = await waitFor(
+      'stop-1 out of discovery',
+      async () => !(await readyNames(stack.api)).includes('stop-1') && (await proxyOf(stack.api, 'stop-1')),
+      30_000,
+    );
     expect(evicted.status).toMatchObject({ phase: 'Provisioning', instanceId: String(pid) });
     expect(evicted.status.lastError).toMatch(/no answer within 500 ms/);
     const metrics = await (await fetch(`${stack.api}/metrics`)).text();
     expect(metric(metrics, 'proxy_operator_proxy_evictions_total{provider="local",cause="timeout"}')).toBe(1);
     process.kill(pid, 'SIGCONT');
     stopped.pop();
-    const back = await waitFor('stop-1 back in discovery', async () => (await readyNames(stack.api)).includes('stop-1') && (await proxyOf(stack.api, 'stop-1')), 30_000);
+    const back = await waitFor(
+      'stop-1 back in discovery',
+      async () => (await readyNames(stack.api)).includes('stop-1') && (await proxyOf(stack.api, 'stop-1')),
+      30_000,
+    );
     // The same process came back (it was never replaced).
     expect(back.status.instanceId).toBe(String(pid));
   });

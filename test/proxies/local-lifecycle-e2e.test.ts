@@ -18,11 +18,20 @@ function getThroughProxy(proxyUrl: string, url: string, withCredentials = true):
   return new Promise((resolve, reject) => {
     // Host names the target, as any client of a forward proxy sends it (the API refuses a Host that is not its own).
     const host = new URL(url).host;
-    const req = request({ host: proxy.hostname, port: Number(proxy.port), method: 'GET', path: url, headers: withCredentials ? { host, 'proxy-authorization': `Basic ${auth}` } : { host } }, (res) => {
-      let body = '';
-      res.on('data', (c: Buffer) => (body += c.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    });
+    const req = request(
+      {
+        host: proxy.hostname,
+        port: Number(proxy.port),
+        method: 'GET',
+        path: url,
+        headers: withCredentials ? { host, 'proxy-authorization': `Basic ${auth}` } : { host },
+      },
+      (res) => {
+        let body = '';
+        res.on('data', (c: Buffer) => (body += c.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      },
+    );
     req.on('error', reject);
     req.end();
   });
@@ -59,7 +68,11 @@ describe('a proxy’s whole life on the local provider', () => {
   let api: string;
 
   beforeAll(async () => {
-    roles = await runRoles(testConfig({ queues: ['checks', 'reconcile'], intervalMs: 60_000, resyncMs: 300 }), ['publisher', 'worker', 'scheduler', 'api'], silentLogger());
+    roles = await runRoles(
+      testConfig({ queues: ['checks', 'reconcile'], intervalMs: 60_000, resyncMs: 300 }),
+      ['publisher', 'worker', 'scheduler', 'api'],
+      silentLogger(),
+    );
     api = roles.api?.url ?? '';
   });
   afterAll(async () => {
@@ -76,10 +89,14 @@ describe('a proxy’s whole life on the local provider', () => {
     await writeFile(file, 'kind: Proxy\nmetadata: { name: web-1, labels: { team: crawl } }\nspec: { provider: local }\n');
     expect(await runCli(['apply', '-f', file, '--api-url', api])).toMatchObject({ code: 0, out: 'proxy/web-1 created\n' });
 
-    const ready = await waitFor('web-1 to be Ready', async () => {
-      const { items } = (await (await fetch(`${api}/v1/proxies?ready=true&label=team=crawl`)).json()) as { items: ProxyView[] };
-      return items[0];
-    }, 30_000);
+    const ready = await waitFor(
+      'web-1 to be Ready',
+      async () => {
+        const { items } = (await (await fetch(`${api}/v1/proxies?ready=true&label=team=crawl`)).json()) as { items: ProxyView[] };
+        return items[0];
+      },
+      30_000,
+    );
     expect(ready.status).toMatchObject({ phase: 'Ready', egressIp: '127.0.0.1', observedGeneration: 1 });
     expect(ready.status.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     const proxyUrl = ready.proxyUrl ?? '';
@@ -103,10 +120,14 @@ describe('a proxy’s whole life on the local provider', () => {
     const view = (await fetch(`${api}/v1/proxies/web-1`).then((r) => r.json())) as ProxyView;
     const pidBefore = await waitFor('the proxy process', () => pidListeningOn(Number(new URL(proxyUrl).port)));
     process.kill(pidBefore, 'SIGKILL');
-    const healed = await waitFor('a new proxy process', async () => {
-      const pid = await pidListeningOn(Number(new URL(proxyUrl).port)).catch(() => undefined);
-      return pid !== undefined && pid !== pidBefore ? pid : undefined;
-    }, 30_000);
+    const healed = await waitFor(
+      'a new proxy process',
+      async () => {
+        const pid = await pidListeningOn(Number(new URL(proxyUrl).port)).catch(() => undefined);
+        return pid !== undefined && pid !== pidBefore ? pid : undefined;
+      },
+      30_000,
+    );
     expect(healed).not.toBe(pidBefore);
     expect(view.status.instanceName).toMatch(/^ep-web-1-[0-9a-f]{8}$/);
     await waitFor('traffic to flow again', async () => (await getThroughProxy(proxyUrl, `${api}/v1/echo`).catch(() => ({ status: 0 }))).status === 200, 30_000);

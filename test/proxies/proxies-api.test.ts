@@ -14,7 +14,8 @@ import { runCli } from '../support/cli.ts';
 import { testConfig } from '../support/config.ts';
 import { tempDir } from '../support/temp-dirs.ts';
 
-const doc = (name: string, extra = '') => `apiVersion: egress-proxies/v1\nkind: Proxy\nmetadata:\n  name: ${name}\n  labels: { team: crawl${extra} }\nspec:\n  provider: local\n`;
+const doc = (name: string, extra = '') =>
+  `apiVersion: egress-proxies/v1\nkind: Proxy\nmetadata:\n  name: ${name}\n  labels: { team: crawl${extra} }\nspec:\n  provider: local\n`;
 
 describe('the Proxy resource through the API and the CLI', () => {
   let config: AppConfig;
@@ -25,7 +26,12 @@ describe('the Proxy resource through the API and the CLI', () => {
   let reconcile: Queue;
 
   beforeAll(async () => {
-    config = testConfig({ providers: [{ name: 'local', type: 'local' }, { name: 'other', type: 'local' }] });
+    config = testConfig({
+      providers: [
+        { name: 'local', type: 'local' },
+        { name: 'other', type: 'local' },
+      ],
+    });
     roles = await runRoles(config, ['api'], silentLogger());
     api = roles.api?.url ?? '';
     redis = new Redis(inject('redisUrl'));
@@ -44,11 +50,21 @@ describe('the Proxy resource through the API and the CLI', () => {
   test('apply creates, is idempotent, and moves the generation only on change; each change asks for a reconcile', async () => {
     const created = await post(`${doc('p1')}---\n${doc('p2')}`);
     expect(created.status).toBe(200);
-    expect(await created.json()).toEqual({ items: [{ name: 'p1', outcome: 'created', generation: 1 }, { name: 'p2', outcome: 'created', generation: 1 }] });
+    expect(await created.json()).toEqual({
+      items: [
+        { name: 'p1', outcome: 'created', generation: 1 },
+        { name: 'p2', outcome: 'created', generation: 1 },
+      ],
+    });
     expect(await (await post(doc('p1'))).json()).toEqual({ items: [{ name: 'p1', outcome: 'unchanged', generation: 1 }] });
     expect(await (await post(doc('p1', ', tier: gold'))).json()).toEqual({ items: [{ name: 'p1', outcome: 'configured', generation: 2 }] });
     const p1 = (await (await fetch(`${api}/v1/proxies/p1`)).json()) as ProxyView;
-    expect(p1).toMatchObject({ name: 'p1', labels: { team: 'crawl', tier: 'gold' }, spec: { provider: 'local' }, status: { phase: 'Pending', observedGeneration: 0 } });
+    expect(p1).toMatchObject({
+      name: 'p1',
+      labels: { team: 'crawl', tier: 'gold' },
+      spec: { provider: 'local' },
+      status: { phase: 'Pending', observedGeneration: 0 },
+    });
     expect(p1.proxyUrl).toBeUndefined();
     const jobs = await reconcile.getJobs(['waiting']);
     expect(jobs.map((j) => j.data as unknown).sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)))).toEqual([{ proxy: 'p1' }, { proxy: 'p2' }]);
@@ -114,7 +130,10 @@ describe('the Proxy resource through the API and the CLI', () => {
     // In a file of several, one proxy being deleted stops the whole apply before anything is written.
     const several = await post(`${doc('fresh-1')}---\n${doc('gone')}`);
     expect(several.status).toBe(409);
-    expect(await several.json()).toEqual({ error: 'ERR_PROXY_TERMINATING', message: 'rejected, nothing applied: proxy "gone" is being deleted; apply again once it is gone' });
+    expect(await several.json()).toEqual({
+      error: 'ERR_PROXY_TERMINATING',
+      message: 'rejected, nothing applied: proxy "gone" is being deleted; apply again once it is gone',
+    });
     expect(await store.get('fresh-1')).toBeUndefined();
   });
 
@@ -144,7 +163,10 @@ describe('the Proxy resource through the API and the CLI', () => {
     const one = JSON.parse((await runCli(['get', 'proxy', 'cli-a', '-o', 'json', '--api-url', api])).out) as ProxyView;
     expect(one.name).toBe('cli-a');
     expect(await runCli(['delete', 'proxy', 'cli-b', '--api-url', api])).toMatchObject({ code: 0, out: 'proxy/cli-b deletion requested\n' });
-    expect(await runCli(['delete', 'proxy', 'cli-a', '--orphan', '--api-url', api])).toMatchObject({ code: 0, out: 'proxy/cli-a deletion requested (its instance is left in place)\n' });
+    expect(await runCli(['delete', 'proxy', 'cli-a', '--orphan', '--api-url', api])).toMatchObject({
+      code: 0,
+      out: 'proxy/cli-a deletion requested (its instance is left in place)\n',
+    });
     expect((await store.get('cli-a'))?.metadata.orphanInstance).toBe(true);
     const badFile = join(dir, 'bad.yaml');
     await writeFile(badFile, 'metadata: { name: x }\nspec: { provider: local, extra: 1 }\n');

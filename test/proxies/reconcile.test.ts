@@ -25,7 +25,15 @@ class RecordingLifecycle implements ProxyLifecycle {
     if (existing) return existing;
     if (this.failNext) throw this.failNext;
     this.creates++;
-    const inst: Instance = { name: spec.name, id: `id-${this.creates}`, state: this.startAs, owner: spec.owner, createdAt: new Date().toISOString(), endpoint: { host: '127.0.0.1', port: 3000 + this.creates }, ...(spec.placement ? { placement: spec.placement } : {}) };
+    const inst: Instance = {
+      name: spec.name,
+      id: `id-${this.creates}`,
+      state: this.startAs,
+      owner: spec.owner,
+      createdAt: new Date().toISOString(),
+      endpoint: { host: '127.0.0.1', port: 3000 + this.creates },
+      ...(spec.placement ? { placement: spec.placement } : {}),
+    };
     this.instances.set(RecordingLifecycle.key(spec.name, spec.placement), inst);
     return inst;
   }
@@ -56,7 +64,12 @@ describe('reconcileProxy', () => {
     redis.disconnect();
   });
 
-  const deps = (lifecycle: ProxyLifecycle, probe = okProbe): ReconcileDeps => ({ proxies: store, lifecycles: new Map([['local', lifecycle]]), fleet: 'test', probe });
+  const deps = (lifecycle: ProxyLifecycle, probe = okProbe): ReconcileDeps => ({
+    proxies: store,
+    lifecycles: new Map([['local', lifecycle]]),
+    fleet: 'test',
+    probe,
+  });
   const apply = (name: string) => store.apply({ metadata: { name, labels: {} }, spec: { provider: 'local' } });
 
   test('create, Ready after the probe; reconciling again (a retry, a duplicate) makes no second instance', async () => {
@@ -66,7 +79,13 @@ describe('reconcileProxy', () => {
     await Promise.all([reconcileProxy('a', deps(lc), signal), reconcileProxy('a', deps(lc), signal)]);
     expect(lc.creates).toBe(1);
     const proxy = await store.get('a');
-    expect(proxy?.status).toMatchObject({ phase: 'Ready', url: 'http://127.0.0.1:3001', egressIp: '127.0.0.1', observedGeneration: 1, instanceName: instanceNameFor('test', proxy!) });
+    expect(proxy?.status).toMatchObject({
+      phase: 'Ready',
+      url: 'http://127.0.0.1:3001',
+      egressIp: '127.0.0.1',
+      observedGeneration: 1,
+      instanceName: instanceNameFor('test', proxy!),
+    });
   });
 
   test('an instance still starting, or a failing probe, means look again later', async () => {
@@ -86,9 +105,14 @@ describe('reconcileProxy', () => {
     const lc = new RecordingLifecycle();
     await apply('r');
     let verdict: 'ok' | 'timeout' = 'ok';
-    const probe: ReadinessProbe = async () => (verdict === 'ok' ? { ok: true, egressIp: '127.0.0.1' } : { ok: false, cause: 'timeout', message: 'http: no answer within 2000 ms' });
+    const probe: ReadinessProbe = async () =>
+      verdict === 'ok' ? { ok: true, egressIp: '127.0.0.1' } : { ok: false, cause: 'timeout', message: 'http: no answer within 2000 ms' };
     const events: string[] = [];
-    const d: ReconcileDeps = { ...deps(lc, probe), readiness: { failureThreshold: 1, successThreshold: 2, replaceAfterMs: 60_000 }, onEvicted: (p, cause) => events.push(`${p} ${cause}`) };
+    const d: ReconcileDeps = {
+      ...deps(lc, probe),
+      readiness: { failureThreshold: 1, successThreshold: 2, replaceAfterMs: 60_000 },
+      onEvicted: (p, cause) => events.push(`${p} ${cause}`),
+    };
     expect((await reconcileProxy('r', d, signal)).kind).toBe('ready');
     verdict = 'timeout';
     expect((await reconcileProxy('r', d, signal)).kind).toBe('retry-later');
@@ -128,18 +152,30 @@ describe('reconcileProxy', () => {
     };
     expect((await reconcileProxy('h', d, signal)).kind).toBe('ready');
     const readySince = new Date(t).toISOString();
-    expect((await store.get('h'))?.status.conditions).toEqual([{ type: 'Ready', status: 'True', reason: 'Ready', message: '', lastTransitionTime: readySince }]);
+    expect((await store.get('h'))?.status.conditions).toEqual([
+      { type: 'Ready', status: 'True', reason: 'Ready', message: '', lastTransitionTime: readySince },
+    ]);
     ok = false;
     for (const expected of [1, 2]) {
       t += 1000;
       await reconcileProxy('h', d, signal);
       expect((await store.get('h'))?.status).toMatchObject({ phase: 'Ready', probeFailures: expected });
       // Still Ready: the condition says the probes are failing but its transition time stays.
-      expect((await store.get('h'))?.status.conditions[0]).toEqual({ type: 'Ready', status: 'True', reason: 'ProbeFailing', message: 'tcp: connection refused', lastTransitionTime: readySince });
+      expect((await store.get('h'))?.status.conditions[0]).toEqual({
+        type: 'Ready',
+        status: 'True',
+        reason: 'ProbeFailing',
+        message: 'tcp: connection refused',
+        lastTransitionTime: readySince,
+      });
     }
     await reconcileProxy('h', d, signal);
     expect((await store.get('h'))?.status).toMatchObject({ phase: 'Provisioning', probeFailures: 3, unreadySince: new Date(t).toISOString() });
-    expect((await store.get('h'))?.status.conditions[0]).toMatchObject({ status: 'False', reason: 'Provisioning', lastTransitionTime: new Date(t).toISOString() });
+    expect((await store.get('h'))?.status.conditions[0]).toMatchObject({
+      status: 'False',
+      reason: 'Provisioning',
+      lastTransitionTime: new Date(t).toISOString(),
+    });
     expect(events).toEqual(['unready local refused']);
     t += 61_000;
     await reconcileProxy('h', d, signal);
@@ -200,20 +236,35 @@ describe('reconcileProxy', () => {
     await store.apply({ metadata: { name: 'm', labels: {} }, spec: { provider: 'local', placement: 'zone-b' } });
     lc.deleteTakes = 1; // the old instance takes a while to go
     const name = instanceNameFor('test', (await store.get('m'))!);
-    expect(await reconcileProxy('m', deps(lc), signal)).toEqual({ kind: 'retry-later', why: `moving from provider "local" at "zone-a": instance ${name} there is still being deleted` });
+    expect(await reconcileProxy('m', deps(lc), signal)).toEqual({
+      kind: 'retry-later',
+      why: `moving from provider "local" at "zone-a": instance ${name} there is still being deleted`,
+    });
     const moving = await store.get('m');
     expect(moving?.status.phase).toBe('Provisioning');
     expect(moving?.status.url).toBeUndefined();
     expect([...lc.instances.keys()]).toEqual([`zone-a/${name}`]);
     expect((await reconcileProxy('m', deps(lc), signal)).kind).toBe('ready');
     expect([...lc.instances.keys()]).toEqual([`zone-b/${name}`]);
-    expect((await store.get('m'))?.status).toMatchObject({ phase: 'Ready', instanceLocation: { provider: 'local', placement: 'zone-b' }, observedGeneration: 2 });
+    expect((await store.get('m'))?.status).toMatchObject({
+      phase: 'Ready',
+      instanceLocation: { provider: 'local', placement: 'zone-b' },
+      observedGeneration: 2,
+    });
   });
 
   test('a changed provider moves the proxy between providers; deleting mid-move removes it from both', async () => {
     const a = new RecordingLifecycle();
     const b = new RecordingLifecycle();
-    const both: ReconcileDeps = { proxies: store, lifecycles: new Map([['local', a], ['other', b]]), fleet: 'test', probe: okProbe };
+    const both: ReconcileDeps = {
+      proxies: store,
+      lifecycles: new Map([
+        ['local', a],
+        ['other', b],
+      ]),
+      fleet: 'test',
+      probe: okProbe,
+    };
     await apply('n');
     expect((await reconcileProxy('n', both, signal)).kind).toBe('ready');
     await store.apply({ metadata: { name: 'n', labels: {} }, spec: { provider: 'other' } });
@@ -224,7 +275,11 @@ describe('reconcileProxy', () => {
     b.deleteTakes = 1;
     expect((await reconcileProxy('n', both, signal)).kind).toBe('retry-later');
     await store.requestDeletion('n');
-    await a.ensureInstance({ name: instanceNameFor('test', (await store.get('n'))!), owner: { fleet: 'test', proxy: 'n' }, credentials: { username: 'u', password: 'p' } });
+    await a.ensureInstance({
+      name: instanceNameFor('test', (await store.get('n'))!),
+      owner: { fleet: 'test', proxy: 'n' },
+      credentials: { username: 'u', password: 'p' },
+    });
     expect(await reconcileProxy('n', both, signal)).toEqual({ kind: 'deleted' });
     expect([a.instances.size, b.instances.size]).toEqual([0, 0]);
   });
@@ -237,7 +292,9 @@ describe('reconcileProxy', () => {
     const unconfigured: ReconcileDeps = { proxies: store, lifecycles: new Map(), fleet: 'test', probe: okProbe };
     const outcome = await reconcileProxy('o', unconfigured, signal);
     expect(outcome.kind).toBe('failed');
-    expect(outcome).toMatchObject({ message: expect.stringMatching(/is on provider "local", which is not configured in this worker .* delete the proxy with --orphan/) });
+    expect(outcome).toMatchObject({
+      message: expect.stringMatching(/is on provider "local", which is not configured in this worker .* delete the proxy with --orphan/),
+    });
     expect((await store.get('o'))?.status).toMatchObject({ phase: 'Terminating', lastError: expect.stringContaining('cannot be removed') });
     expect(lc.instances.size).toBe(1);
     await store.requestDeletion('o', { orphan: true });

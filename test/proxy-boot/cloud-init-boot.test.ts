@@ -109,7 +109,11 @@ describe('gcp: user-data metadata', () => {
     expect(logText).not.toContain(PASSWORD);
 
     // The fake metadata server serves the item, then a changed one (what setMetadata does).
-    const report = await bootInSandbox(userData, { proxyPort: 3128, credentials: spec('x').credentials, metadataPolicies: [items[METADATA_POLICY] ?? '', defaultDeny] });
+    const report = await bootInSandbox(userData, {
+      proxyPort: 3128,
+      credentials: spec('x').credentials,
+      metadataPolicies: [items[METADATA_POLICY] ?? '', defaultDeny],
+    });
     expect(report.units.map((u) => [u.name, u.uid === 0 ? 'root' : u.uid, u.exitCode])).toEqual([
       ['egress-proxy-policy.service', 'root', 0],
       ['egress-proxy.service', DYNAMIC_UID, 0],
@@ -124,7 +128,14 @@ describe('gcp: user-data metadata', () => {
   });
 
   it('without bootUserData an insert carries neither item', async () => {
-    const lc = createGcpLifecycle({ clients, project: 'egress-test', zone: 'us-central1-a', image: 'projects/p/global/images/i', logger: createLogger({ level: 'silent' }), operationPollMs: 0 });
+    const lc = createGcpLifecycle({
+      clients,
+      project: 'egress-test',
+      zone: 'us-central1-a',
+      image: 'projects/p/global/images/i',
+      logger: createLogger({ level: 'silent' }),
+      operationPollMs: 0,
+    });
     await lc.ensureInstance(spec('ep-gcp-plain'), AbortSignal.timeout(30_000));
     const keys = (compute.getInstance('us-central1-a', 'ep-gcp-plain')?.metadata.items ?? []).map((i) => i.key);
     expect(keys).not.toContain(METADATA_USER_DATA);

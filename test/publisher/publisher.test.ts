@@ -34,9 +34,24 @@ async function setup(wrap: (store: StatusStore) => StatusStore = (s) => s) {
   const redis = new Redis(inject('redisUrl'));
   const store = new RedisStatusStore(redis, config.redis.prefix);
   const registry = createRegistry();
-  const publisher = await startPublisherRole({ config, redisTarget: inject('redisUrl'), store: wrap(store), logger: silentLogger(), jobMetrics: createJobMetrics(registry) });
-  const results = new Queue(QUEUES.results, { connection: redisOptions(inject('redisUrl'), 'producer'), prefix: config.redis.prefix, defaultJobOptions: defaultJobOptions(config) });
-  cleanups.push(() => redis.quit(), () => store.close(), () => publisher.close(), () => results.close());
+  const publisher = await startPublisherRole({
+    config,
+    redisTarget: inject('redisUrl'),
+    store: wrap(store),
+    logger: silentLogger(),
+    jobMetrics: createJobMetrics(registry),
+  });
+  const results = new Queue(QUEUES.results, {
+    connection: redisOptions(inject('redisUrl'), 'producer'),
+    prefix: config.redis.prefix,
+    defaultJobOptions: defaultJobOptions(config),
+  });
+  cleanups.push(
+    () => redis.quit(),
+    () => store.close(),
+    () => publisher.close(),
+    () => results.close(),
+  );
   const processed = async (): Promise<Job> => {
     const [job] = (await once(publisher.worker, 'completed')) as [Job];
     return job;

@@ -29,13 +29,22 @@ function startEcho(): Promise<{ server: HttpServer; url: string }> {
   const app = new Hono();
   app.route('/v1', echoRoute());
   return new Promise((resolve) => {
-    const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, (info) => resolve({ server, url: `http://127.0.0.1:${info.port}/v1/echo` })) as HttpServer;
+    const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, (info) =>
+      resolve({ server, url: `http://127.0.0.1:${info.port}/v1/echo` }),
+    ) as HttpServer;
   });
 }
 
 /** A lifecycle whose one instance is the test's forward proxy (the provider part is not under test here). */
 function lifecycleFor(proxy: { port: number }, id = 'proc-1'): ProxyLifecycle {
-  const instance = (name: string): Instance => ({ name, id, state: 'running', owner: { fleet: 'test', proxy: 'p' }, createdAt: new Date().toISOString(), endpoint: { host: '127.0.0.1', port: proxy.port } });
+  const instance = (name: string): Instance => ({
+    name,
+    id,
+    state: 'running',
+    owner: { fleet: 'test', proxy: 'p' },
+    createdAt: new Date().toISOString(),
+    endpoint: { host: '127.0.0.1', port: proxy.port },
+  });
   return {
     ensureInstance: async (spec) => instance(spec.name),
     getInstance: async (name) => instance(name),
@@ -151,14 +160,21 @@ describe('eviction on the first failed probe', () => {
     expect(after).toMatchObject({ status: 200, names: [] });
     expect(after.etag).not.toBe(ready.etag);
     expect(requested).toEqual(['p']);
-    expect(await registry.getSingleMetricAsString('proxy_operator_proxy_evictions_total')).toContain('proxy_operator_proxy_evictions_total{provider="local",cause="timeout"} 1');
-    expect(await registry.getSingleMetricAsString('proxy_operator_proxy_ready_to_evicted_seconds')).toContain('proxy_operator_proxy_ready_to_evicted_seconds_count{provider="local"} 1');
+    expect(await registry.getSingleMetricAsString('proxy_operator_proxy_evictions_total')).toContain(
+      'proxy_operator_proxy_evictions_total{provider="local",cause="timeout"} 1',
+    );
+    expect(await registry.getSingleMetricAsString('proxy_operator_proxy_ready_to_evicted_seconds')).toContain(
+      'proxy_operator_proxy_ready_to_evicted_seconds_count{provider="local"} 1',
+    );
 
     // Still paused: reconcile's probe fails too and it stays out.
     expect((await reconcileProxy('p', reconcileDeps(), signal)).kind).toBe('retry-later');
     forward.resume();
     // The same instance comes back only after two passes in a row.
-    expect(await reconcileProxy('p', reconcileDeps(), signal)).toEqual({ kind: 'retry-later', why: 'readiness probe passed (1 of 2 in a row needed to return)' });
+    expect(await reconcileProxy('p', reconcileDeps(), signal)).toEqual({
+      kind: 'retry-later',
+      why: 'readiness probe passed (1 of 2 in a row needed to return)',
+    });
     expect((await discover()).names).toEqual([]);
     expect((await reconcileProxy('p', reconcileDeps(), signal)).kind).toBe('ready');
     expect((await discover()).names).toEqual(['p']);

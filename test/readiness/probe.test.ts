@@ -74,7 +74,12 @@ describe('probeProxy', () => {
   });
 
   it('reports proxy-auth when the proxy refuses the credentials', async () => {
-    const result = await probeProxy({ endpoint: endpoint(), credentials: { username: 'probe', password: 'wrong' }, echoUrl: echo.url, signal: AbortSignal.timeout(10_000) });
+    const result = await probeProxy({
+      endpoint: endpoint(),
+      credentials: { username: 'probe', password: 'wrong' },
+      echoUrl: echo.url,
+      signal: AbortSignal.timeout(10_000),
+    });
     expect(result).toMatchObject({ ok: false, stage: 'proxy-auth' });
     expect(JSON.stringify(result)).not.toContain('wrong');
   });
@@ -91,12 +96,26 @@ describe('probeProxy', () => {
     paused.pause();
     try {
       const held = once(paused, 'held');
-      const result = await probeProxy({ endpoint: { host: '127.0.0.1', port: paused.port }, credentials: CREDS, echoUrl: echo.url, stepTimeoutMs: 300, signal: AbortSignal.timeout(30_000) });
+      const result = await probeProxy({
+        endpoint: { host: '127.0.0.1', port: paused.port },
+        credentials: CREDS,
+        echoUrl: echo.url,
+        stepTimeoutMs: 300,
+        signal: AbortSignal.timeout(30_000),
+      });
       await held;
       expect(result).toMatchObject({ ok: false, stage: 'http', cause: 'timeout' });
       if (!result.ok) expect(result.message).toContain('no answer within 300 ms');
       paused.resume();
-      expect(await probeProxy({ endpoint: { host: '127.0.0.1', port: paused.port }, credentials: CREDS, echoUrl: echo.url, stepTimeoutMs: 300, signal: AbortSignal.timeout(30_000) })).toMatchObject({ ok: true });
+      expect(
+        await probeProxy({
+          endpoint: { host: '127.0.0.1', port: paused.port },
+          credentials: CREDS,
+          echoUrl: echo.url,
+          stepTimeoutMs: 300,
+          signal: AbortSignal.timeout(30_000),
+        }),
+      ).toMatchObject({ ok: true });
     } finally {
       await paused.close();
     }
@@ -123,13 +142,21 @@ describe('probeProxy', () => {
     app.use('*', async (c, next) => (c.req.header('authorization') === 'Bearer echo-token' ? next() : c.json({ error: 'Unauthorized' }, 401)));
     app.route('/v1', echoRoute());
     const guarded = await new Promise<{ server: HttpServer; url: string }>((resolve) => {
-      const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, (info) => resolve({ server: server, url: `http://127.0.0.1:${info.port}/v1/echo` })) as HttpServer;
+      const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, (info) =>
+        resolve({ server: server, url: `http://127.0.0.1:${info.port}/v1/echo` }),
+      ) as HttpServer;
     });
     try {
       const without = await probeProxy({ endpoint: endpoint(), credentials: CREDS, echoUrl: guarded.url, signal: AbortSignal.timeout(10_000) });
       expect(without).toMatchObject({ ok: false, stage: 'http' });
       if (!without.ok) expect(without.message).toContain('401');
-      const withToken = await probeProxy({ endpoint: endpoint(), credentials: CREDS, echoUrl: guarded.url, echoToken: 'echo-token', signal: AbortSignal.timeout(10_000) });
+      const withToken = await probeProxy({
+        endpoint: endpoint(),
+        credentials: CREDS,
+        echoUrl: guarded.url,
+        echoToken: 'echo-token',
+        signal: AbortSignal.timeout(10_000),
+      });
       expect(withToken).toMatchObject({ ok: true, egressIp: '127.0.0.1' });
     } finally {
       await close(guarded.server);
@@ -152,7 +179,9 @@ describe('probeProxy', () => {
       return c.json({ address: '127.0.0.1' });
     });
     const slow = await new Promise<{ server: HttpServer; url: string }>((resolve) => {
-      const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, (info) => resolve({ server: server, url: `http://127.0.0.1:${info.port}/v1/echo` })) as HttpServer;
+      const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, (info) =>
+        resolve({ server: server, url: `http://127.0.0.1:${info.port}/v1/echo` }),
+      ) as HttpServer;
     });
     const controller = new AbortController();
     const reason = new Error('probe deadline');
@@ -193,7 +222,12 @@ describe('probeProxy against a local provider instance', () => {
     const instance = await lifecycle.ensureInstance({ name: 'probe-1', owner: { fleet: 'f', proxy: 'p' }, credentials: CREDS }, AbortSignal.timeout(20_000));
     const good = await probeProxy({ endpoint: instance.endpoint!, credentials: CREDS, echoUrl: echo.url, signal: AbortSignal.timeout(10_000) });
     expect(good).toMatchObject({ ok: true, egressIp: '127.0.0.1' });
-    const bad = await probeProxy({ endpoint: instance.endpoint!, credentials: { ...CREDS, password: 'x' }, echoUrl: echo.url, signal: AbortSignal.timeout(10_000) });
+    const bad = await probeProxy({
+      endpoint: instance.endpoint!,
+      credentials: { ...CREDS, password: 'x' },
+      echoUrl: echo.url,
+      signal: AbortSignal.timeout(10_000),
+    });
     expect(bad).toMatchObject({ ok: false, stage: 'proxy-auth' });
   });
 });

@@ -29,7 +29,10 @@ describe('the roles on a Redis Cluster (3 masters + 3 replicas)', () => {
   beforeAll(async () => {
     cluster = await startRedisCluster();
     const base = testConfig({ queues: ['checks', 'reconcile'], intervalMs: 60_000, resyncMs: 300 });
-    config = freezeConfig({ ...base, redis: { url: undefined, clusterNodes: cluster.nodes.slice(0, 2), password: cluster.password, prefix: base.redis.prefix } });
+    config = freezeConfig({
+      ...base,
+      redis: { url: undefined, clusterNodes: cluster.nodes.slice(0, 2), password: cluster.password, prefix: base.redis.prefix },
+    });
     roles = await runRoles(config, ['publisher', 'worker', 'scheduler', 'api'], silentLogger());
     api = roles.api?.url ?? '';
   }, 60_000);
@@ -74,10 +77,14 @@ describe('the roles on a Redis Cluster (3 masters + 3 replicas)', () => {
   }
 
   async function readyProxy(name: string): Promise<ProxyView> {
-    return waitFor(`${name} to be Ready`, async () => {
-      const { items } = (await (await fetch(`${api}/v1/proxies?ready=true`)).json()) as { items: ProxyView[] };
-      return items.find((p) => p.name === name);
-    }, 30_000);
+    return waitFor(
+      `${name} to be Ready`,
+      async () => {
+        const { items } = (await (await fetch(`${api}/v1/proxies?ready=true`)).json()) as { items: ProxyView[] };
+        return items.find((p) => p.name === name);
+      },
+      30_000,
+    );
   }
 
   test('a check is published and a proxy turns Ready; every key of ours lives on the one master of the prefix’s slot', async () => {
@@ -94,17 +101,19 @@ describe('the roles on a Redis Cluster (3 masters + 3 replicas)', () => {
     const prefix = config.redis.prefix;
     const { master, replica } = await cluster.shardOf(prefix);
     const keys = await keysOn(master.port, `${prefix}*`);
-    expect(keys).toEqual(expect.arrayContaining([
-      `${prefix}:scheduler:lease`,
-      `${prefix}:providerhealth:local`,
-      `${prefix}:providerhealths`,
-      `${prefix}:proxy:web-1`,
-      `${prefix}:proxy-secret:web-1`,
-      `${prefix}:proxys`,
-      `${prefix}:checks:meta`,
-      `${prefix}:results:meta`,
-      `${prefix}:reconcile:meta`,
-    ]));
+    expect(keys).toEqual(
+      expect.arrayContaining([
+        `${prefix}:scheduler:lease`,
+        `${prefix}:providerhealth:local`,
+        `${prefix}:providerhealths`,
+        `${prefix}:proxy:web-1`,
+        `${prefix}:proxy-secret:web-1`,
+        `${prefix}:proxys`,
+        `${prefix}:checks:meta`,
+        `${prefix}:results:meta`,
+        `${prefix}:reconcile:meta`,
+      ]),
+    );
     // The other two shards (masters and replicas) hold none of them.
     for (const other of cluster.nodes.filter((n) => n.port !== master.port && n.port !== replica.port)) {
       expect(await keysOn(other.port, `${prefix}*`)).toEqual([]);
@@ -130,7 +139,7 @@ describe('the roles on a Redis Cluster (3 masters + 3 replicas)', () => {
     expect(after.proxyUrl).toBe(before.proxyUrl);
     // New work goes through the new master: a check is published, a new proxy turns Ready.
     const ph = await waitFor('a check after the failover to be published', async () => {
-      const { status } = (await getJson<{ result: unknown }>('/v1/providers/local/checks?wait=true', { method: 'POST' }));
+      const { status } = await getJson<{ result: unknown }>('/v1/providers/local/checks?wait=true', { method: 'POST' });
       const body = (await getJson<ProviderHealth>('/v1/providerhealths/local')).body;
       return status === 200 && body.status.lastCheckTime > phBefore.status.lastCheckTime ? body : undefined;
     });
@@ -177,7 +186,10 @@ describe('a cluster client reconnecting while a slot has no master', () => {
       const ended = new Promise((resolve) => client.once('end', resolve));
       client.disconnect();
       await ended;
-      const outcome = client.connect().then(() => 'connected', (err: Error) => `failed: ${err.message}`);
+      const outcome = client.connect().then(
+        () => 'connected',
+        (err: Error) => `failed: ${err.message}`,
+      );
       const never = new Promise((resolve) => setTimeout(() => resolve('still pending after 20 s'), 20_000).unref());
       expect(await Promise.race([outcome, never])).toBe('connected');
     } finally {
@@ -220,7 +232,10 @@ describe('shutting down right after a master died', () => {
     const cluster = await startRedisCluster();
     try {
       const base = testConfig({ queues: ['checks', 'reconcile'], intervalMs: 60_000 });
-      const config = freezeConfig({ ...base, redis: { url: undefined, clusterNodes: cluster.nodes.slice(0, 2), password: cluster.password, prefix: base.redis.prefix } });
+      const config = freezeConfig({
+        ...base,
+        redis: { url: undefined, clusterNodes: cluster.nodes.slice(0, 2), password: cluster.password, prefix: base.redis.prefix },
+      });
       const roles = await runRoles(config, ['publisher', 'worker', 'scheduler', 'api'], silentLogger());
       try {
         await waitFor('local to be published', async () => (await fetch(`${roles.api?.url ?? ''}/v1/providerhealths/local`)).status === 200);

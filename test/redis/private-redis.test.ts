@@ -37,7 +37,11 @@ interface Up {
 
 /** Starts `egress up` (or a harness taking its flags) and waits until it says it is up. */
 async function up(s: { dataDir: string; config: string }, extra: string[] = [], script?: string, env: Record<string, string> = {}): Promise<Up> {
-  const proc = spawnEgress(['up', '--data-dir', s.dataDir, '--config', s.config, '--port', '0', '--queues', 'checks', ...extra], { ...OWN_REDIS, ...env }, script);
+  const proc = spawnEgress(
+    ['up', '--data-dir', s.dataDir, '--config', s.config, '--port', '0', '--queues', 'checks', ...extra],
+    { ...OWN_REDIS, ...env },
+    script,
+  );
   cleanups.push(async () => {
     if (proc.child.exitCode === null && proc.child.signalCode === null) proc.child.kill('SIGKILL');
     await proc.exited;
@@ -134,7 +138,11 @@ describe('the private Redis of `egress up`', () => {
     await applyProxy(api, 'web-1');
     // A rewrite makes redis-server create new files (base, incremental, manifest): they get its umask too.
     await authed.bgrewriteaof();
-    await waitFor('the AOF rewrite to finish', async () => /aof_rewrite_in_progress:0\r\n[\s\S]*aof_rewrite_scheduled:0/.test(await authed.info('persistence')), 10_000);
+    await waitFor(
+      'the AOF rewrite to finish',
+      async () => /aof_rewrite_in_progress:0\r\n[\s\S]*aof_rewrite_scheduled:0/.test(await authed.info('persistence')),
+      10_000,
+    );
     expect(await mode(s.dataDir)).toBe('700');
     expect(await mode(join(s.dataDir, 'redis'))).toBe('700');
     const files = await filesUnder(join(s.dataDir, 'redis'));
@@ -266,7 +274,12 @@ describe('the private Redis of `egress up`', () => {
     const child = spawn(
       process.execPath,
       ['--import', 'tsx', HARNESS, 'up', '--data-dir', s.dataDir, '--config', s.config, '--port', '0', '--queues', 'checks', '--shutdown-grace', '500ms'],
-      { cwd: ROOT, env: { ...process.env, ...OWN_REDIS, EGRESS_LOG_LEVEL: 'debug', HANG_PROVIDERS: 'local' }, stdio: ['ignore', 'pipe', 'pipe'], detached: true },
+      {
+        cwd: ROOT,
+        env: { ...process.env, ...OWN_REDIS, EGRESS_LOG_LEVEL: 'debug', HANG_PROVIDERS: 'local' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+        detached: true,
+      },
     );
     const exited = once(child, 'exit');
     cleanups.push(async () => {

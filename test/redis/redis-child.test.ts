@@ -36,7 +36,12 @@ test('with a password: refused without it, the URL carries it, the display URL a
   const dir = await mkdtemp(join(tmpdir(), 'egress-redis-child-'));
   const password = 'a-password/with+characters=';
   const child = await startRedisChild({ dir, appendOnly: true, password });
-  const anonymous = new Redis(`redis://127.0.0.1:${child.port}`, { lazyConnect: true, enableReadyCheck: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  const anonymous = new Redis(`redis://127.0.0.1:${child.port}`, {
+    lazyConnect: true,
+    enableReadyCheck: false,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+  });
   anonymous.on('error', () => undefined);
   const authed = new Redis(child.url);
   try {

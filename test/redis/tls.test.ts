@@ -41,7 +41,11 @@ describe('egress up against rediss:// with --redis-ca-file', () => {
     const api = spawnEgress(['api', '--port', '0', '--prefix', uniquePrefix(), '--redis-ca-file', redis.otherCaFile], { REDIS_URL: redis.url });
     try {
       await api.waitForLog('redis connection error');
-      const line = api.logs().split('\n').find((l) => l.includes('redis connection error')) ?? '';
+      const line =
+        api
+          .logs()
+          .split('\n')
+          .find((l) => l.includes('redis connection error')) ?? '';
       expect(JSON.parse(line)).toMatchObject({
         err: 'self-signed certificate in certificate chain',
         hint: 'the Redis server’s TLS certificate is not trusted: give the CA that signed it with --redis-ca-file (REDIS_CA_FILE)',

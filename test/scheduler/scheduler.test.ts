@@ -40,7 +40,13 @@ function checksQueue(prefix: string): Queue {
 
 describe('scheduler', () => {
   test('the first leader creates one check scheduler per provider, which run at once', async () => {
-    const config = testConfig({ providers: [{ name: 'a', type: 'local' }, { name: 'b', type: 'local' }], intervalMs: 60_000 });
+    const config = testConfig({
+      providers: [
+        { name: 'a', type: 'local' },
+        { name: 'b', type: 'local' },
+      ],
+      intervalMs: 60_000,
+    });
     const queue = checksQueue(config.redis.prefix);
     const s = scheduler(config);
     const leading = once(s, 'leading');
@@ -49,7 +55,12 @@ describe('scheduler', () => {
     expect(round.schedules.created.sort()).toEqual(['a', 'b']);
     expect(round.checkedNow.sort()).toEqual(['a', 'b']);
     const schedulers = await queue.getJobSchedulers(0, -1);
-    expect(schedulers.map((x) => [x.key, x.every])).toEqual(expect.arrayContaining([['check-a', 60_000], ['check-b', 60_000]]));
+    expect(schedulers.map((x) => [x.key, x.every])).toEqual(
+      expect.arrayContaining([
+        ['check-a', 60_000],
+        ['check-b', 60_000],
+      ]),
+    );
     // A new job scheduler produces its first job immediately: one due check per provider.
     const due = await queue.getJobs(['waiting', 'delayed', 'prioritized']);
     const now = Date.now();
@@ -60,7 +71,14 @@ describe('scheduler', () => {
   test('a restart leaves unchanged schedulers alone, starts a round at once, and removes what is no longer configured', async () => {
     const prefix = uniquePrefix();
     const queue = checksQueue(prefix);
-    const first = testConfig({ prefix, providers: [{ name: 'a', type: 'local' }, { name: 'gone', type: 'local' }], intervalMs: 60_000 });
+    const first = testConfig({
+      prefix,
+      providers: [
+        { name: 'a', type: 'local' },
+        { name: 'gone', type: 'local' },
+      ],
+      intervalMs: 60_000,
+    });
     const redis = connect();
     const store = new RedisStatusStore(redis, prefix);
     cleanups.push(() => store.close());
@@ -170,7 +188,10 @@ describe('a configuration that drops every provider', () => {
     const redis = connect();
     const store = new RedisStatusStore(redis, prefix);
     cleanups.push(() => store.close());
-    const both = [{ name: 'a', type: 'local' }, { name: 'b', type: 'local' }] as const;
+    const both = [
+      { name: 'a', type: 'local' },
+      { name: 'b', type: 'local' },
+    ] as const;
     await lead(testConfig({ prefix, providers: [...both], intervalMs: 60_000, gcIntervalMs: 60_000 }), redis);
     for (const name of ['a', 'b']) {
       await store.updateProviderHealth(name, () => ({ name, status: { ready: true, lastTransitionTime: 'x', lastCheckTime: 'x', targets: [] } }));

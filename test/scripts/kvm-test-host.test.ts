@@ -81,7 +81,10 @@ async function startForeignLibvirtd(): Promise<{ pidfile: string; exe: string }>
 }
 
 /** Sources the script (nothing of it runs by itself) and runs `commands` with every path in the temporary directory. */
-async function script(commands: string, libvirtd: { pidfile: string; exe: string } = { pidfile: join(dir, 'none.pid'), exe: '/usr/sbin/libvirtd' }): Promise<Run> {
+async function script(
+  commands: string,
+  libvirtd: { pidfile: string; exe: string } = { pidfile: join(dir, 'none.pid'), exe: '/usr/sbin/libvirtd' },
+): Promise<Run> {
   const body = [
     `source ${JSON.stringify(SCRIPT)}`,
     `LIBVIRTD_PIDFILE=${JSON.stringify(libvirtd.pidfile)} LIBVIRTD=${JSON.stringify(libvirtd.exe)}`,
@@ -89,7 +92,10 @@ async function script(commands: string, libvirtd: { pidfile: string; exe: string
     `mkdir -p "$STATE" "$STARTED_DIR"`,
     commands,
   ].join('\n');
-  const child = spawn('bash', ['-c', body], { env: { ...process.env, KVM_TEST_HOST_STATE: state, KVM_TEST_HOST_QEMU_CONF: conf }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn('bash', ['-c', body], {
+    env: { ...process.env, KVM_TEST_HOST_STATE: state, KVM_TEST_HOST_QEMU_CONF: conf },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (c: Buffer) => void (stdout += c.toString()));
@@ -98,10 +104,11 @@ async function script(commands: string, libvirtd: { pidfile: string; exe: string
   return { code, stdout, stderr };
 }
 
-const exists = (path: string): Promise<boolean> => stat(path).then(
-  () => true,
-  () => false,
-);
+const exists = (path: string): Promise<boolean> =>
+  stat(path).then(
+    () => true,
+    () => false,
+  );
 
 describe('kvm-test-host.sh: qemu.conf', () => {
   test('settings are compared, not bytes: comments, blank lines and spacing do not count', async () => {
@@ -130,7 +137,9 @@ describe('kvm-test-host.sh: qemu.conf', () => {
     const run = await script('apply_qemu_conf; echo "not reached"', libvirtd);
     expect(run.code).toBe(1);
     expect(run.stdout).toBe('');
-    expect(run.stderr).toContain(`kvm-test-host: error: libvirtd (pid ${foreign?.pid}) was not started by this script, and ${conf} does not have a test host's settings`);
+    expect(run.stderr).toContain(
+      `kvm-test-host: error: libvirtd (pid ${foreign?.pid}) was not started by this script, and ${conf} does not have a test host's settings`,
+    );
     expect(run.stderr).toContain(`${conf} is left as it is`);
     expect(await readFile(conf, 'utf8')).toBe(OTHER_SETTINGS);
     expect(await exists(join(state, 'qemu.conf.orig'))).toBe(false);

@@ -73,11 +73,79 @@ async function routeTable(): Promise<Route[]> {
   }
 }
 
-const SEGMENTS = ['local', 'checks', 'results', 'x', '%ZZ', '%', '%E0%A4%A', '%00', '%2e%2e', '..%2F..%2Fetc', '%C0%AE', 'ä', '%F0%9F%92%A9', 'a'.repeat(3000), '-1', '0', '9'.repeat(40), 'repeat:x:1', 'null', '%0d%0aSet-Cookie:x'];
-const QUERY_KEYS = ['state', 'queue', 'limit', 'ready', 'label', 'format', 'wait', 'orphan', 'status', 'activeQueue', 'page', 'jobsPerPage', 'queueName', 'id', '%ZZ', ''];
-const QUERY_VALUES = ['', '%00', '%ZZ', 'failed', 'failed,failed,failed', `${'failed,'.repeat(500)}failed`, 'true', 'maybe', '-1', '1e309', 'a=b', '=', 'checks', 'latest', '%FF%FE', 'x'.repeat(2000)];
+const SEGMENTS = [
+  'local',
+  'checks',
+  'results',
+  'x',
+  '%ZZ',
+  '%',
+  '%E0%A4%A',
+  '%00',
+  '%2e%2e',
+  '..%2F..%2Fetc',
+  '%C0%AE',
+  'ä',
+  '%F0%9F%92%A9',
+  'a'.repeat(3000),
+  '-1',
+  '0',
+  '9'.repeat(40),
+  'repeat:x:1',
+  'null',
+  '%0d%0aSet-Cookie:x',
+];
+const QUERY_KEYS = [
+  'state',
+  'queue',
+  'limit',
+  'ready',
+  'label',
+  'format',
+  'wait',
+  'orphan',
+  'status',
+  'activeQueue',
+  'page',
+  'jobsPerPage',
+  'queueName',
+  'id',
+  '%ZZ',
+  '',
+];
+const QUERY_VALUES = [
+  '',
+  '%00',
+  '%ZZ',
+  'failed',
+  'failed,failed,failed',
+  `${'failed,'.repeat(500)}failed`,
+  'true',
+  'maybe',
+  '-1',
+  '1e309',
+  'a=b',
+  '=',
+  'checks',
+  'latest',
+  '%FF%FE',
+  'x'.repeat(2000),
+];
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'PROPFIND', 'TRACE'];
-const MEDIA_TYPES = ['application/json', 'application/yaml', 'text/yaml', 'application/x-yaml', 'text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=zz', 'application/json; charset=utf-16', '', 'garbage/\u00ff', 'application/json;;;;', 'APPLICATION/JSON'];
+const MEDIA_TYPES = [
+  'application/json',
+  'application/yaml',
+  'text/yaml',
+  'application/x-yaml',
+  'text/plain',
+  'application/x-www-form-urlencoded',
+  'multipart/form-data; boundary=zz',
+  'application/json; charset=utf-16',
+  '',
+  'garbage/\u00ff',
+  'application/json;;;;',
+  'APPLICATION/JSON',
+];
 const BODIES = [
   '',
   '{',
@@ -86,7 +154,7 @@ const BODIES = [
   '{"items": 7}',
   '{"apiVersion":"egress-proxies/v1","kind":"Proxy","metadata":{"name":"Fuzz_Bad"},"spec":{"provider":"nowhere"}}',
   '{"apiVersion":"egress-proxies/v1","kind":"Proxy","metadata":{"name":"fuzz-ok"},"spec":{"provider":"local"}}',
-  '[' .repeat(5000),
+  '['.repeat(5000),
   '{"a":'.repeat(3000),
   'x: *nope',
   `a: &a [1, 2]\n${Array.from({ length: 150 }, (_, i) => `b${i}: *a`).join('\n')}`,
@@ -114,11 +182,22 @@ function send(base: URL, method: string, path: string, headers: Record<string, s
   return new Promise((resolve) => {
     let req: ClientRequest;
     try {
-      req = request({ host: base.hostname, port: base.port, method, path, headers, agent: false /* a connection of its own: a reset belongs to the request that caused it */, signal: AbortSignal.timeout(10_000) }, (res: IncomingMessage) => {
-        res.resume();
-        res.on('end', () => resolve({ what, status: res.statusCode, error: undefined, resetAllowed }));
-        res.on('error', (err) => resolve({ what, status: res.statusCode, error: err.message, resetAllowed }));
-      });
+      req = request(
+        {
+          host: base.hostname,
+          port: base.port,
+          method,
+          path,
+          headers,
+          agent: false /* a connection of its own: a reset belongs to the request that caused it */,
+          signal: AbortSignal.timeout(10_000),
+        },
+        (res: IncomingMessage) => {
+          res.resume();
+          res.on('end', () => resolve({ what, status: res.statusCode, error: undefined, resetAllowed }));
+          res.on('error', (err) => resolve({ what, status: res.statusCode, error: err.message, resetAllowed }));
+        },
+      );
     } catch {
       // The client library refuses what it cannot put on the wire (a NUL in a header): not sent.
       resolve({ what, status: 0, error: undefined, resetAllowed: true });
@@ -155,7 +234,15 @@ describe('the API against malformed requests on every route', () => {
 
   test('the route table includes the API’s and Bull Board’s routes', () => {
     const names = routes.map((r) => `${r.method} ${r.path}`);
-    expect(names).toEqual(expect.arrayContaining(['POST /v1/proxies', 'GET /v1/jobs', 'DELETE /v1/proxies/:name', 'GET /admin/queues/api/queues', 'PUT /admin/queues/api/queues/:queueName/:jobId/retry']));
+    expect(names).toEqual(
+      expect.arrayContaining([
+        'POST /v1/proxies',
+        'GET /v1/jobs',
+        'DELETE /v1/proxies/:name',
+        'GET /admin/queues/api/queues',
+        'PUT /admin/queues/api/queues/:queueName/:jobId/retry',
+      ]),
+    );
   });
 
   test(`${REQUESTS} malformed requests: no 5xx, bounded memory, /healthz answering during oversized uploads`, async () => {
@@ -176,7 +263,8 @@ describe('the API against malformed requests on every route', () => {
       const headers: Record<string, string> = {};
       if (random() < 0.8) headers['content-type'] = pick(MEDIA_TYPES);
       if (random() < 0.15) headers.origin = pick(['null', 'https://evil.example', base.origin, 'x']);
-      if (random() < 0.15) headers.authorization = pick(['Bearer', 'Bearer a b c', 'Basic %%%', 'Basic ' + Buffer.from('a:b').toString('base64'), 'x'.repeat(4000)]);
+      if (random() < 0.15)
+        headers.authorization = pick(['Bearer', 'Bearer a b c', 'Basic %%%', 'Basic ' + Buffer.from('a:b').toString('base64'), 'x'.repeat(4000)]);
       if (random() < 0.1) headers['x-odd'] = 'v'.repeat(Math.floor(random() * 12_000));
       if (random() < 0.05) headers.accept = '\u00ff\u00fe';
       if (random() < 0.05) headers.host = pick(['evil.example', 'a b', `localhost:${base.port}`, '[::1', '']);
@@ -203,7 +291,13 @@ describe('the API against malformed requests on every route', () => {
 
     // Oversized uploads held open slowly: /healthz must answer within 1 s meanwhile.
     for (const chunked of [false, true, false, true, false]) {
-      const req = request({ host: base.hostname, port: base.port, method: 'POST', path: '/v1/proxies', headers: { 'content-type': 'application/json', ...(chunked ? {} : { 'content-length': String(50 * 1024 * 1024) }) } });
+      const req = request({
+        host: base.hostname,
+        port: base.port,
+        method: 'POST',
+        path: '/v1/proxies',
+        headers: { 'content-type': 'application/json', ...(chunked ? {} : { 'content-length': String(50 * 1024 * 1024) }) },
+      });
       req.on('error', () => undefined); // writes after the 413 may hit a closed socket
       let status: number | undefined;
       const outcome = new Promise<number | undefined>((resolve) => {
@@ -229,13 +323,22 @@ describe('the API against malformed requests on every route', () => {
 
     const serverErrors = sent.filter((s) => s.status !== undefined && s.status >= 500);
     const resets = sent.filter((s) => s.status === undefined && !s.resetAllowed);
-    expect(serverErrors.map((s) => `${s.status} ${s.what}`), `seed ${seed}`).toEqual([]);
-    expect(resets.map((s) => `${s.error} ${s.what}`), `seed ${seed}`).toEqual([]);
+    expect(
+      serverErrors.map((s) => `${s.status} ${s.what}`),
+      `seed ${seed}`,
+    ).toEqual([]);
+    expect(
+      resets.map((s) => `${s.error} ${s.what}`),
+      `seed ${seed}`,
+    ).toEqual([]);
     expect(sent.filter((s) => s.status !== undefined && s.status > 0).length).toBeGreaterThan(REQUESTS * 0.9);
 
     const status = await readFile(`/proc/${proc.child.pid}/status`, 'utf8');
     const peakMb = Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1]) / 1024;
-    if (process.env.FUZZ_REPORT) console.info(`fuzz: ${sent.length} requests, peak RSS ${peakMb.toFixed(0)} MB, statuses ${JSON.stringify(Object.fromEntries([...new Set(sent.map((s) => s.status))].map((st) => [String(st), sent.filter((s) => s.status === st).length])))}`);
+    if (process.env.FUZZ_REPORT)
+      console.info(
+        `fuzz: ${sent.length} requests, peak RSS ${peakMb.toFixed(0)} MB, statuses ${JSON.stringify(Object.fromEntries([...new Set(sent.map((s) => s.status))].map((st) => [String(st), sent.filter((s) => s.status === st).length])))}`,
+      );
     expect(peakMb, `peak RSS of the API process (seed ${seed})`).toBeLessThan(MAX_PEAK_RSS_MB);
 
     expect((await rawRequest(new URL('/healthz', base).href)).status).toBe(200);

@@ -65,7 +65,14 @@ function tunnel(proxyPort: number, hostPort: string): Promise<Answer> {
 /** CONNECT, then a GET inside the tunnel; the tunnelled answer. */
 function getInTunnel(proxyPort: number, hostPort: string): Promise<Answer> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port: proxyPort, method: 'CONNECT', path: hostPort, agent: false, headers: { host: hostPort, 'proxy-authorization': AUTH } });
+    const req = request({
+      host: '127.0.0.1',
+      port: proxyPort,
+      method: 'CONNECT',
+      path: hostPort,
+      agent: false,
+      headers: { host: hostPort, 'proxy-authorization': AUTH },
+    });
     req.on('connect', (res: IncomingMessage, socket) => {
       if (res.statusCode !== 200) {
         socket.destroy();
@@ -85,7 +92,9 @@ function getInTunnel(proxyPort: number, hostPort: string): Promise<Answer> {
 }
 
 /** A loopback HTTP server that counts the connections it accepts. */
-async function countingServer(handler: (path: string, res: ServerResponse, remote: string) => void): Promise<{ server: Server; port: number; connections: () => number }> {
+async function countingServer(
+  handler: (path: string, res: ServerResponse, remote: string) => void,
+): Promise<{ server: Server; port: number; connections: () => number }> {
   let connections = 0;
   const server = createServer((req, res) => handler(req.url ?? '', res, req.socket.remoteAddress ?? ''));
   server.on('connection', () => connections++);
@@ -116,7 +125,11 @@ afterAll(async () => {
 });
 
 /** A local provider guarding this test's "API" and the test Redis, as runRoles builds it, with one running proxy. */
-async function proxyWith(name: string, egressPolicy: EgressPolicyConfig | undefined, registry = new Registry()): Promise<{ provider: Provider; port: number; registry: Registry; dataDir: string }> {
+async function proxyWith(
+  name: string,
+  egressPolicy: EgressPolicyConfig | undefined,
+  registry = new Registry(),
+): Promise<{ provider: Provider; port: number; registry: Registry; dataDir: string }> {
   const dataDir = await mkdtemp(join(tmpdir(), `egress-ssrf-${name}-`));
   const egress = egressGuards({ redisUrl: inject('redisUrl'), api: { host: '127.0.0.1', port: api.port }, echoUrl: `http://127.0.0.1:${api.port}/v1/echo` });
   const provider = createLocalProvider(
@@ -202,7 +215,6 @@ describe('a proxy with the default policy', () => {
     for (const answer of refused) expect(answer).toEqual({ status: 403, body: 'Forbidden by egress policy: guarded-listener\n' });
     expect(api.connections()).toBe(before + 1);
   });
-
 });
 
 describe('the denied counter', () => {
@@ -225,7 +237,10 @@ describe('the denied counter', () => {
     const [pid] = await findProxyProcesses(dir);
     process.kill(pid!, 'SIGKILL');
     await waitFor('the proxy process gone', async () => (await findProxyProcesses(dir)).length === 0);
-    const again = await proxy.provider.lifecycle!.ensureInstance({ name: 'ep-ssrf-metric', owner: { fleet: 'ssrf', proxy: 'ssrf-metric' }, credentials: CREDS }, signal());
+    const again = await proxy.provider.lifecycle!.ensureInstance(
+      { name: 'ep-ssrf-metric', owner: { fleet: 'ssrf', proxy: 'ssrf-metric' }, credentials: CREDS },
+      signal(),
+    );
     expect(await tunnel(again.endpoint!.port, '[fd00:ec2::254]:80')).toMatchObject({ status: 403 });
     await waitFor('a third metadata denial counted', async () => (await value('metadata')) === 3);
     expect(await value('guarded-listener')).toBe(1);
@@ -249,7 +264,10 @@ describe('a proxy whose policy allows loopback', () => {
   it('still refuses the API port by any spelling, Redis, and its own listener', async () => {
     const before = api.connections();
     for (const host of ['127.0.0.1', 'localhost', '[::ffff:127.0.0.1]', '127.0.0.2', '0.0.0.0', '[::1]']) {
-      expect(await get(proxy.port, `http://${host}:${api.port}/v1/proxies?format=text`)).toEqual({ status: 403, body: 'Forbidden by egress policy: guarded-listener\n' });
+      expect(await get(proxy.port, `http://${host}:${api.port}/v1/proxies?format=text`)).toEqual({
+        status: 403,
+        body: 'Forbidden by egress policy: guarded-listener\n',
+      });
       expect(await tunnel(proxy.port, `${host}:${api.port}`)).toEqual({ status: 403, body: 'Forbidden by egress policy: guarded-listener\n' });
     }
     expect(await tunnel(proxy.port, redisHostPort)).toEqual({ status: 403, body: 'Forbidden by egress policy: guarded-listener\n' });
@@ -272,8 +290,14 @@ describe('policy changes and sources', () => {
     expect(await get(first.port, `http://127.0.0.1:${origin.port}/before`)).toMatchObject({ status: 200 });
     const pids = await findProxyProcesses(join(first.dataDir, 'instances', 'ep-ssrf-reload'));
     // A later worker run: same data directory, another policy (here: loopback no longer allowed).
-    const later = createLocalProvider({ name: 'ssrf-reload', type: 'local', dataDir: first.dataDir }, { logger: silentLogger(), registry: new Registry(), dataDir: first.dataDir });
-    const adopted = await later.lifecycle!.ensureInstance({ name: 'ep-ssrf-reload', owner: { fleet: 'ssrf', proxy: 'ssrf-reload' }, credentials: CREDS }, signal());
+    const later = createLocalProvider(
+      { name: 'ssrf-reload', type: 'local', dataDir: first.dataDir },
+      { logger: silentLogger(), registry: new Registry(), dataDir: first.dataDir },
+    );
+    const adopted = await later.lifecycle!.ensureInstance(
+      { name: 'ep-ssrf-reload', owner: { fleet: 'ssrf', proxy: 'ssrf-reload' }, credentials: CREDS },
+      signal(),
+    );
     expect(adopted.endpoint?.port).toBe(first.port);
     expect(await findProxyProcesses(join(first.dataDir, 'instances', 'ep-ssrf-reload'))).toEqual(pids);
     const before = origin.connections();
@@ -338,17 +362,26 @@ describe('policy changes and sources', () => {
       const port = await freePort();
       const child = spawn(process.execPath, [program, '--env'], {
         stdio: 'ignore',
-        env: { PATH: process.env.PATH ?? '', PROXY_HOST: '127.0.0.1', PROXY_PORT: String(port), PROXY_USER: CREDS.username, PROXY_PASSWORD: CREDS.password, ...env },
+        env: {
+          PATH: process.env.PATH ?? '',
+          PROXY_HOST: '127.0.0.1',
+          PROXY_PORT: String(port),
+          PROXY_USER: CREDS.username,
+          PROXY_PASSWORD: CREDS.password,
+          ...env,
+        },
       });
       children.push(child);
-      await waitFor('the container-mode proxy to listen', () =>
-        new Promise<boolean>((resolve) => {
-          const socket = connect(port, '127.0.0.1', () => {
-            socket.destroy();
-            resolve(true);
-          });
-          socket.once('error', () => resolve(false));
-        }),
+      await waitFor(
+        'the container-mode proxy to listen',
+        () =>
+          new Promise<boolean>((resolve) => {
+            const socket = connect(port, '127.0.0.1', () => {
+              socket.destroy();
+              resolve(true);
+            });
+            socket.once('error', () => resolve(false));
+          }),
       );
       return port;
     }
@@ -364,7 +397,10 @@ describe('policy changes and sources', () => {
       const open = await startContainer({ EGRESS_PROXY_POLICY: policy });
       expect(await get(open, `http://127.0.0.1:${origin.port}/container`)).toMatchObject({ status: 200, body: 'origin /container' });
       const apiBefore = api.connections();
-      expect(await get(open, `http://localhost:${api.port}/v1/proxies?format=text`)).toEqual({ status: 403, body: 'Forbidden by egress policy: guarded-listener\n' });
+      expect(await get(open, `http://localhost:${api.port}/v1/proxies?format=text`)).toEqual({
+        status: 403,
+        body: 'Forbidden by egress policy: guarded-listener\n',
+      });
       expect(await tunnel(open, `127.0.0.1:${open}`)).toEqual({ status: 403, body: 'Forbidden by egress policy: guarded-listener\n' });
       expect(api.connections()).toBe(apiBefore);
     });

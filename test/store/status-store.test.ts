@@ -47,7 +47,16 @@ function health(name: string, targets: string[] = ['a'], ready = true): Provider
       ready,
       lastTransitionTime: T0,
       lastCheckTime: T0,
-      targets: targets.map((t) => ({ name: t, ready, reason: ready ? 'Ok' : 'Error', message: '', lastTransitionTime: T0, lastCheckTime: T0, durationSeconds: 0.01, details: { host: t } })),
+      targets: targets.map((t) => ({
+        name: t,
+        ready,
+        reason: ready ? 'Ok' : 'Error',
+        message: '',
+        lastTransitionTime: T0,
+        lastCheckTime: T0,
+        durationSeconds: 0.01,
+        details: { host: t },
+      })),
     },
   };
 }
@@ -88,7 +97,9 @@ describe.each([redisHarness(), memoryHarness()])('StatusStore conformance: $name
     expect(seen).toEqual([undefined]);
     expect(stored).toEqual(health('local'));
     expect(await store.getProviderHealth('local')).toEqual(health('local'));
-    const next = await store.updateProviderHealth('local', (current) => (current ? { ...current, status: { ...current.status, lastCheckTime: '2026-11-01T10:01:00.000Z' } } : undefined));
+    const next = await store.updateProviderHealth('local', (current) =>
+      current ? { ...current, status: { ...current.status, lastCheckTime: '2026-11-01T10:01:00.000Z' } } : undefined,
+    );
     expect(next?.status.lastCheckTime).toBe('2026-11-01T10:01:00.000Z');
     expect(await store.getProviderHealth('local')).toEqual(next);
   });

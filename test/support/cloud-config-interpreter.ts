@@ -169,7 +169,8 @@ export function interpretCloudConfig(text: string, onLine: (unit: string, line: 
 
   const files: InterpretResult['files'] = [];
   for (const entry of (doc.write_files ?? []) as Record<string, unknown>[]) {
-    for (const key of Object.keys(entry)) if (!['path', 'content', 'encoding', 'permissions', 'owner'].includes(key)) fail(`write_files: ${key} is not understood`);
+    for (const key of Object.keys(entry))
+      if (!['path', 'content', 'encoding', 'permissions', 'owner'].includes(key)) fail(`write_files: ${key} is not understood`);
     const path = typeof entry.path === 'string' ? entry.path : fail('write_files: path missing');
     const data = decode(path, entry.content, entry.encoding);
     mkdirSync(dirname(path), { recursive: true, mode: 0o755 });

@@ -98,7 +98,13 @@ function metadataServer(policies: string[]): { server: Server; advance(): void }
 function probe(proxyPort: number, target: string, auth: string | undefined): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const req = request(
-      { host: '127.0.0.1', port: proxyPort, method: 'GET', path: target, headers: { Host: new URL(target).host, ...(auth ? { 'Proxy-Authorization': `Basic ${Buffer.from(auth).toString('base64')}` } : {}) } },
+      {
+        host: '127.0.0.1',
+        port: proxyPort,
+        method: 'GET',
+        path: target,
+        headers: { Host: new URL(target).host, ...(auth ? { 'Proxy-Authorization': `Basic ${Buffer.from(auth).toString('base64')}` } : {}) },
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));

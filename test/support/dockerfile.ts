@@ -35,7 +35,11 @@ export interface StageResult {
 }
 
 export function parseDockerfile(text: string): { from: string; name: string | undefined; instructions: Instruction[] }[] {
-  const lines = text.replace(/\\\n/g, ' ').split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'));
+  const lines = text
+    .replace(/\\\n/g, ' ')
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && !l.startsWith('#'));
   const stages: { from: string; name: string | undefined; instructions: Instruction[] }[] = [];
   for (const line of lines) {
     const [op = '', ...rest] = line.split(/\s+/);
@@ -79,7 +83,18 @@ export async function playDockerfile(file: string, options: PlayOptions): Promis
       results.push({ ...cached, name: stage.name });
       continue;
     }
-    const result: StageResult = { name: stage.name, from: stage.from, root: join(options.dir, `stage-${i}`), workdir: '/', env: {}, user: undefined, entrypoint: [], cmd: [], healthcheck: undefined, skipped: [] };
+    const result: StageResult = {
+      name: stage.name,
+      from: stage.from,
+      root: join(options.dir, `stage-${i}`),
+      workdir: '/',
+      env: {},
+      user: undefined,
+      entrypoint: [],
+      cmd: [],
+      healthcheck: undefined,
+      skipped: [],
+    };
     await mkdir(result.root, { recursive: true });
     const inStage = (path: string): string => join(result.root, posix.resolve(result.workdir, path));
     for (const { op, args } of stage.instructions) {

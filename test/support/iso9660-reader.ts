@@ -19,7 +19,7 @@ export function readIso9660(image: Buffer): IsoContents {
   const rootSize = rootRecord.readUInt32LE(10);
   const dir = image.subarray(rootExtent * SECTOR, rootExtent * SECTOR + rootSize);
   const files = new Map<string, Buffer>();
-  for (let at = 0; at < dir.length; ) {
+  for (let at = 0; at < dir.length;) {
     const length = dir[at] ?? 0;
     if (length === 0) {
       at = (Math.floor(at / SECTOR) + 1) * SECTOR;

@@ -11,17 +11,24 @@ export interface RawResponse {
  * One HTTP request with exactly the headers given (a `Host` or `Origin` a browser would send,
  * which fetch may not let a test set), answered as text. Bounded by `timeoutMs`.
  */
-export function rawRequest(url: string, options: { method?: string; headers?: Record<string, string>; body?: string | Buffer; timeoutMs?: number } = {}): Promise<RawResponse> {
+export function rawRequest(
+  url: string,
+  options: { method?: string; headers?: Record<string, string>; body?: string | Buffer; timeoutMs?: number } = {},
+): Promise<RawResponse> {
   return new Promise((resolve, reject) => {
-    const req = request(url, { method: options.method ?? 'GET', headers: options.headers ?? {}, signal: AbortSignal.timeout(options.timeoutMs ?? 10_000) }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('error', reject);
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json: <T>() => JSON.parse(text) as T });
-      });
-    });
+    const req = request(
+      url,
+      { method: options.method ?? 'GET', headers: options.headers ?? {}, signal: AbortSignal.timeout(options.timeoutMs ?? 10_000) },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('error', reject);
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json: <T>() => JSON.parse(text) as T });
+        });
+      },
+    );
     req.on('error', reject);
     req.end(options.body);
   });

@@ -105,7 +105,13 @@ export async function startRedisCluster(): Promise<RedisClusterPeer> {
           appendOnly: false,
           port,
           password,
-          extraConfig: ['cluster-enabled yes', 'cluster-config-file nodes.conf', `cluster-port ${bus}`, 'cluster-node-timeout 1000', `masterauth ${confString(password)}`],
+          extraConfig: [
+            'cluster-enabled yes',
+            'cluster-config-file nodes.conf',
+            `cluster-port ${bus}`,
+            'cluster-node-timeout 1000',
+            `masterauth ${confString(password)}`,
+          ],
         });
         children.push(child);
         return child;
@@ -119,13 +125,18 @@ export async function startRedisCluster(): Promise<RedisClusterPeer> {
       env: { ...process.env, REDISCLI_AUTH: password },
       timeout: 30_000,
     });
-    await waitFor('every cluster node to report cluster_state:ok', async () => {
-      for (const node of nodes) {
-        const info = await withNode(node, password, (r) => r.cluster('INFO'));
-        if (!String(info).includes('cluster_state:ok')) return false;
-      }
-      return true;
-    }, 30_000, 50);
+    await waitFor(
+      'every cluster node to report cluster_state:ok',
+      async () => {
+        for (const node of nodes) {
+          const info = await withNode(node, password, (r) => r.cluster('INFO'));
+          if (!String(info).includes('cluster_state:ok')) return false;
+        }
+        return true;
+      },
+      30_000,
+      50,
+    );
 
     /** Asks the first node that answers (one may have been killed). */
     const anyNode = async <T>(fn: (redis: Redis) => Promise<T>): Promise<T> => {
@@ -158,15 +169,20 @@ export async function startRedisCluster(): Promise<RedisClusterPeer> {
       async failover(key) {
         const before = await shardOf(key);
         await withNode(before.replica, password, (r) => r.cluster('FAILOVER'));
-        await waitFor('the replica to be master on every node', async () => {
-          for (const node of nodes) {
-            const lines = parseNodes(String(await withNode(node, password, (r) => r.cluster('NODES'))));
-            const promoted = lines.find((l) => l.id === before.replicaLine.id);
-            const demoted = lines.find((l) => l.id === before.masterLine.id);
-            if (!promoted?.master || demoted?.master !== false) return false;
-          }
-          return true;
-        }, 30_000, 50);
+        await waitFor(
+          'the replica to be master on every node',
+          async () => {
+            for (const node of nodes) {
+              const lines = parseNodes(String(await withNode(node, password, (r) => r.cluster('NODES'))));
+              const promoted = lines.find((l) => l.id === before.replicaLine.id);
+              const demoted = lines.find((l) => l.id === before.masterLine.id);
+              if (!promoted?.master || demoted?.master !== false) return false;
+            }
+            return true;
+          },
+          30_000,
+          50,
+        );
         return { from: before.master, to: before.replica };
       },
       async killMaster(key) {
@@ -175,19 +191,29 @@ export async function startRedisCluster(): Promise<RedisClusterPeer> {
           const info = String(await withNode(node, password, (r) => r.info('replication')));
           return Number(new RegExp(`${field}:(\\d+)`).exec(info)?.[1] ?? -1);
         };
-        await waitFor('the replica to have every write of its master', async () => (await offset(before.replica, 'slave_repl_offset')) >= (await offset(before.master, 'master_repl_offset')), 10_000, 20);
+        await waitFor(
+          'the replica to have every write of its master',
+          async () => (await offset(before.replica, 'slave_repl_offset')) >= (await offset(before.master, 'master_repl_offset')),
+          10_000,
+          20,
+        );
         const child = children.find((c) => c.port === before.master.port);
         if (!child) throw new Error(`no redis-server of ours on port ${before.master.port}`);
         process.kill(child.pid, 'SIGKILL');
         const alive = nodes.filter((n) => n.port !== before.master.port);
-        await waitFor('the replica to be promoted on every live node', async () => {
-          for (const node of alive) {
-            const lines = parseNodes(String(await withNode(node, password, (r) => r.cluster('NODES'))));
-            if (!lines.find((l) => l.id === before.replicaLine.id)?.master) return false;
-            if (!String(await withNode(node, password, (r) => r.cluster('INFO'))).includes('cluster_state:ok')) return false;
-          }
-          return true;
-        }, 30_000, 50);
+        await waitFor(
+          'the replica to be promoted on every live node',
+          async () => {
+            for (const node of alive) {
+              const lines = parseNodes(String(await withNode(node, password, (r) => r.cluster('NODES'))));
+              if (!lines.find((l) => l.id === before.replicaLine.id)?.master) return false;
+              if (!String(await withNode(node, password, (r) => r.cluster('INFO'))).includes('cluster_state:ok')) return false;
+            }
+            return true;
+          },
+          30_000,
+          50,
+        );
         return { killed: before.master, promoted: before.replica };
       },
       async killShard(key) {
@@ -198,10 +224,15 @@ export async function startRedisCluster(): Promise<RedisClusterPeer> {
           process.kill(child.pid, 'SIGKILL');
         }
         const alive = nodes.filter((n) => n.port !== master.port && n.port !== replica.port);
-        await waitFor('the live nodes to report cluster_state:fail', async () => {
-          for (const node of alive) if (!String(await withNode(node, password, (r) => r.cluster('INFO'))).includes('cluster_state:fail')) return false;
-          return true;
-        }, 30_000, 50);
+        await waitFor(
+          'the live nodes to report cluster_state:fail',
+          async () => {
+            for (const node of alive) if (!String(await withNode(node, password, (r) => r.cluster('INFO'))).includes('cluster_state:fail')) return false;
+            return true;
+          },
+          30_000,
+          50,
+        );
       },
       stop,
     };
@@ -229,7 +260,24 @@ async function openssl(dir: string, args: string[]): Promise<void> {
 }
 
 async function makeCa(dir: string, name: string): Promise<void> {
-  await openssl(dir, ['req', '-x509', '-new', '-nodes', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-keyout', `${name}.key`, '-out', `${name}.crt`, '-days', '2', '-subj', `/CN=${name}`]);
+  await openssl(dir, [
+    'req',
+    '-x509',
+    '-new',
+    '-nodes',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:prime256v1',
+    '-keyout',
+    `${name}.key`,
+    '-out',
+    `${name}.crt`,
+    '-days',
+    '2',
+    '-subj',
+    `/CN=${name}`,
+  ]);
 }
 
 /** A redis-server listening with TLS only, its certificate signed by a CA generated here. */
@@ -243,9 +291,39 @@ export async function startTlsRedis(): Promise<TlsRedisPeer> {
   try {
     await makeCa(dir, 'egress-test-ca');
     await makeCa(dir, 'other-ca');
-    await openssl(dir, ['req', '-new', '-nodes', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=127.0.0.1']);
+    await openssl(dir, [
+      'req',
+      '-new',
+      '-nodes',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-keyout',
+      'server.key',
+      '-out',
+      'server.csr',
+      '-subj',
+      '/CN=127.0.0.1',
+    ]);
     await writeFile(join(dir, 'server.ext'), 'subjectAltName=IP:127.0.0.1\n');
-    await openssl(dir, ['x509', '-req', '-in', 'server.csr', '-CA', 'egress-test-ca.crt', '-CAkey', 'egress-test-ca.key', '-CAcreateserial', '-out', 'server.crt', '-days', '2', '-extfile', 'server.ext']);
+    await openssl(dir, [
+      'x509',
+      '-req',
+      '-in',
+      'server.csr',
+      '-CA',
+      'egress-test-ca.crt',
+      '-CAkey',
+      'egress-test-ca.key',
+      '-CAcreateserial',
+      '-out',
+      'server.crt',
+      '-days',
+      '2',
+      '-extfile',
+      'server.ext',
+    ]);
     const password = randomBytes(18).toString('base64url');
     const port = await freePort();
     const file = (name: string): string => confString(join(dir, name));
@@ -254,9 +332,24 @@ export async function startTlsRedis(): Promise<TlsRedisPeer> {
       appendOnly: false,
       password,
       // `port 0` after ours: no plain-TCP listener at all.
-      extraConfig: ['port 0', `tls-port ${port}`, `tls-cert-file ${file('server.crt')}`, `tls-key-file ${file('server.key')}`, `tls-ca-cert-file ${file('egress-test-ca.crt')}`, 'tls-auth-clients no'],
+      extraConfig: [
+        'port 0',
+        `tls-port ${port}`,
+        `tls-cert-file ${file('server.crt')}`,
+        `tls-key-file ${file('server.key')}`,
+        `tls-ca-cert-file ${file('egress-test-ca.crt')}`,
+        'tls-auth-clients no',
+      ],
     });
-    return { url: `rediss://:${password}@127.0.0.1:${port}`, port, password, caFile: join(dir, 'egress-test-ca.crt'), otherCaFile: join(dir, 'other-ca.crt'), dir, stop };
+    return {
+      url: `rediss://:${password}@127.0.0.1:${port}`,
+      port,
+      password,
+      caFile: join(dir, 'egress-test-ca.crt'),
+      otherCaFile: join(dir, 'other-ca.crt'),
+      dir,
+      stop,
+    };
   } catch (err) {
     await stop();
     throw err;

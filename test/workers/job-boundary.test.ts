@@ -34,7 +34,13 @@ describe('retry decisions are data on the error', () => {
 });
 
 describe('the wait of a job is counted from when it was due', () => {
-  const job = (o: Partial<Pick<Job, 'timestamp' | 'opts' | 'processedOn' | 'attemptsStarted'>>) => ({ timestamp: 1_000_000, opts: {}, processedOn: 1_000_040, attemptsStarted: 1, ...o });
+  const job = (o: Partial<Pick<Job, 'timestamp' | 'opts' | 'processedOn' | 'attemptsStarted'>>) => ({
+    timestamp: 1_000_000,
+    opts: {},
+    processedOn: 1_000_040,
+    attemptsStarted: 1,
+    ...o,
+  });
   test('a job added for now: from when it was added', () => {
     expect(waitSeconds(job({}))).toBeCloseTo(0.04, 6);
   });
@@ -99,7 +105,12 @@ describe('consume and enqueue on a real Redis', () => {
 
   beforeAll(() => {
     config = testConfig({ dataDir: join(tmpdir(), 'job-boundary-unused') });
-    queue = openQueue(QUEUES.checks, { connection: redisOptions(config.redis.url ?? '', 'producer'), prefix: config.redis.prefix, settings: { ...config, backoffMs: 1 }, logger: silentLogger() });
+    queue = openQueue(QUEUES.checks, {
+      connection: redisOptions(config.redis.url ?? '', 'producer'),
+      prefix: config.redis.prefix,
+      settings: { ...config, backoffMs: 1 },
+      logger: silentLogger(),
+    });
   });
   afterEach(async () => {
     await Promise.all(consumers.splice(0).map((c) => c.close()));

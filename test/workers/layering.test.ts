@@ -22,14 +22,22 @@ function importsOf(file: string): string[] {
 
 describe('layering', () => {
   test('queues/ imports nothing of ours outside itself', () => {
-    const outside = sources('queues').flatMap((f) => importsOf(f).filter((i) => !i.startsWith('queues/')).map((i) => `${f} → ${i}`));
+    const outside = sources('queues').flatMap((f) =>
+      importsOf(f)
+        .filter((i) => !i.startsWith('queues/'))
+        .map((i) => `${f} → ${i}`),
+    );
     expect(outside).toEqual([]);
   });
 
   test('below the entry points, nothing in src/ reaches into workers/', () => {
     const upward = sources('src')
       .filter((f) => !f.startsWith('src/cli/'))
-      .flatMap((f) => importsOf(f).filter((i) => i.startsWith('workers/')).map((i) => `${f} → ${i}`));
+      .flatMap((f) =>
+        importsOf(f)
+          .filter((i) => i.startsWith('workers/'))
+          .map((i) => `${f} → ${i}`),
+      );
     expect(upward).toEqual([]);
   });
 

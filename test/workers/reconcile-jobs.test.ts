@@ -124,7 +124,14 @@ describe('a 403 fails its reconcile job once: a retry alone cannot get past it',
     const clients = createComputeClients({ ...compute.clientOptions(), authClient: auth });
     cleanups.push(() => clients.close());
     compute.injectFault({ status: 403, reason: 'forbidden', message: "Required 'compute.instances.create' permission", match: { method: 'POST' } });
-    const lifecycle = createGcpLifecycle({ clients, project: 'egress-test', zone: 'us-central1-a', image: 'projects/egress-images/global/images/family/forward-proxy', logger: silentLogger(), operationPollMs: 0 });
+    const lifecycle = createGcpLifecycle({
+      clients,
+      project: 'egress-test',
+      zone: 'us-central1-a',
+      image: 'projects/egress-images/global/images/family/forward-proxy',
+      logger: silentLogger(),
+      operationPollMs: 0,
+    });
     const h = await startHarness('gce', lifecycle);
     cleanups.push(() => h.close());
 
@@ -142,7 +149,14 @@ describe('a 403 fails its reconcile job once: a retry alone cannot get past it',
 class MemoryLifecycle implements ProxyLifecycle {
   readonly instances = new Map<string, Instance>();
   async ensureInstance(spec: InstanceSpec): Promise<Instance> {
-    const inst = this.instances.get(spec.name) ?? { name: spec.name, id: `id-${spec.name}`, state: 'running', owner: spec.owner, createdAt: new Date().toISOString(), endpoint: { host: '127.0.0.1', port: 3128 } };
+    const inst = this.instances.get(spec.name) ?? {
+      name: spec.name,
+      id: `id-${spec.name}`,
+      state: 'running',
+      owner: spec.owner,
+      createdAt: new Date().toISOString(),
+      endpoint: { host: '127.0.0.1', port: 3128 },
+    };
     this.instances.set(spec.name, inst);
     return inst;
   }

@@ -8,7 +8,10 @@ function parseStates(value: string | undefined): JobState[] {
   const states = [...new Set(value.split(',').map((s) => s.trim()))];
   const unknown = states.filter((s) => !(JOB_STATES as readonly string[]).includes(s));
   if (unknown.length > 0) {
-    const named = unknown.slice(0, 5).map((s) => `"${s.slice(0, 40)}"`).join(', ');
+    const named = unknown
+      .slice(0, 5)
+      .map((s) => `"${s.slice(0, 40)}"`)
+      .join(', ');
     const more = unknown.length > 5 ? ` and ${unknown.length - 5} more` : '';
     throw new BadRequestError(`query parameter "state" must be a comma-separated list of ${JOB_STATES.join(', ')}; unknown: ${named}${more}`);
   }

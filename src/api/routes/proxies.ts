@@ -67,10 +67,7 @@ export function proxyRoutes(deps: ProxyRouteDeps): Hono {
     const selected = (await deps.proxies.list()).filter((p) => matches(p, filter));
     const secrets = await deps.proxies.credentialsOf(selected.map((p) => p.name));
     const views = selected.map((p, i) => withProxyUrl(p, secrets[i]));
-    const body =
-      format === 'text'
-        ? views.flatMap((v) => (v.proxyUrl ? [`${v.proxyUrl}\n`] : [])).join('')
-        : JSON.stringify({ items: views });
+    const body = format === 'text' ? views.flatMap((v) => (v.proxyUrl ? [`${v.proxyUrl}\n`] : [])).join('') : JSON.stringify({ items: views });
     const etag = etagOf(body);
     c.header('ETag', etag);
     c.header('Cache-Control', 'no-cache');
@@ -87,7 +84,8 @@ export function proxyRoutes(deps: ProxyRouteDeps): Hono {
 
   app.delete('/proxies/:name', async (c) => {
     const orphan = c.req.query('orphan');
-    if (orphan !== undefined && orphan !== 'true' && orphan !== 'false') throw new BadRequestError(`query parameter "orphan" must be true or false, got "${orphan}"`);
+    if (orphan !== undefined && orphan !== 'true' && orphan !== 'false')
+      throw new BadRequestError(`query parameter "orphan" must be true or false, got "${orphan}"`);
     const proxy = await deps.proxies.requestDeletion(c.req.param('name'), { orphan: orphan === 'true' });
     await requestReconcile(deps.reconcile, proxy.name);
     return c.json(proxy, 202);

@@ -34,12 +34,25 @@ function renderProviderHealth(items: readonly ProviderHealth[], format: OutputFo
   const rows = items.map((ph) => {
     const ready = ph.status.targets.filter((t) => t.ready).length;
     const notReady = ph.status.targets.filter((t) => !t.ready).map((t) => `${t.name}:${t.reason}`);
-    return [ph.name, String(ph.status.ready), `${ready}/${ph.status.targets.length}`, age(ph.status.lastCheckTime), age(ph.status.lastTransitionTime), notReady.join(',')];
+    return [
+      ph.name,
+      String(ph.status.ready),
+      `${ready}/${ph.status.targets.length}`,
+      age(ph.status.lastCheckTime),
+      age(ph.status.lastTransitionTime),
+      notReady.join(','),
+    ];
   });
   return renderTable(['NAME', 'READY', 'TARGETS', 'LAST CHECK', 'SINCE', 'NOT READY'], rows);
 }
 
-export async function getProviderHealth(client: ApiClient, io: CliIO, name: string | undefined, output: string | undefined, signal: AbortSignal): Promise<number> {
+export async function getProviderHealth(
+  client: ApiClient,
+  io: CliIO,
+  name: string | undefined,
+  output: string | undefined,
+  signal: AbortSignal,
+): Promise<number> {
   const format = parseOutput(output, ['table', 'json', 'yaml', 'wide']);
   const items = name
     ? [await client.request<ProviderHealth>('GET', `/v1/providerhealths/${encodeURIComponent(name)}`, signal)]
@@ -52,7 +65,14 @@ export async function getProviderHealth(client: ApiClient, io: CliIO, name: stri
   return 0;
 }
 
-export async function checkProvider(client: ApiClient, io: CliIO, provider: string, wait: boolean, output: string | undefined, signal: AbortSignal): Promise<number> {
+export async function checkProvider(
+  client: ApiClient,
+  io: CliIO,
+  provider: string,
+  wait: boolean,
+  output: string | undefined,
+  signal: AbortSignal,
+): Promise<number> {
   const format = parseOutput(output, ['table', 'json', 'yaml']);
   const path = `/v1/providers/${encodeURIComponent(provider)}/checks${wait ? '?wait=true' : ''}`;
   const reply = await client.request<{ provider: string; jobId: string; result?: CheckResultData }>('POST', path, signal);
@@ -72,7 +92,10 @@ export function parseStates(value: string): string {
   const states = value.split(',').map((s) => s.trim());
   const unknown = [...new Set(states.filter((s) => !(JOB_STATES as readonly string[]).includes(s)))];
   if (unknown.length > 0) {
-    const named = unknown.map((s) => `"${s.slice(0, 40)}"`).slice(0, 5).join(', ');
+    const named = unknown
+      .map((s) => `"${s.slice(0, 40)}"`)
+      .slice(0, 5)
+      .join(', ');
     throw new UsageError(`--state: unknown state${unknown.length > 1 ? 's' : ''} ${named}${unknown.length > 5 ? ', …' : ''} (known: ${JOB_STATES.join(', ')})`);
   }
   return [...new Set(states)].join(',');
@@ -93,13 +116,28 @@ export async function listJobs(client: ApiClient, io: CliIO, opts: { state?: str
   return 0;
 }
 
-export async function retryJobs(client: ApiClient, io: CliIO, id: string | undefined, opts: { allFailed?: boolean; queue?: string }, signal: AbortSignal): Promise<number> {
+export async function retryJobs(
+  client: ApiClient,
+  io: CliIO,
+  id: string | undefined,
+  opts: { allFailed?: boolean; queue?: string },
+  signal: AbortSignal,
+): Promise<number> {
   if (Boolean(id) === Boolean(opts.allFailed)) throw new UsageError('jobs retry: give either a job ID or --all-failed');
   const q = opts.queue ? `?queue=${encodeURIComponent(opts.queue)}` : '';
   if (opts.allFailed) {
     const { retried } = await client.request<{ retried: Record<string, number> }>('POST', `/v1/jobs/retry-failed${q}`, signal);
     const total = Object.values(retried).reduce((a, b) => a + b, 0);
-    io.out(`retried ${total} failed job(s)${total ? `: ${Object.entries(retried).filter(([, n]) => n).map(([k, n]) => `${k} ${n}`).join(', ')}` : ''}\n`);
+    io.out(
+      `retried ${total} failed job(s)${
+        total
+          ? `: ${Object.entries(retried)
+              .filter(([, n]) => n)
+              .map(([k, n]) => `${k} ${n}`)
+              .join(', ')}`
+          : ''
+      }\n`,
+    );
     return 0;
   }
   const job = await client.request<JobView>('POST', `/v1/jobs/${encodeURIComponent(id ?? '')}/retry${q}`, signal);

@@ -6,7 +6,13 @@ import { age, renderStructured, renderTable, type CliIO } from '../output.ts';
 import { parseOutput } from './client-commands.ts';
 
 /** `egress apply -f FILE` (`-` for standard input): one or many Proxy documents, all or nothing. */
-export async function applyProxies(client: ApiClient, io: CliIO, file: string | undefined, readStdin: () => Promise<string>, signal: AbortSignal): Promise<number> {
+export async function applyProxies(
+  client: ApiClient,
+  io: CliIO,
+  file: string | undefined,
+  readStdin: () => Promise<string>,
+  signal: AbortSignal,
+): Promise<number> {
   if (!file) throw new UsageError('apply: -f/--filename is required');
   let text: string;
   try {
@@ -14,7 +20,10 @@ export async function applyProxies(client: ApiClient, io: CliIO, file: string | 
   } catch (err) {
     throw new UsageError(`-f ${file}: cannot read: ${(err as Error).message}`);
   }
-  const reply = await client.request<{ items: { name: string; outcome: string }[] }>('POST', '/v1/proxies', signal, undefined, { body: text, contentType: 'application/yaml' });
+  const reply = await client.request<{ items: { name: string; outcome: string }[] }>('POST', '/v1/proxies', signal, undefined, {
+    body: text,
+    contentType: 'application/yaml',
+  });
   for (const item of reply.items) io.out(`proxy/${item.name} ${item.outcome}\n`);
   return 0;
 }
@@ -41,14 +50,29 @@ export async function getProxies(client: ApiClient, io: CliIO, name: string | un
     p.status.url ?? '',
     age(p.metadata.createdAt),
     ...(wide
-      ? [p.spec.placement ?? '', p.status.instanceName ?? '', p.status.egressIp ?? '', Object.entries(p.labels).map(([k, v]) => `${k}=${v}`).join(','), p.status.lastError ?? '']
+      ? [
+          p.spec.placement ?? '',
+          p.status.instanceName ?? '',
+          p.status.egressIp ?? '',
+          Object.entries(p.labels)
+            .map(([k, v]) => `${k}=${v}`)
+            .join(','),
+          p.status.lastError ?? '',
+        ]
       : []),
   ]);
   io.out(renderTable(headers, rows));
   return 0;
 }
 
-export async function deleteProxy(client: ApiClient, io: CliIO, kind: string, name: string, options: { orphan?: boolean }, signal: AbortSignal): Promise<number> {
+export async function deleteProxy(
+  client: ApiClient,
+  io: CliIO,
+  kind: string,
+  name: string,
+  options: { orphan?: boolean },
+  signal: AbortSignal,
+): Promise<number> {
   if (kind !== 'proxy' && kind !== 'proxies') throw new UsageError(`delete: unknown resource type "${kind}" (known: proxy)`);
   await client.request('DELETE', `/v1/proxies/${encodeURIComponent(name)}${options.orphan ? '?orphan=true' : ''}`, signal);
   io.out(options.orphan ? `proxy/${name} deletion requested (its instance is left in place)\n` : `proxy/${name} deletion requested\n`);

@@ -41,10 +41,13 @@ export async function runServerCommand(role: string, flags: ServerFlags, io: Cli
   }
   const signal = await signalled;
   logger.info({ signal }, 'shutting down');
-  const hardStop = setTimeout(() => {
-    logger.error('shutdown did not finish in time: exiting');
-    process.exit(1);
-  }, config.shutdownGraceMs * 2 + 15_000);
+  const hardStop = setTimeout(
+    () => {
+      logger.error('shutdown did not finish in time: exiting');
+      process.exit(1);
+    },
+    config.shutdownGraceMs * 2 + 15_000,
+  );
   hardStop.unref();
   await running.close();
   clearTimeout(hardStop);

@@ -31,8 +31,16 @@ export function addServerOptions(cmd: Command, env: ServerEnv, role: string): Co
     .option('--provider-check-timeout <duration>', 'deadline of one check; 0 means min(15s, interval)', d.providerCheckTimeout)
     .option('--redis-url <url>', 'Redis to use: redis://[user:password@]host:port[/db], rediss:// for TLS (env REDIS_URL)', env.REDIS_URL)
     .option('--redis-cluster-nodes <list>', 'a Redis Cluster instead: seed nodes host:port,… (env REDIS_CLUSTER_NODES)', env.REDIS_CLUSTER_NODES)
-    .option('--redis-password-file <file>', 'file holding the Redis password: the cluster’s, or a --redis-url’s without one (env REDIS_PASSWORD_FILE)', env.REDIS_PASSWORD_FILE)
-    .option('--redis-ca-file <file>', 'PEM CA certificates the Redis server’s TLS certificate must chain to (env REDIS_CA_FILE); implies TLS to cluster nodes', env.REDIS_CA_FILE)
+    .option(
+      '--redis-password-file <file>',
+      'file holding the Redis password: the cluster’s, or a --redis-url’s without one (env REDIS_PASSWORD_FILE)',
+      env.REDIS_PASSWORD_FILE,
+    )
+    .option(
+      '--redis-ca-file <file>',
+      'PEM CA certificates the Redis server’s TLS certificate must chain to (env REDIS_CA_FILE); implies TLS to cluster nodes',
+      env.REDIS_CA_FILE,
+    )
     .option('--redis-tls', 'TLS to the cluster nodes, verified against the system CAs (a --redis-url says rediss://)')
     .option('--prefix <prefix>', 'hash-tagged key prefix of every queue and key', d.prefix)
     .option('--data-dir <dir>', 'where local state lives', d.dataDir)
@@ -51,7 +59,12 @@ export function addServerOptions(cmd: Command, env: ServerEnv, role: string): Co
       .option('--port <n>', 'API port', d.port)
       .option('--api-token-file <file>', 'file of bearer tokens the API accepts, one a line')
       .option('--max-body-size <size>', 'largest request body the API accepts (larger: 413), e.g. 1MiB, 512KiB', d.maxBodySize)
-      .option('--allowed-host <name>', 'a Host name (optionally name:port) the API serves while it has no tokens, besides its address and localhost; repeatable', collect, []);
+      .option(
+        '--allowed-host <name>',
+        'a Host name (optionally name:port) the API serves while it has no tokens, besides its address and localhost; repeatable',
+        collect,
+        [],
+      );
   }
   if (role === 'up' || role === 'worker') {
     cmd
@@ -59,7 +72,10 @@ export function addServerOptions(cmd: Command, env: ServerEnv, role: string): Co
       .option('--concurrency <n>', 'jobs processed at once per queue', d.concurrency)
       .option('--lock-duration <duration>', 'job lock; a crashed worker’s job is taken over after about this long', d.lockDuration)
       .option('--stalled-interval <duration>', 'how often stalled jobs are looked for', d.stalledInterval)
-      .option('--echo-url <url>', `the API’s /v1/echo, which readiness probes reach through each proxy (default: ${role === 'up' ? 'this process’s API' : `http://127.0.0.1:${d.port}/v1/echo`})`);
+      .option(
+        '--echo-url <url>',
+        `the API’s /v1/echo, which readiness probes reach through each proxy (default: ${role === 'up' ? 'this process’s API' : `http://127.0.0.1:${d.port}/v1/echo`})`,
+      );
   }
   if (role === 'up' || role === 'scheduler') {
     cmd
@@ -71,7 +87,11 @@ export function addServerOptions(cmd: Command, env: ServerEnv, role: string): Co
     cmd
       .option('--gc-grace <duration>', 'instances younger than this are never garbage-collected', d.gcGrace)
       .option('--probe-interval <duration>', 'how often each Ready proxy is probed (jittered ±10 %); 0 = only on the resync', d.probeInterval)
-      .option('--probe-timeout <duration>', 'deadline of each probe step (TCP connect, request through the proxy); at most half of --probe-interval', d.probeTimeout)
+      .option(
+        '--probe-timeout <duration>',
+        'deadline of each probe step (TCP connect, request through the proxy); at most half of --probe-interval',
+        d.probeTimeout,
+      )
       .option('--probe-failures <n>', 'failed readiness probes in a row that take a Ready proxy out of discovery', d.probeFailures)
       .option('--probe-successes <n>', 'passed probes in a row that bring an evicted proxy back into discovery', d.probeSuccesses)
       .option('--replace-after <duration>', 'a proxy unready this long has its instance replaced', d.replaceAfter);

@@ -183,13 +183,7 @@ export class LibvirtConnection extends LibvirtConnectionBase {
   storageVolCreateXml(pool: StoragePoolRef, xml: string, flags: number, signal: AbortSignal): Promise<StorageVolRef> {
     return this.invoke(PROCEDURES.storageVolCreateXml, { pool, xml, flags }, signal);
   }
-  storageVolCreateXmlFrom(
-    pool: StoragePoolRef,
-    xml: string,
-    clonevol: StorageVolRef,
-    flags: number,
-    signal: AbortSignal,
-  ): Promise<StorageVolRef> {
+  storageVolCreateXmlFrom(pool: StoragePoolRef, xml: string, clonevol: StorageVolRef, flags: number, signal: AbortSignal): Promise<StorageVolRef> {
     return this.invoke(PROCEDURES.storageVolCreateXmlFrom, { pool, xml, clonevol, flags }, signal);
   }
   storageVolLookupByName(pool: StoragePoolRef, name: string, signal: AbortSignal): Promise<StorageVolRef> {

@@ -75,7 +75,10 @@ export async function runDownload(
         if (payload.length > 0) deliver(Buffer.from(payload));
         else void core.sendStream(trace.serial ?? 0, proc, MessageStatus.OK).catch(() => undefined); // EOF: finish
       } else if (status === MessageStatus.OK) {
-        void sinking.then(() => settle(), () => undefined);
+        void sinking.then(
+          () => settle(),
+          () => undefined,
+        );
       } else {
         settle(core.decodeError(payload, { proc, name, opts }));
       }

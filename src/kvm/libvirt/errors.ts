@@ -6,14 +6,7 @@ import { EgressError, isRetryable } from '../../errors.ts';
 import { ErrorCode, ErrorDomain, Proc } from './constants.ts';
 
 /** What a caller usually needs to know about a daemon error. */
-export type LibvirtErrorKind =
-  | 'not-found'
-  | 'exists'
-  | 'invalid-state'
-  | 'auth'
-  | 'access-denied'
-  | 'unsupported'
-  | 'other';
+export type LibvirtErrorKind = 'not-found' | 'exists' | 'invalid-state' | 'auth' | 'access-denied' | 'unsupported' | 'other';
 
 /** The decoded `remote_error` payload (only the fields worth keeping). */
 export interface RemoteError {
@@ -175,11 +168,10 @@ export class StreamEndedError extends EgressError {
 export class LibvirtAbortError extends EgressError {
   readonly mayHaveExecuted: boolean;
   constructor(procedure: string, reason: unknown, mayHaveExecuted: boolean) {
-    super(
-      'ERR_LIBVIRT_ABORTED',
-      `libvirt ${procedure} aborted${mayHaveExecuted ? ' after it was sent (it may have executed)' : ' before it was sent'}`,
-      { cause: reason, retryable: isRetryable(reason) },
-    );
+    super('ERR_LIBVIRT_ABORTED', `libvirt ${procedure} aborted${mayHaveExecuted ? ' after it was sent (it may have executed)' : ' before it was sent'}`, {
+      cause: reason,
+      retryable: isRetryable(reason),
+    });
     this.name = 'AbortError';
     this.mayHaveExecuted = mayHaveExecuted;
   }

@@ -30,14 +30,7 @@ export { XdrError } from './xdr.ts';
 export { createLibvirtMetrics, RPC_DURATION_METRIC } from './metrics.ts';
 export type { LibvirtMetrics, RpcOutcome } from './metrics.ts';
 export { poolStateWord } from './procedures.ts';
-export {
-  DomainState,
-  StoragePoolState,
-  MetadataType,
-  ModificationImpact,
-  ErrorCode,
-  ErrorDomain,
-} from './constants.ts';
+export { DomainState, StoragePoolState, MetadataType, ModificationImpact, ErrorCode, ErrorDomain } from './constants.ts';
 export type {
   DomainRef,
   StoragePoolRef,

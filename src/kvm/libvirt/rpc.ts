@@ -4,14 +4,7 @@
  * logging and metrics live one level up (connection-base.ts); this file moves bytes.
  */
 import type { Duplex } from 'node:stream';
-import {
-  KEEPALIVE_PROC_PING,
-  KEEPALIVE_PROC_PONG,
-  KEEPALIVE_PROGRAM,
-  MessageStatus,
-  MessageType,
-  REMOTE_PROGRAM,
-} from './constants.ts';
+import { KEEPALIVE_PROC_PING, KEEPALIVE_PROC_PONG, KEEPALIVE_PROGRAM, MessageStatus, MessageType, REMOTE_PROGRAM } from './constants.ts';
 import { ConnectionClosedError, ConnectionLostError, LibvirtAbortError, LibvirtProtocolError, StreamEndedError } from './errors.ts';
 import { decodeRemoteError } from './remote-error.ts';
 import { encodeFrame, FrameDecoder, type Frame } from './frame.ts';
@@ -37,7 +30,6 @@ interface Tombstone {
   name: string;
   onLateReply?: (status: number) => void;
 }
-
 
 export class RpcCore {
   private nextSerial = 1;
@@ -224,10 +216,7 @@ export class RpcCore {
     if (p.opts.trace) p.opts.trace.serial = serial;
     this.inFlight.set(serial, p);
     if (p.opts.stream) this.streams.set(serial, p.opts.stream);
-    const frame = encodeFrame(
-      { prog: REMOTE_PROGRAM, proc: p.proc, type: MessageType.CALL, serial, status: MessageStatus.OK },
-      p.frameless,
-    );
+    const frame = encodeFrame({ prog: REMOTE_PROGRAM, proc: p.proc, type: MessageType.CALL, serial, status: MessageStatus.OK }, p.frameless);
     this.writes.push(frame, serial, () => {
       p.sent = true;
     });

@@ -112,8 +112,7 @@ export function fingerprint(blob: Buffer): string {
 }
 
 export type HostKeyVerdict =
-  | { ok: true; line: number }
-  | { ok: false; reason: 'unknown' | 'mismatch' | 'revoked'; keyType: string | undefined; fingerprint: string };
+  { ok: true; line: number } | { ok: false; reason: 'unknown' | 'mismatch' | 'revoked'; keyType: string | undefined; fingerprint: string };
 
 /**
  * Verifies a server host key blob against the entries for `hostName`: a revoked key is refused;

@@ -19,7 +19,10 @@ export class SshSession {
   private lastError: Error | undefined;
 
   /** Takes over a client whose 'ready' has fired; `describe` names the peer in messages. */
-  constructor(client: Client, readonly describe: string) {
+  constructor(
+    client: Client,
+    readonly describe: string,
+  ) {
     this.client = client;
     client.on('error', (err: Error) => {
       this.lastError ??= err;

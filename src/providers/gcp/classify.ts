@@ -1,4 +1,3 @@
-
 import type { Classified } from '../../health/classified.ts';
 
 export { MAX_MESSAGE, truncateMessage, type Classified } from '../../health/classified.ts';

@@ -148,14 +148,22 @@ export function createFirewallEnsurer(o: FirewallEnsurerOptions): FirewallEnsure
       );
     }
     if (String(found.direction ?? 'INGRESS') !== 'INGRESS' || (found.denied ?? []).length > 0) {
-      throw new ProvisioningError(`firewall rule "${name}" exists as another kind of rule (${String(found.direction)}, ${found.denied?.length ? 'deny' : 'allow'}); delete it`);
+      throw new ProvisioningError(
+        `firewall rule "${name}" exists as another kind of rule (${String(found.direction)}, ${found.denied?.length ? 'deny' : 'allow'}); delete it`,
+      );
     }
     const drift = firewallDrift(found, wanted);
     if (drift.length === 0) {
       log.debug('firewall rule in place');
       return;
     }
-    const patch: Firewall = { description: wanted.description, allowed: wanted.allowed, sourceRanges: wanted.sourceRanges, targetTags: wanted.targetTags, disabled: false };
+    const patch: Firewall = {
+      description: wanted.description,
+      allowed: wanted.allowed,
+      sourceRanges: wanted.sourceRanges,
+      targetTags: wanted.targetTags,
+      disabled: false,
+    };
     let op: Operation;
     try {
       ({ response: op } = await gaxCall<Operation>(clients.firewalls, 'patch', { project, firewall: name, firewallResource: patch }, routing, signal));

@@ -28,11 +28,7 @@ type InnerCall = (request: object, options: object) => CancellableCall;
  * promise, whose `cancel()` aborts the underlying fetch (the socket closes). That call lives in
  * `innerApiCalls`, which the generated client declares public; the check's tests pin its behaviour.
  */
-export async function aggregatedListFirstPage(
-  client: InstancesClient,
-  request: FirstPageRequest,
-  signal: AbortSignal,
-): Promise<AggregatedPage> {
+export async function aggregatedListFirstPage(client: InstancesClient, request: FirstPageRequest, signal: AbortSignal): Promise<AggregatedPage> {
   await raceAbort(client.initialize(), signal);
   signal.throwIfAborted();
   const call = (client.innerApiCalls as Record<string, unknown>).aggregatedList;
@@ -61,4 +57,3 @@ export async function aggregatedListFirstPage(
 export function countInstances(page: AggregatedPage): number {
   return Object.values(page.items).reduce((n, scoped) => n + (scoped.instances?.length ?? 0), 0);
 }
-

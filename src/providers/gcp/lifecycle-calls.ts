@@ -74,7 +74,12 @@ export const isDone = (op: Operation): boolean => String(op.status) === 'DONE' |
  * Polls an operation (zone or global: `wait` is the scope's `operations.wait`) until DONE, at least
  * `pollMs` apart when `wait` answers early (the real one blocks up to ~2 minutes per call).
  */
-export async function awaitOperation(op: Operation, wait: (name: string, signal: AbortSignal) => Promise<Operation>, pollMs: number, signal: AbortSignal): Promise<Operation> {
+export async function awaitOperation(
+  op: Operation,
+  wait: (name: string, signal: AbortSignal) => Promise<Operation>,
+  pollMs: number,
+  signal: AbortSignal,
+): Promise<Operation> {
   let current = op;
   while (!isDone(current)) {
     const started = Date.now();

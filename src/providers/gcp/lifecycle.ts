@@ -145,7 +145,13 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
   /** The instance, or undefined when there is none (404). */
   async function read(name: string, zone: string, signal: AbortSignal): Promise<ComputeInstance | undefined> {
     try {
-      const { response } = await gaxCall<ComputeInstance>(clients.instances, 'get', { project, zone, instance: name }, { project, zone, instance: name }, signal);
+      const { response } = await gaxCall<ComputeInstance>(
+        clients.instances,
+        'get',
+        { project, zone, instance: name },
+        { project, zone, instance: name },
+        signal,
+      );
       return response;
     } catch (err) {
       if (!signal.aborted && httpStatus(err) === 404) return undefined;
@@ -226,7 +232,14 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
     const name = spec.name;
     const what = `${action === 'start' ? 'starting' : 'resuming'} instance "${name}" in zone "${zone}"`;
     log.info(
-      { instance: name, zone, proxy: spec.owner.proxy, status: String(inst.status), reason: stopReason(inst), lastStopTimestamp: inst.lastStopTimestamp ?? undefined },
+      {
+        instance: name,
+        zone,
+        proxy: spec.owner.proxy,
+        status: String(inst.status),
+        reason: stopReason(inst),
+        lastStopTimestamp: inst.lastStopTimestamp ?? undefined,
+      },
       action === 'start' ? 'proxy instance is not running; starting it' : 'proxy instance is suspended; resuming it',
     );
     const retryable = (err: unknown): unknown => {
@@ -235,7 +248,13 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
     };
     let done: Operation;
     try {
-      const { response: op } = await gaxCall<Operation>(clients.instances, action, { project, zone, instance: name }, { project, zone, instance: name }, signal);
+      const { response: op } = await gaxCall<Operation>(
+        clients.instances,
+        action,
+        { project, zone, instance: name },
+        { project, zone, instance: name },
+        signal,
+      );
       done = await awaitOperation(op, zone, signal);
     } catch (err) {
       throw retryable(err);
@@ -248,7 +267,10 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
     const fresh = await read(name, zone, signal);
     if (!fresh) throw new GcpRequestError(`${what}: the instance is gone`, undefined, undefined);
     const instance = adopt(fresh, spec, zone);
-    log.info({ instance: name, zone, proxy: spec.owner.proxy, status: String(fresh.status), endpoint: instance.endpoint?.host }, `proxy instance ${action === 'start' ? 'started' : 'resumed'}`);
+    log.info(
+      { instance: name, zone, proxy: spec.owner.proxy, status: String(fresh.status), endpoint: instance.endpoint?.host },
+      `proxy instance ${action === 'start' ? 'started' : 'resumed'}`,
+    );
     return instance;
   }
 
@@ -325,7 +347,13 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
       const what = `deleting instance "${name}" in zone "${zone}"`;
       let op: Operation;
       try {
-        ({ response: op } = await gaxCall<Operation>(clients.instances, 'delete', { project, zone, instance: name }, { project, zone, instance: name }, signal));
+        ({ response: op } = await gaxCall<Operation>(
+          clients.instances,
+          'delete',
+          { project, zone, instance: name },
+          { project, zone, instance: name },
+          signal,
+        ));
       } catch (err) {
         if (!signal.aborted && httpStatus(err) === 404) return;
         throw mapComputeError(err, what, signal);

@@ -41,11 +41,7 @@ export function createGcpProvider(config: GcpProviderConfig, deps: ProviderDeps,
     ];
     if (closed) return result(false, 'Error', 'provider is closed');
     try {
-      const page = await aggregatedListFirstPage(
-        getClients().instances,
-        { project: config.project, filter: MANAGED_FILTER, maxResults: 1 },
-        signal,
-      );
+      const page = await aggregatedListFirstPage(getClients().instances, { project: config.project, filter: MANAGED_FILTER, maxResults: 1 }, signal);
       const seen = countInstances(page) > 0 ? 'at least one managed instance' : 'no managed instances';
       return result(true, 'Ok', `listed instances in project ${config.project} (${seen})`);
     } catch (err) {

@@ -34,7 +34,13 @@ export function forbiddenCreateExplainer(kc: KubeConfig, logger: Logger): Forbid
     try {
       const review = await raceAbort(
         api.createSelfSubjectAccessReview(
-          { body: { apiVersion: 'authorization.k8s.io/v1', kind: 'SelfSubjectAccessReview', spec: { resourceAttributes: { namespace, verb: 'create', group: '', resource } } } },
+          {
+            body: {
+              apiVersion: 'authorization.k8s.io/v1',
+              kind: 'SelfSubjectAccessReview',
+              spec: { resourceAttributes: { namespace, verb: 'create', group: '', resource } },
+            },
+          },
           withSignal(signal),
         ),
         signal,

@@ -8,10 +8,7 @@ import type { KubernetesProviderConfig } from './config.ts';
 const TOKEN_REREAD_MS = 60_000;
 
 /** The part of the config that decides how to reach the API server. */
-export type KubeConnectionConfig = Pick<
-  KubernetesProviderConfig,
-  'kubeconfig' | 'context' | 'server' | 'tokenFile' | 'caFile' | 'skipTLSVerify'
->;
+export type KubeConnectionConfig = Pick<KubernetesProviderConfig, 'kubeconfig' | 'context' | 'server' | 'tokenFile' | 'caFile' | 'skipTLSVerify'>;
 
 /**
  * Builds the client-node `KubeConfig` for a provider, in this order of precedence:

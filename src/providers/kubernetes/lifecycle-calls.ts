@@ -20,77 +20,78 @@ export function describeCall(verb: string, kind: Kind, name: string, namespace: 
 }
 
 export function objectCalls(api: CoreV1Api, explainForbidden: ForbiddenCreateExplainer, log: Logger) {
-/** Runs one API call with the signal; maps its failure. */
-async function call<T>(what: string, signal: AbortSignal, fn: () => Promise<T>): Promise<T> {
-  try {
-    return await raceAbort(fn(), signal);
-  } catch (err) {
-    throw mapKubeError(err, what, signal);
+  /** Runs one API call with the signal; maps its failure. */
+  async function call<T>(what: string, signal: AbortSignal, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await raceAbort(fn(), signal);
+    } catch (err) {
+      throw mapKubeError(err, what, signal);
+    }
   }
-}
 
-/** The object, or undefined when there is none (404). */
-async function read<T>(kind: Kind, name: string, namespace: string, signal: AbortSignal): Promise<T | undefined> {
-  const fetchOne = (): Promise<unknown> => {
-    const o = withSignal(signal);
-    if (kind === 'Pod') return api.readNamespacedPod({ name, namespace }, o);
-    if (kind === 'Secret') return api.readNamespacedSecret({ name, namespace }, o);
-    return api.readNamespacedService({ name, namespace }, o);
-  };
-  try {
-    return (await raceAbort(fetchOne(), signal)) as T;
-  } catch (err) {
-    if (!signal.aborted && apiStatus(err) === 404) return undefined;
-    throw mapKubeError(err, describeCall('reading', kind, name, namespace), signal);
+  /** The object, or undefined when there is none (404). */
+  async function read<T>(kind: Kind, name: string, namespace: string, signal: AbortSignal): Promise<T | undefined> {
+    const fetchOne = (): Promise<unknown> => {
+      const o = withSignal(signal);
+      if (kind === 'Pod') return api.readNamespacedPod({ name, namespace }, o);
+      if (kind === 'Secret') return api.readNamespacedSecret({ name, namespace }, o);
+      return api.readNamespacedService({ name, namespace }, o);
+    };
+    try {
+      return (await raceAbort(fetchOne(), signal)) as T;
+    } catch (err) {
+      if (!signal.aborted && apiStatus(err) === 404) return undefined;
+      throw mapKubeError(err, describeCall('reading', kind, name, namespace), signal);
+    }
   }
-}
 
-/**
- * Creates the object; `exists` when it is already there (409 AlreadyExists: a concurrent ensure made it,
- * or a crashed one did). A 403 is explained by a SelfSubjectAccessReview (quota/admission vs. RBAC).
- */
-async function create<T extends { metadata?: V1ObjectMeta }>(kind: Kind, body: T, signal: AbortSignal): Promise<T | 'exists'> {
-  const name = body.metadata?.name ?? '';
-  const namespace = body.metadata?.namespace ?? '';
-  const what = describeCall('creating', kind, name, namespace);
-  const send = (): Promise<unknown> => {
-    const o = withSignal(signal);
-    if (kind === 'Pod') return api.createNamespacedPod({ namespace, body }, o);
-    if (kind === 'Secret') return api.createNamespacedSecret({ namespace, body }, o);
-    return api.createNamespacedService({ namespace, body }, o);
-  };
-  try {
-    return (await raceAbort(send(), signal)) as T;
-  } catch (err) {
-    if (signal.aborted) throw signal.reason;
-    const code = apiStatus(err);
-    if (code === 409) return 'exists';
-    if (code !== 403) throw mapKubeError(err, what, signal, true);
-    const explained = await explainForbidden(err, { resource: PLURAL[kind], namespace, what }, signal);
-    // A quota counts the object a concurrent ensure already made: a duplicate create is refused, not 409.
-    if (explained instanceof ProvisioningError && (await read(kind, name, namespace, signal))) return 'exists';
-    throw explained;
+  /**
+   * Creates the object; `exists` when it is already there (409 AlreadyExists: a concurrent ensure made it,
+   * or a crashed one did). A 403 is explained by a SelfSubjectAccessReview (quota/admission vs. RBAC).
+   */
+  async function create<T extends { metadata?: V1ObjectMeta }>(kind: Kind, body: T, signal: AbortSignal): Promise<T | 'exists'> {
+    const name = body.metadata?.name ?? '';
+    const namespace = body.metadata?.namespace ?? '';
+    const what = describeCall('creating', kind, name, namespace);
+    const send = (): Promise<unknown> => {
+      const o = withSignal(signal);
+      if (kind === 'Pod') return api.createNamespacedPod({ namespace, body }, o);
+      if (kind === 'Secret') return api.createNamespacedSecret({ namespace, body }, o);
+      return api.createNamespacedService({ namespace, body }, o);
+    };
+    try {
+      return (await raceAbort(send(), signal)) as T;
+    } catch (err) {
+      if (signal.aborted) throw signal.reason;
+      const code = apiStatus(err);
+      if (code === 409) return 'exists';
+      if (code !== 403) throw mapKubeError(err, what, signal, true);
+      const explained = await explainForbidden(err, { resource: PLURAL[kind], namespace, what }, signal);
+      // A quota counts the object a concurrent ensure already made: a duplicate create is refused, not 409.
+      if (explained instanceof ProvisioningError && (await read(kind, name, namespace, signal))) return 'exists';
+      throw explained;
+    }
   }
-}
 
-/** Deletes the object if it is ours; 404 counts as done. */
-async function removeIfOurs(kind: 'Secret' | 'Service', name: string, namespace: string, signal: AbortSignal): Promise<void> {
-  const found = await read<V1Secret | V1Service>(kind, name, namespace, signal);
-  if (!found) return;
-  if (!isManagedObject(found)) {
-    log.warn({ instance: name, namespace, kind }, 'object has no labels of ours; not deleting it');
-    return;
+  /** Deletes the object if it is ours; 404 counts as done. */
+  async function removeIfOurs(kind: 'Secret' | 'Service', name: string, namespace: string, signal: AbortSignal): Promise<void> {
+    const found = await read<V1Secret | V1Service>(kind, name, namespace, signal);
+    if (!found) return;
+    if (!isManagedObject(found)) {
+      log.warn({ instance: name, namespace, kind }, 'object has no labels of ours; not deleting it');
+      return;
+    }
+    try {
+      const o = withSignal(signal);
+      const sent: Promise<unknown> =
+        kind === 'Secret' ? api.deleteNamespacedSecret({ name, namespace }, o) : api.deleteNamespacedService({ name, namespace }, o);
+      await raceAbort(sent, signal);
+      log.info({ instance: name, namespace, kind }, `proxy ${kind} deleted`);
+    } catch (err) {
+      if (!signal.aborted && apiStatus(err) === 404) return;
+      throw mapKubeError(err, describeCall('deleting', kind, name, namespace), signal);
+    }
   }
-  try {
-    const o = withSignal(signal);
-    const sent: Promise<unknown> = kind === 'Secret' ? api.deleteNamespacedSecret({ name, namespace }, o) : api.deleteNamespacedService({ name, namespace }, o);
-    await raceAbort(sent, signal);
-    log.info({ instance: name, namespace, kind }, `proxy ${kind} deleted`);
-  } catch (err) {
-    if (!signal.aborted && apiStatus(err) === 404) return;
-    throw mapKubeError(err, describeCall('deleting', kind, name, namespace), signal);
-  }
-}
 
   return { call, read, create, removeIfOurs };
 }

@@ -82,8 +82,7 @@ function containerMessage(pod: V1Pod): { fatal: boolean; message: string | undef
   const terminated = mine?.state?.terminated ?? mine?.lastState?.terminated;
   const waiting = mine?.state?.waiting;
   const fatal = waiting?.reason !== undefined && FATAL_WAITING.has(waiting.reason);
-  const words = (reason?: string, message?: string): string | undefined =>
-    reason && message ? `${reason}: ${message}` : (message ?? reason);
+  const words = (reason?: string, message?: string): string | undefined => (reason && message ? `${reason}: ${message}` : (message ?? reason));
   const message = words(terminated?.reason, terminated?.message) ?? words(waiting?.reason, waiting?.message);
   return { fatal, message };
 }

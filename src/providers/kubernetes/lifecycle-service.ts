@@ -24,10 +24,7 @@ export function serviceManifest(spec: InstanceSpec, namespace: string, port: num
 }
 
 /** Where the Service is reached, or why not yet (a LoadBalancer without an ingress). */
-export function serviceEndpoint(
-  service: V1Service,
-  config: KubernetesServiceConfig,
-): { endpoint: { host: string; port: number } } | { waiting: string } {
+export function serviceEndpoint(service: V1Service, config: KubernetesServiceConfig): { endpoint: { host: string; port: number } } | { waiting: string } {
   const name = service.metadata?.name ?? '';
   const port = service.spec?.ports?.[0];
   if (!port) return { waiting: `Service "${name}" has no port` };

@@ -72,7 +72,11 @@ export function createKubernetesLifecycle(options: KubernetesLifecycleOptions): 
   async function readExisting<T extends { metadata?: V1ObjectMeta }>(kind: Kind, spec: InstanceSpec, namespace: string, signal: AbortSignal): Promise<T> {
     const found = await read<T>(kind, spec.name, namespace, signal);
     if (!found) {
-      throw new KubernetesRequestError(`${describeCall('creating', kind, spec.name, namespace)}: it already existed, and was gone when read`, 409, 'AlreadyExists');
+      throw new KubernetesRequestError(
+        `${describeCall('creating', kind, spec.name, namespace)}: it already existed, and was gone when read`,
+        409,
+        'AlreadyExists',
+      );
     }
     refuseForeign(kind, found, spec, namespace);
     return found;
@@ -100,7 +104,10 @@ export function createKubernetesLifecycle(options: KubernetesLifecycleOptions): 
     // duplicate ensure writing these same contents, continue from its Secret; otherwise retry later.
     const what = describeCall('updating', 'Secret', spec.name, namespace);
     try {
-      const updated = await raceAbort(api.replaceNamespacedSecret({ name: spec.name, namespace, body: withContents(secret, spec, policy) }, withSignal(signal)), signal);
+      const updated = await raceAbort(
+        api.replaceNamespacedSecret({ name: spec.name, namespace, body: withContents(secret, spec, policy) }, withSignal(signal)),
+        signal,
+      );
       log.info({ instance: spec.name, namespace, proxy: spec.owner.proxy }, 'proxy credentials or egress policy changed: Secret updated, its Pod is replaced');
       return updated;
     } catch (err) {
@@ -126,7 +133,11 @@ export function createKubernetesLifecycle(options: KubernetesLifecycleOptions): 
     refuseForeign('Service', service, spec, namespace);
     if (service.spec?.type === config.type) return service;
     const current = service;
-    const body: V1Service = { ...desired, metadata: { ...current.metadata, labels: desired.metadata?.labels ?? {} }, spec: { ...desired.spec, clusterIP: current.spec?.clusterIP } };
+    const body: V1Service = {
+      ...desired,
+      metadata: { ...current.metadata, labels: desired.metadata?.labels ?? {} },
+      spec: { ...desired.spec, clusterIP: current.spec?.clusterIP },
+    };
     const updated = await call(describeCall('updating', 'Service', spec.name, namespace), signal, () =>
       api.replaceNamespacedService({ name: spec.name, namespace, body }, withSignal(signal)),
     );

@@ -21,11 +21,7 @@ export interface KubernetesProviderOptions {
  * scope and selector the lifecycle and GC work use, so a check that passes proves their RBAC too.
  * Throws ConfigError at creation when the kubeconfig, context or token file is unusable.
  */
-export function createKubernetesProvider(
-  config: KubernetesProviderConfig,
-  deps: ProviderDeps,
-  options: KubernetesProviderOptions = {},
-): Provider {
+export function createKubernetesProvider(config: KubernetesProviderConfig, deps: ProviderDeps, options: KubernetesProviderOptions = {}): Provider {
   const kc = options.kubeConfig ?? buildKubeConfig(config, `providers.${config.name}`);
   const host = apiHost(kc);
   const api = kc.makeApiClient(CoreV1Api);
@@ -49,10 +45,7 @@ export function createKubernetesProvider(
     try {
       // The signal aborts the HTTP request, but credentials are resolved before it is sent (an exec
       // plugin, a token file) and cannot be interrupted: stop waiting for them when the signal ends.
-      const list = await raceAbort(
-        api.listPodForAllNamespaces({ labelSelector: MANAGED_LABEL_SELECTOR, limit: 1 }, withSignal(signal)),
-        signal,
-      );
+      const list = await raceAbort(api.listPodForAllNamespaces({ labelSelector: MANAGED_LABEL_SELECTOR, limit: 1 }, withSignal(signal)), signal);
       const seen = list.items.length > 0 ? 'at least one managed Pod' : 'no managed Pods';
       return result(true, 'Ok', `listed Pods cluster-wide (${seen})`);
     } catch (err) {

@@ -146,13 +146,7 @@ export async function describe(
 }
 
 /** The base image volume; uploaded from the local file first when it is missing and a file is configured. */
-async function baseVolume(
-  c: LibvirtConnection,
-  pool: StoragePoolRef,
-  src: VolumeSource,
-  log: Logger,
-  signal: AbortSignal,
-): Promise<StorageVolRef> {
+async function baseVolume(c: LibvirtConnection, pool: StoragePoolRef, src: VolumeSource, log: Logger, signal: AbortSignal): Promise<StorageVolRef> {
   const existing = await orUndefined(c.storageVolLookupByName(pool, src.baseImageVolume, signal));
   if (existing) return existing;
   if (!src.baseImageFile) {

@@ -98,7 +98,8 @@ function mapError(err: unknown, what: string): unknown {
 function withoutPassword(err: unknown, password: string): unknown {
   if (!(err instanceof EgressError) || password === '') return err;
   const forms = [...new Set([password, escapeXml(password)])];
-  const inside = (e: unknown): boolean => e instanceof Error && forms.some((f) => e.message.includes(f) || (e instanceof LibvirtError && e.libvirtMessage.includes(f)));
+  const inside = (e: unknown): boolean =>
+    e instanceof Error && forms.some((f) => e.message.includes(f) || (e instanceof LibvirtError && e.libvirtMessage.includes(f)));
   if (!inside(err) && !inside(err.cause)) return err;
   const message = forms.reduce((m, f) => m.split(f).join('***'), err.message);
   return err instanceof ProvisioningError ? new ProvisioningError(message) : new EgressError(err.code, message, { retryable: err.retryable });

@@ -15,7 +15,9 @@ export function createLocalProvider(config: LocalProviderConfig, deps: ProviderD
   const lifecycle = createLocalLifecycle({ dataDir, logger: deps.logger, egressPolicy });
   // At once, not on the first reconcile: proxies adopted from an earlier worker run (whose private
   // Redis port may have changed) pick the new policy up from the file they watch.
-  lifecycle.writeEgressPolicy().catch((err: unknown) => deps.logger.error({ err: (err as Error).message }, 'egress policy not written yet; retried at the next create'));
+  lifecycle
+    .writeEgressPolicy()
+    .catch((err: unknown) => deps.logger.error({ err: (err as Error).message }, 'egress policy not written yet; retried at the next create'));
   const stopExporting = exportDenials(deps.registry, config.name, dataDir);
   let closed = false;
   return {

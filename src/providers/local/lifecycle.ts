@@ -138,7 +138,12 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
   }
 
   async function describe(dir: string, intent: IntentRecord, record: InstanceRecord | undefined): Promise<Instance> {
-    const base = { name: intent.name, owner: intent.owner, createdAt: intent.createdAt, ...(intent.placement === undefined ? {} : { placement: intent.placement }) };
+    const base = {
+      name: intent.name,
+      owner: intent.owner,
+      createdAt: intent.createdAt,
+      ...(intent.placement === undefined ? {} : { placement: intent.placement }),
+    };
     if (record && (await isProxyProcess(record.pid, dir))) {
       // Every running process we describe is watched, so one adopted from an earlier worker is too.
       exits.watch({ pid: record.pid, dir, name: intent.name, owner: intent.owner });
@@ -207,10 +212,17 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
     await mkdir(dir, { recursive: true, mode: 0o700 });
     let { intent, record } = await readState(dir);
     if (intent && !sameOwner(intent, spec)) {
-      throw new ProvisioningError(`instance "${spec.name}" belongs to ${intent.owner.fleet}/${intent.owner.proxy}, not ${spec.owner.fleet}/${spec.owner.proxy}`);
+      throw new ProvisioningError(
+        `instance "${spec.name}" belongs to ${intent.owner.fleet}/${intent.owner.proxy}, not ${spec.owner.fleet}/${spec.owner.proxy}`,
+      );
     }
     if (!intent) {
-      intent = { name: spec.name, owner: spec.owner, createdAt: new Date().toISOString(), ...(spec.placement === undefined ? {} : { placement: spec.placement }) };
+      intent = {
+        name: spec.name,
+        owner: spec.owner,
+        createdAt: new Date().toISOString(),
+        ...(spec.placement === undefined ? {} : { placement: spec.placement }),
+      };
       await writeJsonAtomic(join(dir, INTENT_FILE), intent);
       log.info({ dir }, 'local instance intent recorded');
     }

@@ -70,7 +70,9 @@ function resolveAll(hostname: string, signal: AbortSignal): Promise<{ address: s
   return new Promise((resolve, reject) => {
     const onAbort = (): void => reject(new Error('resolution timed out'));
     signal.addEventListener('abort', onAbort, { once: true });
-    lookup(hostname, { all: true, verbatim: true }).then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+    lookup(hostname, { all: true, verbatim: true })
+      .then(resolve, reject)
+      .finally(() => signal.removeEventListener('abort', onAbort));
   });
 }
 
@@ -130,7 +132,10 @@ async function listen(host: string, port: number, check: (username: string, pass
         AbortSignal.timeout(RESOLVE_TIMEOUT_MS),
       );
       // proxy-chain types it as dns.lookup itself; net and http only call it as a LookupFunction.
-      return { ...(dnsLookup ? { dnsLookup: dnsLookup as unknown as NonNullable<PrepareRequestFunctionResult['dnsLookup']> } : {}), ...(opts.isHttp ? { httpAgent: httpAgent() } : {}) };
+      return {
+        ...(dnsLookup ? { dnsLookup: dnsLookup as unknown as NonNullable<PrepareRequestFunctionResult['dnsLookup']> } : {}),
+        ...(opts.isHttp ? { httpAgent: httpAgent() } : {}),
+      };
     } catch (err) {
       if (!(err instanceof EgressDeniedError)) throw err;
       egress.denials.record(err.reason);

@@ -8,9 +8,10 @@ import { writeFileAtomic } from './instance-files.ts';
 import { PROXY_PROGRAM_FILE } from './process-table.ts';
 
 /** The forward-proxy process's entry: its TypeScript source, or in the compiled tree (dist/) its compiled JavaScript. */
-const SOURCE = [new URL('./proxy-process.ts', import.meta.url), new URL('./proxy-process.js', import.meta.url)]
-  .map((url) => fileURLToPath(url))
-  .find((path) => existsSync(path)) ?? fileURLToPath(new URL('./proxy-process.ts', import.meta.url));
+const SOURCE =
+  [new URL('./proxy-process.ts', import.meta.url), new URL('./proxy-process.js', import.meta.url)]
+    .map((url) => fileURLToPath(url))
+    .find((path) => existsSync(path)) ?? fileURLToPath(new URL('./proxy-process.ts', import.meta.url));
 
 /** The proxy program could not be built; nothing else can start before that is fixed. */
 export class ProxyProgramError extends EgressError {

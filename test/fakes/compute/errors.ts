@@ -72,6 +72,16 @@ export function apiDisabled(projectNumber: string): ComputeHttpError {
 }
 
 export function defaultFaultReason(code: number): string {
-  const reasons: Record<number, string> = { 400: 'invalid', 401: 'required', 403: 'forbidden', 404: 'notFound', 409: 'alreadyExists', 412: 'conditionNotMet', 429: 'rateLimitExceeded', 500: 'backendError', 503: 'backendError' };
+  const reasons: Record<number, string> = {
+    400: 'invalid',
+    401: 'required',
+    403: 'forbidden',
+    404: 'notFound',
+    409: 'alreadyExists',
+    412: 'conditionNotMet',
+    429: 'rateLimitExceeded',
+    500: 'backendError',
+    503: 'backendError',
+  };
   return reasons[code] ?? 'backendError';
 }

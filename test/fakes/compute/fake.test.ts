@@ -41,7 +41,12 @@ describe('fake Compute API through @google-cloud/compute', () => {
     const [lro] = await instances.insert({
       project: P,
       zone: Z,
-      instanceResource: { name: 'proxy-1', machineType: `zones/${Z}/machineTypes/e2-micro`, labels: { 'managed-by': 'egress-proxies' }, networkInterfaces: [{ accessConfigs: [{ name: 'nat' }] }] },
+      instanceResource: {
+        name: 'proxy-1',
+        machineType: `zones/${Z}/machineTypes/e2-micro`,
+        labels: { 'managed-by': 'egress-proxies' },
+        networkInterfaces: [{ accessConfigs: [{ name: 'nat' }] }],
+      },
     });
     const opName = lro.latestResponse.name;
     expect(compute.getInstance(Z, 'proxy-1')?.status).toBe('PROVISIONING');
@@ -127,9 +132,16 @@ describe('fake Compute API through @google-cloud/compute', () => {
 
   it('sets labels under a fingerprint precondition (412 conditionNotMet when stale)', async () => {
     const seeded = compute.seedInstance(Z, { name: 'l', labels: { 'managed-by': 'egress-proxies' } });
-    const stale = await failure(instances.setLabels({ project: P, zone: Z, instance: 'l', instancesSetLabelsRequestResource: { labels: { a: 'b' }, labelFingerprint: 'c3RhbGU=' } }));
+    const stale = await failure(
+      instances.setLabels({ project: P, zone: Z, instance: 'l', instancesSetLabelsRequestResource: { labels: { a: 'b' }, labelFingerprint: 'c3RhbGU=' } }),
+    );
     expect([stale.code, reasonOf(stale)]).toEqual([412, 'conditionNotMet']);
-    const [lro] = await instances.setLabels({ project: P, zone: Z, instance: 'l', instancesSetLabelsRequestResource: { labels: { a: 'b' }, labelFingerprint: seeded.labelFingerprint } });
+    const [lro] = await instances.setLabels({
+      project: P,
+      zone: Z,
+      instance: 'l',
+      instancesSetLabelsRequestResource: { labels: { a: 'b' }, labelFingerprint: seeded.labelFingerprint },
+    });
     await operations.wait({ project: P, zone: Z, operation: lro.latestResponse.name });
     const after = compute.getInstance(Z, 'l')!;
     expect(after.labels).toEqual({ a: 'b' });
@@ -137,7 +149,11 @@ describe('fake Compute API through @google-cloud/compute', () => {
   });
 
   it('sets metadata under its fingerprint (412 conditionNotMet when missing or stale), replacing every item, within the limits', async () => {
-    const [ins] = await instances.insert({ project: P, zone: Z, instanceResource: { name: 'm', machineType: 'zones/x/machineTypes/e2-micro', metadata: { items: [{ key: 'a', value: '1' }] } } });
+    const [ins] = await instances.insert({
+      project: P,
+      zone: Z,
+      instanceResource: { name: 'm', machineType: 'zones/x/machineTypes/e2-micro', metadata: { items: [{ key: 'a', value: '1' }] } },
+    });
     await operations.wait({ project: P, zone: Z, operation: ins.latestResponse.name });
     const [got] = await instances.get({ project: P, zone: Z, instance: 'm' });
     expect(got.metadata?.items?.map((i) => [i.key, i.value])).toEqual([['a', '1']]);
@@ -149,7 +165,19 @@ describe('fake Compute API through @google-cloud/compute', () => {
       expect([err.code, reasonOf(err)]).toEqual([412, 'conditionNotMet']);
     }
     expect([(await failure(set({ fingerprint, items: [{ key: 'bad key', value: 'x' }] }))).code]).toEqual([400]);
-    expect((await failure(set({ fingerprint, items: [{ key: 'k', value: 'x' }, { key: 'k', value: 'y' }] }))).code).toBe(400);
+    expect(
+      (
+        await failure(
+          set({
+            fingerprint,
+            items: [
+              { key: 'k', value: 'x' },
+              { key: 'k', value: 'y' },
+            ],
+          }),
+        )
+      ).code,
+    ).toBe(400);
     expect((await failure(set({ fingerprint, items: [{ key: 'big', value: 'x'.repeat(256 * 1024 + 1) }] }))).code).toBe(400);
     const [lro] = await set({ fingerprint, items: [{ key: 'b', value: '2' }] });
     await operations.wait({ project: P, zone: Z, operation: lro.latestResponse.name });
@@ -162,7 +190,12 @@ describe('fake Compute API through @google-cloud/compute', () => {
 
   it('compares a label fingerprint as bytes: the URL-safe base64 form gcloud sends is the same fingerprint', async () => {
     compute.seedInstance(Z, { name: 'u', labelFingerprint: '+/+/+/+/+/8=' });
-    const [lro] = await instances.setLabels({ project: P, zone: Z, instance: 'u', instancesSetLabelsRequestResource: { labels: { a: 'b' }, labelFingerprint: '-_-_-_-_-_8=' } });
+    const [lro] = await instances.setLabels({
+      project: P,
+      zone: Z,
+      instance: 'u',
+      instancesSetLabelsRequestResource: { labels: { a: 'b' }, labelFingerprint: '-_-_-_-_-_8=' },
+    });
     await operations.wait({ project: P, zone: Z, operation: lro.latestResponse.name });
     expect(compute.getInstance(Z, 'u')!.labels).toEqual({ a: 'b' });
   });
@@ -172,16 +205,23 @@ describe('fake Compute API through @google-cloud/compute', () => {
     compute.seedInstance('europe-west1-b', { name: 'hidden' });
     compute.state.unreachableZones.add('europe-west1-b');
     await instances.initialize();
-    const [items, , raw] = await (instances.innerApiCalls.aggregatedList as (r: object, o: object) => Promise<[Record<string, { instances?: { name?: string }[] }>, unknown, { unreachables?: string[] }]>)(
-      { project: P, returnPartialSuccess: true },
-      { autoPaginate: false },
-    );
-    expect(Object.values(items).flatMap((z) => z.instances ?? []).map((i) => i.name)).toEqual(['seen']);
+    const [items, , raw] = await (
+      instances.innerApiCalls.aggregatedList as (
+        r: object,
+        o: object,
+      ) => Promise<[Record<string, { instances?: { name?: string }[] }>, unknown, { unreachables?: string[] }]>
+    )({ project: P, returnPartialSuccess: true }, { autoPaginate: false });
+    expect(
+      Object.values(items)
+        .flatMap((z) => z.instances ?? [])
+        .map((i) => i.name),
+    ).toEqual(['seen']);
     expect(raw.unreachables).toEqual(['zones/europe-west1-b']);
     const names: string[] = [];
     const err = await failure(
       (async () => {
-        for await (const [, list] of instances.aggregatedListAsync({ project: P }, { autoPaginate: false })) names.push(...(list.instances ?? []).map((i) => i.name!));
+        for await (const [, list] of instances.aggregatedListAsync({ project: P }, { autoPaginate: false }))
+          names.push(...(list.instances ?? []).map((i) => i.name!));
       })(),
     );
     expect(err.code).toBe(503);
@@ -213,7 +253,10 @@ describe('fake Compute API through @google-cloud/compute', () => {
     compute.seedInstance(Z, { name: 'other', labels: { 'managed-by': 'someone' } });
     const names: string[] = [];
     const warnings = new Set<string>();
-    for await (const [scope, list] of instances.aggregatedListAsync({ project: P, filter: 'labels.managed-by = "egress-proxies"', maxResults: 2 }, { autoPaginate: false })) {
+    for await (const [scope, list] of instances.aggregatedListAsync(
+      { project: P, filter: 'labels.managed-by = "egress-proxies"', maxResults: 2 },
+      { autoPaginate: false },
+    )) {
       for (const i of list.instances ?? []) names.push(i.name!);
       if (list.warning?.code === 'NO_RESULTS_ON_PAGE') warnings.add(scope);
     }
@@ -289,7 +332,10 @@ describe('fake Compute API: power actions and preemption', () => {
     expect(compute.getInstance(Z, 'vm')?.status).toBe('RUNNING');
     expect(natIP('vm')).toBeTruthy();
     expect(natIP('vm')).not.toBe(first);
-    expect(compute.requests.filter((r) => r.method === 'POST' && /\/instances\/vm\/(stop|start)$/.test(r.path)).map((r) => r.path.split('/').at(-1))).toEqual(['stop', 'start']);
+    expect(compute.requests.filter((r) => r.method === 'POST' && /\/instances\/vm\/(stop|start)$/.test(r.path)).map((r) => r.path.split('/').at(-1))).toEqual([
+      'stop',
+      'start',
+    ]);
   });
 
   it('suspends through SUSPENDING to SUSPENDED and resumes to RUNNING', async () => {
@@ -353,7 +399,13 @@ describe('fake Compute API: firewall rules and global operations', () => {
     await firewalls.close();
     await globalOps.close();
   });
-  const rule = { name: 'allow-proxy', network: 'global/networks/default', sourceRanges: ['10.0.0.0/8'], targetTags: ['egress-proxy-gce'], allowed: [{ IPProtocol: 'tcp', ports: ['3128'] }] };
+  const rule = {
+    name: 'allow-proxy',
+    network: 'global/networks/default',
+    sourceRanges: ['10.0.0.0/8'],
+    targetTags: ['egress-proxy-gce'],
+    allowed: [{ IPProtocol: 'tcp', ports: ['3128'] }],
+  };
   async function finish(name: string | null | undefined): Promise<{ status?: unknown; error?: unknown }> {
     for (;;) {
       const [op] = await globalOps.wait({ project: P, operation: name });
@@ -372,7 +424,14 @@ describe('fake Compute API: firewall rules and global operations', () => {
     expect([dupPending.code, reasonOf(dupPending)]).toEqual([409, 'alreadyExists']);
     expect((await finish(lro.latestResponse.name)).error).toBeFalsy();
     const [got] = await firewalls.get({ project: P, firewall: 'allow-proxy' });
-    expect(got).toMatchObject({ name: 'allow-proxy', direction: 'INGRESS', priority: 1000, sourceRanges: ['10.0.0.0/8'], targetTags: ['egress-proxy-gce'], allowed: [{ IPProtocol: 'tcp', ports: ['3128'] }] });
+    expect(got).toMatchObject({
+      name: 'allow-proxy',
+      direction: 'INGRESS',
+      priority: 1000,
+      sourceRanges: ['10.0.0.0/8'],
+      targetTags: ['egress-proxy-gce'],
+      allowed: [{ IPProtocol: 'tcp', ports: ['3128'] }],
+    });
     expect(got.network).toBe(`${compute.url}/compute/v1/projects/${P}/global/networks/default`);
     const dup = await failure(firewalls.insert({ project: P, firewallResource: rule }));
     expect([dup.code, reasonOf(dup)]).toEqual([409, 'alreadyExists']);
@@ -383,10 +442,18 @@ describe('fake Compute API: firewall rules and global operations', () => {
 
   it('patches the fields a patch carries, replacing lists, and refuses a network change', async () => {
     compute.seedFirewall({ ...rule, network: `${compute.url}/compute/v1/projects/${P}/global/networks/default` });
-    const [lro] = await firewalls.patch({ project: P, firewall: 'allow-proxy', firewallResource: { sourceRanges: ['192.0.2.0/24', '198.51.100.7/32'], allowed: [{ IPProtocol: 'tcp', ports: ['8080'] }] } });
+    const [lro] = await firewalls.patch({
+      project: P,
+      firewall: 'allow-proxy',
+      firewallResource: { sourceRanges: ['192.0.2.0/24', '198.51.100.7/32'], allowed: [{ IPProtocol: 'tcp', ports: ['8080'] }] },
+    });
     expect(compute.getFirewall('allow-proxy')?.sourceRanges).toEqual(['10.0.0.0/8']);
     await finish(lro.latestResponse.name);
-    expect(compute.getFirewall('allow-proxy')).toMatchObject({ sourceRanges: ['192.0.2.0/24', '198.51.100.7/32'], allowed: [{ IPProtocol: 'tcp', ports: ['8080'] }], targetTags: ['egress-proxy-gce'] });
+    expect(compute.getFirewall('allow-proxy')).toMatchObject({
+      sourceRanges: ['192.0.2.0/24', '198.51.100.7/32'],
+      allowed: [{ IPProtocol: 'tcp', ports: ['8080'] }],
+      targetTags: ['egress-proxy-gce'],
+    });
     expect(compute.requests[0]?.method).toBe('PATCH');
     compute.state.networks.add('other');
     const moved = await failure(firewalls.patch({ project: P, firewall: 'allow-proxy', firewallResource: { network: 'global/networks/other' } }));
@@ -397,8 +464,8 @@ describe('fake Compute API: firewall rules and global operations', () => {
 
   it('validates rules: CIDRs, ports, names, an unknown network', async () => {
     const cases: [object, number, string][] = [
-      [{ ...rule, sourceRanges: ['10.0.0.0/33'] }, 400, "resource.sourceRanges[0]"],
-      [{ ...rule, sourceRanges: ['10.0.0.0/8', 'not-a-cidr'] }, 400, "resource.sourceRanges[1]"],
+      [{ ...rule, sourceRanges: ['10.0.0.0/33'] }, 400, 'resource.sourceRanges[0]'],
+      [{ ...rule, sourceRanges: ['10.0.0.0/8', 'not-a-cidr'] }, 400, 'resource.sourceRanges[1]'],
       [{ ...rule, allowed: [{ IPProtocol: 'tcp', ports: ['70000'] }] }, 400, 'resource.allowed[0].ports[0]'],
       [{ ...rule, allowed: [{ IPProtocol: 'icmp', ports: ['80'] }] }, 400, 'resource.allowed[0].ports'],
       [{ ...rule, name: 'Bad_Name' }, 400, 'resource.name'],

@@ -52,10 +52,12 @@ function checkRules(field: 'allowed' | 'denied', rules: unknown): void {
   rules.forEach((r: unknown, i) => {
     const rule = (r ?? {}) as { IPProtocol?: unknown; ports?: unknown };
     const proto = typeof rule.IPProtocol === 'string' ? rule.IPProtocol.toLowerCase() : '';
-    if (!PROTOCOLS.has(proto) && !/^\d{1,3}$/.test(proto)) throw invalid(`resource.${field}[${i}].IPProtocol`, String(rule.IPProtocol), 'Must be a protocol name or number.');
+    if (!PROTOCOLS.has(proto) && !/^\d{1,3}$/.test(proto))
+      throw invalid(`resource.${field}[${i}].IPProtocol`, String(rule.IPProtocol), 'Must be a protocol name or number.');
     if (rule.ports === undefined) return;
     if (!Array.isArray(rule.ports)) throw invalid(`resource.${field}[${i}].ports`, JSON.stringify(rule.ports), 'Must be a list.');
-    if (rule.ports.length && !PORTED.has(proto)) throw invalid(`resource.${field}[${i}].ports`, String(rule.ports), 'Ports may be given only for tcp, udp, sctp and all.');
+    if (rule.ports.length && !PORTED.has(proto))
+      throw invalid(`resource.${field}[${i}].ports`, String(rule.ports), 'Ports may be given only for tcp, udp, sctp and all.');
     rule.ports.forEach((port: unknown, j) => {
       const m = typeof port === 'string' ? /^(\d{1,5})(?:-(\d{1,5}))?$/.exec(port) : null;
       const ok = m && Number(m[1]) <= 65535 && (m[2] === undefined || (Number(m[2]) <= 65535 && Number(m[2]) >= Number(m[1])));
@@ -70,13 +72,16 @@ function validate(fw: FakeFirewall): void {
   if ((fw.allowed === undefined) === (fw.denied === undefined)) throw computeError(400, 'invalid', 'Exactly one of allowed or denied must be specified.');
   if (fw.allowed !== undefined) checkRules('allowed', fw.allowed);
   if (fw.denied !== undefined) checkRules('denied', fw.denied);
-  if (!Number.isInteger(fw.priority) || fw.priority < 0 || fw.priority > 65535) throw invalid('resource.priority', String(fw.priority), 'Must be between 0 and 65535.');
+  if (!Number.isInteger(fw.priority) || fw.priority < 0 || fw.priority > 65535)
+    throw invalid('resource.priority', String(fw.priority), 'Must be between 0 and 65535.');
   if (fw.direction !== 'INGRESS' && fw.direction !== 'EGRESS') throw invalid('resource.direction', String(fw.direction), 'Must be INGRESS or EGRESS.');
   (fw.sourceRanges ?? []).forEach((r, i) => {
-    if (typeof r !== 'string' || !isCidr(r)) throw invalid(`resource.sourceRanges[${i}]`, String(r), 'Must be a CIDR address range that is contained in the network.');
+    if (typeof r !== 'string' || !isCidr(r))
+      throw invalid(`resource.sourceRanges[${i}]`, String(r), 'Must be a CIDR address range that is contained in the network.');
   });
   (fw.targetTags ?? []).forEach((t, i) => {
-    if (typeof t !== 'string' || !NAME.test(t)) throw invalid(`resource.targetTags[${i}]`, String(t), "Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'");
+    if (typeof t !== 'string' || !NAME.test(t))
+      throw invalid(`resource.targetTags[${i}]`, String(t), "Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'");
   });
 }
 
@@ -90,7 +95,12 @@ export function getFirewall(state: ComputeState, name: string): FakeFirewall {
 
 export function listFirewalls(state: ComputeState): unknown {
   const items = [...state.firewalls.values()].sort((a, b) => (a.name < b.name ? -1 : 1)).map((f) => structuredClone(f));
-  return { kind: 'compute#firewallList', id: `projects/${state.project}/global/firewalls`, ...(items.length ? { items } : {}), selfLink: `${state.globalUrl()}/firewalls` };
+  return {
+    kind: 'compute#firewallList',
+    id: `projects/${state.project}/global/firewalls`,
+    ...(items.length ? { items } : {}),
+    selfLink: `${state.globalUrl()}/firewalls`,
+  };
 }
 
 export function insertFirewall(state: ComputeState, body: string): FakeOperation {

@@ -64,7 +64,10 @@ describe.skipIf(!hasGcloud)('gcloud against the fake Compute API', { timeout: 30
     compute.setOperationPolls(1);
     compute.seedInstance(Z, { name: 'vm', labels: { 'managed-by': 'egress-proxies' } });
     const labelled = await gcloud('compute', 'instances', 'add-labels', 'vm', `--zone=${Z}`, '--labels=pool=eu');
-    expect(labelled.code, `${labelled.stderr}\n${compute.requests.map((q) => `${q.method} ${q.path} ${q.status ?? q.outcome} ${q.responseBody?.slice(0, 300) ?? ''}`).join('\n')}`).toBe(0);
+    expect(
+      labelled.code,
+      `${labelled.stderr}\n${compute.requests.map((q) => `${q.method} ${q.path} ${q.status ?? q.outcome} ${q.responseBody?.slice(0, 300) ?? ''}`).join('\n')}`,
+    ).toBe(0);
     expect(compute.getInstance(Z, 'vm')!.labels).toEqual({ 'managed-by': 'egress-proxies', pool: 'eu' });
 
     const deleted = await gcloud('compute', 'instances', 'delete', 'vm', `--zone=${Z}`, '--quiet');
@@ -76,9 +79,22 @@ describe.skipIf(!hasGcloud)('gcloud against the fake Compute API', { timeout: 30
 
   it('creates and updates a firewall rule, polling global operations, and shows a validation error', async () => {
     compute.setOperationPolls(1);
-    const created = await gcloud('compute', 'firewall-rules', 'create', 'allow-proxy', '--network=default', '--allow=tcp:3128', '--source-ranges=203.0.113.0/24', '--target-tags=egress-proxy-gce');
+    const created = await gcloud(
+      'compute',
+      'firewall-rules',
+      'create',
+      'allow-proxy',
+      '--network=default',
+      '--allow=tcp:3128',
+      '--source-ranges=203.0.113.0/24',
+      '--target-tags=egress-proxy-gce',
+    );
     expect(created.code, created.stderr).toBe(0);
-    expect(compute.getFirewall('allow-proxy')).toMatchObject({ sourceRanges: ['203.0.113.0/24'], targetTags: ['egress-proxy-gce'], allowed: [{ IPProtocol: 'tcp', ports: ['3128'] }] });
+    expect(compute.getFirewall('allow-proxy')).toMatchObject({
+      sourceRanges: ['203.0.113.0/24'],
+      targetTags: ['egress-proxy-gce'],
+      allowed: [{ IPProtocol: 'tcp', ports: ['3128'] }],
+    });
     const updated = await gcloud('compute', 'firewall-rules', 'update', 'allow-proxy', '--source-ranges=198.51.100.0/24');
     expect(updated.code, updated.stderr).toBe(0);
     expect(compute.getFirewall('allow-proxy')?.sourceRanges).toEqual(['198.51.100.0/24']);

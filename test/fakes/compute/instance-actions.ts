@@ -80,13 +80,25 @@ export function instanceAction(state: ComputeState, p: string, zone: string, nam
   const before = inst.status;
   if (action === 'delete') {
     inst.status = 'STOPPING';
-    return state.startOperation(zone, 'delete', inst, () => void state.instances.delete(key), () => void (inst.status = before));
+    return state.startOperation(
+      zone,
+      'delete',
+      inst,
+      () => void state.instances.delete(key),
+      () => void (inst.status = before),
+    );
   }
   const t = TRANSITIONS[action];
   if (t.noop.includes(before)) return state.startOperation(zone, action, inst, () => undefined);
   if (!t.from.includes(before)) throw notReady(p, zone, name);
   inst.status = t.during;
-  return state.startOperation(zone, action, inst, () => t.done(state, inst), () => void (inst.status = before));
+  return state.startOperation(
+    zone,
+    action,
+    inst,
+    () => t.done(state, inst),
+    () => void (inst.status = before),
+  );
 }
 
 /**

@@ -22,7 +22,17 @@ export function route(state: ComputeState, e: ComputeRequest, project: string): 
   const last = rest[rest.length - 1];
   const collection = last === 'instances' || last === 'operations' || last === 'firewalls';
   const verb =
-    e.method === 'DELETE' ? 'delete' : e.method === 'PATCH' ? 'update' : e.method === 'GET' ? (collection ? 'list' : 'get') : collection ? 'create' : (last ?? 'get');
+    e.method === 'DELETE'
+      ? 'delete'
+      : e.method === 'PATCH'
+        ? 'update'
+        : e.method === 'GET'
+          ? collection
+            ? 'list'
+            : 'get'
+          : collection
+            ? 'create'
+            : (last ?? 'get');
   const resource = rest.includes('firewalls') ? 'firewalls' : 'instances';
   if (p !== project) {
     throw computeError(403, 'forbidden', `Required 'compute.${resource}.${verb}' permission for 'projects/${p}'`);
@@ -140,7 +150,10 @@ function aggregatedList(state: ComputeState, e: ComputeRequest): Result {
     throw computeError(503, 'backendError', `Zones are unreachable: ${[...state.unreachableZones].join(', ')}`);
   }
   const reachable = state.zones.filter((z) => !state.unreachableZones.has(z));
-  const { page, next } = select(reachable.flatMap((z) => state.list(z)), e);
+  const { page, next } = select(
+    reachable.flatMap((z) => state.list(z)),
+    e,
+  );
   const items: Record<string, unknown> = {};
   for (const zone of reachable) {
     const here = page.filter((i) => i.zone.endsWith(`/zones/${zone}`));
@@ -282,7 +295,8 @@ function checkMetadataItems(raw: unknown): { key: string; value: string }[] {
     if (seen.has(key)) throw computeError(400, 'invalid', `Invalid value for field 'metadata.items[${i}].key': '${key}'. Duplicate keys are not allowed.`);
     seen.add(key);
     const size = Buffer.byteLength(value, 'utf8');
-    if (size > METADATA_VALUE_MAX) throw invalid(`metadata.items[${i}].value`, `${value.slice(0, 32)}…`, `Metadata value must be at most ${METADATA_VALUE_MAX} bytes.`);
+    if (size > METADATA_VALUE_MAX)
+      throw invalid(`metadata.items[${i}].value`, `${value.slice(0, 32)}…`, `Metadata value must be at most ${METADATA_VALUE_MAX} bytes.`);
     total += Buffer.byteLength(key, 'utf8') + size;
   }
   if (total > METADATA_TOTAL_MAX) throw computeError(400, 'invalid', `Metadata exceeds the total size limit of ${METADATA_TOTAL_MAX} bytes.`);
@@ -291,7 +305,9 @@ function checkMetadataItems(raw: unknown): { key: string; value: string }[] {
 
 function checkLabels(labels: Record<string, unknown>): void {
   for (const [k, v] of Object.entries(labels)) {
-    if (!LABEL_KEY.test(k)) throw invalid(`labels`, k, 'Label keys must start with a lowercase letter and contain only lowercase letters, digits, underscores and dashes (max 63).');
-    if (typeof v !== 'string' || !LABEL_VALUE.test(v)) throw invalid(`labels.${k}`, String(v), 'Label values may contain only lowercase letters, digits, underscores and dashes (max 63).');
+    if (!LABEL_KEY.test(k))
+      throw invalid(`labels`, k, 'Label keys must start with a lowercase letter and contain only lowercase letters, digits, underscores and dashes (max 63).');
+    if (typeof v !== 'string' || !LABEL_VALUE.test(v))
+      throw invalid(`labels.${k}`, String(v), 'Label values may contain only lowercase letters, digits, underscores and dashes (max 63).');
   }
 }

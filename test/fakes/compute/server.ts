@@ -285,7 +285,6 @@ export class FakeCompute extends EventEmitter {
   private send(res: ServerResponse, entry: ComputeRequest, code: number, body: unknown): void {
     sendJson(res, entry, code, body, 'application/json; charset=UTF-8');
   }
-
 }
 
 /** Starts a fake Compute API on an ephemeral port. Close it with `close()` in afterEach/afterAll. */

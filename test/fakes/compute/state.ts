@@ -36,7 +36,11 @@ export interface FakeMetadata {
 
 /** Metadata as stored: items copied (none → no `items` field) under a new fingerprint. */
 export function fakeMetadata(items: { key: string; value: string }[] | undefined): FakeMetadata {
-  return { kind: 'compute#metadata', fingerprint: randomBytes(8).toString('base64'), ...(items?.length ? { items: items.map((i) => ({ key: i.key, value: i.value })) } : {}) };
+  return {
+    kind: 'compute#metadata',
+    fingerprint: randomBytes(8).toString('base64'),
+    ...(items?.length ? { items: items.map((i) => ({ key: i.key, value: i.value })) } : {}),
+  };
 }
 
 export interface FakeFirewall {
@@ -162,7 +166,9 @@ export class ComputeState {
   list(zone?: string): FakeInstance[] {
     return this.zones
       .filter((z) => zone === undefined || z === zone)
-      .flatMap((z) => [...this.instances.values()].filter((i) => i.zone.endsWith(`/zones/${z}`)).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)));
+      .flatMap((z) =>
+        [...this.instances.values()].filter((i) => i.zone.endsWith(`/zones/${z}`)).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)),
+      );
   }
 
   /** Builds an instance the way insert does (status PROVISIONING), without storing it. */
@@ -186,7 +192,15 @@ export class ComputeState {
         network: typeof n.network === 'string' ? n.network : `${this.base}/compute/v1/projects/${this.project}/global/networks/default`,
         networkIP: `10.128.0.${this.ipCounter++}`,
         ...(Array.isArray(n.accessConfigs)
-          ? { accessConfigs: (n.accessConfigs as Record<string, unknown>[]).map((a) => ({ ...a, kind: 'compute#accessConfig', type: 'ONE_TO_ONE_NAT', name: typeof a.name === 'string' ? a.name : 'External NAT', natIP: this.externalIp() })) }
+          ? {
+              accessConfigs: (n.accessConfigs as Record<string, unknown>[]).map((a) => ({
+                ...a,
+                kind: 'compute#accessConfig',
+                type: 'ONE_TO_ONE_NAT',
+                name: typeof a.name === 'string' ? a.name : 'External NAT',
+                natIP: this.externalIp(),
+              })),
+            }
           : {}),
       })),
       creationTimestamp: computeTime(),
@@ -222,7 +236,13 @@ export class ComputeState {
       selfLink: `${scopeUrl}/operations/${name}`,
     };
     const fail = this.failures.shift();
-    this.operations.set(this.key(zone ?? GLOBAL, name), { op, pollsLeft: this.operationPolls, complete, ...(onFail ? { onFail } : {}), ...(fail ? { fail } : {}) });
+    this.operations.set(this.key(zone ?? GLOBAL, name), {
+      op,
+      pollsLeft: this.operationPolls,
+      complete,
+      ...(onFail ? { onFail } : {}),
+      ...(fail ? { fail } : {}),
+    });
     return structuredClone(op);
   }
 
@@ -278,6 +298,7 @@ export class ComputeState {
 
 function defaultFailureMessage(code: string): string {
   if (code === 'QUOTA_EXCEEDED') return "Quota 'CPUS' exceeded.  Limit: 8.0 in region us-central1.";
-  if (code === 'ZONE_RESOURCE_POOL_EXHAUSTED') return 'The zone does not have enough resources available to fulfill the request.  Try a different zone, or try again later.';
+  if (code === 'ZONE_RESOURCE_POOL_EXHAUSTED')
+    return 'The zone does not have enough resources available to fulfill the request.  Try a different zone, or try again later.';
   return `operation failed: ${code}`;
 }

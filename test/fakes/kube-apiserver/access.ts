@@ -72,7 +72,10 @@ export function admitCreate(access: AccessState, resource: string, ns: string, n
 interface ReviewBody {
   apiVersion?: string;
   kind?: string;
-  spec?: { resourceAttributes?: { namespace?: string; verb?: string; group?: string; resource?: string; name?: string; subresource?: string }; nonResourceAttributes?: { path?: string; verb?: string } };
+  spec?: {
+    resourceAttributes?: { namespace?: string; verb?: string; group?: string; resource?: string; name?: string; subresource?: string };
+    nonResourceAttributes?: { path?: string; verb?: string };
+  };
 }
 
 /**
@@ -87,18 +90,31 @@ export function selfSubjectAccessReview(access: AccessState, e: KubeRequest, bod
   const nonResource = review.spec?.nonResourceAttributes;
   if (!attrs && !nonResource) {
     throw new StatusError(
-      status(422, 'Invalid', 'SelfSubjectAccessReview.authorization.k8s.io "" is invalid: spec.resourceAttributes: Invalid value: "null": exactly one of nonResourceAttributes or resourceAttributes must be specified', {
-        group: 'authorization.k8s.io',
-        kind: 'SelfSubjectAccessReview',
-        causes: [{ reason: 'FieldValueInvalid', message: 'Invalid value: "null": exactly one of nonResourceAttributes or resourceAttributes must be specified', field: 'spec.resourceAttributes' }],
-      }),
+      status(
+        422,
+        'Invalid',
+        'SelfSubjectAccessReview.authorization.k8s.io "" is invalid: spec.resourceAttributes: Invalid value: "null": exactly one of nonResourceAttributes or resourceAttributes must be specified',
+        {
+          group: 'authorization.k8s.io',
+          kind: 'SelfSubjectAccessReview',
+          causes: [
+            {
+              reason: 'FieldValueInvalid',
+              message: 'Invalid value: "null": exactly one of nonResourceAttributes or resourceAttributes must be specified',
+              field: 'spec.resourceAttributes',
+            },
+          ],
+        },
+      ),
     );
   }
   const token = bearer(e) ?? '';
   const user = access.tokens.get(token) ?? '';
   const verb = attrs?.verb ?? nonResource?.verb ?? '';
   const ok = attrs ? allowed(access, token, verb, attrs.resource ?? '') : true;
-  const where = attrs?.namespace ? `RoleBinding "egress" of Role "egress" in namespace "${attrs.namespace}"` : 'ClusterRoleBinding "egress" of ClusterRole "egress"';
+  const where = attrs?.namespace
+    ? `RoleBinding "egress" of Role "egress" in namespace "${attrs.namespace}"`
+    : 'ClusterRoleBinding "egress" of ClusterRole "egress"';
   return [
     201,
     {

@@ -91,7 +91,13 @@ describe('fake kube-apiserver through client-node', () => {
     const conflict = await apiError(api.createNamespacedPod({ namespace: 'default', body: pod('dup') }));
     expect(conflict.code).toBe(409);
     expect(typeof conflict.body).toBe('string');
-    expect(JSON.parse(conflict.body)).toMatchObject({ kind: 'Status', reason: 'AlreadyExists', message: 'pods "dup" already exists', code: 409, details: { name: 'dup', kind: 'pods' } });
+    expect(JSON.parse(conflict.body)).toMatchObject({
+      kind: 'Status',
+      reason: 'AlreadyExists',
+      message: 'pods "dup" already exists',
+      code: 409,
+      details: { name: 'dup', kind: 'pods' },
+    });
 
     const missing = await apiError(api.readNamespacedPod({ namespace: 'default', name: 'nope' }));
     expect(JSON.parse(missing.body)).toMatchObject({ reason: 'NotFound', message: 'pods "nope" not found' });
@@ -128,7 +134,13 @@ describe('fake kube-apiserver through client-node', () => {
   });
 
   it('pages with limit, opaque continue and remainingItemCount, in namespace/name order', async () => {
-    for (const [ns, name] of [['b', 'p2'], ['a', 'p9'], ['b', 'p1'], ['a', 'p3'], ['c', 'p0']] as const) {
+    for (const [ns, name] of [
+      ['b', 'p2'],
+      ['a', 'p9'],
+      ['b', 'p1'],
+      ['a', 'p3'],
+      ['c', 'p0'],
+    ] as const) {
       kube.seedPod({ metadata: { name, namespace: ns, labels: { app: 'egress-proxy' } } });
     }
     const seen: string[] = [];

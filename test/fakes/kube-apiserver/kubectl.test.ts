@@ -44,7 +44,12 @@ async function kubectl(...args: string[]): Promise<{ stdout: string; stderr: str
 
 describe.skipIf(!hasKubectl)('kubectl against the fake apiserver', { timeout: 120_000 }, () => {
   it('lists across chunks with a selector', async () => {
-    for (const [ns, name, pool] of [['a', 'p1', 'eu'], ['a', 'p2', 'us'], ['b', 'p3', 'eu'], ['c', 'p4', 'asia']] as const) {
+    for (const [ns, name, pool] of [
+      ['a', 'p1', 'eu'],
+      ['a', 'p2', 'us'],
+      ['b', 'p3', 'eu'],
+      ['c', 'p4', 'asia'],
+    ] as const) {
       kube.seedPod({ metadata: { name, namespace: ns, labels: { app: 'egress-proxy', pool } } });
     }
     const r = await kubectl('get', 'pods', '-A', '-l', 'app=egress-proxy,pool in (eu,us)', '--chunk-size=1', '-o', 'name');
@@ -85,10 +90,16 @@ describe.skipIf(!hasKubectl)('kubectl against the fake apiserver', { timeout: 12
   // kubectl's typed commands (`create secret generic`, `auth can-i`) send protobuf, which the fake does not
   // decode; `create -f` sends JSON.
   it('creates a Secret from a manifest (stringData merged into base64 data) and reads it back', async () => {
-    await writeFile(join(dir, 'secret.json'), JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'creds' }, stringData: { PROXY_USER: 'u1', PROXY_PASSWORD: 'p w' } }));
+    await writeFile(
+      join(dir, 'secret.json'),
+      JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'creds' }, stringData: { PROXY_USER: 'u1', PROXY_PASSWORD: 'p w' } }),
+    );
     const created = await kubectl('create', '--validate=false', '-n', 'default', '-f', join(dir, 'secret.json'));
     expect(created.stdout).toContain('secret/creds created');
-    expect(kube.getSecret('default', 'creds')).toMatchObject({ type: 'Opaque', data: { PROXY_USER: Buffer.from('u1').toString('base64'), PROXY_PASSWORD: Buffer.from('p w').toString('base64') } });
+    expect(kube.getSecret('default', 'creds')).toMatchObject({
+      type: 'Opaque',
+      data: { PROXY_USER: Buffer.from('u1').toString('base64'), PROXY_PASSWORD: Buffer.from('p w').toString('base64') },
+    });
     const read = await kubectl('get', 'secret', 'creds', '-n', 'default', '-o', 'jsonpath={.data.PROXY_PASSWORD}');
     expect(Buffer.from(read.stdout, 'base64').toString()).toBe('p w');
     const again = await kubectl('create', '--validate=false', '-n', 'default', '-f', join(dir, 'secret.json'));
@@ -97,7 +108,10 @@ describe.skipIf(!hasKubectl)('kubectl against the fake apiserver', { timeout: 12
   });
 
   it('creates a NodePort Service and reads its allocated port', async () => {
-    await writeFile(join(dir, 'svc.json'), JSON.stringify({ apiVersion: 'v1', kind: 'Service', metadata: { name: 'px' }, spec: { type: 'NodePort', ports: [{ port: 3128 }] } }));
+    await writeFile(
+      join(dir, 'svc.json'),
+      JSON.stringify({ apiVersion: 'v1', kind: 'Service', metadata: { name: 'px' }, spec: { type: 'NodePort', ports: [{ port: 3128 }] } }),
+    );
     expect((await kubectl('create', '--validate=false', '-n', 'default', '-f', join(dir, 'svc.json'))).code).toBe(0);
     const port = await kubectl('get', 'service', 'px', '-n', 'default', '-o', 'jsonpath={.spec.ports[0].nodePort}');
     expect(Number(port.stdout)).toBeGreaterThanOrEqual(30000);

@@ -90,7 +90,9 @@ export class ObjectStore {
     let name = meta.name;
     if (!name && typeof meta.generateName === 'string') name = meta.generateName + randomUUID().replace(/-/g, '').slice(0, 5);
     if (!name) {
-      throw invalid(this.rules.kind, '', [{ field: 'metadata.name', message: 'Required value: name or generateName is required', reason: 'FieldValueRequired' }]);
+      throw invalid(this.rules.kind, '', [
+        { field: 'metadata.name', message: 'Required value: name or generateName is required', reason: 'FieldValueRequired' },
+      ]);
     }
     const prepared = this.rules.onCreate(name, obj);
     // What onCreate allocated (Service IPs and ports) is released when the create fails after it.
@@ -131,10 +133,15 @@ export class ObjectStore {
     }
     if (meta.resourceVersion && meta.resourceVersion !== cur.metadata.resourceVersion) {
       throw new StatusError(
-        status(409, 'Conflict', `Operation cannot be fulfilled on ${this.rules.plural} "${name}": the object has been modified; please apply your changes to the latest version and try again`, {
-          name,
-          kind: this.rules.plural,
-        }),
+        status(
+          409,
+          'Conflict',
+          `Operation cannot be fulfilled on ${this.rules.plural} "${name}": the object has been modified; please apply your changes to the latest version and try again`,
+          {
+            name,
+            kind: this.rules.plural,
+          },
+        ),
       );
     }
     const prepared = this.rules.onUpdate(name, clone(cur), obj);

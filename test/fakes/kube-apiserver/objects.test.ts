@@ -13,7 +13,9 @@ afterEach(async () => {
   await kube.close();
 });
 
-async function apiError(call: Promise<unknown>): Promise<{ code: number; status: { reason: string; message: string; details?: Record<string, unknown>; kind: string } }> {
+async function apiError(
+  call: Promise<unknown>,
+): Promise<{ code: number; status: { reason: string; message: string; details?: Record<string, unknown>; kind: string } }> {
   try {
     await call;
   } catch (e) {
@@ -28,7 +30,10 @@ const b64 = (s: string): string => Buffer.from(s).toString('base64');
 
 describe('fake kube-apiserver: Secrets through client-node', () => {
   it('creates (type defaults to Opaque, stringData merged into data and not stored), reads, replaces and deletes', async () => {
-    const created = await api.createNamespacedSecret({ namespace: 'default', body: { metadata: { name: 's1' }, data: { a: b64('x'), b: b64('old') }, stringData: { b: 'new', c: 'plain' } } });
+    const created = await api.createNamespacedSecret({
+      namespace: 'default',
+      body: { metadata: { name: 's1' }, data: { a: b64('x'), b: b64('old') }, stringData: { b: 'new', c: 'plain' } },
+    });
     expect(created.type).toBe('Opaque');
     expect(created.data).toEqual({ a: b64('x'), b: b64('new'), c: b64('plain') });
     expect(created.stringData).toBeUndefined();
@@ -52,7 +57,10 @@ describe('fake kube-apiserver: Secrets through client-node', () => {
   it('answers the errors client code depends on, as Status objects', async () => {
     await api.createNamespacedSecret({ namespace: 'default', body: secret('s1') });
     const dup = await apiError(api.createNamespacedSecret({ namespace: 'default', body: secret('s1') }));
-    expect(dup).toMatchObject({ code: 409, status: { kind: 'Status', reason: 'AlreadyExists', message: 'secrets "s1" already exists', details: { name: 's1', kind: 'secrets' } } });
+    expect(dup).toMatchObject({
+      code: 409,
+      status: { kind: 'Status', reason: 'AlreadyExists', message: 'secrets "s1" already exists', details: { name: 's1', kind: 'secrets' } },
+    });
 
     const missing = await apiError(api.readNamespacedSecret({ name: 'nope', namespace: 'default' }));
     expect(missing).toMatchObject({ code: 404, status: { reason: 'NotFound', message: 'secrets "nope" not found' } });
@@ -64,17 +72,27 @@ describe('fake kube-apiserver: Secrets through client-node', () => {
     const conflict = await apiError(api.replaceNamespacedSecret({ name: 's1', namespace: 'default', body: { ...stale, data: { k: b64('2') } } }));
     expect(conflict).toMatchObject({
       code: 409,
-      status: { reason: 'Conflict', message: 'Operation cannot be fulfilled on secrets "s1": the object has been modified; please apply your changes to the latest version and try again' },
+      status: {
+        reason: 'Conflict',
+        message: 'Operation cannot be fulfilled on secrets "s1": the object has been modified; please apply your changes to the latest version and try again',
+      },
     });
     // Without a resourceVersion the update is unconditional (Secrets allow it).
     const { resourceVersion: _rv, ...meta } = stale.metadata ?? {};
-    expect((await api.replaceNamespacedSecret({ name: 's1', namespace: 'default', body: { ...stale, metadata: meta, data: { k: b64('3') } } })).data).toEqual({ k: b64('3') });
+    expect((await api.replaceNamespacedSecret({ name: 's1', namespace: 'default', body: { ...stale, metadata: meta, data: { k: b64('3') } } })).data).toEqual({
+      k: b64('3'),
+    });
   });
 
   it('validates data: bad base64 is 400 (decoding), a bad key or name is 422 Invalid; type and immutable data cannot change', async () => {
     const bad = await apiError(api.createNamespacedSecret({ namespace: 'default', body: secret('s', { password: 'billy' }) }));
-    expect(bad).toMatchObject({ code: 400, status: { reason: 'BadRequest', message: 'Secret in version "v1" cannot be handled as a Secret: illegal base64 data at input byte 4' } });
-    expect((await apiError(api.createNamespacedSecret({ namespace: 'default', body: secret('s', { p: 'a$==' }) }))).status.message).toContain('illegal base64 data at input byte 1');
+    expect(bad).toMatchObject({
+      code: 400,
+      status: { reason: 'BadRequest', message: 'Secret in version "v1" cannot be handled as a Secret: illegal base64 data at input byte 4' },
+    });
+    expect((await apiError(api.createNamespacedSecret({ namespace: 'default', body: secret('s', { p: 'a$==' }) }))).status.message).toContain(
+      'illegal base64 data at input byte 1',
+    );
 
     const key = await apiError(api.createNamespacedSecret({ namespace: 'default', body: { metadata: { name: 's' }, stringData: { 'bad key': 'v' } } }));
     expect(key).toMatchObject({ code: 422, status: { reason: 'Invalid', details: { kind: 'secrets', causes: [{ field: 'data[bad key]' }] } } });
@@ -99,7 +117,12 @@ describe('fake kube-apiserver: Secrets through client-node', () => {
   });
 
   it('lists by label selector, cluster-wide and per namespace, with limit and continue', async () => {
-    for (const [ns, name, app] of [['b', 's2', 'x'], ['a', 's9', 'x'], ['b', 's1', 'y'], ['a', 's3', 'x']] as const) {
+    for (const [ns, name, app] of [
+      ['b', 's2', 'x'],
+      ['a', 's9', 'x'],
+      ['b', 's1', 'y'],
+      ['a', 's3', 'x'],
+    ] as const) {
       kube.seedSecret({ metadata: { name, namespace: ns, labels: { app } } });
     }
     const names: string[] = [];
@@ -115,7 +138,16 @@ describe('fake kube-apiserver: Secrets through client-node', () => {
     expect(kube.requests.at(-1)?.responseBody).toContain('"kind":"SecretList"');
     expect((await apiError(api.listSecretForAllNamespaces({ labelSelector: 'app in x' }))).code).toBe(400);
     kube.expireContinueTokens();
-    expect((await apiError(api.listSecretForAllNamespaces({ limit: 1, _continue: names.length ? Buffer.from(JSON.stringify({ e: 1, rv: '1', k: 'a/s3' })).toString('base64url') : '' }))).code).toBe(410);
+    expect(
+      (
+        await apiError(
+          api.listSecretForAllNamespaces({
+            limit: 1,
+            _continue: names.length ? Buffer.from(JSON.stringify({ e: 1, rv: '1', k: 'a/s3' })).toString('base64url') : '',
+          }),
+        )
+      ).code,
+    ).toBe(410);
   });
 });
 
@@ -127,7 +159,11 @@ describe('fake kube-apiserver: Services through client-node', () => {
 
   it('allocates a cluster IP, and unique node ports in 30000-32767 for NodePort and LoadBalancer', async () => {
     const a = await api.createNamespacedService({ namespace: 'default', body: svc('a') });
-    expect(a.spec).toMatchObject({ type: 'ClusterIP', clusterIP: expect.stringMatching(/^10\.\d+\.\d+\.\d+$/), ports: [{ port: 3128, protocol: 'TCP', targetPort: 3128 }] });
+    expect(a.spec).toMatchObject({
+      type: 'ClusterIP',
+      clusterIP: expect.stringMatching(/^10\.\d+\.\d+\.\d+$/),
+      ports: [{ port: 3128, protocol: 'TCP', targetPort: 3128 }],
+    });
     expect(a.spec?.clusterIPs).toEqual([a.spec?.clusterIP]);
     expect(a.spec?.ports?.[0]?.nodePort).toBeUndefined();
     expect(a.status).toEqual({ loadBalancer: {} });
@@ -139,8 +175,13 @@ describe('fake kube-apiserver: Services through client-node', () => {
     expect(new Set([a, b, c].map((s) => s.spec?.clusterIP)).size).toBe(3);
 
     const taken = await apiError(api.createNamespacedService({ namespace: 'default', body: svc('d', 'NodePort', ports[0]) }));
-    expect(taken).toMatchObject({ code: 422, status: { reason: 'Invalid', message: `Service "d" is invalid: spec.ports[0].nodePort: Invalid value: ${ports[0]}: provided port is already allocated` } });
-    expect((await apiError(api.createNamespacedService({ namespace: 'default', body: svc('d', 'NodePort', 80) }))).status.message).toContain('provided port is not in the valid range');
+    expect(taken).toMatchObject({
+      code: 422,
+      status: { reason: 'Invalid', message: `Service "d" is invalid: spec.ports[0].nodePort: Invalid value: ${ports[0]}: provided port is already allocated` },
+    });
+    expect((await apiError(api.createNamespacedService({ namespace: 'default', body: svc('d', 'NodePort', 80) }))).status.message).toContain(
+      'provided port is not in the valid range',
+    );
     // Deleting releases the port.
     await api.deleteNamespacedService({ name: 'b', namespace: 'default' });
     expect((await api.createNamespacedService({ namespace: 'default', body: svc('d', 'NodePort', ports[0]) })).spec?.ports?.[0]?.nodePort).toBe(ports[0]);
@@ -148,11 +189,24 @@ describe('fake kube-apiserver: Services through client-node', () => {
 
   it('answers 409, 404 and 422 with Status bodies, lists by selector, and lets the test play the cloud controller', async () => {
     await api.createNamespacedService({ namespace: 'default', body: svc('lb', 'LoadBalancer') });
-    expect(await apiError(api.createNamespacedService({ namespace: 'default', body: svc('lb') }))).toMatchObject({ code: 409, status: { reason: 'AlreadyExists', message: 'services "lb" already exists' } });
-    expect(await apiError(api.readNamespacedService({ name: 'x', namespace: 'default' }))).toMatchObject({ code: 404, status: { message: 'services "x" not found' } });
-    expect((await apiError(api.createNamespacedService({ namespace: 'default', body: { metadata: { name: '1abc' }, spec: { ports: [{ port: 1 }] } } }))).status.message).toContain('a DNS-1035 label');
-    expect((await apiError(api.createNamespacedService({ namespace: 'default', body: { metadata: { name: 'noports' }, spec: {} } }))).status.message).toBe('Service "noports" is invalid: spec.ports: Required value');
-    expect((await apiError(api.createNamespacedService({ namespace: 'default', body: svc('cip', 'ClusterIP', 30001) }))).status.message).toContain("may not be used when `type` is 'ClusterIP'");
+    expect(await apiError(api.createNamespacedService({ namespace: 'default', body: svc('lb') }))).toMatchObject({
+      code: 409,
+      status: { reason: 'AlreadyExists', message: 'services "lb" already exists' },
+    });
+    expect(await apiError(api.readNamespacedService({ name: 'x', namespace: 'default' }))).toMatchObject({
+      code: 404,
+      status: { message: 'services "x" not found' },
+    });
+    expect(
+      (await apiError(api.createNamespacedService({ namespace: 'default', body: { metadata: { name: '1abc' }, spec: { ports: [{ port: 1 }] } } }))).status
+        .message,
+    ).toContain('a DNS-1035 label');
+    expect((await apiError(api.createNamespacedService({ namespace: 'default', body: { metadata: { name: 'noports' }, spec: {} } }))).status.message).toBe(
+      'Service "noports" is invalid: spec.ports: Required value',
+    );
+    expect((await apiError(api.createNamespacedService({ namespace: 'default', body: svc('cip', 'ClusterIP', 30001) }))).status.message).toContain(
+      "may not be used when `type` is 'ClusterIP'",
+    );
 
     kube.seedService({ metadata: { name: 'other', namespace: 'default', labels: { app: 'q' } }, spec: { ports: [{ port: 80 }] } });
     expect((await api.listServiceForAllNamespaces({ labelSelector: 'app=p' })).items.map((s) => s.metadata?.name)).toEqual(['lb']);
@@ -178,7 +232,12 @@ describe('fake kube-apiserver: RBAC per resource, SelfSubjectAccessReview, Resou
     const denied = await apiError(api.createNamespacedSecret({ namespace: 'default', body: secret('s') }));
     expect(denied).toMatchObject({
       code: 403,
-      status: { reason: 'Forbidden', message: 'secrets is forbidden: User "system:serviceaccount:egress:operator" cannot create resource "secrets" in API group "" in the namespace "default"', details: { kind: 'secrets' } },
+      status: {
+        reason: 'Forbidden',
+        message:
+          'secrets is forbidden: User "system:serviceaccount:egress:operator" cannot create resource "secrets" in API group "" in the namespace "default"',
+        details: { kind: 'secrets' },
+      },
     });
     await api.createNamespacedService({ namespace: 'default', body: { metadata: { name: 'ok' }, spec: { ports: [{ port: 1 }] } } });
     expect((await review('secrets')).status).toEqual({ allowed: false });
@@ -201,9 +260,15 @@ describe('fake kube-apiserver: RBAC per resource, SelfSubjectAccessReview, Resou
     const over = await apiError(api.createNamespacedPod({ namespace: 'default', body: pod('p2') }));
     expect(over).toMatchObject({
       code: 403,
-      status: { reason: 'Forbidden', message: 'pods "p2" is forbidden: exceeded quota: compute-resources, requested: pods=1, used: pods=1, limited: pods=1', details: { name: 'p2', kind: 'pods' } },
+      status: {
+        reason: 'Forbidden',
+        message: 'pods "p2" is forbidden: exceeded quota: compute-resources, requested: pods=1, used: pods=1, limited: pods=1',
+        details: { name: 'p2', kind: 'pods' },
+      },
     });
-    expect((await apiError(api.createNamespacedSecret({ namespace: 'default', body: secret('s') }))).status.message).toContain('secrets "s" is forbidden: exceeded quota');
+    expect((await apiError(api.createNamespacedSecret({ namespace: 'default', body: secret('s') }))).status.message).toContain(
+      'secrets "s" is forbidden: exceeded quota',
+    );
     // A finished Pod no longer counts.
     kube.setPodStatus('default', 'p1', { phase: 'Succeeded' });
     await api.createNamespacedPod({ namespace: 'default', body: pod('p2') });
@@ -217,7 +282,18 @@ describe('fake kube-apiserver: RBAC per resource, SelfSubjectAccessReview, Resou
     kube.seedSecret({ metadata: { name: 'creds', namespace: 'default' }, stringData: { U: 'user' } });
     const p = kube.seedPod({
       metadata: { name: 'p', namespace: 'default' },
-      spec: { containers: [{ name: 'c', image: 'i', env: [{ name: 'A', value: '1' }, { name: 'U', valueFrom: { secretKeyRef: { name: 'creds', key: 'U' } } }] }] },
+      spec: {
+        containers: [
+          {
+            name: 'c',
+            image: 'i',
+            env: [
+              { name: 'A', value: '1' },
+              { name: 'U', valueFrom: { secretKeyRef: { name: 'creds', key: 'U' } } },
+            ],
+          },
+        ],
+      },
     });
     expect(podEnv(kube, p)).toEqual({ A: '1', U: 'user' });
     kube.secrets.delete('default', 'creds');

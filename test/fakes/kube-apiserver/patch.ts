@@ -99,7 +99,9 @@ export function jsonPatch(target: Json, ops: unknown): Json {
       }
       case 'test':
         if (JSON.stringify(getAt(doc, parts)) !== JSON.stringify(raw.value)) {
-          throw new StatusError(status(422, 'Invalid', `the server rejected our request due to an error in our request: testing value /${parts.join('/')} failed`));
+          throw new StatusError(
+            status(422, 'Invalid', `the server rejected our request due to an error in our request: testing value /${parts.join('/')} failed`),
+          );
         }
         break;
       default:
@@ -114,7 +116,9 @@ export function applyPatch(target: Json, contentType: string | undefined, body: 
   const type = (contentType ?? '').split(';')[0]!.trim();
   const supported = ['application/merge-patch+json', 'application/strategic-merge-patch+json', 'application/json-patch+json', 'application/apply-patch+yaml'];
   if (!supported.includes(type)) {
-    throw new StatusError(status(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: ${supported.join(', ')}`));
+    throw new StatusError(
+      status(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: ${supported.join(', ')}`),
+    );
   }
   if (type === 'application/apply-patch+yaml' && !fieldManager) {
     throw badRequest('PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch');

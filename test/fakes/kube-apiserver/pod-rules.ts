@@ -9,7 +9,10 @@ const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 export function validatePod(name: string, spec: Partial<FakePod['spec']> | undefined): asserts spec is FakePod['spec'] {
   if (name.length > 253 || !DNS_SUBDOMAIN.test(name)) {
     throw invalid('Pod', name, [
-      { field: 'metadata.name', message: `Invalid value: "${name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character` },
+      {
+        field: 'metadata.name',
+        message: `Invalid value: "${name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character`,
+      },
     ]);
   }
   const containers = spec?.containers;
@@ -19,7 +22,11 @@ export function validatePod(name: string, spec: Partial<FakePod['spec']> | undef
   const causes: { field: string; message: string; reason?: string }[] = [];
   containers.forEach((c, i) => {
     if (!c.name) causes.push({ field: `spec.containers[${i}].name`, message: 'Required value', reason: 'FieldValueRequired' });
-    else if (!DNS_LABEL.test(c.name)) causes.push({ field: `spec.containers[${i}].name`, message: `Invalid value: "${c.name}": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'` });
+    else if (!DNS_LABEL.test(c.name))
+      causes.push({
+        field: `spec.containers[${i}].name`,
+        message: `Invalid value: "${c.name}": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'`,
+      });
     if (!c.image) causes.push({ field: `spec.containers[${i}].image`, message: 'Required value', reason: 'FieldValueRequired' });
   });
   if (causes.length) throw invalid('Pod', name, causes);

@@ -107,7 +107,8 @@ export class PodStore extends EventEmitter {
     }
     let name = meta.name;
     if (!name && meta.generateName) name = meta.generateName + randomUUID().replace(/-/g, '').slice(0, 5);
-    if (!name) throw invalid('Pod', '', [{ field: 'metadata.name', message: 'Required value: name or generateName is required', reason: 'FieldValueRequired' }]);
+    if (!name)
+      throw invalid('Pod', '', [{ field: 'metadata.name', message: 'Required value: name or generateName is required', reason: 'FieldValueRequired' }]);
     validatePod(name, obj.spec);
     if (!this.namespaces.has(ns)) {
       throw new StatusError(status(404, 'NotFound', `namespaces "${ns}" not found`, { name: ns, kind: 'namespaces' }));
@@ -144,8 +145,7 @@ export class PodStore extends EventEmitter {
     if (dryRun) return clone(pod);
     const grace = gracePeriodSeconds ?? (typeof pod.spec.terminationGracePeriodSeconds === 'number' ? pod.spec.terminationGracePeriodSeconds : 30);
     const hasFinalizers = (pod.metadata.finalizers?.length ?? 0) > 0;
-    const graceful =
-      grace > 0 && (this.deletionMode === 'graceful' || (this.deletionMode === 'auto' && Boolean(pod.spec.nodeName)));
+    const graceful = grace > 0 && (this.deletionMode === 'graceful' || (this.deletionMode === 'auto' && Boolean(pod.spec.nodeName)));
     if (pod.metadata.deletionTimestamp) {
       // Already terminating: a force delete (gracePeriodSeconds=0) removes it unless finalizers remain.
       if (grace === 0 && !hasFinalizers) {
@@ -190,7 +190,12 @@ export class PodStore extends EventEmitter {
     }
     if (rv && rv !== cur.metadata.resourceVersion) {
       throw new StatusError(
-        status(409, 'Conflict', `Operation cannot be fulfilled on pods "${name}": the object has been modified; please apply your changes to the latest version and try again`, { name, kind: 'pods' }),
+        status(
+          409,
+          'Conflict',
+          `Operation cannot be fulfilled on pods "${name}": the object has been modified; please apply your changes to the latest version and try again`,
+          { name, kind: 'pods' },
+        ),
       );
     }
     const next = clone(cur);
@@ -205,14 +210,21 @@ export class PodStore extends EventEmitter {
       const spec = clone(obj.spec ?? cur.spec);
       const comparable = (sp: FakePod['spec']): string => canonical({ ...sp, containers: sp.containers.map(({ image: _i, ...c }) => c) });
       if (!Array.isArray(spec.containers) || comparable(spec) !== comparable(cur.spec)) {
-        throw invalid('Pod', name, [{ field: 'spec', message: 'Forbidden: pod updates may not change fields other than `spec.containers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing tolerations), `spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)', reason: 'FieldValueForbidden' }]);
+        throw invalid('Pod', name, [
+          {
+            field: 'spec',
+            message:
+              'Forbidden: pod updates may not change fields other than `spec.containers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing tolerations), `spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)',
+            reason: 'FieldValueForbidden',
+          },
+        ]);
       }
       next.spec = spec;
     }
     if (canonical(next) === canonical(cur)) return clone(cur);
     const prev = clone(cur);
     next.metadata.resourceVersion = this.bump();
-    if (next.metadata.deletionTimestamp && !(next.metadata.finalizers?.length) && next.metadata.deletionGracePeriodSeconds === 0) {
+    if (next.metadata.deletionTimestamp && !next.metadata.finalizers?.length && next.metadata.deletionGracePeriodSeconds === 0) {
       this.pods.delete(key);
       this.record('DELETED', next);
       return clone(next);

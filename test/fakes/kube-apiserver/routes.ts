@@ -50,10 +50,19 @@ export function route(ctx: RouteContext, e: KubeRequest, res: ServerResponse): R
     return objectRoute(ctx, e, other === 'secrets' ? ctx.secrets : ctx.services, rest[0] === 'namespaces' ? rest.slice(1) : [undefined, ...rest]);
   }
   if (rest[0] === 'namespaces' && rest.length === 1 && e.method === 'GET') {
-    return [200, { kind: 'NamespaceList', apiVersion: 'v1', metadata: { resourceVersion: store.resourceVersion() }, items: [...store.namespaces].sort().map(namespaceObject) }];
+    return [
+      200,
+      {
+        kind: 'NamespaceList',
+        apiVersion: 'v1',
+        metadata: { resourceVersion: store.resourceVersion() },
+        items: [...store.namespaces].sort().map(namespaceObject),
+      },
+    ];
   }
   if (rest[0] === 'namespaces' && rest.length === 2 && e.method === 'GET') {
-    if (!store.namespaces.has(rest[1]!)) throw new StatusError(status(404, 'NotFound', `namespaces "${rest[1]}" not found`, { name: rest[1]!, kind: 'namespaces' }));
+    if (!store.namespaces.has(rest[1]!))
+      throw new StatusError(status(404, 'NotFound', `namespaces "${rest[1]}" not found`, { name: rest[1]!, kind: 'namespaces' }));
     return [200, { apiVersion: 'v1', kind: 'Namespace', ...namespaceObject(rest[1]!) }];
   }
   if (rest[0] !== 'namespaces' || rest[2] !== 'pods' || rest.length > 5) throw routeNotFound();
@@ -157,7 +166,16 @@ function objectRoute(ctx: RouteContext, e: KubeRequest, objects: ObjectStore, [n
       if (e.query.watch === 'true' || e.query.watch === '1') throw new StatusError(status(405, 'MethodNotAllowed', NOT_ALLOWED));
       authz('list');
       const q = e.query;
-      return [200, listObjects(`${objects.rules.kind}List`, objects.list(ns), { labelSelector: q.labelSelector, fieldSelector: q.fieldSelector, limit: q.limit, continue: q.continue }, ctx.store.resourceVersion(), ctx.continueEpoch)];
+      return [
+        200,
+        listObjects(
+          `${objects.rules.kind}List`,
+          objects.list(ns),
+          { labelSelector: q.labelSelector, fieldSelector: q.fieldSelector, limit: q.limit, continue: q.continue },
+          ctx.store.resourceVersion(),
+          ctx.continueEpoch,
+        ),
+      ];
     }
     if (e.method === 'POST' && ns !== undefined) {
       authz('create');
@@ -197,7 +215,8 @@ function nameOf(body: unknown): string {
 function discovery(parts: string[], method: string): RouteResult | undefined {
   if (method !== 'GET') return undefined;
   const path = parts.join('/');
-  if (path === 'api') return [200, { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [{ clientCIDR: '0.0.0.0/0', serverAddress: '127.0.0.1:0' }] }];
+  if (path === 'api')
+    return [200, { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [{ clientCIDR: '0.0.0.0/0', serverAddress: '127.0.0.1:0' }] }];
   if (path === 'apis') return [200, { kind: 'APIGroupList', apiVersion: 'v1', groups: [] }];
   if (path === 'version') return [200, { major: '1', minor: '34', gitVersion: 'v1.34.0-fake', platform: 'linux/amd64' }];
   if (path === 'api/v1') {
@@ -212,7 +231,15 @@ function discovery(parts: string[], method: string): RouteResult | undefined {
           { name: 'pods', singularName: 'pod', namespaced: true, kind: 'Pod', verbs: podVerbs, shortNames: ['po'], categories: ['all'] },
           { name: 'pods/status', singularName: '', namespaced: true, kind: 'Pod', verbs: ['get', 'patch', 'update'] },
           { name: 'secrets', singularName: 'secret', namespaced: true, kind: 'Secret', verbs: ['create', 'delete', 'get', 'list', 'update'] },
-          { name: 'services', singularName: 'service', namespaced: true, kind: 'Service', verbs: ['create', 'delete', 'get', 'list', 'update'], shortNames: ['svc'], categories: ['all'] },
+          {
+            name: 'services',
+            singularName: 'service',
+            namespaced: true,
+            kind: 'Service',
+            verbs: ['create', 'delete', 'get', 'list', 'update'],
+            shortNames: ['svc'],
+            categories: ['all'],
+          },
           { name: 'services/status', singularName: '', namespaced: true, kind: 'Service', verbs: ['get'] },
         ],
       },
@@ -229,6 +256,8 @@ function parseJson(body: string): unknown {
   try {
     return JSON.parse(body) as unknown;
   } catch {
-    throw badRequest('the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf');
+    throw badRequest(
+      'the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf',
+    );
   }
 }

@@ -46,25 +46,38 @@ function normalize(name: string, obj: IncomingObject): IncomingObject {
   const data = (obj.data ?? {}) as Record<string, unknown>;
   const stringData = (obj.stringData ?? {}) as Record<string, unknown>;
   if (typeof data !== 'object' || Array.isArray(data) || typeof stringData !== 'object' || Array.isArray(stringData)) {
-    throw badRequest('Secret in version "v1" cannot be handled as a Secret: json: cannot unmarshal into Go struct field Secret.data of type map[string][]uint8');
+    throw badRequest(
+      'Secret in version "v1" cannot be handled as a Secret: json: cannot unmarshal into Go struct field Secret.data of type map[string][]uint8',
+    );
   }
   const merged: Record<string, string> = {};
   for (const [k, v] of Object.entries(data)) {
-    if (typeof v !== 'string') throw badRequest(`Secret in version "v1" cannot be handled as a Secret: json: cannot unmarshal ${typeof v} into Go struct field Secret.data of type []uint8`);
+    if (typeof v !== 'string')
+      throw badRequest(
+        `Secret in version "v1" cannot be handled as a Secret: json: cannot unmarshal ${typeof v} into Go struct field Secret.data of type []uint8`,
+      );
     const at = base64ErrorOffset(v);
     if (at >= 0) throw badRequest(`Secret in version "v1" cannot be handled as a Secret: illegal base64 data at input byte ${at}`);
     // Stored canonically (Go re-encodes the decoded bytes).
     merged[k] = Buffer.from(v.replace(/[\r\n]/g, ''), 'base64').toString('base64');
   }
   for (const [k, v] of Object.entries(stringData)) {
-    if (typeof v !== 'string') throw badRequest(`Secret in version "v1" cannot be handled as a Secret: json: cannot unmarshal ${typeof v} into Go struct field Secret.stringData of type string`);
+    if (typeof v !== 'string')
+      throw badRequest(
+        `Secret in version "v1" cannot be handled as a Secret: json: cannot unmarshal ${typeof v} into Go struct field Secret.stringData of type string`,
+      );
     merged[k] = Buffer.from(v, 'utf8').toString('base64');
   }
   checkKeys(name, 'data', Object.keys(merged));
   const size = Object.entries(merged).reduce((n, [k, v]) => n + k.length + Buffer.from(v, 'base64').length, 0);
-  if (size > MAX_SECRET_BYTES) throw invalid('Secret', name, [{ field: 'data', message: `Too long: must have at most ${MAX_SECRET_BYTES} bytes`, reason: 'FieldValueTooLong' }]);
+  if (size > MAX_SECRET_BYTES)
+    throw invalid('Secret', name, [{ field: 'data', message: `Too long: must have at most ${MAX_SECRET_BYTES} bytes`, reason: 'FieldValueTooLong' }]);
   const { stringData: _dropped, ...rest } = obj;
-  return { ...rest, type: typeof obj.type === 'string' && obj.type !== '' ? obj.type : 'Opaque', ...(Object.keys(merged).length ? { data: merged } : { data: undefined }) };
+  return {
+    ...rest,
+    type: typeof obj.type === 'string' && obj.type !== '' ? obj.type : 'Opaque',
+    ...(Object.keys(merged).length ? { data: merged } : { data: undefined }),
+  };
 }
 
 function clean(o: IncomingObject): IncomingObject {
@@ -85,7 +98,8 @@ export const secretRules: KindRules = {
     if (next.type !== cur.type) throw invalid('Secret', name, [{ field: 'type', message: `Invalid value: "${String(next.type)}": field is immutable` }]);
     if (cur.immutable === true) {
       const same = canonical(next.data ?? {}) === canonical(cur.data ?? {}) && next.immutable === true;
-      if (!same) throw invalid('Secret', name, [{ field: 'data', message: 'Forbidden: field is immutable when `immutable` is set', reason: 'FieldValueForbidden' }]);
+      if (!same)
+        throw invalid('Secret', name, [{ field: 'data', message: 'Forbidden: field is immutable when `immutable` is set', reason: 'FieldValueForbidden' }]);
     }
     return next;
   },

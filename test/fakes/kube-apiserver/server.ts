@@ -271,11 +271,22 @@ export class FakeKubeApiserver extends EventEmitter {
   private send(res: ServerResponse, entry: KubeRequest, code: number, body: unknown): void {
     sendJson(res, entry, code, body);
   }
-
 }
 
 function defaultReason(code: number): string {
-  const reasons: Record<number, string> = { 400: 'BadRequest', 401: 'Unauthorized', 403: 'Forbidden', 404: 'NotFound', 409: 'Conflict', 410: 'Expired', 422: 'Invalid', 429: 'TooManyRequests', 500: 'InternalError', 503: 'ServiceUnavailable', 504: 'Timeout' };
+  const reasons: Record<number, string> = {
+    400: 'BadRequest',
+    401: 'Unauthorized',
+    403: 'Forbidden',
+    404: 'NotFound',
+    409: 'Conflict',
+    410: 'Expired',
+    422: 'Invalid',
+    429: 'TooManyRequests',
+    500: 'InternalError',
+    503: 'ServiceUnavailable',
+    504: 'Timeout',
+  };
   return reasons[code] ?? 'Unknown';
 }
 

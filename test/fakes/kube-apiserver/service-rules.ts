@@ -69,22 +69,36 @@ export function serviceRules(): KindRules {
     const causes: { field: string; message: string; reason?: string }[] = [];
     spec.type ??= 'ClusterIP';
     if (!TYPES.includes(spec.type)) {
-      causes.push({ field: 'spec.type', message: `Unsupported value: "${spec.type}": supported values: ${TYPES.map((t) => `"${t}"`).join(', ')}`, reason: 'FieldValueNotSupported' });
+      causes.push({
+        field: 'spec.type',
+        message: `Unsupported value: "${spec.type}": supported values: ${TYPES.map((t) => `"${t}"`).join(', ')}`,
+        reason: 'FieldValueNotSupported',
+      });
     }
     const usesNodePorts = spec.type === 'NodePort' || spec.type === 'LoadBalancer';
     const headless = spec.clusterIP === 'None';
     const ports = spec.ports ?? [];
-    if (spec.type !== 'ExternalName' && !headless && ports.length === 0) causes.push({ field: 'spec.ports', message: 'Required value', reason: 'FieldValueRequired' });
+    if (spec.type !== 'ExternalName' && !headless && ports.length === 0)
+      causes.push({ field: 'spec.ports', message: 'Required value', reason: 'FieldValueRequired' });
     ports.forEach((p, i) => {
       if (typeof p.port !== 'number' || !Number.isInteger(p.port) || p.port < 1 || p.port > 65535) {
         causes.push({ field: `spec.ports[${i}].port`, message: `Invalid value: ${JSON.stringify(p.port ?? 0)}: must be between 1 and 65535, inclusive` });
       }
       if (ports.length > 1 && !p.name) causes.push({ field: `spec.ports[${i}].name`, message: 'Required value', reason: 'FieldValueRequired' });
       p.protocol ??= 'TCP';
-      if (!['TCP', 'UDP', 'SCTP'].includes(p.protocol)) causes.push({ field: `spec.ports[${i}].protocol`, message: `Unsupported value: "${p.protocol}": supported values: "SCTP", "TCP", "UDP"`, reason: 'FieldValueNotSupported' });
+      if (!['TCP', 'UDP', 'SCTP'].includes(p.protocol))
+        causes.push({
+          field: `spec.ports[${i}].protocol`,
+          message: `Unsupported value: "${p.protocol}": supported values: "SCTP", "TCP", "UDP"`,
+          reason: 'FieldValueNotSupported',
+        });
       p.targetPort ??= p.port;
       if (p.nodePort !== undefined && !usesNodePorts) {
-        causes.push({ field: `spec.ports[${i}].nodePort`, message: `Forbidden: may not be used when \`type\` is '${spec.type}'`, reason: 'FieldValueForbidden' });
+        causes.push({
+          field: `spec.ports[${i}].nodePort`,
+          message: `Forbidden: may not be used when \`type\` is '${spec.type}'`,
+          reason: 'FieldValueForbidden',
+        });
       }
     });
     if (old && old.clusterIP && spec.clusterIP && spec.clusterIP !== old.clusterIP) {
@@ -110,10 +124,14 @@ export function serviceRules(): KindRules {
         }
         const n = p.nodePort;
         if (typeof n !== 'number' || n < NODE_PORT_MIN || n > NODE_PORT_MAX) {
-          fail(`spec.ports[${i}].nodePort`, `Invalid value: ${JSON.stringify(n)}: provided port is not in the valid range. The range of valid ports is ${NODE_PORT_MIN}-${NODE_PORT_MAX}`);
+          fail(
+            `spec.ports[${i}].nodePort`,
+            `Invalid value: ${JSON.stringify(n)}: provided port is not in the valid range. The range of valid ports is ${NODE_PORT_MIN}-${NODE_PORT_MAX}`,
+          );
         }
         const ownedBefore = old?.ports?.some((o) => o.nodePort === n) ?? false;
-        if (nodePorts.has(n as number) && !ownedBefore) fail(`spec.ports[${i}].nodePort`, `Invalid value: ${JSON.stringify(n)}: provided port is already allocated`);
+        if (nodePorts.has(n as number) && !ownedBefore)
+          fail(`spec.ports[${i}].nodePort`, `Invalid value: ${JSON.stringify(n)}: provided port is already allocated`);
         nodePorts.add(n as number);
         taken.push(n as number);
       });

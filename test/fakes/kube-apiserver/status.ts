@@ -41,19 +41,13 @@ export const badRequest = (message: string): StatusError => new StatusError(stat
 
 export const invalid = (kind: string, name: string, causes: { field: string; message: string; reason?: string }[]): StatusError =>
   new StatusError(
-    status(
-      422,
-      'Invalid',
-      `${kind} "${name}" is invalid: ${causes.map((c) => `${c.field}: ${c.message}`).join(', ')}`,
-      {
-        name,
-        kind: kind.toLowerCase() + 's',
-        causes: causes.map((c) => ({ reason: c.reason ?? 'FieldValueInvalid', message: c.message, field: c.field })),
-      },
-    ),
+    status(422, 'Invalid', `${kind} "${name}" is invalid: ${causes.map((c) => `${c.field}: ${c.message}`).join(', ')}`, {
+      name,
+      kind: kind.toLowerCase() + 's',
+      causes: causes.map((c) => ({ reason: c.reason ?? 'FieldValueInvalid', message: c.message, field: c.field })),
+    }),
   );
 
-export const routeNotFound = (): StatusError =>
-  new StatusError(status(404, 'NotFound', 'the server could not find the requested resource', {}));
+export const routeNotFound = (): StatusError => new StatusError(status(404, 'NotFound', 'the server could not find the requested resource', {}));
 
 export const unauthorized = (): KubeStatus => status(401, 'Unauthorized', 'Unauthorized');

@@ -93,7 +93,11 @@ describe('fake kube-apiserver watch through client-node', () => {
     kube.bookmarkIntervalMs = 10;
     const w = await watch('/api/v1/pods', { allowWatchBookmarks: true, resourceVersion: kube.store.resourceVersion() });
     await until(() => w.events.some((e) => e.type === 'BOOKMARK'), 'a bookmark');
-    expect(w.events.find((e) => e.type === 'BOOKMARK')!.object).toEqual({ kind: 'Pod', apiVersion: 'v1', metadata: { resourceVersion: kube.store.resourceVersion() } });
+    expect(w.events.find((e) => e.type === 'BOOKMARK')!.object).toEqual({
+      kind: 'Pod',
+      apiVersion: 'v1',
+      metadata: { resourceVersion: kube.store.resourceVersion() },
+    });
   });
 
   it('ends the stream after timeoutSeconds', async () => {

@@ -51,14 +51,21 @@ describe('fake kube-apiserver writes through client-node', () => {
     const ok = await api.patchNamespacedPod({ namespace: 'default', name: 'p', body: [{ op: 'add', path: '/metadata/labels/pool', value: 'us' }] });
     expect(ok.metadata?.labels).toEqual({ app: 'egress-proxy', pool: 'us' });
 
-    const failedTest = await apiError(api.patchNamespacedPod({ namespace: 'default', name: 'p', body: [{ op: 'test', path: '/metadata/labels/pool', value: 'eu' }] }));
+    const failedTest = await apiError(
+      api.patchNamespacedPod({ namespace: 'default', name: 'p', body: [{ op: 'test', path: '/metadata/labels/pool', value: 'eu' }] }),
+    );
     expect(failedTest.code).toBe(422);
   });
 
   it('answers 415 to an unsupported patch type and 400 to apply without fieldManager', async () => {
     const csv = await apiError(api.patchNamespacedPod({ namespace: 'default', name: 'p', body: {} }, setHeaderOptions('Content-Type', 'text/csv')));
     expect(csv).toMatchObject({ code: 415, reason: 'UnsupportedMediaType' });
-    const apply = await apiError(api.patchNamespacedPod({ namespace: 'default', name: 'p', body: { metadata: { name: 'p' } } }, setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply)));
+    const apply = await apiError(
+      api.patchNamespacedPod(
+        { namespace: 'default', name: 'p', body: { metadata: { name: 'p' } } },
+        setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply),
+      ),
+    );
     expect(apply.code).toBe(400);
     const applied = await api.patchNamespacedPod(
       { namespace: 'default', name: 'p', fieldManager: 'egress', body: { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', annotations: { a: 'b' } } } },
@@ -81,22 +88,29 @@ describe('fake kube-apiserver writes through client-node', () => {
       reason: 'Conflict',
       message: 'Operation cannot be fulfilled on pods "p": the object has been modified; please apply your changes to the latest version and try again',
     });
-    const noRv = await apiError(api.replaceNamespacedPod({ namespace: 'default', name: 'p', body: { ...replaced, metadata: { ...replaced.metadata, resourceVersion: undefined } } }));
+    const noRv = await apiError(
+      api.replaceNamespacedPod({ namespace: 'default', name: 'p', body: { ...replaced, metadata: { ...replaced.metadata, resourceVersion: undefined } } }),
+    );
     expect(noRv).toMatchObject({ code: 422, reason: 'Invalid' });
   });
 
   it('changes only status through /status, and ignores status on the main resource', async () => {
     await api.patchNamespacedPod({ namespace: 'default', name: 'p', body: { status: { phase: 'Running' } } }, merge);
     expect(kube.getPod('default', 'p')!.status.phase).toBe('Pending');
-    const s = await api.patchNamespacedPodStatus({ namespace: 'default', name: 'p', body: { status: { phase: 'Failed' }, metadata: { labels: { ignored: 'yes' } } } }, merge);
+    const s = await api.patchNamespacedPodStatus(
+      { namespace: 'default', name: 'p', body: { status: { phase: 'Failed' }, metadata: { labels: { ignored: 'yes' } } } },
+      merge,
+    );
     expect(s.status?.phase).toBe('Failed');
     expect(s.metadata?.labels).toEqual({ app: 'egress-proxy' });
   });
 
   it('forbids spec changes other than container images', async () => {
-    const changedImage = await api.patchNamespacedPod(
-      { namespace: 'default', name: 'p', body: [{ op: 'replace', path: '/spec/containers/0/image', value: 'egress/proxy:1.1' }] },
-    );
+    const changedImage = await api.patchNamespacedPod({
+      namespace: 'default',
+      name: 'p',
+      body: [{ op: 'replace', path: '/spec/containers/0/image', value: 'egress/proxy:1.1' }],
+    });
     expect(changedImage.spec?.containers[0]?.image).toBe('egress/proxy:1.1');
     const renamed = await apiError(api.patchNamespacedPod({ namespace: 'default', name: 'p', body: { spec: { restartPolicy: 'Never' } } }, merge));
     expect(renamed).toMatchObject({ code: 422, reason: 'Invalid' });

@@ -26,6 +26,9 @@ export function duplexPair(): [Duplex, Duplex] {
         cb(err);
       },
     });
-  ends.push(make(() => ends[1]!), make(() => ends[0]!));
+  ends.push(
+    make(() => ends[1]!),
+    make(() => ends[0]!),
+  );
   return [ends[0]!, ends[1]!];
 }

@@ -91,9 +91,7 @@ const HANDLERS: Record<number, (ctx: HandlerContext, a: any) => unknown> = {
   [Proc.CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY]: (ctx) => ctx.registerEvents(),
   [Proc.CONNECT_DOMAIN_EVENT_CALLBACK_DEREGISTER_ANY]: (ctx, a) => ctx.deregisterEvents(a.callbackId),
   [Proc.CONNECT_LIST_ALL_STORAGE_POOLS]: (ctx, a) => {
-    const pools = [...ctx.state.pools.values()]
-      .filter((p) => !(a.flags & 1 && p.state === 2) && !(a.flags & 2 && p.state !== 2))
-      .map(poolRef);
+    const pools = [...ctx.state.pools.values()].filter((p) => !(a.flags & 1 && p.state === 2) && !(a.flags & 2 && p.state !== 2)).map(poolRef);
     return { pools: a.needResults ? pools : [], ret: pools.length };
   },
   [Proc.STORAGE_POOL_LIST_ALL_VOLUMES]: (ctx, a) => {
@@ -113,8 +111,7 @@ const HANDLERS: Record<number, (ctx: HandlerContext, a: any) => unknown> = {
   [Proc.STORAGE_POOL_CREATE_XML]: (ctx, a) => poolRef(ctx.state.createPool(a.xml)),
   [Proc.STORAGE_POOL_DESTROY]: (ctx, a) => ctx.state.destroyPool(a.pool.name),
   [Proc.STORAGE_VOL_CREATE_XML]: (ctx, a) => volRef(ctx.state.createVolume(a.pool.name, a.xml)),
-  [Proc.STORAGE_VOL_CREATE_XML_FROM]: (ctx, a) =>
-    volRef(ctx.state.createVolume(a.pool.name, a.xml, volumeOf(ctx, a.clonevol))),
+  [Proc.STORAGE_VOL_CREATE_XML_FROM]: (ctx, a) => volRef(ctx.state.createVolume(a.pool.name, a.xml, volumeOf(ctx, a.clonevol))),
   [Proc.STORAGE_VOL_LOOKUP_BY_NAME]: (ctx, a) => volRef(ctx.state.volume(a.pool.name, a.name)),
   [Proc.STORAGE_VOL_GET_INFO]: (ctx, a) => {
     const v = volumeOf(ctx, a.vol);

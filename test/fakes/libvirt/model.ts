@@ -52,8 +52,20 @@ export interface FakePool {
 export type FakeDriver = 'qemu' | 'test';
 
 const UNITS: Record<string, number> = {
-  b: 1, bytes: 1, k: 1024, kib: 1024, kb: 1000, m: 1024 ** 2, mib: 1024 ** 2, mb: 1e6,
-  g: 1024 ** 3, gib: 1024 ** 3, gb: 1e9, t: 1024 ** 4, tib: 1024 ** 4, tb: 1e12,
+  b: 1,
+  bytes: 1,
+  k: 1024,
+  kib: 1024,
+  kb: 1000,
+  m: 1024 ** 2,
+  mib: 1024 ** 2,
+  mb: 1e6,
+  g: 1024 ** 3,
+  gib: 1024 ** 3,
+  gb: 1e9,
+  t: 1024 ** 4,
+  tib: 1024 ** 4,
+  tb: 1e12,
 };
 
 /** Text of the first `<tag …>text</tag>` and its `unit` attribute (fixtures only, not a real XML parser). */
@@ -144,7 +156,16 @@ export class FakeLibvirtState {
       throw fault(ErrorCode.OPERATION_FAILED, ErrorDomain.DOMAIN, `operation failed: domain '${name}' is already defined with uuid`);
     }
     const dom: FakeDomain = existing ?? {
-      name, uuid, id: -1, state: 5, reason: 0, xml, memoryKiB: 0, vcpus: 1, persistent: true, metadata: new Map(),
+      name,
+      uuid,
+      id: -1,
+      state: 5,
+      reason: 0,
+      xml,
+      memoryKiB: 0,
+      vcpus: 1,
+      persistent: true,
+      metadata: new Map(),
     };
     dom.xml = xml;
     dom.persistent = true;

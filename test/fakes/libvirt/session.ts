@@ -184,16 +184,16 @@ export class FakeSession {
       payload = encodeXdr(result, proc.ret.write);
     } catch (err) {
       // A bug in a handler answers as an internal error instead of crashing the test process.
-      const remote = err instanceof FakeFault ? err.remote : remoteError(ErrorCode.INTERNAL_ERROR, ErrorDomain.RPC, `internal error: fake handler threw: ${String(err)}`);
+      const remote =
+        err instanceof FakeFault ? err.remote : remoteError(ErrorCode.INTERNAL_ERROR, ErrorDomain.RPC, `internal error: fake handler threw: ${String(err)}`);
       status = MessageStatus.ERROR;
       payload = encodeXdr(remote, remoteErrorCodec.write);
       after = undefined;
     }
     payload = this.server.faults.rewrite(name, payload);
-    const frame = this.server.faults.takeRawReply(name, f.serial) ?? encodeFrame(
-      { prog: REMOTE_PROGRAM, proc: f.proc, type: MessageType.REPLY, serial: f.serial, status },
-      payload,
-    );
+    const frame =
+      this.server.faults.takeRawReply(name, f.serial) ??
+      encodeFrame({ prog: REMOTE_PROGRAM, proc: f.proc, type: MessageType.REPLY, serial: f.serial, status }, payload);
     const deliver = (): void => {
       if (this.closed) return;
       this.send(frame);
@@ -308,4 +308,3 @@ export class FakeSession {
     this.pingTimer.unref();
   }
 }
-

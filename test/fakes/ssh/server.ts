@@ -24,10 +24,7 @@ import type { FakeLibvirtServer } from '../libvirt/server.ts';
 
 export type FakeSshBehaviour = 'ok' | 'reject-auth' | 'close-after-banner' | 'silent';
 
-export type StreamlocalTarget =
-  | { kind: 'socket'; path: string }
-  | { kind: 'libvirt'; server: FakeLibvirtServer }
-  | { kind: 'reject' };
+export type StreamlocalTarget = { kind: 'socket'; path: string } | { kind: 'libvirt'; server: FakeLibvirtServer } | { kind: 'reject' };
 
 export interface FakeSshServerOptions {
   behaviour?: FakeSshBehaviour;
@@ -139,7 +136,7 @@ export class FakeSshServer {
 
   private emit(e: FakeSshEvent): void {
     this.events.push(e);
-    for (let i = 0; i < this.eventWaiters.length; ) {
+    for (let i = 0; i < this.eventWaiters.length;) {
       const w = this.eventWaiters[i]!;
       if (w.type === e.type) {
         this.eventWaiters.splice(i, 1);
