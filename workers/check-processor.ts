@@ -2,7 +2,7 @@ import { JOBS, parseJobData, type CheckResultData } from '../queues/jobs.ts';
 import { handle, type JobHandler } from '../queues/consume.ts';
 import { QUEUES } from '../queues/names.ts';
 import { EgressError } from '../src/errors.ts';
-import { runCheck } from '../src/health/run-check.ts';
+import { runCheck } from '../src/checks/run-check.ts';
 import type { Logger } from '../src/logging.ts';
 import type { Provider } from '../src/providers/types.ts';
 import type { LimitFunction } from 'p-limit';

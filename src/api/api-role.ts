@@ -14,9 +14,9 @@ import { registerQueueGauges } from '../metrics/queue-gauges.ts';
 import { registerProxyGauge } from '../metrics/proxy-metrics.ts';
 import { RedisProxyStore } from '../store/redis-proxy-store.ts';
 import type { StatusStore } from '../store/status-store.ts';
-import { listenHttp } from '../runtime/listen-http.ts';
+import { listenHttp } from '../http/listen.ts';
 import { createApiApp } from './app.ts';
-import { HostAllowList } from './request-guards.ts';
+import { HostAllowList } from '../http/request-guards.ts';
 
 export interface ApiRoleDeps {
   config: AppConfig;

@@ -2,12 +2,12 @@ import { X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
-import { parseAuthority } from '../api/host-authority.ts';
+import { parseAuthority } from '../http/host-authority.ts';
 import { DEFAULT_PREFIX } from '../../queues/names.ts';
 import { freezeConfig, QUEUE_SET, type AppConfig, type RedisSettings, type WorkQueue } from '../config/app.ts';
 import { resolveCheckSchedule } from '../config/checks.ts';
-import { parseByteSize } from '../config/byte-size.ts';
-import { parseDuration } from '../config/duration.ts';
+import { parseByteSize } from '../schema/byte-size.ts';
+import { parseDuration } from '../schema/duration.ts';
 import { DEFAULT_CONFIG_FILE, loadConfigFile } from '../config/file.ts';
 import { ConfigError } from '../errors.ts';
 

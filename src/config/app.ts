@@ -1,4 +1,4 @@
-import type { ProviderConfig } from './providers.ts';
+import type { ProviderConfig } from '../providers/config.ts';
 import type { CheckSchedule } from './checks.ts';
 
 /** Queues a worker can process. */

@@ -1,5 +1,5 @@
 import { ConfigError } from '../errors.ts';
-import { formatDuration, parseDuration } from './duration.ts';
+import { formatDuration, parseDuration } from '../schema/duration.ts';
 
 export const DEFAULT_CHECK_INTERVAL_MS = 60_000;
 export const MIN_CHECK_INTERVAL_MS = 10_000;

@@ -2,8 +2,8 @@ import { readFile } from 'node:fs/promises';
 import { parseDocument } from 'yaml';
 import { z } from 'zod';
 import { ConfigError } from '../errors.ts';
-import { providerSchema, type ProviderConfig } from './providers.ts';
-import { safeParseWorded } from './zod-helpers.ts';
+import { providerSchema, type ProviderConfig } from '../providers/config.ts';
+import { safeParseWorded } from '../schema/zod-helpers.ts';
 
 /** The YAML configuration file: the providers, nothing else yet. */
 export const configFileSchema = z

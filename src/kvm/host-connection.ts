@@ -9,7 +9,7 @@
  */
 import type { ClientChannel } from 'ssh2';
 import type { Logger } from '../logging.ts';
-import type { KvmHostConfig } from '../providers/kvm/config.ts';
+import type { KvmHostConfig } from './host-config.ts';
 import { openLibvirtConnection } from './libvirt/open.ts';
 import type { LibvirtConnection } from './libvirt/connection.ts';
 import type { KeepaliveOptions } from './libvirt/keepalive.ts';

@@ -1,10 +1,10 @@
 import type { AddressInfo } from 'node:net';
 import { Hono } from 'hono';
 import type { Registry } from 'prom-client';
-import { requireToken } from '../api/auth.ts';
-import { HostAllowList, limitBody, requireAllowedHost } from '../api/request-guards.ts';
+import { requireToken } from '../http/auth.ts';
+import { HostAllowList, limitBody, requireAllowedHost } from '../http/request-guards.ts';
 import type { Logger } from '../logging.ts';
-import { listenHttp } from '../runtime/listen-http.ts';
+import { listenHttp } from '../http/listen.ts';
 
 export interface MetricsServer {
   readonly url: string;

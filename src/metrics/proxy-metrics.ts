@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { EvictionCause } from '../proxies/eviction.ts';
-import { PROXY_PHASES } from '../proxies/resource.ts';
+import { PROXY_PHASES } from '../model/proxy-resource.ts';
 import type { ProxyReader } from '../store/proxy-store.ts';
 
 /** `proxy_operator_proxies{provider,phase}`, counted from the store at scrape time (every phase reported, zeros included). */

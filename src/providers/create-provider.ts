@@ -1,4 +1,4 @@
-import type { ProviderConfig } from '../config/providers.ts';
+import type { ProviderConfig } from './config.ts';
 import { EgressError } from '../errors.ts';
 import { createLocalProvider } from './local/index.ts';
 import type { Provider, ProviderDeps } from './types.ts';

@@ -1,5 +1,5 @@
 import type { Registry } from 'prom-client';
-import type { ProviderType } from '../config/providers.ts';
+import type { ProviderType } from './config.ts';
 import type { EgressGuards } from '../egress/policy-config.ts';
 import type { HealthCheck } from '../health/types.ts';
 import type { Logger } from '../logging.ts';

@@ -1,4 +1,4 @@
-import type { ProxyCondition, ProxyStatus } from './resource.ts';
+import type { ProxyCondition, ProxyStatus } from '../model/proxy-resource.ts';
 
 /**
  * Keeps the `Ready` condition in step with the phase: True only in phase Ready; its reason is

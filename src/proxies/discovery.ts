@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { ProxyCredentials } from '../providers/lifecycle.ts';
-import { urlWithCredentials } from './credentials.ts';
-import type { Proxy } from './resource.ts';
+import { urlWithCredentials } from '../model/proxy-credentials.ts';
+import type { Proxy } from '../model/proxy-resource.ts';
 
 export interface DiscoveryFilter {
   ready?: boolean;

@@ -1,4 +1,4 @@
-import type { ProxyStatus } from './resource.ts';
+import type { ProxyStatus } from '../model/proxy-resource.ts';
 
 /**
  * Why a Ready proxy left discovery: a probe step ran past `--probe-timeout` (`timeout`), the

@@ -1,7 +1,7 @@
 import { parseAllDocuments } from 'yaml';
 import { EgressError } from '../errors.ts';
-import { safeParseWorded } from '../config/zod-helpers.ts';
-import { proxyDocumentSchema, type ProxyDocument } from './resource.ts';
+import { safeParseWorded } from '../schema/zod-helpers.ts';
+import { proxyDocumentSchema, type ProxyDocument } from '../model/proxy-resource.ts';
 
 /** At most this many error lines are reported; the rest are counted in one more line. */
 export const MAX_ERROR_LINES = 20;

@@ -4,7 +4,7 @@ import type { ReconcileStore } from '../store/proxy-store.ts';
 import { withReadyCondition } from './conditions.ts';
 import { afterFailure, evictionCauseOf, passesNeeded, readySeconds, type EvictionCause, type ReadinessRules } from './eviction.ts';
 import { instanceNameFor } from './instance-name.ts';
-import type { InstanceLocation, Proxy, ProxyStatus } from './resource.ts';
+import type { InstanceLocation, Proxy, ProxyStatus } from '../model/proxy-resource.ts';
 
 export type ProbeVerdict =
   { ok: true; egressIp: string; durationSeconds?: number } | { ok: false; cause: 'timeout' | 'refused' | 'error'; message: string; durationSeconds?: number };

@@ -1,4 +1,4 @@
-import type { ProviderConfig } from '../config/providers.ts';
+import type { ProviderConfig } from '../providers/config.ts';
 
 const LOOPBACK = /^(127\.\d+\.\d+\.\d+|localhost|\[::1\])$/;
 

@@ -7,7 +7,7 @@ import type { ProxyCredentials } from '../providers/lifecycle.ts';
 import { withReadyCondition } from '../proxies/conditions.ts';
 import { evictionCauseOf, type ReadinessRules } from '../proxies/eviction.ts';
 import type { ProbeVerdict, ReadinessHooks, ReadinessProbe } from '../proxies/reconcile.ts';
-import type { Proxy } from '../proxies/resource.ts';
+import type { Proxy } from '../model/proxy-resource.ts';
 import type { ProxyCredentialsReader, ProxyReader, ProxyStatusWriter } from '../store/proxy-store.ts';
 import { recordFailure, type FailureOutcome } from './evict.ts';
 

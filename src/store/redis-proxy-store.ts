@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type { RedisClient } from '../redis/connections.ts';
 import { NotFoundError } from '../errors.ts';
 import type { ProxyCredentials } from '../providers/lifecycle.ts';
-import { generateCredentials } from '../proxies/credentials.ts';
-import type { Proxy, ProxyDocument } from '../proxies/resource.ts';
+import { generateCredentials } from '../model/proxy-credentials.ts';
+import type { Proxy, ProxyDocument } from '../model/proxy-resource.ts';
 import { ProxyTerminatingError, type ApplyOutcome, type ProxyStore } from './proxy-store.ts';
 import { RedisJsonCollection } from './redis-json-collection.ts';
 

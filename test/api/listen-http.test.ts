@@ -1,6 +1,6 @@
 import { Hono } from 'hono';
 import { describe, expect, test } from 'vitest';
-import { listenHttp } from '../../src/runtime/listen-http.ts';
+import { listenHttp } from '../../src/http/listen.ts';
 import { captureLogger } from '../fakes/libvirt/harness.ts';
 
 describe('an HTTP listener (the API’s and the metrics port’s)', () => {

@@ -11,7 +11,7 @@
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { MAX_MESSAGE } from '../../src/health/message.ts';
-import type { ProviderType } from '../../src/config/providers.ts';
+import type { ProviderType } from '../../src/providers/config.ts';
 import type { Instance, InstanceSpec, ProxyLifecycle } from '../../src/providers/lifecycle.ts';
 import type { Provider } from '../../src/providers/types.ts';
 

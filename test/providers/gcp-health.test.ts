@@ -15,7 +15,7 @@ import {
   MANAGED_FILTER,
   MANAGED_LABELS,
 } from '../../src/providers/gcp/index.ts';
-import { runCheck } from '../../src/health/run-check.ts';
+import { runCheck } from '../../src/checks/run-check.ts';
 import { createProvider } from '../../src/providers/create-provider.ts';
 import type { Provider } from '../../src/providers/types.ts';
 import { startFakeCompute, type FakeCompute } from '../fakes/compute/index.ts';

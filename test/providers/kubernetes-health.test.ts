@@ -14,7 +14,7 @@ import {
   MANAGED_LABEL_SELECTOR,
   MANAGED_LABELS,
 } from '../../src/providers/kubernetes/index.ts';
-import { runCheck } from '../../src/health/run-check.ts';
+import { runCheck } from '../../src/checks/run-check.ts';
 import { createProvider } from '../../src/providers/create-provider.ts';
 import type { Provider } from '../../src/providers/types.ts';
 import { startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';

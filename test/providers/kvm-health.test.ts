@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { Registry } from 'prom-client';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import { readFile } from 'node:fs/promises';
-import { runCheck } from '../../src/health/run-check.ts';
+import { runCheck } from '../../src/checks/run-check.ts';
 import { silentLogger } from '../../src/logging.ts';
 import { createRegistry } from '../../src/metrics/registry.ts';
 import { createKvmProvider, type KvmProvider } from '../../src/providers/kvm/index.ts';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { afterFailure, passesNeeded, type ReadinessRules } from '../../src/proxies/eviction.ts';
-import type { ProxyStatus } from '../../src/proxies/resource.ts';
+import type { ProxyStatus } from '../../src/model/proxy-resource.ts';
 
 /**
  * The readiness hysteresis as the pure rule reconcile, the probe loop and the exit watch share

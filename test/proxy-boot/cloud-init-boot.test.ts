@@ -19,8 +19,8 @@ import { createComputeClients, type ComputeClients } from '../../src/providers/g
 import { createGcpLifecycle, METADATA_POLICY, METADATA_STARTUP_SCRIPT, METADATA_USER_DATA } from '../../src/providers/gcp/lifecycle.ts';
 import { seedImage } from '../../src/providers/kvm/seed.ts';
 import { ProvisioningError, type InstanceSpec } from '../../src/providers/lifecycle.ts';
-import { renderUserData } from '../../src/proxy-boot/cloud-init.ts';
-import { bootPrograms } from '../../src/proxy-boot/programs.ts';
+import { renderUserData } from '../../src/providers/boot/cloud-init.ts';
+import { bootPrograms } from '../../src/providers/boot/programs.ts';
 import { startFakeCompute, type FakeCompute } from '../fakes/compute/index.ts';
 import { DYNAMIC_UID } from '../support/cloud-config-interpreter.ts';
 import { bootInSandbox } from '../support/cloud-init-boot.ts';

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { providerSchema, type ProviderConfig } from '../../src/config/providers.ts';
+import { providerSchema, type ProviderConfig } from '../../src/providers/config.ts';
 import { echoUrlAdvice } from '../../src/readiness/echo-url-advice.ts';
 
 function providers(yaml: unknown): ProviderConfig[] {

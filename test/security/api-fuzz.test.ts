@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { redisOptions } from '../../queues/connection.ts';
 import { ALL_QUEUES } from '../../queues/names.ts';
 import { createApiApp } from '../../src/api/app.ts';
-import { HostAllowList } from '../../src/api/request-guards.ts';
+import { HostAllowList } from '../../src/http/request-guards.ts';
 import { silentLogger } from '../../src/logging.ts';
 import { spawnEgress, type EgressProcess } from '../support/cli.ts';
 import { uniquePrefix } from '../support/config.ts';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { inject } from 'vitest';
 import { freezeConfig, type AppConfig, type ReadinessSettings } from '../../src/config/app.ts';
-import type { ProviderConfig } from '../../src/config/providers.ts';
+import type { ProviderConfig } from '../../src/providers/config.ts';
 import { tempDirSync } from './temp-dirs.ts';
 
 /** A hash-tagged prefix of its own for every test, so tests never see each other's keys. */

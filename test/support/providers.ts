@@ -1,4 +1,4 @@
-import type { ProviderConfig } from '../../src/config/providers.ts';
+import type { ProviderConfig } from '../../src/providers/config.ts';
 import type { TargetResult } from '../../src/health/types.ts';
 import { createProvider, type ProviderFactory } from '../../src/providers/create-provider.ts';
 import type { Provider } from '../../src/providers/types.ts';

@@ -41,6 +41,35 @@ describe('layering', () => {
     expect(upward).toEqual([]);
   });
 
+  test('no two folders of src/ import each other, directly or round a longer circle', () => {
+    // A folder is src/<name>/ (a top-level file of src/ is its own unit); the graph of folders must be acyclic.
+    const unitOf = (file: string): string | undefined => (file.startsWith('src/') ? file.split('/').slice(0, 2).join('/') : undefined);
+    const edges = new Map<string, Set<string>>();
+    for (const f of sources('src')) {
+      const from = unitOf(f) ?? f;
+      for (const i of importsOf(f)) {
+        const to = unitOf(i);
+        if (to === undefined || to === from) continue;
+        if (!edges.has(from)) edges.set(from, new Set());
+        edges.get(from)?.add(to);
+      }
+    }
+    const cycles: string[] = [];
+    const state = new Map<string, 'open' | 'done'>();
+    const visit = (unit: string, path: string[]): void => {
+      if (state.get(unit) === 'done') return;
+      if (state.get(unit) === 'open') {
+        cycles.push([...path.slice(path.indexOf(unit)), unit].join(' → '));
+        return;
+      }
+      state.set(unit, 'open');
+      for (const next of edges.get(unit) ?? []) visit(next, [...path, unit]);
+      state.set(unit, 'done');
+    };
+    for (const unit of edges.keys()) visit(unit, []);
+    expect(cycles).toEqual([]);
+  });
+
   test('only queues/ constructs BullMQ queues and workers', () => {
     const constructing = [...sources('src'), ...sources('workers')].filter((f) => /new (Queue|Worker)\(/.test(readFileSync(join(root, f), 'utf8')));
     expect(constructing).toEqual([]);

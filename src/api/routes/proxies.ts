@@ -3,7 +3,7 @@ import { Hono, type Context } from 'hono';
 import { NotFoundError } from '../../errors.ts';
 import { matches, etagOf, withProxyUrl, type DiscoveryFilter } from '../../proxies/discovery.ts';
 import { parseProxyDocuments, validateProxyDocuments } from '../../proxies/parse-documents.ts';
-import type { ProxyDocument } from '../../proxies/resource.ts';
+import type { ProxyDocument } from '../../model/proxy-resource.ts';
 import { ProxyTerminatingError, type ProxyApiStore } from '../../store/proxy-store.ts';
 import { BadRequestError } from '../http-errors.ts';
 import { requestReconcile } from '../../proxies/request-reconcile.ts';

@@ -1,5 +1,5 @@
 /** The host pool as the KVM provider uses it: KvmHostConfig hosts, HostConnection connections. */
-import type { KvmHostConfig } from '../../providers/kvm/config.ts';
+import type { KvmHostConfig } from '../host-config.ts';
 import { dialHost, type DialHostOptions, type HostConnection } from '../host-connection.ts';
 import { HostPool } from './host-pool.ts';
 import type { HostPoolOptions } from './types.ts';

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { egressPolicySchema } from '../../egress/policy-config.ts';
 import { isIP } from 'node:net';
-import { resourceName } from '../../config/zod-helpers.ts';
+import { resourceName } from '../../schema/zod-helpers.ts';
 
 /** An IPv4 or IPv6 address range in CIDR notation (`203.0.113.0/24`, `2001:db8::/32`); a bare address is one host. */
 export function isCidr(range: string): boolean {

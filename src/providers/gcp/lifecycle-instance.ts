@@ -14,9 +14,9 @@ export const METADATA_PASSWORD = 'egress-proxy-password';
 export const METADATA_PORT = 'egress-proxy-port';
 /** The egress policy document (JSON, docs/proxies.md#egress-policy); kept current on existing instances. */
 export const METADATA_POLICY = 'egress-proxy-policy';
-/** The cloud-init user-data that installs and starts the proxy on a stock Debian 12 image (src/proxy-boot/). */
+/** The cloud-init user-data that installs and starts the proxy on a stock Debian 12 image (src/providers/boot/). */
 export const METADATA_USER_DATA = 'user-data';
-/** Runs the user-data through cloud-init on images without it (src/proxy-boot/gce-startup-script.ts). */
+/** Runs the user-data through cloud-init on images without it (src/providers/boot/gce-startup-script.ts). */
 export const METADATA_STARTUP_SCRIPT = 'startup-script';
 
 export interface InstanceSettings {

@@ -32,9 +32,9 @@ import {
   type ComputeInstance,
   type InstanceSettings,
 } from './lifecycle-instance.ts';
-import { renderUserData } from '../../proxy-boot/cloud-init.ts';
-import { GCE_STARTUP_SCRIPT } from '../../proxy-boot/gce-startup-script.ts';
-import { bootPrograms } from '../../proxy-boot/programs.ts';
+import { renderUserData } from '../boot/cloud-init.ts';
+import { GCE_STARTUP_SCRIPT } from '../boot/gce-startup-script.ts';
+import { bootPrograms } from '../boot/programs.ts';
 
 export { GcpAccessError, GcpRequestError } from './lifecycle-errors.ts';
 export {

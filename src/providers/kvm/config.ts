@@ -1,26 +1,11 @@
 import { z } from 'zod';
 import { egressPolicySchema } from '../../egress/policy-config.ts';
-import { durationMs, resourceName } from '../../config/zod-helpers.ts';
+import { durationMs, resourceName } from '../../schema/zod-helpers.ts';
 import { REQUIRED_PLACEHOLDERS } from './domain-xml.ts';
 
-export const kvmHostSchema = z.strictObject({
-  name: resourceName,
-  address: z.string().min(1),
-  port: z.number().int().min(1).max(65535).default(22),
-  user: z.string().min(1).default('root'),
-  /** Path of the SSH private key file. Read at dial time, never logged. */
-  privateKeyFile: z.string().min(1),
-  /** Path of an OpenSSH known_hosts file; the host key must be in it. */
-  knownHostsFile: z.string().min(1).optional(),
-  /** Skip host key verification. For tests only: logged as a warning at every dial. */
-  insecureIgnoreHostKey: z.boolean().default(false),
-  /** The libvirt storage pool that proxy volumes live in. */
-  pool: z.string().min(1).default('default'),
-  /** libvirt's socket on the host, reached over an SSH streamlocal channel. */
-  socketPath: z.string().min(1).default('/var/run/libvirt/libvirt-sock'),
-  /** The libvirt connection URI opened on that socket. */
-  uri: z.string().min(1).default('qemu:///system'),
-});
+import { kvmHostSchema } from '../../kvm/host-config.ts';
+
+export { kvmHostSchema, type KvmHostConfig } from '../../kvm/host-config.ts';
 
 /** How proxies are made on the hosts; without it the provider is health-checked but hosts no proxies. */
 export const kvmProxiesSchema = z.strictObject({
@@ -66,5 +51,4 @@ export const kvmProviderSchema = z
     });
   });
 
-export type KvmHostConfig = z.infer<typeof kvmHostSchema>;
 export type KvmProviderConfig = z.infer<typeof kvmProviderSchema>;

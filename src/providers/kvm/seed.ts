@@ -1,16 +1,16 @@
 /**
  * The proxy's cloud-init NoCloud seed on a KVM host: a raw volume `<instance>.seed.iso` in the
  * host's pool beside the proxy's overlay, holding the ISO 9660 image (label CIDATA) with the
- * user-data that installs and starts the proxy on a stock Debian 12 image (src/proxy-boot/), and
+ * user-data that installs and starts the proxy on a stock Debian 12 image (src/providers/boot/), and
  * attached read-only to the domain. It goes with the domain; one left by a crashed create is
  * found by name (rewritten by the next ensure, removed by a delete).
  *
  * The image bytes are a function of the proxy's spec and the provider's policy alone, so writing
  * them again (a retried ensure, two workers ensuring at once) writes the same bytes.
  */
-import { renderMetaData, renderUserData } from '../../proxy-boot/cloud-init.ts';
-import { nocloudSeed } from '../../proxy-boot/nocloud-seed.ts';
-import { bootPrograms } from '../../proxy-boot/programs.ts';
+import { renderMetaData, renderUserData } from '../boot/cloud-init.ts';
+import { nocloudSeed } from '../boot/nocloud-seed.ts';
+import { bootPrograms } from '../boot/programs.ts';
 import { isLibvirtExists, isLibvirtNotFound, type LibvirtConnection, type StoragePoolRef, type StorageVolRef } from '../../kvm/libvirt/index.ts';
 import type { InstanceSpec } from '../lifecycle.ts';
 import { escapeXml } from './domain-xml.ts';

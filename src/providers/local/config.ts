@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { egressPolicySchema } from '../../egress/policy-config.ts';
-import { resourceName } from '../../config/zod-helpers.ts';
+import { resourceName } from '../../schema/zod-helpers.ts';
 
 export const localProviderSchema = z.strictObject({
   name: resourceName,

@@ -48,7 +48,7 @@ export function bundleProxyProgram(): Promise<Uint8Array> {
 
 /**
  * Bundles one entry point into a self-contained CommonJS file for plain `node` 18 or later (the
- * Node of Debian 12, which booted proxy VMs run: src/proxy-boot/).
+ * Node of Debian 12, which booted proxy VMs run: src/providers/boot/).
  */
 export async function bundleProgram(entry: string, what: string): Promise<Uint8Array> {
   try {

@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { gcpProviderSchema } from '../providers/gcp/config.ts';
-import { kubernetesProviderSchema } from '../providers/kubernetes/config.ts';
-import { kvmProviderSchema } from '../providers/kvm/config.ts';
-import { localProviderSchema } from '../providers/local/config.ts';
+import { gcpProviderSchema } from './gcp/config.ts';
+import { kubernetesProviderSchema } from './kubernetes/config.ts';
+import { kvmProviderSchema } from './kvm/config.ts';
+import { localProviderSchema } from './local/config.ts';
 
 export const providerSchema = z.discriminatedUnion('type', [localProviderSchema, kvmProviderSchema, kubernetesProviderSchema, gcpProviderSchema]);
 

@@ -4,7 +4,7 @@
  */
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { bundleProgram, bundleProxyProgram } from '../providers/local/proxy-program.ts';
+import { bundleProgram, bundleProxyProgram } from '../local/proxy-program.ts';
 
 /** File contents of the programs the user-data installs. */
 export interface BootPrograms {

@@ -13,7 +13,7 @@
  */
 import { gzipSync } from 'node:zlib';
 import { stringify } from 'yaml';
-import { ProvisioningError, type ProxyCredentials } from '../providers/lifecycle.ts';
+import { ProvisioningError, type ProxyCredentials } from '../lifecycle.ts';
 import type { BootPrograms } from './programs.ts';
 
 /** Where everything lives on the VM (one directory: easy to inspect, one path for ReadWritePaths). */

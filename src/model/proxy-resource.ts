@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { resourceName } from '../config/zod-helpers.ts';
+import { resourceName } from '../schema/zod-helpers.ts';
 
 export const PROXY_PHASES = ['Pending', 'Provisioning', 'Ready', 'Failed', 'Terminating'] as const;
 export type ProxyPhase = (typeof PROXY_PHASES)[number];

@@ -1,5 +1,5 @@
 import type { Provider } from '../providers/types.ts';
-import type { TargetResult } from './types.ts';
+import type { TargetResult } from '../health/types.ts';
 
 /**
  * How long a checker gets after its signal ends to return what it has (its targets that had
