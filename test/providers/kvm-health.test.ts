@@ -1,4 +1,4 @@
-import { mkdtemp, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Registry } from 'prom-client';
@@ -13,6 +13,7 @@ import { FakeLibvirtServer } from '../fakes/libvirt/index.ts';
 import { closedPort, FakeSshServer } from '../fakes/ssh/index.ts';
 import { kvmHostConfigOf, kvmTestHost, type KvmTestHost } from '../support/kvm-host.ts';
 import { waitFor } from '../support/wait.ts';
+import { tempDir } from '../support/temp-dirs.ts';
 
 let host: KvmTestHost;
 const providers: KvmProvider[] = [];
@@ -87,7 +88,7 @@ describe('KVM health check against the real libvirtd over the real sshd', () => 
   });
 
   test('dial stages map to reasons: wrong known_hosts, missing key, closed port, refused channel', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'egress-kvm-bad-'));
+    const dir = await tempDir('egress-kvm-bad-');
     const wrongKnownHosts = join(dir, 'known_hosts');
     const other = new FakeSshServer();
     await writeFile(wrongKnownHosts, `[${host.ssh.host}]:${host.ssh.port} ${other.hostKey.publicKey}\n`);

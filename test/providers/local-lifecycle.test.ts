@@ -2,8 +2,10 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer, request, type IncomingMessage, type Server } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { pino } from 'pino';
 import { afterEach, beforeAll, afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { proxyEgressPolicy } from '../../src/egress/policy-config.ts';
 import { silentLogger } from '../../src/logging.ts';
@@ -379,14 +381,25 @@ describe('local proxy lifecycle', () => {
   it('an aborted ensureInstance rejects, and the next call adopts what it started', async () => {
     const controller = new AbortController();
     const dir = join(dataDir, 'instances', 'p1');
-    const pending = lifecycle.ensureInstance(spec('p1'), controller.signal);
-    await waitFor('process spawned', async () => (await findProxyProcesses(dir)).length === 1);
-    controller.abort(new Error('job deadline'));
-    await expect(pending).rejects.toThrow('job deadline');
-    const [started] = await findProxyProcesses(dir);
-    const done = await lifecycle.ensureInstance(spec('p1'), signal());
-    expect(done).toMatchObject({ state: 'running', id: String(started) });
-    expect(await findProxyProcesses(dir)).toEqual([started]);
+    // The job's deadline ends the moment the process is spawned, before it can listen: the
+    // lifecycle's own log line is the hook (pino writes to this stream synchronously).
+    const hook = new Writable({
+      write(chunk: Buffer, _enc, done) {
+        if (chunk.toString().includes('local proxy process spawned')) controller.abort(new Error('job deadline'));
+        done();
+      },
+    });
+    const watched = createLocalLifecycle({ dataDir, logger: pino({ level: 'info' }, hook), egressPolicy });
+    try {
+      await expect(watched.ensureInstance(spec('p1'), controller.signal)).rejects.toThrow('job deadline');
+      const [started] = await findProxyProcesses(dir);
+      expect(started).toBeDefined();
+      const done = await lifecycle.ensureInstance(spec('p1'), signal());
+      expect(done).toMatchObject({ state: 'running', id: String(started) });
+      expect(await findProxyProcesses(dir)).toEqual([started]);
+    } finally {
+      watched.close();
+    }
   });
 
   it('rejects an invalid name and another owner as provisioning errors', async () => {

@@ -70,7 +70,9 @@ describe('proxies on kubernetes and gcp, end to end against the fakes', () => {
       },
       'test',
     );
-    roles = await runRoles(testConfig({ providers, queues: ['reconcile'] }), ['worker', 'api'], silentLogger());
+    // A 1 s job lock was lost on a loaded CI machine while the Compute client loaded (a stall of the
+    // event loop): the job ran twice and inserted twice. Nothing here tests stalled-job recovery.
+    roles = await runRoles(testConfig({ providers, queues: ['reconcile'], lockDurationMs: 30_000 }), ['worker', 'api'], silentLogger());
     api = roles.api?.url ?? '';
   });
   afterAll(async () => {

@@ -26,6 +26,8 @@ export interface TestConfigOverrides {
   resyncMs?: number;
   gcGraceMs?: number;
   readiness?: Partial<ReadinessSettings>;
+  /** BullMQ's job lock (default 1 s, so that crash tests recover fast); longer where a loaded machine may stall the event loop that long. */
+  lockDurationMs?: number;
 }
 
 /** An AppConfig for in-process tests: the run's Redis, a fresh prefix, short locks and backoff. */
@@ -42,7 +44,12 @@ export function testConfig(o: TestConfigOverrides = {}): AppConfig {
     readiness: { failureThreshold: 1, successThreshold: 2, replaceAfterMs: 300_000, intervalMs: 5000, timeoutMs: 2000, ...o.readiness },
     gcIntervalMs: o.gcIntervalMs ?? 0,
     gcGraceMs: o.gcGraceMs ?? 600_000,
-    worker: { queues: o.queues ?? ['checks'], concurrency: o.concurrency ?? 4, lockDurationMs: 1000, stalledIntervalMs: 500 },
+    worker: {
+      queues: o.queues ?? ['checks'],
+      concurrency: o.concurrency ?? 4,
+      lockDurationMs: o.lockDurationMs ?? 1000,
+      stalledIntervalMs: (o.lockDurationMs ?? 1000) / 2,
+    },
     dataDir: o.dataDir ?? tempDirSync('egress-test-data-'),
     logLevel: 'silent',
     shutdownGraceMs: 1000,
