@@ -1,12 +1,9 @@
-import { execFile } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { runCli } from '../support/cli.ts';
-
-const run = promisify(execFile);
+import { makeCa } from '../support/redis-peers.ts';
 
 /**
  * The Redis flags (--redis-url, --redis-cluster-nodes, --redis-password-file, --redis-ca-file,
@@ -23,30 +20,9 @@ describe('Redis connection flags', () => {
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'egress-redis-flags-'));
-    ca = join(dir, 'ca.crt');
     // A real certificate: the CA file is parsed, not just looked at.
-    await run(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-new',
-        '-nodes',
-        '-newkey',
-        'ec',
-        '-pkeyopt',
-        'ec_paramgen_curve:prime256v1',
-        '-keyout',
-        join(dir, 'ca.key'),
-        '-out',
-        ca,
-        '-days',
-        '1',
-        '-subj',
-        '/CN=egress-test-ca',
-      ],
-      { timeout: 30_000 },
-    );
+    await makeCa(dir, 'egress-test-ca');
+    ca = join(dir, 'egress-test-ca.crt');
     notPem = join(dir, 'not.pem');
     await writeFile(notPem, 'hello\n');
     badPem = join(dir, 'bad.pem');

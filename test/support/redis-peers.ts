@@ -259,7 +259,8 @@ async function openssl(dir: string, args: string[]): Promise<void> {
   await run('openssl', args, { cwd: dir, timeout: 30_000 });
 }
 
-async function makeCa(dir: string, name: string): Promise<void> {
+/** A self-signed CA (EC P-256, two days): `<dir>/<name>.crt` and `<name>.key`. */
+export async function makeCa(dir: string, name: string): Promise<void> {
   await openssl(dir, [
     'req',
     '-x509',

@@ -57,21 +57,17 @@ function envFile(p: UserDataParams): string {
   ].join('\n');
 }
 
-function proxyUnit(p: UserDataParams): string {
-  const sync = p.policy.kind === 'gce-metadata';
+/** A simple systemd service started at boot after the network, restarted whenever it exits. */
+function serviceUnit(description: string, after: string[], service: string[]): string {
   return [
     '[Unit]',
-    'Description=egress-proxies forward proxy',
+    `Description=${description}`,
     'Wants=network-online.target',
-    `After=network-online.target${sync ? ` ${POLICY_UNIT}` : ''}`,
+    `After=${['network-online.target', ...after].join(' ')}`,
     '',
     '[Service]',
     'Type=simple',
-    `EnvironmentFile=${ENV_FILE_PATH}`,
-    `ExecStart=${NODE} ${PROXY_PROGRAM_PATH} --env --policy ${POLICY_FILE_PATH}`,
-    'DynamicUser=yes',
-    ...(p.port < 1024 ? ['AmbientCapabilities=CAP_NET_BIND_SERVICE'] : []),
-    'NoNewPrivileges=yes',
+    ...service,
     'ProtectSystem=strict',
     'ProtectHome=yes',
     'PrivateTmp=yes',
@@ -84,27 +80,23 @@ function proxyUnit(p: UserDataParams): string {
   ].join('\n');
 }
 
+function proxyUnit(p: UserDataParams): string {
+  const sync = p.policy.kind === 'gce-metadata';
+  return serviceUnit('egress-proxies forward proxy', sync ? [POLICY_UNIT] : [], [
+    `EnvironmentFile=${ENV_FILE_PATH}`,
+    `ExecStart=${NODE} ${PROXY_PROGRAM_PATH} --env --policy ${POLICY_FILE_PATH}`,
+    'DynamicUser=yes',
+    ...(p.port < 1024 ? ['AmbientCapabilities=CAP_NET_BIND_SERVICE'] : []),
+    'NoNewPrivileges=yes',
+  ]);
+}
+
 function policyUnit(): string {
-  return [
-    '[Unit]',
-    'Description=egress-proxies policy sync (instance metadata item egress-proxy-policy)',
-    'Wants=network-online.target',
-    'After=network-online.target',
-    '',
-    '[Service]',
-    'Type=simple',
-    `ExecStart=${NODE} ${POLICY_SYNC_PATH} ${POLICY_FILE_PATH}`,
-    'ProtectSystem=strict',
-    `ReadWritePaths=${BOOT_DIR}`,
-    'ProtectHome=yes',
-    'PrivateTmp=yes',
-    'Restart=always',
-    'RestartSec=2',
-    '',
-    '[Install]',
-    'WantedBy=multi-user.target',
-    '',
-  ].join('\n');
+  return serviceUnit(
+    'egress-proxies policy sync (instance metadata item egress-proxy-policy)',
+    [],
+    [`ExecStart=${NODE} ${POLICY_SYNC_PATH} ${POLICY_FILE_PATH}`, `ReadWritePaths=${BOOT_DIR}`],
+  );
 }
 
 interface WriteFile {
