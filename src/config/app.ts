@@ -1,5 +1,6 @@
 import type { ProviderConfig } from './providers.ts';
 import type { CheckSchedule } from './checks.ts';
+import type { EventRetention } from '../events/event-sink.ts';
 
 /** Queues a worker can process. */
 export const QUEUE_SET = ['checks', 'reconcile', 'gc'] as const;
@@ -25,6 +26,11 @@ export interface ApiSettings {
   port: number;
   /** Bearer tokens accepted by the API; empty means no auth (only allowed on loopback). */
   tokens: readonly string[];
+  /**
+   * The name of each token, by position (`name:token` lines of the token file; `#N` for a line
+   * without one). Shown in events as who acted; absent: every token is shown as `#N`.
+   */
+  tokenNames?: readonly string[];
   /** Largest request body accepted (`--max-body-size`); larger ones are answered 413. */
   maxBodyBytes: number;
   /**
@@ -86,6 +92,8 @@ export interface AppConfig {
   recheckMs: number;
   /** Completed and failed job retention. */
   retention: { completed: number; failed: number };
+  /** How many events, and how old, the fleet's event stream keeps (`--events-max-count`, `--events-max-age`). */
+  events: EventRetention;
 }
 
 /** Deep-freezes a configuration object so that nothing below the entry point can change it. */

@@ -26,6 +26,8 @@ export interface TestConfigOverrides {
   resyncMs?: number;
   gcGraceMs?: number;
   readiness?: Partial<ReadinessSettings>;
+  eventsMaxCount?: number;
+  eventsMaxAgeMs?: number;
 }
 
 /** An AppConfig for in-process tests: the run's Redis, a fresh prefix, short locks and backoff. */
@@ -49,5 +51,6 @@ export function testConfig(o: TestConfigOverrides = {}): AppConfig {
     leaseMs: o.leaseMs ?? 600,
     backoffMs: 50,
     retention: { completed: 100, failed: 100 },
+    events: { maxCount: o.eventsMaxCount ?? 10_000, maxAgeMs: o.eventsMaxAgeMs ?? 86_400_000 },
   } satisfies AppConfig);
 }
