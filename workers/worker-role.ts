@@ -20,6 +20,7 @@ import { gcHandler } from './gc-processor.ts';
 import { startReadiness } from './readiness-watch.ts';
 import { reconcileHandlers } from './reconcile-processor.ts';
 import { createResultBatcher } from './result-batcher.ts';
+import type { EventSink } from '../src/events/event-sink.ts';
 
 export interface WorkerRoleDeps {
   config: AppConfig;
@@ -31,6 +32,8 @@ export interface WorkerRoleDeps {
   echoUrl: () => string;
   logger: Logger;
   jobMetrics: JobMetrics;
+  /** Where reconcile, readiness and GC decisions are recorded. */
+  events?: EventSink;
 }
 
 export interface WorkerRole {
@@ -67,8 +70,19 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
         probe,
         logger,
         recheckMs: config.recheckMs,
+        ...(deps.events ? { events: deps.events } : {}),
       }),
-    gc: () => [gcHandler({ proxies: deps.proxies, lifecycles, fleet: fleetOf(prefix), graceMs: config.gcGraceMs, registry: deps.registry, logger })],
+    gc: () => [
+      gcHandler({
+        proxies: deps.proxies,
+        lifecycles,
+        fleet: fleetOf(prefix),
+        graceMs: config.gcGraceMs,
+        registry: deps.registry,
+        logger,
+        ...(deps.events ? { events: deps.events } : {}),
+      }),
+    ],
   };
   const consumers: Consumer[] = [];
   try {
@@ -85,7 +99,13 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
     throw err;
   }
   const readiness = config.worker.queues.includes('reconcile')
-    ? startReadiness({ config, redisTarget: deps.redisTarget, proxies: deps.proxies, logger }, reconcileQueue, lifecycles, probe, reconcileMetrics)
+    ? startReadiness(
+        { config, redisTarget: deps.redisTarget, proxies: deps.proxies, logger, ...(deps.events ? { events: deps.events } : {}) },
+        reconcileQueue,
+        lifecycles,
+        probe,
+        reconcileMetrics,
+      )
     : undefined;
   logger.info(
     { queues: config.worker.queues, concurrency: config.worker.concurrency, probeIntervalMs: readiness?.probeLoop ? config.readiness.intervalMs : 0 },
