@@ -15,8 +15,12 @@ function matchIndex(presented: string, tokens: readonly Buffer[]): number {
   return found;
 }
 
-/** Who made each authenticated request: the name of its token. Keyed by the request, so nothing else holds it. */
-const callers = new WeakMap<Request, string>();
+/**
+ * Who made each authenticated request: the name of its token. Keyed by the request's context
+ * (one per request, the same in every middleware and route; the raw Request is not: the body
+ * limit replaces it), so nothing else holds it and it goes with the request.
+ */
+const callers = new WeakMap<Context, string>();
 
 /**
  * The caller of a request, as events record it: its token's name (`name:token` in the token
@@ -24,7 +28,7 @@ const callers = new WeakMap<Request, string>();
  * Never the token.
  */
 export function callerName(c: Context): string {
-  return callers.get(c.req.raw) ?? 'anonymous';
+  return callers.get(c) ?? 'anonymous';
 }
 
 /** `Bearer`, spaces, then one word of visible characters, and nothing after it. */
@@ -63,7 +67,7 @@ export function requireToken(tokens: readonly string[], names: readonly string[]
     const token = presentedToken(header, admin);
     const index = token === undefined ? -1 : matchIndex(token, digests);
     if (index >= 0) {
-      callers.set(c.req.raw, names[index] ?? `#${index + 1}`);
+      callers.set(c, names[index] ?? `#${index + 1}`);
       return next();
     }
     if (admin) c.header('WWW-Authenticate', 'Basic realm="egress", charset="UTF-8"');
