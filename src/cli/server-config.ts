@@ -124,7 +124,7 @@ async function readTokens(file: string): Promise<{ tokens: string[]; names: stri
     .split('\n')
     .map((l) => l.trim())
     .filter((l) => l && !l.startsWith('#'));
-  if (lines.length === 0) throw new ConfigError('--api-token-file', `${file} holds no token (one token a line, optionally name:token)`);
+  if (lines.length === 0) throw new ConfigError('--api-token-file', `${file} holds no token (one token a line)`);
   const tokens: string[] = [];
   const names: string[] = [];
   for (const [i, line] of lines.entries()) {
