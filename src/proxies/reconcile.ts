@@ -183,7 +183,8 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
     },
     signal,
   );
-  if (proxy.status.phase !== 'Ready') deps.events?.record(ev.becameReady(proxy, url, probed.egressIp));
+  // A move took it out of discovery (Provisioning) on the way, even when it was Ready before.
+  if (proxy.status.phase !== 'Ready' || moving) deps.events?.record(ev.becameReady(proxy, url, probed.egressIp));
   return { kind: 'ready', url };
 }
 
