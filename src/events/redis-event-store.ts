@@ -28,6 +28,8 @@ return id`;
 const PAGE = 500;
 /** Writes waiting for Redis beyond which new events are dropped (and counted) rather than queued. */
 const MAX_IN_FLIGHT = 1000;
+/** How long `close` waits for writes in flight. */
+const CLOSE_GRACE_MS = 2000;
 
 type StreamEntry = [id: string, fields: string[]];
 
@@ -146,8 +148,20 @@ export class RedisEventStore implements EventStore {
     }
   }
 
-  /** Waits for the writes in flight (bounded by the connection's own timeouts); the connection is the caller's. */
-  async close(): Promise<void> {
-    await Promise.allSettled([...this.#inFlight]);
+  /**
+   * Waits for the writes in flight, at most `graceMs`: on a connection that retries for ever (the
+   * roles' worker connection) a write waits as long as Redis is away, and shutdown must not. What
+   * is still unwritten then is logged as lost. The connection is the caller's.
+   */
+  async close(graceMs = CLOSE_GRACE_MS): Promise<void> {
+    const pending = [...this.#inFlight];
+    if (pending.length === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((resolve) => {
+      timer = setTimeout(() => resolve('late'), graceMs);
+    });
+    const outcome = await Promise.race([Promise.allSettled(pending).then(() => 'done' as const), late]);
+    clearTimeout(timer);
+    if (outcome === 'late') this.#logger.warn({ unwritten: this.#inFlight.size }, 'events not written before shutdown: Redis did not answer');
   }
 }

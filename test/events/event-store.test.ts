@@ -165,4 +165,17 @@ describe('redis event stream', () => {
     expect(warnings).toEqual(['could not record an event']);
     broken.disconnect();
   });
+
+  it('closes within its grace while Redis does not answer, saying what was not written', async () => {
+    // Retries for ever and queues while offline, as the roles' worker connection does.
+    const away = new Redis({ port: 1, lazyConnect: true, maxRetriesPerRequest: null, retryStrategy: () => 50 });
+    away.on('error', () => undefined);
+    const warnings: unknown[] = [];
+    const logger = { ...silentLogger(), warn: (o: unknown, msg: string) => void warnings.push([o, msg]) } as unknown as ReturnType<typeof silentLogger>;
+    const store = new RedisEventStore(away, uniquePrefix(), ROOMY, logger);
+    store.sink('api').record(proxyEvent('stuck'));
+    await store.close(100);
+    expect(warnings).toEqual([[{ unwritten: 1 }, 'events not written before shutdown: Redis did not answer']]);
+    away.disconnect();
+  });
 });
