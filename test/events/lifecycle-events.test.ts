@@ -156,7 +156,9 @@ describe('lifecycle decisions become events', () => {
     const back = await eventually('web-2 Ready again', `proxy=web-2&since=${cursor}`, (e) => e.reason === 'Ready');
     const after = await events(`proxy=web-2&since=${cursor}`);
     expect(after.map((e) => e.reason)).toEqual(['NotReady', 'InstanceCreated', 'InstanceStarted', 'Ready']);
-    expect(after[0]).toMatchObject({ type: 'Warning', details: { cause: 'process-exited' } });
+    expect(after[0]?.type).toBe('Warning');
+    // The exit watch sees the process go at once; a probe of the loop (every 5s) could come first.
+    expect(['process-exited', 'refused']).toContain(after[0]?.details?.cause);
     expect(after[1]?.details).toMatchObject({ cause: 'recreate' });
     expect(back.type).toBe('Normal');
   });
@@ -221,13 +223,16 @@ describe('GET /v1/events', () => {
     const warnings = await events('type=Warning');
     expect(warnings.length).toBeGreaterThan(0);
     expect(warnings.every((e) => e.type === 'Warning')).toBe(true);
-    const everything = await events();
-    const middle = everything[Math.floor(everything.length / 2)];
-    const after = await events(`since=${middle?.id ?? ''}`);
-    expect(after[0]?.id).toBe(everything[Math.floor(everything.length / 2) + 1]?.id);
-    expect((await events(`since=${encodeURIComponent(new Date(Date.now() - 3_600_000).toISOString())}`)).length).toBe(everything.length);
-    expect((await events('since=1h')).length).toBe(everything.length);
-    expect((await events('limit=2')).map((e) => e.id)).toEqual(everything.slice(-2).map((e) => e.id));
+    // Applies only: GC sweeps keep adding events while this runs.
+    const everything = await events('reason=Applied');
+    expect(everything.length).toBeGreaterThanOrEqual(4);
+    const middle = everything[1];
+    const after = await events(`reason=Applied&since=${middle?.id ?? ''}`);
+    expect(after.map((e) => e.id)).toEqual(everything.slice(2).map((e) => e.id));
+    expect(await events(`reason=Applied&since=${encodeURIComponent(new Date(Date.now() - 3_600_000).toISOString())}`)).toEqual(everything);
+    expect(await events('reason=Applied&since=1h')).toEqual(everything);
+    expect((await events('reason=Applied&limit=2')).map((e) => e.id)).toEqual(everything.slice(-2).map((e) => e.id));
+    expect((await events(`reason=Applied&limit=1&since=${middle?.id ?? ''}`)).map((e) => e.id)).toEqual([everything[2]?.id]);
   });
 
   it.each([
