@@ -9,6 +9,8 @@ import type { Logger } from '../src/logging.ts';
 import type { JobMetrics } from '../src/metrics/job-metrics.ts';
 import type { StatusStore } from '../src/store/status-store.ts';
 import { consumeJobs } from './consumer.ts';
+import type { EventSink } from '../src/events/event-sink.ts';
+import { reasonChanges } from '../src/events/health-events.ts';
 
 export interface PublisherDeps {
   config: AppConfig;
@@ -17,6 +19,8 @@ export interface PublisherDeps {
   logger: Logger;
   jobMetrics: JobMetrics;
   now?: () => Date;
+  /** Where check reason flips are recorded. */
+  events?: EventSink;
 }
 
 export interface PublisherRole {
@@ -33,7 +37,7 @@ export interface PublisherRole {
  */
 export async function publishResults(
   results: readonly CheckResultData[],
-  deps: { store: StatusStore; configured: ReadonlySet<string>; now: () => Date; logger: Logger },
+  deps: { store: StatusStore; configured: ReadonlySet<string>; now: () => Date; logger: Logger; events?: EventSink },
   signal?: AbortSignal,
 ): Promise<ProviderHealth[]> {
   const byProvider = new Map<string, CheckResultData[]>();
@@ -47,13 +51,21 @@ export async function publishResults(
     byProvider.set(result.provider, list);
   }
   const stored = await Promise.all(
-    [...byProvider].map(([provider, list]) =>
-      deps.store.updateProviderHealth(
+    [...byProvider].map(async ([provider, list]) => {
+      // The update may run again when another writer got there first: the flips of the run that was written count.
+      let flips: ReturnType<typeof reasonChanges> = [];
+      const health = await deps.store.updateProviderHealth(
         provider,
-        (current) => list.reduce<ProviderHealth | undefined>((health, result) => nextProviderHealth(health, result, deps.now()), current),
+        (current) => {
+          const next = list.reduce<ProviderHealth | undefined>((h, result) => nextProviderHealth(h, result, deps.now()), current);
+          flips = next ? reasonChanges(current, next) : [];
+          return next;
+        },
         signal,
-      ),
-    ),
+      );
+      for (const flip of flips) deps.events?.record(flip);
+      return health;
+    }),
   );
   return stored.filter((health) => health !== undefined);
 }
@@ -66,7 +78,11 @@ export async function startPublisherRole(deps: PublisherDeps): Promise<Publisher
   const publish = async (results: readonly CheckResultData[], jobId: string | undefined, signal: AbortSignal): Promise<void> => {
     const log = logger.child({ jobId, queue: QUEUES.results });
     try {
-      const stored = await publishResults(results, { store: deps.store, configured, now, logger: log }, signal);
+      const stored = await publishResults(
+        results,
+        { store: deps.store, configured, now, logger: log, ...(deps.events ? { events: deps.events } : {}) },
+        signal,
+      );
       for (const health of stored) log.debug({ provider: health.name, ready: health.status.ready }, 'published provider health');
     } catch (err) {
       log.warn({ err: (err as Error).message }, 'status write failed; the result will be retried');

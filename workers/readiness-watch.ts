@@ -11,12 +11,15 @@ import { requestReconcile } from '../src/proxies/request-reconcile.ts';
 import { recordFailure, type FailureDeps } from '../src/readiness/evict.ts';
 import { ProbeLoop } from '../src/readiness/probe-loop.ts';
 import type { ProxyCredentialsReader, ProxyReader, ProxyStatusWriter } from '../src/store/proxy-store.ts';
+import type { EventSink } from '../src/events/event-sink.ts';
 
 export interface ReadinessWatchDeps {
   config: AppConfig;
   redisTarget: RedisTarget | string;
   proxies: ProxyReader & ProxyCredentialsReader & ProxyStatusWriter;
   logger: Logger;
+  /** Where proxies leaving discovery are recorded. */
+  events?: EventSink;
 }
 
 /**
@@ -36,6 +39,7 @@ export function startReadiness(
   const hooks: ReadinessHooks = {
     onProbe: (provider, ok, seconds) => metrics.probe(provider, ok, seconds),
     onEvicted: (provider, cause, readySeconds) => metrics.evicted(provider, cause, readySeconds),
+    ...(deps.events ? { events: deps.events } : {}),
   };
   const reconcileNow = (proxy: string): Promise<void> => requestReconcile(reconcileQueue, proxy);
   const failures: FailureDeps = { proxies: deps.proxies, rules: config.readiness, hooks, requestReconcile: reconcileNow };

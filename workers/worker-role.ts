@@ -20,6 +20,7 @@ import { gcHandler } from './gc-processor.ts';
 import { startReadiness } from './readiness-watch.ts';
 import { reconcileHandlers } from './reconcile-processor.ts';
 import { createResultBatcher } from './result-batcher.ts';
+import { noEvents, type EventSink } from '../src/events/event-sink.ts';
 
 export interface WorkerRoleDeps {
   config: AppConfig;
@@ -31,6 +32,8 @@ export interface WorkerRoleDeps {
   echoUrl: () => string;
   logger: Logger;
   jobMetrics: JobMetrics;
+  /** Where reconcile, readiness and GC decisions are recorded. */
+  events?: EventSink;
 }
 
 export interface WorkerRole {
@@ -53,6 +56,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
   const lifecycles = new Map<string, ProxyLifecycle>();
   for (const [name, p] of deps.providers) if (p.lifecycle) lifecycles.set(name, p.lifecycle);
   const reconcileMetrics = createReconcileMetrics(deps.registry);
+  const events = deps.events ?? noEvents;
   const probe = reconcileProbe(deps.proxies, deps.echoUrl, config.readiness.timeoutMs);
   const handlers: Record<'checks' | 'reconcile' | 'gc', () => JobHandler[]> = {
     checks: () => [checkHandler({ providers: deps.providers, results: createResultBatcher(results), checkSlots: pLimit(config.worker.concurrency), logger })],
@@ -67,8 +71,9 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
         probe,
         logger,
         recheckMs: config.recheckMs,
+        events,
       }),
-    gc: () => [gcHandler({ proxies: deps.proxies, lifecycles, fleet: fleetOf(prefix), graceMs: config.gcGraceMs, registry: deps.registry, logger })],
+    gc: () => [gcHandler({ proxies: deps.proxies, lifecycles, fleet: fleetOf(prefix), graceMs: config.gcGraceMs, registry: deps.registry, logger, events })],
   };
   const consumers: Consumer[] = [];
   try {
@@ -85,7 +90,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
     throw err;
   }
   const readiness = config.worker.queues.includes('reconcile')
-    ? startReadiness({ config, redisTarget: deps.redisTarget, proxies: deps.proxies, logger }, reconcileQueue, lifecycles, probe, reconcileMetrics)
+    ? startReadiness({ config, redisTarget: deps.redisTarget, proxies: deps.proxies, logger, events }, reconcileQueue, lifecycles, probe, reconcileMetrics)
     : undefined;
   logger.info(
     { queues: config.worker.queues, concurrency: config.worker.concurrency, probeIntervalMs: readiness?.probeLoop ? config.readiness.intervalMs : 0 },

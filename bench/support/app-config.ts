@@ -24,6 +24,7 @@ export function benchConfig(redisUrl: string, prefix: string, dataDir: string, o
     leaseMs: 15_000,
     backoffMs: 1000,
     retention: { completed: 1000, failed: 1000 },
+    events: { maxCount: 10_000, maxAgeMs: 86_400_000 },
     ...overrides,
   } satisfies AppConfig);
 }

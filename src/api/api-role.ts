@@ -17,6 +17,7 @@ import type { StatusStore } from '../store/status-store.ts';
 import { listenHttp } from '../http/listen.ts';
 import { createApiApp } from './app.ts';
 import { HostAllowList } from '../http/request-guards.ts';
+import type { EventStore } from '../events/event-sink.ts';
 
 export interface ApiRoleDeps {
   config: AppConfig;
@@ -25,6 +26,8 @@ export interface ApiRoleDeps {
   store: StatusStore;
   registry: Registry;
   logger: Logger;
+  /** The fleet's events: read by `GET /v1/events`, written by applies and deletions. */
+  events: EventStore;
 }
 
 export interface ApiRole {
@@ -84,6 +87,9 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
       inspector: new JobInspector(queues),
       registry: deps.registry,
       tokens: config.api.tokens,
+      ...(config.api.tokenNames ? { tokenNames: config.api.tokenNames } : {}),
+      events: deps.events,
+      eventSink: deps.events.sink('api'),
       maxBodyBytes: config.api.maxBodyBytes,
       hosts,
       ping: async (signal) => {

@@ -13,6 +13,8 @@ import { jobRoutes } from './routes/jobs.ts';
 import { echoRoute } from '../readiness/echo.ts';
 import { providerHealthRoutes } from './routes/provider-health.ts';
 import { proxyRoutes } from './routes/proxies.ts';
+import { eventRoutes } from './routes/events.ts';
+import { noEvents, type EventReader, type EventSink } from '../events/event-sink.ts';
 import type { ProxyApiStore } from '../store/proxy-store.ts';
 
 export interface ApiDeps {
@@ -26,6 +28,12 @@ export interface ApiDeps {
   inspector: JobInspector;
   registry: Registry;
   tokens: readonly string[];
+  /** The name of each token, by position (events record who applied and deleted); `#N` where absent. */
+  tokenNames?: readonly string[];
+  /** Where `GET /v1/events` reads. */
+  events: EventReader;
+  /** Where the API records what its callers did (applies, deletions); none: nothing recorded. */
+  eventSink?: EventSink;
   /** Largest request body accepted; larger ones are answered 413. */
   maxBodyBytes: number;
   /** The `Host` names served while there are no tokens (DNS rebinding defence). */
@@ -47,7 +55,7 @@ export function createApiApp(deps: ApiDeps): Hono {
   app.notFound((c) => c.json({ error: 'ERR_NOT_FOUND', message: `no route for ${c.req.method} ${c.req.path.slice(0, 200)}` }, 404));
   // Order matters: who may talk to us (Host, token, Origin) before what they send (media type, size).
   if (deps.tokens.length === 0) app.use('*', requireAllowedHost(deps.hosts));
-  app.use('*', requireToken(deps.tokens));
+  app.use('*', requireToken(deps.tokens, deps.tokenNames));
   app.use('*', requireSameOrigin());
   app.use('*', requireMutationMediaType());
   app.use('*', limitBody(deps.maxBodyBytes));
@@ -74,7 +82,8 @@ export function createApiApp(deps: ApiDeps): Hono {
   app.route('/v1', jobRoutes(deps.inspector));
   app.route('/v1', echoRoute());
   const reconcile = deps.queues.find((q) => q.name === 'reconcile');
-  if (reconcile) app.route('/v1', proxyRoutes({ proxies: deps.proxies, providers: deps.providers, reconcile }));
+  if (reconcile) app.route('/v1', proxyRoutes({ proxies: deps.proxies, providers: deps.providers, reconcile, events: deps.eventSink ?? noEvents }));
+  app.route('/v1', eventRoutes({ events: deps.events }));
   mountBullBoard(app, deps.queues, { storeConnected: deps.storeConnected, logger: deps.logger });
   return app;
 }

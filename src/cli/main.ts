@@ -3,6 +3,7 @@ import { ConfigError, EgressError, UsageError } from '../errors.ts';
 import { ApiClient, resolveToken } from './api-client.ts';
 import { checkProvider, getProviderHealth, listJobs, retryJobs } from './commands/client-commands.ts';
 import { applyProxies, deleteProxy, getProxies } from './commands/proxy-commands.ts';
+import { describe, listEvents, type EventsOptions } from './commands/event-commands.ts';
 import { addServerOptions } from './commands/server-commands.ts';
 import type { CliIO } from './output.ts';
 import type { ServerFlags } from './server-config.ts';
@@ -24,6 +25,11 @@ const DEFAULT_IO: CliIO = {
   out: (text) => process.stdout.write(text),
   err: (text) => process.stderr.write(text),
 };
+
+export interface MainOptions {
+  /** Ends `egress events --watch` (tests; the command line ends it with SIGINT or SIGTERM). */
+  watchSignal?: AbortSignal;
+}
 
 interface ClientFlags {
   apiUrl: string;
@@ -48,8 +54,17 @@ async function clientOf(flags: ClientFlags, env: CliEnv): Promise<ApiClient> {
 /** The resource types of `egress get`, as its usage errors list them. */
 const GET_TYPES = 'providerhealth (ph), proxies (proxy)';
 
+/** A watch runs until it is interrupted (Ctrl-C): SIGINT and SIGTERM end it cleanly, exit 0. */
+function watchSignal(): AbortSignal {
+  const controller = new AbortController();
+  const stop = (): void => controller.abort();
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  return controller.signal;
+}
+
 /** Builds the `egress` command tree; actions store their exit code in `result`. */
-function buildProgram(env: CliEnv, io: CliIO, result: { code: number }): Command {
+function buildProgram(env: CliEnv, io: CliIO, result: { code: number }, options: MainOptions): Command {
   const program = new Command('egress')
     .description('Orchestrator for fleets of egress proxies used by web crawlers')
     .version(packageVersion(), '-V, --version', 'print the version')
@@ -118,6 +133,25 @@ function buildProgram(env: CliEnv, io: CliIO, result: { code: number }): Command
       result.code = await deleteProxy(await clientOf(flags, env), io, kind, name, { orphan: flags.orphan === true }, signal);
     });
 
+  addClientOptions(program.command('events').description('show what happened and why, oldest first (like kubectl get events)'), env)
+    .option('--proxy <name>', 'events of one proxy')
+    .option('--provider <name>', 'events concerning one provider')
+    .option('--type <type>', 'Normal or Warning')
+    .option('--reason <reason>', 'one reason (Applied, InstanceCreated, NotReady, CheckReasonChanged, …)')
+    .option('--since <when>', 'events after an event id, from an RFC 3339 time, or from a duration ago (10m)')
+    .option('--limit <n>', 'at most this many (1 to 1000; the newest, or with --since the oldest after it)')
+    .option('-w, --watch', 'after listing, print each new event as it is recorded')
+    .addOption(new Option('-o, --output <format>', 'json or yaml (with --watch: json, one event a line)'))
+    .action(async (flags: ClientFlags & EventsOptions) => {
+      result.code = await listEvents(await clientOf(flags, env), io, flags, flags.watch ? (options.watchSignal ?? watchSignal()) : signal);
+    });
+  addClientOptions(program.command('describe').description('show a proxy or a ProviderHealth with its conditions and newest events'), env)
+    .argument('<type>', 'proxy or providerhealth (ph)')
+    .argument('<name>', 'its name')
+    .action(async (kind: string, name: string, flags: ClientFlags) => {
+      result.code = await describe(await clientOf(flags, env), io, kind, name, signal);
+    });
+
   const jobs = addClientOptions(program.command('jobs').description('list jobs (failed, active, waiting, delayed by default)').enablePositionalOptions(), env)
     .option('--state <states>', `comma-separated states: ${JOB_STATES.join(', ')}`)
     .option('--queue <name>', 'one queue')
@@ -139,9 +173,9 @@ function buildProgram(env: CliEnv, io: CliIO, result: { code: number }): Command
  * Runs `egress` with the given arguments and returns the exit code: 0 on success, 1 on a
  * runtime failure, 2 on bad usage or bad configuration, always with a one-line message.
  */
-export async function main(argv: readonly string[], env: CliEnv, io: CliIO = DEFAULT_IO): Promise<number> {
+export async function main(argv: readonly string[], env: CliEnv, io: CliIO = DEFAULT_IO, options: MainOptions = {}): Promise<number> {
   const result = { code: 0 };
-  const program = buildProgram(env, io, result);
+  const program = buildProgram(env, io, result, options);
   try {
     await program.parseAsync([...argv], { from: 'user' });
     return result.code;

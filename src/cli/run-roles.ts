@@ -16,6 +16,7 @@ import { RedisStatusStore } from '../store/redis-status-store.ts';
 import { startWorkerRole } from '../../workers/worker-role.ts';
 import { echoUrlAdvice } from '../readiness/echo-url-advice.ts';
 import { egressGuards } from '../egress/policy-config.ts';
+import { RedisEventStore } from '../events/redis-event-store.ts';
 
 /** `http://127.0.0.1:8080` → its host (without brackets) and port. */
 function listenerOf(url: string): { host: string; port: number } {
@@ -94,6 +95,9 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
     await warnUnlessNoEviction(redis, logger);
     const store = new RedisStatusStore(redis, config.redis.prefix);
     closers.push(() => store.close());
+    // One event stream per fleet; each role records under its own name. Closed after the roles (closers run in reverse).
+    const events = new RedisEventStore(redis, config.redis.prefix, config.events, logger.child({ component: 'events' }));
+    closers.push(() => events.close());
     const registry = createRegistry();
     const jobMetrics = createJobMetrics(registry);
 
@@ -101,7 +105,7 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
     // listeners every proxy must refuse (ProviderDeps.egress), and the echo URL needs the API's port.
     let api: ApiRole | undefined;
     if (roles.includes('api')) {
-      const a = await startApiRole({ config, redisTarget, redis, store, registry, logger: logger.child({ role: 'api' }) });
+      const a = await startApiRole({ config, redisTarget, redis, store, registry, events, logger: logger.child({ role: 'api' }) });
       api = a;
       closers.push(() => a.close());
     }
@@ -138,13 +142,13 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
       if (role === 'worker') {
         const proxies = new RedisProxyStore(redis, config.redis.prefix);
         closers.push(() => proxies.close());
-        const w = await startWorkerRole({ config, redisTarget, providers, proxies, registry, echoUrl, logger: log, jobMetrics });
+        const w = await startWorkerRole({ config, redisTarget, providers, proxies, registry, echoUrl, logger: log, jobMetrics, events: events.sink('worker') });
         closers.push(() => w.close());
       } else if (role === 'publisher') {
-        const p = await startPublisherRole({ config, redisTarget, store, logger: log, jobMetrics });
+        const p = await startPublisherRole({ config, redisTarget, store, logger: log, jobMetrics, events: events.sink('publisher') });
         closers.push(() => p.close());
       } else if (role === 'scheduler') {
-        const s = new SchedulerRole({ config, redisTarget, redis, store, logger: log });
+        const s = new SchedulerRole({ config, redisTarget, redis, store, logger: log, events: events.sink('scheduler') });
         s.on('error', () => undefined);
         s.start();
         registerSchedulerGauges(registry, s, config.checks.intervalMs);

@@ -47,6 +47,8 @@ export interface ServerFlags {
   probeInterval: string;
   probeTimeout: string;
   replaceAfter: string;
+  eventsMaxCount: string;
+  eventsMaxAge: string;
 }
 
 export const SERVER_FLAG_DEFAULTS = {
@@ -72,6 +74,8 @@ export const SERVER_FLAG_DEFAULTS = {
   lockDuration: '30s',
   stalledInterval: '30s',
   lease: '15s',
+  eventsMaxCount: '10000',
+  eventsMaxAge: '24h',
 } as const;
 
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
@@ -100,20 +104,39 @@ function isLoopback(host: string): boolean {
   return host === '::1';
 }
 
-async function readTokens(file: string): Promise<string[]> {
+/** A named token line: `name:token`, the name a letter then up to 62 of letters, digits, `.`, `_`, `-`. */
+const NAMED_TOKEN = /^([A-Za-z][A-Za-z0-9._-]{0,62}):(.+)$/;
+
+/**
+ * The tokens of `--api-token-file`, one a line, each optionally named (`name:token`); a line
+ * without a name stays valid and its caller is shown by its position (`#1` for the first token).
+ * Names appear in events as who applied or deleted a proxy; the tokens themselves never leave here
+ * but for the API's comparison.
+ */
+async function readTokens(file: string): Promise<{ tokens: string[]; names: string[] }> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');
   } catch (err) {
     throw new ConfigError('--api-token-file', `cannot read ${file}: ${(err as Error).message}`, { cause: err });
   }
-  const tokens = text
+  const lines = text
     .split('\n')
     .map((l) => l.trim())
     .filter((l) => l && !l.startsWith('#'));
-  if (tokens.length === 0) throw new ConfigError('--api-token-file', `${file} holds no token (one token a line)`);
-  if (tokens.some((t) => t.length < 16)) throw new ConfigError('--api-token-file', `every token in ${file} must be at least 16 characters`);
-  return tokens;
+  if (lines.length === 0) throw new ConfigError('--api-token-file', `${file} holds no token (one token a line)`);
+  const tokens: string[] = [];
+  const names: string[] = [];
+  for (const [i, line] of lines.entries()) {
+    const named = NAMED_TOKEN.exec(line);
+    const token = named?.[2] ?? line;
+    const name = named?.[1] ?? `#${i + 1}`;
+    if (token.length < 16) throw new ConfigError('--api-token-file', `every token in ${file} must be at least 16 characters (token ${name} is shorter)`);
+    if (named && names.includes(name)) throw new ConfigError('--api-token-file', `${file} names two tokens "${name}": names must be unique`);
+    tokens.push(token);
+    names.push(name);
+  }
+  return { tokens, names };
 }
 
 const MIN_BODY = 1024;
@@ -188,6 +211,14 @@ function readinessSettings(flags: ServerFlags): AppConfig['readiness'] {
     intervalMs,
     timeoutMs,
   };
+}
+
+/** `--events-max-count` and `--events-max-age`: what the fleet's event stream keeps. */
+function eventRetention(flags: ServerFlags): AppConfig['events'] {
+  const maxAgeMs = positiveDuration('--events-max-age', flags.eventsMaxAge);
+  if (maxAgeMs < 60_000 || maxAgeMs > 90 * 86_400_000)
+    throw new ConfigError('--events-max-age', `expected a duration from 1m to 2160h (90 days) such as 24h, got "${flags.eventsMaxAge}"`);
+  return { maxCount: integer('--events-max-count', flags.eventsMaxCount, 100, 1_000_000), maxAgeMs };
 }
 
 /** `host:port,host:port,…` (IPv6 as `[::1]:7000`) of `--redis-cluster-nodes`. */
@@ -287,7 +318,7 @@ export async function buildServerConfig(flags: ServerFlags, options: { defaultPr
   if (!LOG_LEVELS.includes(flags.logLevel)) throw new ConfigError('--log-level', `expected one of ${LOG_LEVELS.join(', ')}, got "${flags.logLevel}"`);
   if (!/^\{[^{}]+\}/.test(flags.prefix))
     throw new ConfigError('--prefix', `must start with a hash tag such as {egress} so that Redis Cluster keeps every key in one slot, got "${flags.prefix}"`);
-  const tokens = flags.apiTokenFile ? await readTokens(flags.apiTokenFile) : [];
+  const { tokens, names: tokenNames } = flags.apiTokenFile ? await readTokens(flags.apiTokenFile) : { tokens: [], names: [] };
   if (options.servesApi && !isLoopback(flags.host) && tokens.length === 0) {
     throw new ConfigError('--host', `binding ${flags.host} (not loopback) requires --api-token-file`);
   }
@@ -300,7 +331,14 @@ export async function buildServerConfig(flags: ServerFlags, options: { defaultPr
     providers: file.providers,
     checks,
     redis: await parseRedisSettings(flags),
-    api: { host: flags.host, port, tokens, maxBodyBytes: parseMaxBody(flags.maxBodySize), allowedHosts: parseAllowedHosts(flags.allowedHost ?? []) },
+    api: {
+      host: flags.host,
+      port,
+      tokens,
+      tokenNames,
+      maxBodyBytes: parseMaxBody(flags.maxBodySize),
+      allowedHosts: parseAllowedHosts(flags.allowedHost ?? []),
+    },
     echoUrl: flags.echoUrl === undefined ? undefined : parseHttpUrl('--echo-url', flags.echoUrl),
     recheckMs: 2000,
     resyncMs: nonNegativeDuration('--resync-interval', flags.resyncInterval),
@@ -320,6 +358,7 @@ export async function buildServerConfig(flags: ServerFlags, options: { defaultPr
     leaseMs: positiveDuration('--lease', flags.lease),
     backoffMs: 1000,
     retention: { completed: 1000, failed: 5000 },
+    events: eventRetention(flags),
   };
   return freezeConfig(config);
 }

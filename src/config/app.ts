@@ -25,6 +25,11 @@ export interface ApiSettings {
   port: number;
   /** Bearer tokens accepted by the API; empty means no auth (only allowed on loopback). */
   tokens: readonly string[];
+  /**
+   * The name of each token, by position (`name:token` lines of the token file; `#N` for a line
+   * without one). Shown in events as who acted; absent: every token is shown as `#N`.
+   */
+  tokenNames?: readonly string[];
   /** Largest request body accepted (`--max-body-size`); larger ones are answered 413. */
   maxBodyBytes: number;
   /**
@@ -57,6 +62,12 @@ export interface ReadinessSettings {
 }
 
 /** The whole configuration of a process: parsed once at start, validated, frozen, passed down. */
+/** How long and how many events a fleet keeps (`--events-max-age`, `--events-max-count`). */
+export interface EventRetention {
+  maxCount: number;
+  maxAgeMs: number;
+}
+
 export interface AppConfig {
   providers: readonly ProviderConfig[];
   checks: CheckSchedule;
@@ -86,6 +97,8 @@ export interface AppConfig {
   recheckMs: number;
   /** Completed and failed job retention. */
   retention: { completed: number; failed: number };
+  /** How many events, and how old, the fleet's event stream keeps (`--events-max-count`, `--events-max-age`). */
+  events: EventRetention;
 }
 
 /** Deep-freezes a configuration object so that nothing below the entry point can change it. */

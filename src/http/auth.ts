@@ -1,16 +1,34 @@
 import { timingSafeEqual, createHash } from 'node:crypto';
-import type { MiddlewareHandler } from 'hono';
+import type { Context, MiddlewareHandler } from 'hono';
 
 function digest(value: string): Buffer {
   return createHash('sha256').update(value).digest();
 }
 
 /** Compares in constant time (over fixed-length digests, so the length leaks nothing either). */
-function matchesAny(presented: string, tokens: readonly Buffer[]): boolean {
+function matchIndex(presented: string, tokens: readonly Buffer[]): number {
   const d = digest(presented);
-  let ok = false;
-  for (const t of tokens) ok = timingSafeEqual(d, t) || ok;
-  return ok;
+  let found = -1;
+  tokens.forEach((t, i) => {
+    if (timingSafeEqual(d, t) && found < 0) found = i;
+  });
+  return found;
+}
+
+/**
+ * Who made each authenticated request: the name of its token. Keyed by the request's context
+ * (one per request, the same in every middleware and route; the raw Request is not: the body
+ * limit replaces it), so nothing else holds it and it goes with the request.
+ */
+const callers = new WeakMap<Context, string>();
+
+/**
+ * The caller of a request, as events record it: its token's name (`name:token` in the token
+ * file), `#N` for the N-th token when it has none, or `anonymous` when the API has no tokens.
+ * Never the token.
+ */
+export function callerName(c: Context): string {
+  return callers.get(c) ?? 'anonymous';
 }
 
 /** `Bearer`, spaces, then one word of visible characters, and nothing after it. */
@@ -39,7 +57,7 @@ function presentedToken(header: string | undefined, basicAllowed: boolean): stri
  * (Basic with the token as password is accepted under `/admin/` only, for Bull Board in a browser).
  * With no tokens (allowed only on a loopback bind) everything is open; the Host check guards it.
  */
-export function requireToken(tokens: readonly string[]): MiddlewareHandler {
+export function requireToken(tokens: readonly string[], names: readonly string[] = []): MiddlewareHandler {
   const digests = tokens.map(digest);
   return async (c, next) => {
     // /healthz and the readiness echo (it tells a caller only its own address) stay open.
@@ -47,7 +65,11 @@ export function requireToken(tokens: readonly string[]): MiddlewareHandler {
     const admin = c.req.path.startsWith('/admin/');
     const header = c.req.header('authorization');
     const token = presentedToken(header, admin);
-    if (token !== undefined && matchesAny(token, digests)) return next();
+    const index = token === undefined ? -1 : matchIndex(token, digests);
+    if (index >= 0) {
+      callers.set(c, names[index] ?? `#${index + 1}`);
+      return next();
+    }
     if (admin) c.header('WWW-Authenticate', 'Basic realm="egress", charset="UTF-8"');
     else c.header('WWW-Authenticate', 'Bearer realm="egress"');
     const message = token !== undefined ? 'the token is not valid' : header ? 'the Authorization header is not "Bearer <token>"' : 'a bearer token is required';

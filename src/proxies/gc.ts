@@ -2,6 +2,8 @@ import type { Logger } from '../logging.ts';
 import type { Instance, ProxyLifecycle } from '../providers/lifecycle.ts';
 import type { ProxyReader } from '../store/proxy-store.ts';
 import { instanceNameFor } from './instance-name.ts';
+import { formatDuration } from '../schema/duration.ts';
+import type { EventSink } from '../events/event-sink.ts';
 
 export type GcReason = 'no-proxy' | 'superseded';
 
@@ -13,6 +15,8 @@ export interface GcDeps {
   logger: Logger;
   now?: () => Date;
   onDelete?: (provider: string, reason: GcReason) => void;
+  /** Where each deletion (with the instance's age) and each sweep's counts are recorded. */
+  events?: EventSink;
 }
 
 export interface SweepResult {
@@ -55,7 +59,33 @@ export async function sweepProvider(provider: string, lifecycle: ProxyLifecycle,
       'garbage-collected an instance no proxy owns',
     );
     deps.onDelete?.(provider, reason);
+    const age = formatDuration(Math.max(0, now - Date.parse(instance.createdAt)));
+    const why = reason === 'no-proxy' ? `proxy "${instance.owner.proxy}" does not exist` : `proxy "${instance.owner.proxy}" now has another instance`;
+    deps.events?.record({
+      type: 'Normal',
+      reason: 'InstanceDeleted',
+      object: { kind: 'Proxy', name: instance.owner.proxy },
+      provider,
+      message: `orphan instance ${instance.name}${instance.placement ? ` on ${provider}/${instance.placement}` : ` on ${provider}`}, ${age} old, garbage-collected: ${why}`,
+      details: {
+        instance: instance.name,
+        cause: 'gc-orphan',
+        gcReason: reason,
+        age,
+        ageSeconds: Math.round(Math.max(0, now - Date.parse(instance.createdAt)) / 1000),
+        provider,
+        ...(instance.placement ? { location: instance.placement } : {}),
+      },
+    });
     result.deleted.push({ name: instance.name, reason });
   }
+  deps.events?.record({
+    type: 'Normal',
+    reason: 'GcSweep',
+    object: { kind: 'ProviderHealth', name: provider },
+    provider,
+    message: `swept ${result.seen} instance(s): ${result.deleted.length} deleted, ${result.kept} owned, ${result.young} too young to collect`,
+    details: { seen: result.seen, deleted: result.deleted.length, kept: result.kept, young: result.young },
+  });
   return result;
 }

@@ -5,6 +5,8 @@ import { withReadyCondition } from './conditions.ts';
 import { afterFailure, evictionCauseOf, passesNeeded, readySeconds, type EvictionCause, type ReadinessRules } from './eviction.ts';
 import { instanceNameFor } from './instance-name.ts';
 import type { InstanceLocation, Proxy, ProxyStatus } from '../model/proxy-resource.ts';
+import type { EventSink } from '../events/event-sink.ts';
+import * as ev from '../events/proxy-events.ts';
 
 export type ProbeVerdict =
   { ok: true; egressIp: string; durationSeconds?: number } | { ok: false; cause: 'timeout' | 'refused' | 'error'; message: string; durationSeconds?: number };
@@ -28,6 +30,8 @@ export interface ReadinessHooks {
   /** A Ready proxy left discovery; `readySeconds`, how long it had been Ready (when known). */
   onEvicted?: (provider: string, cause: EvictionCause, readySeconds: number | undefined) => void;
   onReplace?: (provider: string) => void;
+  /** Where lifecycle decisions are recorded (instance created, started, deleted; readiness flips). */
+  events?: EventSink;
 }
 
 export interface ReconcileDeps extends ReadinessHooks {
@@ -89,6 +93,7 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
   if (!lifecycle) {
     const message = `provider "${proxy.spec.provider}" is not configured in this worker or cannot host proxies`;
     await writeStatus(deps, name, (p) => status(p, { phase: 'Failed', lastError: message }), signal);
+    deps.events?.record(ev.failed(proxy, message));
     return { kind: 'failed', message };
   }
   const credentials = await deps.proxies.credentials(name, signal);
@@ -107,6 +112,7 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
       );
       return removal.kind === 'unreachable' ? { kind: 'failed', message: why } : { kind: 'retry-later', why };
     }
+    if (proxy.status.instanceName) deps.events?.record(ev.instanceDeleted(proxy, instanceName, recorded, 'move', `now on ${describeLocation(here)}`));
   }
   if (proxy.status.phase === 'Pending' || moving || !recorded) {
     // Recorded before the create, so that a crash after it still knows where the instance is.
@@ -128,11 +134,14 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
     const provisioning = findCause(err, ProvisioningError);
     if (!provisioning) throw err;
     await writeStatus(deps, name, (p) => status(p, { phase: 'Failed', instanceName, lastError: provisioning.message }), signal);
+    deps.events?.record(ev.failed(proxy, provisioning.message));
     return { kind: 'failed', message: provisioning.message };
   }
+  if (proxy.status.instanceId !== instance.id) deps.events?.record(ev.instanceCreated(proxy, instance, here, creationCause(proxy, moving)));
   if (instance.state === 'failed') {
     const message = instance.message ?? `instance ${instanceName} failed`;
     await writeStatus(deps, name, (p) => status(p, { phase: 'Failed', instanceName, instanceId: instance.id, lastError: message }), signal);
+    deps.events?.record(ev.failed(proxy, message));
     return { kind: 'failed', message };
   }
   if (instance.state !== 'running' || !instance.endpoint) {
@@ -145,6 +154,7 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
     return { kind: 'retry-later', why: `instance ${instanceName} is ${instance.state}${instance.message ? `: ${instance.message}` : ''}` };
   }
   const url = `http://${instance.endpoint.host}:${instance.endpoint.port}`;
+  if (proxy.status.instanceId !== instance.id || proxy.status.url === undefined) deps.events?.record(ev.instanceStarted(proxy, instance, here, url));
   const probed = await deps.probe(instance.endpoint, proxy, signal, credentials);
   deps.onProbe?.(proxy.spec.provider, probed.ok, probed.durationSeconds);
   if (!probed.ok) return probeFailed(proxy, instance, url, probed, deps, signal);
@@ -173,7 +183,16 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
     },
     signal,
   );
+  // A move took it out of discovery (Provisioning) on the way, even when it was Ready before.
+  if (proxy.status.phase !== 'Ready' || moving) deps.events?.record(ev.becameReady(proxy, url, probed.egressIp));
   return { kind: 'ready', url };
+}
+
+/** Why reconcile is making an instance the proxy did not have: its first, a move, or after the last one went away. */
+function creationCause(proxy: Proxy, moving: boolean): 'apply' | 'move' | 'replace' | 'recreate' {
+  if (moving) return 'move';
+  if (proxy.status.instanceId === undefined) return 'apply';
+  return proxy.status.lastError?.startsWith(REPLACED) ? 'replace' : 'recreate';
 }
 
 function sameLocation(a: InstanceLocation, b: InstanceLocation): boolean {
@@ -225,10 +244,20 @@ async function deleteProxy(
         await writeStatus(deps, proxy.name, (p) => (p.status.lastError === removal.why ? undefined : { ...p.status, lastError: removal.why }), signal);
         return { kind: 'failed', message: removal.why };
       }
+      // The place where an instance was made (the first of `places`); the other is only looked at.
+      if (proxy.status.instanceName && where === places[0]) deps.events?.record(ev.instanceDeleted(proxy, instanceName, where, 'delete'));
     }
   }
   await deps.proxies.remove(proxy.name, signal);
+  deps.events?.record(ev.proxyDeleted(proxy));
   return { kind: 'deleted' };
+}
+
+/** How `lastError` starts once an unready proxy's instance was replaced (the next instance's cause reads it). */
+const REPLACED = 'replaced:';
+
+function locationOf(proxy: Proxy): InstanceLocation {
+  return proxy.spec.placement === undefined ? { provider: proxy.spec.provider } : { provider: proxy.spec.provider, placement: proxy.spec.placement };
 }
 
 const DEFAULT_READINESS: ReadinessPolicy = { failureThreshold: 1, successThreshold: 2, replaceAfterMs: 5 * 60_000 };
@@ -252,11 +281,15 @@ async function probeFailed(
   const next = afterFailure(proxy.status, message, policy, now);
   const failures = next.status.probeFailures ?? 1;
   const unreadySince = next.status.phase === 'Ready' ? undefined : (next.status.unreadySince ?? now.toISOString());
-  if (next.evicted) deps.onEvicted?.(proxy.spec.provider, evictionCauseOf(probed.cause), readySeconds(proxy.status, now));
+  if (next.evicted) {
+    deps.onEvicted?.(proxy.spec.provider, evictionCauseOf(probed.cause), readySeconds(proxy.status, now));
+    deps.events?.record(ev.becameNotReady(proxy, evictionCauseOf(probed.cause), message));
+  }
   const replace = unreadySince !== undefined && now.getTime() - Date.parse(unreadySince) >= policy.replaceAfterMs;
   if (replace) {
     await deps.lifecycles.get(proxy.spec.provider)?.deleteInstance(instance.name, proxy.spec.placement, signal);
     deps.onReplace?.(proxy.spec.provider);
+    deps.events?.record(ev.instanceDeleted(proxy, instance.name, locationOf(proxy), 'replace', `unready since ${unreadySince}`));
   }
   await writeStatus(
     deps,
@@ -272,7 +305,7 @@ async function probeFailed(
         url,
         probeFailures: replace ? 0 : failures,
         unreadySince: replace ? undefined : unreadySince,
-        lastError: replace ? `replaced: unready since ${unreadySince ?? ''} (${message})` : message,
+        lastError: replace ? `${REPLACED} unready since ${unreadySince ?? ''} (${message})` : message,
       };
     },
     signal,

@@ -2,6 +2,8 @@ import { withReadyCondition } from '../proxies/conditions.ts';
 import { afterFailure, readySeconds, type EvictionCause, type ReadinessRules } from '../proxies/eviction.ts';
 import type { ReadinessHooks } from '../proxies/reconcile.ts';
 import type { ProxyStatusWriter } from '../store/proxy-store.ts';
+import type { Proxy } from '../model/proxy-resource.ts';
+import { becameNotReady } from '../events/proxy-events.ts';
 
 export interface FailureDeps {
   proxies: ProxyStatusWriter;
@@ -35,6 +37,7 @@ export async function recordFailure(deps: FailureDeps, name: string, failure: Fa
   let outcome = 'ignored' as FailureOutcome;
   let provider = '';
   let ready: number | undefined;
+  let subject: Proxy | undefined;
   await deps.proxies.updateStatus(
     name,
     (p) => {
@@ -45,6 +48,7 @@ export async function recordFailure(deps: FailureDeps, name: string, failure: Fa
       const next = afterFailure(p.status, failure.message, deps.rules, now, failure.immediate === true);
       outcome = next.evicted ? 'evicted' : 'counted';
       provider = p.spec.provider;
+      subject = p;
       ready = readySeconds(p.status, now);
       return withReadyCondition(next.status, now);
     },
@@ -52,6 +56,7 @@ export async function recordFailure(deps: FailureDeps, name: string, failure: Fa
   );
   if (outcome === 'evicted') {
     deps.hooks.onEvicted?.(provider, failure.cause, ready);
+    if (subject) deps.hooks.events?.record(becameNotReady(subject, failure.cause, failure.message));
     await deps.requestReconcile(name);
   }
   return outcome;

@@ -11,6 +11,8 @@ import type { StatusStore } from '../store/status-store.ts';
 import { checkNowDedupId } from '../checks/request-check.ts';
 import { syncProviderSchedules, type ScheduleSync } from './provider-schedules.ts';
 import { Lease } from './lease.ts';
+import { hostname } from 'node:os';
+import { noEvents, type EventSink } from '../events/event-sink.ts';
 
 const RESYNC_SCHEDULER = 'reconcile-resync';
 
@@ -21,6 +23,8 @@ export interface SchedulerDeps {
   redis: RedisClient;
   store: StatusStore;
   logger: Logger;
+  /** Where leadership changes are recorded. */
+  events?: EventSink;
 }
 
 export interface LeadershipRound {
@@ -73,6 +77,7 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
   readonly #reconcile: Queue;
   readonly #lease: Lease;
   #closing: Promise<void> | undefined;
+  readonly #handBack: () => void;
 
   constructor(deps: SchedulerDeps) {
     super();
@@ -84,8 +89,25 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
     this.#gc = open(QUEUES.gc);
     this.#reconcile = open(QUEUES.reconcile);
     this.#lease = new Lease(deps.redis, `${config.redis.prefix}:scheduler:lease`, config.leaseMs, deps.logger);
+    const events = deps.events ?? noEvents;
+    // Which scheduler: the host and process, and the lease holder id that tells two runs apart.
+    const identity = `${hostname()}/${process.pid}/${this.#lease.id.slice(0, 8)}`;
+    const leadership = (
+      reason: 'LeaderElected' | 'LeaderLost',
+      message: string,
+      type: 'Normal' | 'Warning' = reason === 'LeaderElected' ? 'Normal' : 'Warning',
+    ): void =>
+      events.record({
+        type,
+        reason,
+        object: { kind: 'Scheduler', name: identity },
+        message,
+        details: { leaseId: this.#lease.id },
+      });
+    this.#handBack = () => leadership('LeaderLost', `scheduler ${identity} handed the lease back: it is shutting down`, 'Normal');
     this.#lease.on('acquired', () => {
       deps.logger.info({ leaseId: this.#lease.id }, 'scheduler is now the leader');
+      leadership('LeaderElected', `scheduler ${identity} leads: it took the lease`);
       this.#lead().then(
         (round) => this.emit('leading', round),
         (err: unknown) => {
@@ -96,6 +118,7 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
     });
     this.#lease.on('lost', () => {
       deps.logger.warn('scheduler lost the lease; standing by');
+      leadership('LeaderLost', `scheduler ${identity} lost the lease (not renewed in time or Redis unreachable); standing by`);
       this.emit('standby');
     });
   }
@@ -169,6 +192,7 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
   /** Hands the lease back (a standby takes over at once) and closes the queue. */
   close(): Promise<void> {
     this.#closing ??= (async () => {
+      if (this.#lease.held) this.#handBack();
       await this.#lease.stop();
       await this.#checks.close();
       await this.#gc.close();

@@ -56,6 +56,7 @@ async function routeTable(): Promise<Route[]> {
       inspector: never as never,
       registry: never as never,
       tokens: [],
+      events: never as never,
       maxBodyBytes: 1024,
       hosts: new HostAllowList([]),
       ping: never,

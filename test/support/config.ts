@@ -28,6 +28,8 @@ export interface TestConfigOverrides {
   readiness?: Partial<ReadinessSettings>;
   /** BullMQ's job lock (default 1 s, so that crash tests recover fast); longer where a loaded machine may stall the event loop that long. */
   lockDurationMs?: number;
+  eventsMaxCount?: number;
+  eventsMaxAgeMs?: number;
 }
 
 /** An AppConfig for in-process tests: the run's Redis, a fresh prefix, short locks and backoff. */
@@ -56,5 +58,6 @@ export function testConfig(o: TestConfigOverrides = {}): AppConfig {
     leaseMs: o.leaseMs ?? 600,
     backoffMs: 50,
     retention: { completed: 100, failed: 100 },
+    events: { maxCount: o.eventsMaxCount ?? 10_000, maxAgeMs: o.eventsMaxAgeMs ?? 86_400_000 },
   } satisfies AppConfig);
 }

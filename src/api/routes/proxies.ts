@@ -7,11 +7,15 @@ import type { ProxyDocument } from '../../model/proxy-resource.ts';
 import { ProxyTerminatingError, type ProxyApiStore } from '../../store/proxy-store.ts';
 import { BadRequestError } from '../http-errors.ts';
 import { requestReconcile } from '../../proxies/request-reconcile.ts';
+import { noEvents, type EventSink } from '../../events/event-sink.ts';
+import { callerName } from '../../http/auth.ts';
 
 export interface ProxyRouteDeps {
   proxies: ProxyApiStore;
   providers: readonly string[];
   reconcile: Queue;
+  /** Records applies and deletions with the caller's token name. */
+  events?: EventSink;
 }
 
 function parseFilter(c: Context): DiscoveryFilter {
@@ -43,6 +47,7 @@ async function readDocuments(c: Context, providers: readonly string[]): Promise<
 /** `/v1/proxies`: apply, list (discovery), get, delete. */
 export function proxyRoutes(deps: ProxyRouteDeps): Hono {
   const app = new Hono();
+  const events = deps.events ?? noEvents;
   app.post('/proxies', async (c) => {
     // Every error of every document at once, an unknown provider's included.
     const docs = await readDocuments(c, deps.providers);
@@ -54,7 +59,18 @@ export function proxyRoutes(deps: ProxyRouteDeps): Hono {
     const items = [];
     for (const doc of docs) {
       const { proxy, outcome } = await deps.proxies.apply(doc);
-      if (outcome !== 'unchanged') await requestReconcile(deps.reconcile, proxy.name);
+      if (outcome !== 'unchanged') {
+        const by = callerName(c);
+        events.record({
+          type: 'Normal',
+          reason: 'Applied',
+          object: { kind: 'Proxy', name: proxy.name },
+          provider: proxy.spec.provider,
+          message: `${outcome} by ${by} (generation ${proxy.metadata.generation})`,
+          details: { outcome, by, generation: proxy.metadata.generation },
+        });
+        await requestReconcile(deps.reconcile, proxy.name);
+      }
       items.push({ name: proxy.name, outcome, generation: proxy.metadata.generation });
     }
     return c.json({ items });
@@ -87,6 +103,15 @@ export function proxyRoutes(deps: ProxyRouteDeps): Hono {
     if (orphan !== undefined && orphan !== 'true' && orphan !== 'false')
       throw new BadRequestError(`query parameter "orphan" must be true or false, got "${orphan}"`);
     const proxy = await deps.proxies.requestDeletion(c.req.param('name'), { orphan: orphan === 'true' });
+    const by = callerName(c);
+    events.record({
+      type: 'Normal',
+      reason: 'DeletionRequested',
+      object: { kind: 'Proxy', name: proxy.name },
+      provider: proxy.spec.provider,
+      message: `deletion requested by ${by}${proxy.metadata.orphanInstance ? ', leaving its instance (orphan)' : ''}`,
+      details: { by, orphan: proxy.metadata.orphanInstance === true },
+    });
     await requestReconcile(deps.reconcile, proxy.name);
     return c.json(proxy, 202);
   });

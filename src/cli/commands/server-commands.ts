@@ -46,7 +46,9 @@ export function addServerOptions(cmd: Command, env: ServerEnv, role: string): Co
     .option('--data-dir <dir>', 'where local state lives', d.dataDir)
     .option('--log-level <level>', 'trace, debug, info, warn, error or silent (env EGRESS_LOG_LEVEL)', env.EGRESS_LOG_LEVEL ?? d.logLevel)
     .option('--shutdown-grace <duration>', 'how long running jobs get at shutdown before they are aborted', d.shutdownGrace)
-    .option('--check-config', 'validate the flags and the configuration file, print a summary and exit');
+    .option('--check-config', 'validate the flags and the configuration file, print a summary and exit')
+    .option('--events-max-count <n>', 'events the fleet keeps at most (100 to 1000000); the oldest go first', d.eventsMaxCount)
+    .option('--events-max-age <duration>', 'events older than this are dropped (1m to 2160h)', d.eventsMaxAge);
   if (role !== 'up' && role !== 'api') {
     cmd
       .option('--metrics-port <n>', 'serve /metrics and /healthz of this process on this port')
