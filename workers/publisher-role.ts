@@ -1,3 +1,4 @@
+import type { Telemetry } from 'bullmq';
 import type { RedisTarget } from '../queues/connection.ts';
 import { handle, type Consumer } from '../queues/consume.ts';
 import { JOBS, type CheckResultData } from '../queues/jobs.ts';
@@ -8,6 +9,7 @@ import type { ProviderHealth } from '../src/health/provider-health.ts';
 import type { Logger } from '../src/logging.ts';
 import type { JobMetrics } from '../src/metrics/job-metrics.ts';
 import type { StatusStore } from '../src/store/status-store.ts';
+import { withSpan } from '../src/telemetry/spans.ts';
 import { consumeJobs } from './consumer.ts';
 
 export interface PublisherDeps {
@@ -17,6 +19,8 @@ export interface PublisherDeps {
   logger: Logger;
   jobMetrics: JobMetrics;
   now?: () => Date;
+  /** The publisher role's BullMQ telemetry; undefined when tracing is off. */
+  telemetry?: Telemetry | undefined;
 }
 
 export interface PublisherRole {
@@ -48,10 +52,12 @@ export async function publishResults(
   }
   const stored = await Promise.all(
     [...byProvider].map(([provider, list]) =>
-      deps.store.updateProviderHealth(
-        provider,
-        (current) => list.reduce<ProviderHealth | undefined>((health, result) => nextProviderHealth(health, result, deps.now()), current),
-        signal,
+      withSpan('write provider health', { 'egress.provider': provider, 'egress.results': list.length }, () =>
+        deps.store.updateProviderHealth(
+          provider,
+          (current) => list.reduce<ProviderHealth | undefined>((health, result) => nextProviderHealth(health, result, deps.now()), current),
+          signal,
+        ),
       ),
     ),
   );

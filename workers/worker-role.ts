@@ -1,4 +1,4 @@
-import type { Worker } from 'bullmq';
+import type { Telemetry, Worker } from 'bullmq';
 import pLimit from 'p-limit';
 import type { Registry } from 'prom-client';
 import type { RedisTarget } from '../queues/connection.ts';
@@ -31,6 +31,8 @@ export interface WorkerRoleDeps {
   echoUrl: () => string;
   logger: Logger;
   jobMetrics: JobMetrics;
+  /** The worker role's BullMQ telemetry; undefined when tracing is off. */
+  telemetry?: Telemetry | undefined;
 }
 
 export interface WorkerRole {

@@ -17,6 +17,7 @@ import type { StatusStore } from '../store/status-store.ts';
 import { listenHttp } from '../runtime/listen-http.ts';
 import { createApiApp } from './app.ts';
 import { HostAllowList } from './request-guards.ts';
+import type { Telemetry } from 'bullmq';
 
 export interface ApiRoleDeps {
   config: AppConfig;
@@ -25,6 +26,8 @@ export interface ApiRoleDeps {
   store: StatusStore;
   registry: Registry;
   logger: Logger;
+  /** BullMQ telemetry for the API's producers (ad-hoc checks, reconciles); undefined when tracing is off. */
+  telemetry?: Telemetry | undefined;
 }
 
 export interface ApiRole {
@@ -37,7 +40,13 @@ export interface ApiRole {
 export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
   const { config, logger } = deps;
   const queues = ALL_QUEUES.map((name) =>
-    openQueue(name, { connection: redisOptions(deps.redisTarget, 'producer'), prefix: config.redis.prefix, settings: config, logger }),
+    openQueue(name, {
+      connection: redisOptions(deps.redisTarget, 'producer'),
+      prefix: config.redis.prefix,
+      settings: config,
+      logger,
+      telemetry: deps.telemetry,
+    }),
   );
   const checks = queues.find((q) => q.name === QUEUES.checks) as Queue;
   const checkEvents = new QueueEvents(QUEUES.checks, { connection: redisOptions(deps.redisTarget, 'worker'), prefix: config.redis.prefix });

@@ -10,6 +10,7 @@ import { parseByteSize } from '../config/byte-size.ts';
 import { parseDuration } from '../config/duration.ts';
 import { DEFAULT_CONFIG_FILE, loadConfigFile } from '../config/file.ts';
 import { ConfigError } from '../errors.ts';
+import { telemetryFromEnv, type OtelEnv } from '../telemetry/config.ts';
 
 /** Options shared by the long-running commands, as commander hands them over (strings). */
 export interface ServerFlags {
@@ -47,6 +48,8 @@ export interface ServerFlags {
   probeInterval: string;
   probeTimeout: string;
   replaceAfter: string;
+  /** The process environment's OTEL_* variables (tracing); not a flag. */
+  otelEnv?: OtelEnv;
 }
 
 export const SERVER_FLAG_DEFAULTS = {
@@ -320,6 +323,7 @@ export async function buildServerConfig(flags: ServerFlags, options: { defaultPr
     leaseMs: positiveDuration('--lease', flags.lease),
     backoffMs: 1000,
     retention: { completed: 1000, failed: 5000 },
+    telemetry: telemetryFromEnv(flags.otelEnv ?? {}),
   };
   return freezeConfig(config);
 }

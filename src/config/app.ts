@@ -1,5 +1,6 @@
 import type { ProviderConfig } from './providers.ts';
 import type { CheckSchedule } from './checks.ts';
+import type { TelemetryConfig } from '../telemetry/config.ts';
 
 /** Queues a worker can process. */
 export const QUEUE_SET = ['checks', 'reconcile', 'gc'] as const;
@@ -86,6 +87,8 @@ export interface AppConfig {
   recheckMs: number;
   /** Completed and failed job retention. */
   retention: { completed: number; failed: number };
+  /** Tracing (OTLP export), from the standard OTEL_* variables; absent: off, and no SDK is loaded. */
+  telemetry?: TelemetryConfig | undefined;
 }
 
 /** Deep-freezes a configuration object so that nothing below the entry point can change it. */

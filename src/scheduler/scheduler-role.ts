@@ -11,6 +11,7 @@ import type { StatusStore } from '../store/status-store.ts';
 import { checkNowDedupId } from '../checks/request-check.ts';
 import { syncProviderSchedules, type ScheduleSync } from './provider-schedules.ts';
 import { Lease } from './lease.ts';
+import type { Telemetry } from 'bullmq';
 
 const RESYNC_SCHEDULER = 'reconcile-resync';
 
@@ -21,6 +22,8 @@ export interface SchedulerDeps {
   redis: RedisClient;
   store: StatusStore;
   logger: Logger;
+  /** BullMQ telemetry for the scheduler's producers; undefined when tracing is off. */
+  telemetry?: Telemetry | undefined;
 }
 
 export interface LeadershipRound {
@@ -79,7 +82,13 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
     this.#deps = deps;
     const { config } = deps;
     const open = (name: QueueName): Queue =>
-      openQueue(name, { connection: redisOptions(deps.redisTarget, 'worker'), prefix: config.redis.prefix, settings: config, logger: deps.logger });
+      openQueue(name, {
+        connection: redisOptions(deps.redisTarget, 'worker'),
+        prefix: config.redis.prefix,
+        settings: config,
+        logger: deps.logger,
+        telemetry: deps.telemetry,
+      });
     this.#checks = open(QUEUES.checks);
     this.#gc = open(QUEUES.gc);
     this.#reconcile = open(QUEUES.reconcile);
