@@ -22,7 +22,7 @@ export function inRole<T>(role: string, fn: () => T): T {
 /** The error's stable code (EgressError, Node's system errors, ssh2 levels), if it has one. */
 export function errorCode(err: unknown): string | undefined {
   if (err && typeof err === 'object' && 'code' in err) {
-    const code = (err).code;
+    const code = err.code;
     if (typeof code === 'string' || typeof code === 'number') return String(code);
   }
   return undefined;
