@@ -32,7 +32,8 @@ export function errorCode(err: unknown): string | undefined {
 export function recordError(span: Span, err: unknown): void {
   const error = err instanceof Error ? err : new Error(String(err));
   const code = errorCode(err);
-  span.recordException({ name: error.name, message: error.message, ...(code === undefined ? {} : { code }) });
+  // The event names the error's class and message (the SDK would put a `code` in place of the class); the code goes on the span.
+  span.recordException({ name: error.name, message: error.message });
   span.setAttribute('error.type', code ?? error.name);
   if (code !== undefined) span.setAttribute('egress.error.code', code);
   span.setStatus({ code: SpanStatusCode.ERROR, message: error.message });
