@@ -22,6 +22,7 @@ export interface ReceivedSpan {
   kind: number;
   attributes: Record<string, AttributeValue>;
   events: { name: string; attributes: Record<string, AttributeValue> }[];
+  links: { traceId: string; spanId: string }[];
   /** OTLP status code: 0 unset, 1 ok, 2 error. */
   status: { code: number; message: string };
 }
@@ -146,6 +147,10 @@ function decodeProtobuf(body: Buffer): ReceivedSpan[] {
             const ef = fields(e);
             return { name: str(ef, 2), attributes: pbAttributes(sub(ef, 3)) };
           }),
+          links: sub(sf, 13).map((l) => {
+            const lf = fields(l);
+            return { traceId: hex(lf, 1), spanId: hex(lf, 2) };
+          }),
           status: { code: num(stf, 3), message: str(stf, 2) },
         });
       }
@@ -175,6 +180,7 @@ interface JsonSpan {
   kind?: number;
   attributes?: JsonKeyValue[];
   events?: { name: string; attributes?: JsonKeyValue[] }[];
+  links?: { traceId: string; spanId: string }[];
   status?: { code?: number; message?: string };
 }
 interface JsonRequest {
@@ -213,6 +219,7 @@ function decodeJson(body: Buffer): ReceivedSpan[] {
           kind: s.kind ?? 0,
           attributes: jsonAttributes(s.attributes),
           events: (s.events ?? []).map((e) => ({ name: e.name, attributes: jsonAttributes(e.attributes) })),
+          links: (s.links ?? []).map((l) => ({ traceId: l.traceId, spanId: l.spanId })),
           status: { code: s.status?.code ?? 0, message: s.status?.message ?? '' },
         });
       }
