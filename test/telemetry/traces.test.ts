@@ -147,3 +147,27 @@ describe('traces of a proxy’s apply → Ready (OTLP http/protobuf, the default
     expectNoSecrets(receiver, [password, TOKEN]);
   });
 });
+
+describe('traces of scheduled checks', () => {
+  let receiver: OtlpReceiver;
+  let roles: RunningRoles;
+
+  beforeAll(async () => {
+    receiver = await startOtlpReceiver();
+    const config = tracedConfig(testConfig({ queues: ['checks'], intervalMs: 10_000 }), { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url });
+    roles = await runRoles(config, ['publisher', 'worker', 'scheduler'], silentLogger());
+  });
+  afterAll(async () => {
+    await roles.close();
+    await receiver.close();
+  });
+
+  test('each scheduled check starts a trace of its own, not one under the upsert of its scheduler', async () => {
+    // The scheduler's new job scheduler produces a check at once; its spans arrive with the next batch export.
+    const isScheduled = (s: ReceivedSpan): boolean => s.name === 'check' && s.attributes['egress.check.trigger'] === 'schedule';
+    const spans = await receiver.waitFor((all) => all.some(isScheduled));
+    const check = spans.find(isScheduled) as ReceivedSpan;
+    const process = parentOf(spans, check);
+    expect(process).toMatchObject({ name: 'process checks', service: 'egress-worker', parentSpanId: '' });
+  });
+});
