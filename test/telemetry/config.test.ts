@@ -3,6 +3,7 @@ import { describe, expect, test, vi } from 'vitest';
 import { ConfigError } from '../../src/errors.ts';
 import { buildServerConfig, SERVER_FLAG_DEFAULTS } from '../../src/cli/server-config.ts';
 import { telemetryFromEnv } from '../../src/telemetry/config.ts';
+import { runCli } from '../support/cli.ts';
 import { tempDir } from '../support/temp-dirs.ts';
 import { startOtlpReceiver } from '../support/otlp-receiver.ts';
 
@@ -87,6 +88,18 @@ describe('the server configuration', () => {
         { defaultProviders: true, servesApi: true },
       ),
     ).rejects.toThrow(/^OTEL_EXPORTER_OTLP_PROTOCOL: /);
+  });
+});
+
+describe('the command line', () => {
+  test('hands the environment’s OTEL_* variables to the server configuration: a bad one is a usage error naming it', async () => {
+    const dataDir = await tempDir('egress-otel-cli-');
+    const env = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' };
+    const bad = await runCli(['worker', '--check-config', '--data-dir', dataDir], env);
+    expect(bad.code).toBe(2);
+    expect(bad.err).toContain('OTEL_EXPORTER_OTLP_PROTOCOL: expected http/protobuf or http/json');
+    const good = await runCli(['worker', '--check-config', '--data-dir', dataDir], { ...env, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' });
+    expect(good).toMatchObject({ code: 0 });
   });
 });
 
