@@ -99,22 +99,23 @@ export function startSdk(config: TelemetryConfig, roles: readonly string[]): Tra
     );
   }
   const fallback = roles[0];
-  const tracers = new Map<string, Map<string, Tracer>>();
+  if (fallback === undefined) throw new Error('tracing needs at least one role');
+  // One routing tracer per (name, version), each holding its tracer per role: no allocation per span.
+  const routers = new Map<string, Tracer>();
   const routing: TracerProvider = {
     getTracer(name: string, tracerVersion?: string) {
-      const byRole = new Map<string, Tracer>();
-      tracers.set(`${name}@${tracerVersion ?? ''}`, byRole);
-      const pick = (ctx: Context): Tracer => {
-        const value = ctx.getValue(ROLE_KEY);
-        const role = typeof value === 'string' && providers.has(value) ? value : fallback;
-        let t = role === undefined ? undefined : byRole.get(role);
-        if (!t && role !== undefined) {
-          t = (providers.get(role) as NodeTracerProvider).getTracer(name, tracerVersion);
-          byRole.set(role, t);
-        }
-        return t ?? trace.getTracerProvider().getTracer('none');
-      };
-      return new RoutingTracer(pick);
+      const key = `${name}@${tracerVersion ?? ''}`;
+      let router = routers.get(key);
+      if (!router) {
+        const byRole = new Map([...providers].map(([role, provider]) => [role, provider.getTracer(name, tracerVersion)]));
+        const fallbackTracer = byRole.get(fallback) as Tracer;
+        router = new RoutingTracer((ctx) => {
+          const role = ctx.getValue(ROLE_KEY);
+          return (typeof role === 'string' ? byRole.get(role) : undefined) ?? fallbackTracer;
+        });
+        routers.set(key, router);
+      }
+      return router;
     },
   };
   const contextManager = new AsyncLocalStorageContextManager().enable();
