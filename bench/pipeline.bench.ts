@@ -7,7 +7,9 @@
  *   store (checks worker → results queue → publisher), beside N no-op jobs through a plain
  *   BullMQ Worker with the same concurrency;
  * - add-to-start latency: one job at a time into an idle worker, from `add` to the processor
- *   starting (for the pipeline: to the checker being called).
+ *   starting (for the pipeline: to the checker being called);
+ * - the one-process pipeline again with tracing on, exporting its spans (OTLP http/protobuf, the SDK's default batching) to a
+ *   local endpoint that only counts the bytes, beside the same pipeline with tracing off.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -24,6 +26,9 @@ import type { Provider } from '../src/providers/types.ts';
 import { startRedisChild } from '../src/redis/redis-server.ts';
 import { fmt, summarize } from './stats.ts';
 import { benchConfig } from './support/app-config.ts';
+import { startOtlpSink } from './support/otlp-sink.ts';
+import { freezeConfig } from '../src/config/app.ts';
+import { telemetryFromEnv } from '../src/telemetry/config.ts';
 
 const N = Number(process.env.BENCH_JOBS ?? 20000);
 const LATENCY_SAMPLES = Number(process.env.BENCH_SAMPLES ?? 300);
@@ -76,8 +81,10 @@ async function pipeline(
   redisUrl: string,
   dataDir: string,
   publisherProcess: boolean,
+  otlpEndpoint?: string,
 ): Promise<{ jobsPerSecond: number; latency: { p50: number; p99: number; n: number } }> {
-  const cfg = config(redisUrl, publisherProcess ? '{bench-pipeline-2p}' : '{bench-pipeline}', dataDir);
+  const plain = config(redisUrl, publisherProcess ? '{bench-pipeline-2p}' : otlpEndpoint ? '{bench-pipeline-traced}' : '{bench-pipeline}', dataDir);
+  const cfg = otlpEndpoint ? freezeConfig({ ...plain, telemetry: telemetryFromEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: otlpEndpoint }) }) : plain;
   let started: ((t: number) => void) | undefined;
   const noop: Provider = {
     name: 'noop',
@@ -153,7 +160,10 @@ export async function runPipelineBench(): Promise<void> {
     await rawBullmq(redis.url, 2000, '{bench-warmup}');
     const raw = await rawBullmq(redis.url);
     const ours = await pipeline(redis.url, dir, false);
+    const sink = await startOtlpSink();
+    const traced = await pipeline(redis.url, dir, false, sink.url).finally(() => sink.close());
     const split = await pipeline(redis.url, dir, true);
+    const tracedRatio = traced.jobsPerSecond / ours.jobsPerSecond;
     const ratio = ours.jobsPerSecond / raw.jobsPerSecond;
     const splitRatio = split.jobsPerSecond / raw.jobsPerSecond;
     console.log(`check pipeline vs raw BullMQ — ${N} jobs, concurrency ${CONCURRENCY}, ${LATENCY_SAMPLES} latency samples`);
@@ -164,10 +174,28 @@ export async function runPipelineBench(): Promise<void> {
       `| check pipeline, no-op checker (check → result → published status) | ${fmt(ours.jobsPerSecond, 0)} | ${fmt(ours.latency.p50)} | ${fmt(ours.latency.p99)} |`,
     );
     console.log(
+      `| check pipeline, tracing on (OTLP http/protobuf, default batch export) | ${fmt(traced.jobsPerSecond, 0)} | ${fmt(traced.latency.p50)} | ${fmt(traced.latency.p99)} |`,
+    );
+    console.log(
       `| check pipeline, publisher in its own process (as deployed) | ${fmt(split.jobsPerSecond, 0)} | ${fmt(split.latency.p50)} | ${fmt(split.latency.p99)} |`,
     );
     console.log(`ratio (pipeline / raw): one process ${fmt(ratio, 2)}, publisher apart ${fmt(splitRatio, 2)} (target ≥ 0.50)`);
-    console.log(JSON.stringify({ bench: 'pipeline', n: N, concurrency: CONCURRENCY, raw, pipeline: ours, pipelineSplit: split, ratio, splitRatio }));
+    console.log(`ratio (tracing on / off, one process): ${fmt(tracedRatio, 2)} — ${sink.stats.requests} exports, ${fmt(sink.stats.bytes / 1e6, 1)} MB`);
+    console.log(
+      JSON.stringify({
+        bench: 'pipeline',
+        n: N,
+        concurrency: CONCURRENCY,
+        raw,
+        pipeline: ours,
+        pipelineTraced: traced,
+        pipelineSplit: split,
+        ratio,
+        splitRatio,
+        tracedRatio,
+        otlp: sink.stats,
+      }),
+    );
   } finally {
     await redis.stop();
     await rm(dir, { recursive: true, force: true });

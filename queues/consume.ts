@@ -1,4 +1,4 @@
-import { DelayedError, Queue, RateLimitError, UnrecoverableError, WaitingChildrenError, Worker, type Job, type RedisOptions } from 'bullmq';
+import { DelayedError, Queue, RateLimitError, UnrecoverableError, WaitingChildrenError, Worker, type Job, type RedisOptions, type Telemetry } from 'bullmq';
 import { closeWorkerBounded } from './bounded-close.ts';
 import { parseJobData, type JobData, type JobDefinition, type JobSettings } from './jobs.ts';
 import type { JobLog } from './log.ts';
@@ -51,6 +51,12 @@ export interface ConsumeOptions {
   observer: JobObserver;
   logger: JobLog;
   withDeadline: DeadlineRunner;
+  /**
+   * BullMQ's telemetry (bullmq-otel): a `process` span per job, child of the span that added it
+   * (the trace context travels in the job's options), with the handler running inside it.
+   * Undefined: no tracing.
+   */
+  telemetry?: Telemetry | undefined;
 }
 
 export interface Consumer {
@@ -166,6 +172,7 @@ export async function consume(queue: QueueName, handlers: readonly JobHandler[],
     lockDuration: options.lockDurationMs,
     stalledInterval: options.stalledIntervalMs,
     autorun: false,
+    ...(options.telemetry ? { telemetry: options.telemetry } : {}),
   });
   instrument(worker, options.observer, options.logger);
   worker.run().catch((err: unknown) => options.logger.error({ queue, err: (err as Error).message }, 'worker stopped'));
@@ -181,8 +188,17 @@ export async function consume(queue: QueueName, handlers: readonly JobHandler[],
 }
 
 /** The way to a queue for producers: the configured backoff and retention as defaults, and the mandatory error listener. */
-export function openQueue(name: QueueName, options: { connection: RedisOptions; prefix: string; settings: JobOptionSettings; logger: JobLog }): Queue {
-  const queue = new Queue(name, { connection: options.connection, prefix: options.prefix, defaultJobOptions: defaultJobOptions(options.settings) });
+export function openQueue(
+  name: QueueName,
+  options: { connection: RedisOptions; prefix: string; settings: JobOptionSettings; logger: JobLog; telemetry?: Telemetry | undefined },
+): Queue {
+  // With telemetry, each add is a span whose context the job carries to its consumer.
+  const queue = new Queue(name, {
+    connection: options.connection,
+    prefix: options.prefix,
+    defaultJobOptions: defaultJobOptions(options.settings),
+    ...(options.telemetry ? { telemetry: options.telemetry } : {}),
+  });
   queue.on('error', (err: Error) => options.logger.warn({ queue: name, err: err.message }, 'queue connection error'));
   return queue;
 }

@@ -96,9 +96,14 @@ export function parseJobData<T>(schema: z.ZodType<T>, queue: string, data: unkno
   return result.data;
 }
 
-/** The options of a job of this kind: the configured backoff and retention, its own attempts and retention. */
+/**
+ * The options of a job of this kind as a job scheduler's template: the configured backoff and
+ * retention, its own attempts and retention. Each scheduled job starts a trace of its own
+ * (`omitContext`): without it every job a scheduler ever produces would join the trace of the
+ * upsert that created the scheduler.
+ */
 export function jobOptions(def: JobDefinition, settings: JobOptionSettings): JobsOptions {
-  return { ...defaultJobOptions(settings), ...ownOptions(def) };
+  return { ...defaultJobOptions(settings), ...ownOptions(def), telemetry: { omitContext: true } };
 }
 
 function ownOptions(def: JobDefinition): JobsOptions {

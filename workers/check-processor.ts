@@ -5,6 +5,8 @@ import { EgressError } from '../src/errors.ts';
 import { runCheck } from '../src/checks/run-check.ts';
 import type { Logger } from '../src/logging.ts';
 import type { Provider } from '../src/providers/types.ts';
+import type { TargetResult } from '../src/health/types.ts';
+import { recordSpan, withSpan } from '../src/telemetry/spans.ts';
 import type { LimitFunction } from 'p-limit';
 import type { ResultSink } from './result-batcher.ts';
 
@@ -41,6 +43,22 @@ export class MalformedResultError extends EgressError {
   }
 }
 
+/** One span per target under the check's: it began with the check and took the target's duration. */
+function targetSpan(provider: string, t: TargetResult, startedMs: number): void {
+  recordSpan(
+    'check target',
+    {
+      'egress.provider': provider,
+      'egress.target': t.target,
+      'egress.check.reason': t.reason,
+      'egress.check.ready': t.ready,
+      ...(t.ready ? {} : { 'error.type': t.reason }),
+    },
+    startedMs,
+    startedMs + t.durationSeconds * 1000,
+  );
+}
+
 /**
  * Handles one `check` job: runs the provider's check under the job's deadline (started once
  * the check has a slot) and puts the result on the durable `results` queue. A target that runs
@@ -55,7 +73,14 @@ export function checkHandler(deps: CheckProcessorDeps): JobHandler {
 
     // The deadline starts with the check, not while the job waited for a place.
     const { checkedAt, targets } = await deps.checkSlots(() =>
-      ctx.deadline(async (limit) => ({ checkedAt: new Date().toISOString(), targets: await runCheck(provider, limit) })),
+      ctx.deadline((limit) =>
+        withSpan('check', { 'egress.provider': provider.name, 'egress.check.trigger': data.trigger, 'messaging.message.id': jobId }, async () => {
+          const startedMs = Date.now();
+          const checked = { checkedAt: new Date(startedMs).toISOString(), targets: await runCheck(provider, limit) };
+          for (const t of checked.targets) targetSpan(provider.name, t, startedMs);
+          return checked;
+        }),
+      ),
     );
     if (ctx.signal.aborted) throw new CheckInterruptedError(ctx.signal.reason);
 

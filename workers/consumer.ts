@@ -1,4 +1,4 @@
-import type { Queue } from 'bullmq';
+import type { Queue, Telemetry } from 'bullmq';
 import { redisOptions, type RedisTarget } from '../queues/connection.ts';
 import { consume, openQueue, type Consumer, type JobHandler } from '../queues/consume.ts';
 import type { QueueName } from '../queues/names.ts';
@@ -13,6 +13,8 @@ export interface ConsumerDeps {
   redisTarget: RedisTarget | string;
   jobMetrics: JobMetrics;
   logger: Logger;
+  /** The role's BullMQ telemetry (src/telemetry/tracing.ts); undefined when tracing is off. */
+  telemetry?: Telemetry | undefined;
 }
 
 /** `consume` with the configuration's locks, grace period and deadlines, this process's metrics and logger. */
@@ -29,15 +31,17 @@ export function consumeJobs(deps: ConsumerDeps, queue: QueueName, handlers: read
     observer: deps.jobMetrics,
     logger: deps.logger,
     withDeadline,
+    telemetry: deps.telemetry,
   });
 }
 
 /** A queue a consumer adds jobs to (results, follow-up reconciles), on a connection that waits out Redis outages. */
-export function openJobQueue(deps: Pick<ConsumerDeps, 'config' | 'redisTarget' | 'logger'>, name: QueueName): Queue {
+export function openJobQueue(deps: Pick<ConsumerDeps, 'config' | 'redisTarget' | 'logger' | 'telemetry'>, name: QueueName): Queue {
   return openQueue(name, {
     connection: redisOptions(deps.redisTarget, 'worker'),
     prefix: deps.config.redis.prefix,
     settings: deps.config,
     logger: deps.logger,
+    telemetry: deps.telemetry,
   });
 }

@@ -1,3 +1,4 @@
+import type { Telemetry } from 'bullmq';
 import type { RedisTarget } from '../queues/connection.ts';
 import { handle, type Consumer } from '../queues/consume.ts';
 import { JOBS, type CheckResultData } from '../queues/jobs.ts';
@@ -8,6 +9,7 @@ import type { ProviderHealth } from '../src/health/provider-health.ts';
 import type { Logger } from '../src/logging.ts';
 import type { JobMetrics } from '../src/metrics/job-metrics.ts';
 import type { StatusStore } from '../src/store/status-store.ts';
+import { withSpan } from '../src/telemetry/spans.ts';
 import { consumeJobs } from './consumer.ts';
 import type { EventSink } from '../src/events/event-sink.ts';
 import { reasonChanges } from '../src/events/health-events.ts';
@@ -21,6 +23,8 @@ export interface PublisherDeps {
   now?: () => Date;
   /** Where check reason flips are recorded. */
   events?: EventSink;
+  /** The publisher role's BullMQ telemetry; undefined when tracing is off. */
+  telemetry?: Telemetry | undefined;
 }
 
 export interface PublisherRole {
@@ -51,21 +55,23 @@ export async function publishResults(
     byProvider.set(result.provider, list);
   }
   const stored = await Promise.all(
-    [...byProvider].map(async ([provider, list]) => {
-      // The update may run again when another writer got there first: the flips of the run that was written count.
-      let flips: ReturnType<typeof reasonChanges> = [];
-      const health = await deps.store.updateProviderHealth(
-        provider,
-        (current) => {
-          const next = list.reduce<ProviderHealth | undefined>((h, result) => nextProviderHealth(h, result, deps.now()), current);
-          flips = next ? reasonChanges(current, next) : [];
-          return next;
-        },
-        signal,
-      );
-      for (const flip of flips) deps.events?.record(flip);
-      return health;
-    }),
+    [...byProvider].map(([provider, list]) =>
+      withSpan('write provider health', { 'egress.provider': provider, 'egress.results': list.length }, async () => {
+        // The update may run again when another writer got there first: the flips of the run that was written count.
+        let flips: ReturnType<typeof reasonChanges> = [];
+        const health = await deps.store.updateProviderHealth(
+          provider,
+          (current) => {
+            const next = list.reduce<ProviderHealth | undefined>((h, result) => nextProviderHealth(h, result, deps.now()), current);
+            flips = next ? reasonChanges(current, next) : [];
+            return next;
+          },
+          signal,
+        );
+        for (const flip of flips) deps.events?.record(flip);
+        return health;
+      }),
+    ),
   );
   return stored.filter((health) => health !== undefined);
 }

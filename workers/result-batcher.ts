@@ -1,7 +1,9 @@
 import { createHash } from 'node:crypto';
+import { context, trace, type Context, type Link } from '@opentelemetry/api';
 import type { Queue } from 'bullmq';
 import { enqueue, JOBS, type CheckResultData } from '../queues/jobs.ts';
 import { safeJobId } from '../queues/names.ts';
+import { withSpan } from '../src/telemetry/spans.ts';
 
 /** Where check results go: `publish` settles once the result is durably on the `results` queue. */
 export interface ResultSink {
@@ -10,6 +12,8 @@ export interface ResultSink {
 
 interface Pending {
   result: CheckResultData;
+  /** The publishing check's trace context: the batch's job continues the first one's trace and links the others. */
+  context: Context;
   resolve: () => void;
   reject: (err: unknown) => void;
 }
@@ -33,6 +37,24 @@ function batchJobId(batch: readonly Pending[]): string {
  * A failed add rejects every `publish` of that batch, so each check job fails and is retried:
  * a result is never acknowledged before it is on the queue.
  */
+/**
+ * A batch of several checks' results: its job continues the first check's trace, under a span
+ * that links every other check's span (a fan-in), so each check's trace leads to the write.
+ */
+function addBatch(queue: Queue, batch: readonly Pending[], jobId: string): Promise<unknown> {
+  const links: Link[] = [];
+  for (const p of batch.slice(1)) {
+    const span = trace.getSpan(p.context);
+    if (span) links.push({ context: span.spanContext() });
+  }
+  const parent = batch[0]?.context ?? context.active();
+  return context.with(parent, () =>
+    withSpan('results batch', { 'egress.results': batch.length }, () => enqueue(queue, JOBS.results, { results: batch.map((p) => p.result) }, { jobId }), {
+      links,
+    }),
+  );
+}
+
 export function createResultBatcher(queue: Queue, options: { maxBatch?: number } = {}): ResultSink {
   const maxBatch = options.maxBatch ?? 200;
   const waiting: Pending[] = [];
@@ -54,10 +76,9 @@ export function createResultBatcher(queue: Queue, options: { maxBatch?: number }
     const batch = waiting.splice(0, maxBatch);
     inFlight = true;
     const jobId = batchJobId(batch);
+    const first = batch[0];
     const added =
-      batch.length === 1 && batch[0]
-        ? enqueue(queue, JOBS.result, batch[0].result, { jobId })
-        : enqueue(queue, JOBS.results, { results: batch.map((p) => p.result) }, { jobId });
+      batch.length === 1 && first ? context.with(first.context, () => enqueue(queue, JOBS.result, first.result, { jobId })) : addBatch(queue, batch, jobId);
     added
       .then(
         () => {
@@ -76,7 +97,7 @@ export function createResultBatcher(queue: Queue, options: { maxBatch?: number }
   return {
     publish(result) {
       return new Promise<void>((resolve, reject) => {
-        waiting.push({ result, resolve, reject });
+        waiting.push({ result, context: context.active(), resolve, reject });
         schedule();
       });
     },

@@ -1,4 +1,4 @@
-import type { Worker } from 'bullmq';
+import type { Telemetry, Worker } from 'bullmq';
 import pLimit from 'p-limit';
 import type { Registry } from 'prom-client';
 import type { RedisTarget } from '../queues/connection.ts';
@@ -34,6 +34,8 @@ export interface WorkerRoleDeps {
   jobMetrics: JobMetrics;
   /** Where reconcile, readiness and GC decisions are recorded. */
   events?: EventSink;
+  /** The worker role's BullMQ telemetry; undefined when tracing is off. */
+  telemetry?: Telemetry | undefined;
 }
 
 export interface WorkerRole {

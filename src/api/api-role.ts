@@ -18,6 +18,7 @@ import { listenHttp } from '../http/listen.ts';
 import { createApiApp } from './app.ts';
 import { HostAllowList } from '../http/request-guards.ts';
 import type { EventStore } from '../events/event-sink.ts';
+import type { Telemetry } from 'bullmq';
 
 export interface ApiRoleDeps {
   config: AppConfig;
@@ -28,6 +29,8 @@ export interface ApiRoleDeps {
   logger: Logger;
   /** The fleet's events: read by `GET /v1/events`, written by applies and deletions. */
   events: EventStore;
+  /** BullMQ telemetry for the API's producers (ad-hoc checks, reconciles); undefined when tracing is off. */
+  telemetry?: Telemetry | undefined;
 }
 
 export interface ApiRole {
@@ -40,7 +43,13 @@ export interface ApiRole {
 export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
   const { config, logger } = deps;
   const queues = ALL_QUEUES.map((name) =>
-    openQueue(name, { connection: redisOptions(deps.redisTarget, 'producer'), prefix: config.redis.prefix, settings: config, logger }),
+    openQueue(name, {
+      connection: redisOptions(deps.redisTarget, 'producer'),
+      prefix: config.redis.prefix,
+      settings: config,
+      logger,
+      telemetry: deps.telemetry,
+    }),
   );
   const checks = queues.find((q) => q.name === QUEUES.checks) as Queue;
   const checkEvents = new QueueEvents(QUEUES.checks, { connection: redisOptions(deps.redisTarget, 'worker'), prefix: config.redis.prefix });

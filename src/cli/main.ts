@@ -19,6 +19,8 @@ export interface CliEnv {
   EGRESS_API_URL?: string;
   EGRESS_API_TOKEN?: string;
   EGRESS_API_TOKEN_FILE?: string;
+  /** OpenTelemetry's standard variables: tracing is on when an OTLP endpoint is set (src/telemetry/config.ts). */
+  [otel: `OTEL_${string}`]: string | undefined;
 }
 
 const DEFAULT_IO: CliIO = {
@@ -84,7 +86,7 @@ function buildProgram(env: CliEnv, io: CliIO, result: { code: number }, options:
     addServerOptions(program.command(name).description(what), env, name).action(async (flags: ServerFlags) => {
       // Loaded on demand: the client commands never pay for BullMQ, Bull Board and the providers.
       const { runServerCommand } = await import('./commands/run-server.ts');
-      result.code = await runServerCommand(name, flags, io);
+      result.code = await runServerCommand(name, { ...flags, otelEnv: env }, io);
     });
   }
 

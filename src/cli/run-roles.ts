@@ -17,6 +17,8 @@ import { startWorkerRole } from '../../workers/worker-role.ts';
 import { echoUrlAdvice } from '../readiness/echo-url-advice.ts';
 import { egressGuards } from '../egress/policy-config.ts';
 import { RedisEventStore } from '../events/redis-event-store.ts';
+import { inRole } from '../telemetry/spans.ts';
+import { startTracing, type TracingRuntime } from '../telemetry/tracing.ts';
 
 /** `http://127.0.0.1:8080` → its host (without brackets) and port. */
 function listenerOf(url: string): { host: string; port: number } {
@@ -32,6 +34,8 @@ export interface RunningRoles {
   readonly api: ApiRole | undefined;
   readonly scheduler: SchedulerRole | undefined;
   readonly providers: ReadonlyMap<string, Provider>;
+  /** Tracing of this process (TRACING_OFF without an OTLP endpoint). */
+  readonly tracing: TracingRuntime;
   /** Closes roles in reverse start order, then connections, then the private Redis. */
   close(): Promise<void>;
 }
@@ -69,6 +73,10 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
     }
   };
   try {
+    // First in, last out: spans of the shutdown itself are still exported.
+    const tracing = await startTracing(config.telemetry, roles);
+    closers.push(() => tracing.shutdown());
+    if (tracing.enabled) logger.info({ tracesUrl: config.telemetry?.tracesUrl, protocol: config.telemetry?.protocol, roles }, 'tracing on');
     let redisUrl = config.redis.url;
     if (redisUrl === undefined && config.redis.clusterNodes === undefined) {
       const own: PrivateRedis = await startPrivateRedis({
@@ -105,7 +113,9 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
     // listeners every proxy must refuse (ProviderDeps.egress), and the echo URL needs the API's port.
     let api: ApiRole | undefined;
     if (roles.includes('api')) {
-      const a = await startApiRole({ config, redisTarget, redis, store, registry, events, logger: logger.child({ role: 'api' }) });
+      const a = await inRole('api', () =>
+        startApiRole({ config, redisTarget, redis, store, registry, events, logger: logger.child({ role: 'api' }), telemetry: tracing.bullmq('api') }),
+      );
       api = a;
       closers.push(() => a.close());
     }
@@ -142,15 +152,30 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
       if (role === 'worker') {
         const proxies = new RedisProxyStore(redis, config.redis.prefix);
         closers.push(() => proxies.close());
-        const w = await startWorkerRole({ config, redisTarget, providers, proxies, registry, echoUrl, logger: log, jobMetrics, events: events.sink('worker') });
+        const w = await inRole(role, () =>
+          startWorkerRole({
+            config,
+            redisTarget,
+            providers,
+            proxies,
+            registry,
+            echoUrl,
+            logger: log,
+            jobMetrics,
+            events: events.sink('worker'),
+            telemetry: tracing.bullmq(role),
+          }),
+        );
         closers.push(() => w.close());
       } else if (role === 'publisher') {
-        const p = await startPublisherRole({ config, redisTarget, store, logger: log, jobMetrics, events: events.sink('publisher') });
+        const p = await inRole(role, () =>
+          startPublisherRole({ config, redisTarget, store, logger: log, jobMetrics, events: events.sink('publisher'), telemetry: tracing.bullmq(role) }),
+        );
         closers.push(() => p.close());
       } else if (role === 'scheduler') {
-        const s = new SchedulerRole({ config, redisTarget, redis, store, logger: log, events: events.sink('scheduler') });
+        const s = new SchedulerRole({ config, redisTarget, redis, store, logger: log, events: events.sink('scheduler'), telemetry: tracing.bullmq(role) });
         s.on('error', () => undefined);
-        s.start();
+        inRole(role, () => s.start());
         registerSchedulerGauges(registry, s, config.checks.intervalMs);
         scheduler = s;
         closers.push(() => s.close());
@@ -167,6 +192,7 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
       api,
       scheduler,
       providers,
+      tracing,
       close() {
         closing ??= closeAll();
         return closing;

@@ -10,6 +10,7 @@ import { parseByteSize } from '../schema/byte-size.ts';
 import { parseDuration } from '../schema/duration.ts';
 import { DEFAULT_CONFIG_FILE, loadConfigFile } from '../config/file.ts';
 import { ConfigError } from '../errors.ts';
+import { telemetryFromEnv, type OtelEnv } from '../telemetry/config.ts';
 
 /** Options shared by the long-running commands, as commander hands them over (strings). */
 export interface ServerFlags {
@@ -49,6 +50,8 @@ export interface ServerFlags {
   replaceAfter: string;
   eventsMaxCount: string;
   eventsMaxAge: string;
+  /** The process environment's OTEL_* variables (tracing); not a flag. */
+  otelEnv?: OtelEnv;
 }
 
 export const SERVER_FLAG_DEFAULTS = {
@@ -359,6 +362,7 @@ export async function buildServerConfig(flags: ServerFlags, options: { defaultPr
     backoffMs: 1000,
     retention: { completed: 1000, failed: 5000 },
     events: eventRetention(flags),
+    telemetry: telemetryFromEnv(flags.otelEnv ?? {}),
   };
   return freezeConfig(config);
 }

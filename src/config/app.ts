@@ -1,5 +1,6 @@
 import type { ProviderConfig } from '../providers/config.ts';
 import type { CheckSchedule } from './checks.ts';
+import type { TelemetryConfig } from '../telemetry/config.ts';
 
 /** Queues a worker can process. */
 export const QUEUE_SET = ['checks', 'reconcile', 'gc'] as const;
@@ -99,6 +100,8 @@ export interface AppConfig {
   retention: { completed: number; failed: number };
   /** How many events, and how old, the fleet's event stream keeps (`--events-max-count`, `--events-max-age`). */
   events: EventRetention;
+  /** Tracing (OTLP export), from the standard OTEL_* variables; absent: off, and no SDK is loaded. */
+  telemetry?: TelemetryConfig | undefined;
 }
 
 /** Deep-freezes a configuration object so that nothing below the entry point can change it. */

@@ -15,7 +15,9 @@ import type { LibvirtConnection } from './libvirt/connection.ts';
 import type { KeepaliveOptions } from './libvirt/keepalive.ts';
 import type { LibvirtMetrics } from './libvirt/metrics.ts';
 import { CloseLatch } from './close-latch.ts';
-import { DialError } from './dial.ts';
+import { asDialError, DialError } from './dial.ts';
+import { dialStage } from './dial-span.ts';
+import { withSpan } from '../telemetry/spans.ts';
 import { connectSsh, type SshConnectOptions } from './ssh/connect.ts';
 import { loadSshMaterial } from './ssh/material.ts';
 import { SshClosedError, type SshSession } from './ssh/session.ts';
@@ -101,10 +103,28 @@ export interface DialHostOptions {
 }
 
 /** Dials a host; a failure is a DialError tagged with the stage it failed in. */
-export async function dialHost(host: KvmHostConfig, signal: AbortSignal, options: DialHostOptions): Promise<HostConnection> {
+export function dialHost(host: KvmHostConfig, signal: AbortSignal, options: DialHostOptions): Promise<HostConnection> {
+  return withSpan('kvm dial', { 'egress.kvm.host': host.name, 'server.address': host.address, 'server.port': host.port }, () => dial(host, signal, options));
+}
+
+async function dial(host: KvmHostConfig, signal: AbortSignal, options: DialHostOptions): Promise<HostConnection> {
   const logger = options.logger.child({ host: host.name, address: `${host.address}:${host.port}`, user: host.user });
-  const material = await loadSshMaterial(host, signal);
+  const material = await dialStage(
+    'ssh-material',
+    host.name,
+    () => loadSshMaterial(host, signal),
+    (err) => asDialError('ssh-material', host.name, err),
+  );
   const ssh = await connectSsh(host, material, signal, { ...options.ssh, logger });
+  return dialStage(
+    'libvirt-connect',
+    host.name,
+    () => openLibvirt(host, ssh, signal, options, logger),
+    (err) => asDialError('libvirt-connect', host.name, err),
+  );
+}
+
+async function openLibvirt(host: KvmHostConfig, ssh: SshSession, signal: AbortSignal, options: DialHostOptions, logger: Logger): Promise<HostConnection> {
   let channel: ClientChannel | undefined;
   try {
     channel = await openStreamLocal(ssh, host.socketPath, signal);

@@ -2,6 +2,8 @@ import { request, type IncomingMessage } from 'node:http';
 import { isIP, Socket } from 'node:net';
 import type { ProxyCredentials } from '../providers/lifecycle.ts';
 import { normalizeAddress } from './echo.ts';
+import { SpanStatusCode } from '@opentelemetry/api';
+import { withSpan } from '../telemetry/spans.ts';
 
 export interface ProbeOptions {
   /** The forward proxy (HTTP with CONNECT, Basic Proxy-Authorization). */
@@ -113,7 +115,21 @@ function parseAddress(body: string): string | undefined {
  * `http`. When the signal aborts, the probe rejects with the signal's reason (the caller's
  * deadline decides what that means) instead of blaming a stage.
  */
-export async function probeProxy(options: ProbeOptions): Promise<ProbeResult> {
+export function probeProxy(options: ProbeOptions): Promise<ProbeResult> {
+  // The proxy's address and the outcome; never its credentials nor the echo token.
+  return withSpan('readiness probe', { 'server.address': options.endpoint.host, 'server.port': options.endpoint.port }, async (span) => {
+    const result = await probe(options);
+    span.setAttributes(
+      result.ok
+        ? { 'egress.probe.ok': true }
+        : { 'egress.probe.ok': false, 'egress.probe.stage': result.stage, 'egress.probe.cause': result.cause, 'error.type': `probe-${result.cause}` },
+    );
+    if (!result.ok) span.setStatus({ code: SpanStatusCode.ERROR, message: `${result.stage}: ${result.cause}` });
+    return result;
+  });
+}
+
+async function probe(options: ProbeOptions): Promise<ProbeResult> {
   const { endpoint, signal, stepTimeoutMs } = options;
   const started = performance.now();
   const elapsed = (): number => (performance.now() - started) / 1000;

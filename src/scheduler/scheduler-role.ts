@@ -13,6 +13,7 @@ import { syncProviderSchedules, type ScheduleSync } from './provider-schedules.t
 import { Lease } from './lease.ts';
 import { hostname } from 'node:os';
 import { noEvents, type EventSink } from '../events/event-sink.ts';
+import type { Telemetry } from 'bullmq';
 
 const RESYNC_SCHEDULER = 'reconcile-resync';
 
@@ -25,6 +26,8 @@ export interface SchedulerDeps {
   logger: Logger;
   /** Where leadership changes are recorded. */
   events?: EventSink;
+  /** BullMQ telemetry for the scheduler's producers; undefined when tracing is off. */
+  telemetry?: Telemetry | undefined;
 }
 
 export interface LeadershipRound {
@@ -84,7 +87,13 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
     this.#deps = deps;
     const { config } = deps;
     const open = (name: QueueName): Queue =>
-      openQueue(name, { connection: redisOptions(deps.redisTarget, 'worker'), prefix: config.redis.prefix, settings: config, logger: deps.logger });
+      openQueue(name, {
+        connection: redisOptions(deps.redisTarget, 'worker'),
+        prefix: config.redis.prefix,
+        settings: config,
+        logger: deps.logger,
+        telemetry: deps.telemetry,
+      });
     this.#checks = open(QUEUES.checks);
     this.#gc = open(QUEUES.gc);
     this.#reconcile = open(QUEUES.reconcile);

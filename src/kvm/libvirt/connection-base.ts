@@ -13,6 +13,7 @@ import { PROCEDURES, type ArgsOf, type ProcedureDef, type ProcedureKey, type Res
 import { RpcCore } from './rpc.ts';
 import type { RpcStats } from './rpc-types.ts';
 import { decodeXdr, encodeXdr } from './xdr.ts';
+import { withSpan } from '../../telemetry/spans.ts';
 
 export interface LibvirtConnectionOptions {
   logger: Logger;
@@ -116,7 +117,12 @@ export class LibvirtConnectionBase {
     const trace: { serial?: number } = {};
     let outcome = 'ok';
     try {
-      return await run(trace);
+      // A span per call, beside the histogram sample: the procedure, never its arguments.
+      return await withSpan(`libvirt ${def.name}`, { 'rpc.system': 'libvirt', 'rpc.method': def.name }, async (span) => {
+        const result = await run(trace);
+        if (trace.serial !== undefined) span.setAttribute('egress.libvirt.serial', trace.serial);
+        return result;
+      });
     } catch (err) {
       outcome = outcomeOf(err);
       throw err;

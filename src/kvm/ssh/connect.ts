@@ -11,6 +11,7 @@ import { DialError, sshErrorStage, type HostKeyRefusal } from '../dial.ts';
 import { hostKeyAlgorithmsFor, knownHostsName, verifyHostKey } from './known-hosts.ts';
 import type { SshMaterial } from './material.ts';
 import { SshSession } from './session.ts';
+import { dialStage } from '../dial-span.ts';
 
 export interface SshTarget {
   name: string;
@@ -91,17 +92,23 @@ function toReason(reason: unknown): Error {
 export async function connectSsh(target: SshTarget, material: SshMaterial, signal: AbortSignal, options: SshConnectOptions): Promise<SshSession> {
   let sock: net.Socket;
   try {
-    sock = await connectTcp(target.address, target.port, options.connectTimeoutMs ?? 10_000, signal);
+    sock = await dialStage(
+      'tcp',
+      target.name,
+      () => connectTcp(target.address, target.port, options.connectTimeoutMs ?? 10_000, signal),
+      (err) => new DialError('tcp', target.name, err),
+    );
   } catch (err) {
-    throw new DialError('tcp', target.name, err);
+    throw err instanceof DialError ? err : new DialError('tcp', target.name, err);
   }
   const refusal: { hostKey?: HostKeyRefusal } = {};
-  try {
-    return await handshake(sock, target, material, signal, options, refusal);
-  } catch (err) {
-    // ssh2's error stays the cause, message unchanged; the host key verdict rides along.
-    throw new DialError(sshErrorStage(err, true), target.name, err, refusal);
-  }
+  // ssh2's error stays the cause, message unchanged; the host key verdict rides along.
+  return dialStage(
+    'ssh-handshake',
+    target.name,
+    () => handshake(sock, target, material, signal, options, refusal),
+    (err) => new DialError(sshErrorStage(err, true), target.name, err, refusal),
+  );
 }
 
 function handshake(

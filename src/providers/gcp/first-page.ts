@@ -1,5 +1,6 @@
 import type { InstancesClient, protos } from '@google-cloud/compute';
 import { raceAbort } from '../../abort.ts';
+import { withSpan } from '../../telemetry/spans.ts';
 
 type ScopedList = protos.google.cloud.compute.v1.IInstancesScopedList;
 
@@ -28,7 +29,12 @@ type InnerCall = (request: object, options: object) => CancellableCall;
  * promise, whose `cancel()` aborts the underlying fetch (the socket closes). That call lives in
  * `innerApiCalls`, which the generated client declares public; the check's tests pin its behaviour.
  */
-export async function aggregatedListFirstPage(client: InstancesClient, request: FirstPageRequest, signal: AbortSignal): Promise<AggregatedPage> {
+export function aggregatedListFirstPage(client: InstancesClient, request: FirstPageRequest, signal: AbortSignal): Promise<AggregatedPage> {
+  const attributes = { 'rpc.system': 'google_compute', 'rpc.service': 'instances', 'rpc.method': 'aggregatedList', 'egress.gcp.project': request.project };
+  return withSpan('compute aggregatedList', attributes, () => firstPage(client, request, signal));
+}
+
+async function firstPage(client: InstancesClient, request: FirstPageRequest, signal: AbortSignal): Promise<AggregatedPage> {
   await raceAbort(client.initialize(), signal);
   signal.throwIfAborted();
   const call = (client.innerApiCalls as Record<string, unknown>).aggregatedList;

@@ -10,6 +10,7 @@
  */
 import type { protos } from '@google-cloud/compute';
 import { raceAbort } from '../../abort.ts';
+import { withSpan } from '../../telemetry/spans.ts';
 
 export type Operation = protos.google.cloud.compute.v1.IOperation;
 
@@ -27,7 +28,27 @@ export interface GaxClient {
  * Calls `method` with `request`, sending the routing header the public method would send
  * (`x-goog-request-params`, built from `routing`). Rejects with the signal's reason once it ends.
  */
-export async function gaxCall<T>(
+export function gaxCall<T>(
+  client: GaxClient,
+  method: string,
+  request: object,
+  routing: Record<string, string>,
+  signal: AbortSignal,
+): Promise<{ response: T; raw: unknown }> {
+  // One span per REST call: the client and method, and the routing parameters (project, zone,
+  // resource names); never the request body.
+  const attributes: Record<string, string> = { 'rpc.system': 'google_compute', 'rpc.service': computeService(client), 'rpc.method': method };
+  for (const [key, value] of Object.entries(routing)) attributes[`egress.gcp.${key}`] = value;
+  return withSpan(`compute ${method}`, attributes, () => call<T>(client, method, request, routing, signal));
+}
+
+/** `InstancesClient` → `instances`. */
+function computeService(client: GaxClient): string {
+  const name = (client as { constructor?: { name?: unknown } }).constructor?.name;
+  return typeof name === 'string' && name.endsWith('Client') ? name.slice(0, 1).toLowerCase() + name.slice(1, -'Client'.length) : 'compute';
+}
+
+async function call<T>(
   client: GaxClient,
   method: string,
   request: object,

@@ -1,0 +1,139 @@
+/**
+ * The OpenTelemetry SDK side of tracing, loaded (dynamic import, src/telemetry/tracing.ts) only
+ * when an OTLP endpoint is configured. One tracer provider per role, each with its own service
+ * name and exporter; the global tracer routes a span to its role's provider by the role in the
+ * active context (src/telemetry/spans.ts `inRole`), so `egress up` reports four services.
+ */
+import { context, propagation, ROOT_CONTEXT, trace, type Context, type Span, type SpanOptions, type Tracer, type TracerProvider } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { OTLPTraceExporter as ProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import {
+  AlwaysOffSampler,
+  AlwaysOnSampler,
+  BatchSpanProcessor,
+  NodeTracerProvider,
+  ParentBasedSampler,
+  TraceIdRatioBasedSampler,
+  type Sampler,
+} from '@opentelemetry/sdk-trace-node';
+import type { Telemetry } from 'bullmq';
+import { BullMQOtel, BullMQOTelSpan } from 'bullmq-otel';
+import { packageVersion } from '../version.ts';
+import type { TelemetryConfig } from './config.ts';
+import { ROLE_KEY } from './spans.ts';
+import type { TracingRuntime } from './tracing.ts';
+
+function samplerOf(config: TelemetryConfig['sampler']): Sampler {
+  switch (config.name) {
+    case 'always_on':
+      return new AlwaysOnSampler();
+    case 'always_off':
+      return new AlwaysOffSampler();
+    case 'traceidratio':
+      return new TraceIdRatioBasedSampler(config.ratio);
+    case 'parentbased_always_off':
+      return new ParentBasedSampler({ root: new AlwaysOffSampler() });
+    case 'parentbased_traceidratio':
+      return new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(config.ratio) });
+    case 'parentbased_always_on':
+      return new ParentBasedSampler({ root: new AlwaysOnSampler() });
+  }
+}
+
+/** Picks, for every span, the tracer of the role in its parent context (or the default role's). */
+class RoutingTracer {
+  readonly #pick: (ctx: Context) => Tracer;
+  constructor(pick: (ctx: Context) => Tracer) {
+    this.#pick = pick;
+  }
+  startSpan(name: string, options?: SpanOptions, ctx: Context = context.active()): Span {
+    return this.#pick(ctx).startSpan(name, options, ctx);
+  }
+  startActiveSpan(name: string, ...rest: unknown[]): unknown {
+    const fn = rest[rest.length - 1] as (span: Span) => unknown;
+    const options = rest.length >= 2 ? (rest[0] as SpanOptions | undefined) : undefined;
+    const ctx = rest.length >= 3 ? (rest[1] as Context) : context.active();
+    const span = this.startSpan(name, options, ctx);
+    return context.with(trace.setSpan(ctx, span), fn, undefined, span);
+  }
+}
+
+/** BullMQ's telemetry (bullmq-otel) for one role: its spans on the role's provider, its contexts marked with the role. */
+function bullmqTelemetry(role: string, provider: NodeTracerProvider): Telemetry {
+  const otel = new BullMQOtel({ tracerName: 'bullmq' });
+  const tracer = provider.getTracer('bullmq');
+  const manager = otel.contextManager;
+  return {
+    tracer: { startSpan: (name, options, ctx?: Context) => new BullMQOTelSpan(tracer.startSpan(name, options, ctx)) },
+    contextManager: {
+      with: (ctx: Context, fn) => manager.with(ctx.setValue(ROLE_KEY, role), fn),
+      active: () => manager.active(),
+      root: () => ROOT_CONTEXT.setValue(ROLE_KEY, role),
+      getMetadata: (ctx: Context) => manager.getMetadata(ctx),
+      fromMetadata: (active: Context, metadata: string) => manager.fromMetadata(active, metadata),
+    },
+  };
+}
+
+/** Starts one tracer provider per role and installs the global context manager, propagator and (routing) tracer provider. */
+export function startSdk(config: TelemetryConfig, roles: readonly string[]): TracingRuntime {
+  const version = packageVersion();
+  const providers = new Map<string, NodeTracerProvider>();
+  for (const role of roles) {
+    const exporter = config.protocol === 'http/json' ? new JsonExporter({ url: config.tracesUrl }) : new ProtobufExporter({ url: config.tracesUrl });
+    providers.set(
+      role,
+      new NodeTracerProvider({
+        resource: resourceFromAttributes({
+          ...config.resourceAttributes,
+          'service.name': `${config.serviceName}-${role}`,
+          'service.version': version,
+          'egress.role': role,
+        }),
+        sampler: samplerOf(config.sampler),
+        spanProcessors: [new BatchSpanProcessor(exporter)],
+      }),
+    );
+  }
+  const fallback = roles[0];
+  if (fallback === undefined) throw new Error('tracing needs at least one role');
+  // One routing tracer per (name, version), each holding its tracer per role: no allocation per span.
+  const routers = new Map<string, Tracer>();
+  const routing: TracerProvider = {
+    getTracer(name: string, tracerVersion?: string) {
+      const key = `${name}@${tracerVersion ?? ''}`;
+      let router = routers.get(key);
+      if (!router) {
+        const byRole = new Map([...providers].map(([role, provider]) => [role, provider.getTracer(name, tracerVersion)]));
+        const fallbackTracer = byRole.get(fallback) as Tracer;
+        router = new RoutingTracer((ctx) => {
+          const role = ctx.getValue(ROLE_KEY);
+          return (typeof role === 'string' ? byRole.get(role) : undefined) ?? fallbackTracer;
+        });
+        routers.set(key, router);
+      }
+      return router;
+    },
+  };
+  const contextManager = new AsyncLocalStorageContextManager().enable();
+  context.setGlobalContextManager(contextManager);
+  propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+  trace.setGlobalTracerProvider(routing);
+  const bullmq = new Map([...providers].map(([role, provider]) => [role, bullmqTelemetry(role, provider)]));
+  return {
+    enabled: true,
+    bullmq: (role) => bullmq.get(role),
+    async flush() {
+      await Promise.all([...providers.values()].map((p) => p.forceFlush()));
+    },
+    async shutdown() {
+      await Promise.allSettled([...providers.values()].map((p) => p.shutdown()));
+      trace.disable();
+      propagation.disable();
+      context.disable();
+    },
+  };
+}
