@@ -31,3 +31,12 @@ export function age(iso: string, now: Date = new Date()): string {
   if (s < 172_800) return `${Math.floor(s / 3600)}h`;
   return `${Math.floor(s / 86_400)}d`;
 }
+
+/** What a table shows of one check target after its name: ready, reason, duration, last check, since, message (cut to `width`). */
+export function targetCells(
+  t: { ready: boolean; reason: string; durationSeconds: number; lastCheckTime: string; lastTransitionTime: string; message: string },
+  width: number,
+): string[] {
+  const message = t.message.length > width ? `${t.message.slice(0, width - 3)}...` : t.message;
+  return [String(t.ready), t.reason, `${t.durationSeconds.toFixed(3)}s`, age(t.lastCheckTime), age(t.lastTransitionTime), message];
+}

@@ -25,7 +25,7 @@ import { findProxyProcesses } from '../../src/providers/local/process-table.ts';
 import type { Provider, ProviderDeps } from '../../src/providers/types.ts';
 import { startFakeCompute, type FakeCompute } from '../fakes/compute/index.ts';
 import { startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';
-import { kvmHostConfigOf, kvmTestHost, type KvmTestHost } from '../support/kvm-host.ts';
+import { kvmHostConfigOf, kvmTestHost, removeDomainAndVolumes, type KvmTestHost } from '../support/kvm-host.ts';
 import type { ProviderHarness } from './conformance.ts';
 
 const run = promisify(execFile);
@@ -171,16 +171,7 @@ export function kvmHarness(): ProviderHarness {
       await built.close();
       // Whatever is left under a name of this test (a foreign domain, an instance a failed test left).
       for (const name of names) {
-        await lib(async (c, s) => {
-          const dom = await orUndefined(c.domainLookupByName(name, s));
-          if (dom) {
-            await c.domainDestroy(dom, 0, s).catch(() => undefined);
-            await c.domainUndefine(dom, 4, s);
-          }
-          const pool = await c.storagePoolLookupByName(host.pool, s);
-          const vol = await orUndefined(c.storageVolLookupByName(pool, `${name}.qcow2`, s));
-          if (vol) await c.storageVolDelete(vol, 0, s);
-        });
+        await lib((c, s) => removeDomainAndVolumes(c, s, host.pool, name));
       }
       names.clear();
     },

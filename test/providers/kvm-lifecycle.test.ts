@@ -18,7 +18,7 @@ import { createLogger, type Logger } from '../../src/logging.ts';
 import { ProvisioningError, type Instance, type InstanceSpec } from '../../src/providers/lifecycle.ts';
 import type { KvmHostConfig } from '../../src/providers/kvm/config.ts';
 import { DEFAULT_DOMAIN_TEMPLATE, EGRESS_METADATA_URI, createKvmLifecycle, type KvmLifecycleOptions } from '../../src/providers/kvm/lifecycle.ts';
-import { kvmHostConfigOf, kvmTestHost, type KvmTestHost } from '../support/kvm-host.ts';
+import { kvmHostConfigOf, kvmTestHost, removeDomainAndVolumes, type KvmTestHost } from '../support/kvm-host.ts';
 import { orUndefined } from '../../src/providers/kvm/lifecycle-ops.ts';
 import { proxyEgressPolicy, type EgressGuards } from '../../src/egress/policy-config.ts';
 import { createKvmProvider, kvmProviderSchema } from '../../src/providers/kvm/index.ts';
@@ -147,12 +147,7 @@ beforeAll(async () => {
 
 afterEach(async () => {
   for (const name of domains) {
-    await lib(async (c, s) => {
-      const dom = await orUndefined(c.domainLookupByName(name, s));
-      if (!dom) return;
-      await c.domainDestroy(dom, 0, s).catch(() => undefined);
-      await c.domainUndefine(dom, 4, s);
-    });
+    await lib((c, s) => removeDomainAndVolumes(c, s, host.pool, name, []));
   }
   for (const v of volumes) await removeVolume(v);
   domains.clear();

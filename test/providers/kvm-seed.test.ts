@@ -22,7 +22,7 @@ import { createKvmLifecycle, type KvmLifecycleOptions } from '../../src/provider
 import { orUndefined } from '../../src/providers/kvm/lifecycle-ops.ts';
 import { seedImage } from '../../src/providers/kvm/seed.ts';
 import { kvmProviderSchema } from '../../src/providers/kvm/index.ts';
-import { kvmHostConfigOf, kvmTestHost, type KvmTestHost } from '../support/kvm-host.ts';
+import { kvmHostConfigOf, kvmTestHost, removeDomainAndVolumes, type KvmTestHost } from '../support/kvm-host.ts';
 import { readIso9660 } from '../support/iso9660-reader.ts';
 
 const run = promisify(execFile);
@@ -80,18 +80,7 @@ beforeAll(async () => {
 
 afterEach(async () => {
   for (const name of names) {
-    await lib(async (c, s) => {
-      const dom = await orUndefined(c.domainLookupByName(name, s));
-      if (dom) {
-        await c.domainDestroy(dom, 0, s).catch(() => undefined);
-        await c.domainUndefine(dom, 4, s);
-      }
-      const p = await c.storagePoolLookupByName(host.pool, s);
-      for (const v of [`${name}.qcow2`, `${name}.seed.iso`]) {
-        const vol = await orUndefined(c.storageVolLookupByName(p, v, s));
-        if (vol) await c.storageVolDelete(vol, 0, s);
-      }
-    });
+    await lib((c, s) => removeDomainAndVolumes(c, s, host.pool, name));
   }
   names.clear();
 });

@@ -1,7 +1,9 @@
 import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
+import type { LibvirtConnection } from '../../src/kvm/libvirt/index.ts';
 import type { KvmHostConfig } from '../../src/providers/kvm/config.ts';
+import { orUndefined } from '../../src/providers/kvm/lifecycle-ops.ts';
 
 /** Coordinates of the real KVM test host made by scripts/kvm-test-host.sh. */
 export interface KvmTestHost {
@@ -114,4 +116,25 @@ export function kvmHostConfigOf(host: KvmTestHost, name: string, overrides: Part
     uri: host.uri,
     ...overrides,
   };
+}
+
+/** Destroys and undefines the domain `name` if it exists and deletes whichever of its volumes (`<name><suffix>`) exist. */
+export async function removeDomainAndVolumes(
+  c: LibvirtConnection,
+  s: AbortSignal,
+  poolName: string,
+  name: string,
+  volumeSuffixes: readonly string[] = ['.qcow2', '.seed.iso'],
+): Promise<void> {
+  const dom = await orUndefined(c.domainLookupByName(name, s));
+  if (dom) {
+    await c.domainDestroy(dom, 0, s).catch(() => undefined);
+    await c.domainUndefine(dom, 4, s);
+  }
+  if (volumeSuffixes.length === 0) return;
+  const pool = await c.storagePoolLookupByName(poolName, s);
+  for (const suffix of volumeSuffixes) {
+    const vol = await orUndefined(c.storageVolLookupByName(pool, `${name}${suffix}`, s));
+    if (vol) await c.storageVolDelete(vol, 0, s);
+  }
 }

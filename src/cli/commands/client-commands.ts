@@ -3,7 +3,7 @@ import { UsageError } from '../../errors.ts';
 import type { ProviderHealth } from '../../health/provider-health.ts';
 import { JOB_STATES, type JobView } from '../../jobs/job-inspection.ts';
 import type { ApiClient } from '../api-client.ts';
-import { age, renderStructured, renderTable, type CliIO, type OutputFormat } from '../output.ts';
+import { age, renderStructured, renderTable, targetCells, type CliIO, type OutputFormat } from '../output.ts';
 
 export function parseOutput(value: string | undefined, allowed: readonly OutputFormat[]): OutputFormat {
   if (value === undefined) return 'table';
@@ -17,18 +17,7 @@ export function parseOutput(value: string | undefined, allowed: readonly OutputF
 function renderProviderHealth(items: readonly ProviderHealth[], format: OutputFormat, one: boolean): string {
   if (format === 'json' || format === 'yaml') return renderStructured(one ? items[0] : { items }, format);
   if (format === 'wide') {
-    const rows = items.flatMap((ph) =>
-      ph.status.targets.map((t) => [
-        ph.name,
-        t.name,
-        String(t.ready),
-        t.reason,
-        `${t.durationSeconds.toFixed(3)}s`,
-        age(t.lastCheckTime),
-        age(t.lastTransitionTime),
-        t.message.length > 80 ? `${t.message.slice(0, 77)}...` : t.message,
-      ]),
-    );
+    const rows = items.flatMap((ph) => ph.status.targets.map((t) => [ph.name, t.name, ...targetCells(t, 80)]));
     return renderTable(['PROVIDER', 'TARGET', 'READY', 'REASON', 'DURATION', 'LAST CHECK', 'SINCE', 'MESSAGE'], rows);
   }
   const rows = items.map((ph) => {

@@ -4,7 +4,7 @@ import { parseSince, SINCE_FORMS } from '../../events/since.ts';
 import type { ProviderHealth } from '../../health/provider-health.ts';
 import type { ProxyView } from '../../proxies/discovery.ts';
 import type { ApiClient } from '../api-client.ts';
-import { age, renderStructured, renderTable, type CliIO } from '../output.ts';
+import { age, renderStructured, renderTable, targetCells, type CliIO } from '../output.ts';
 import { parseOutput } from './client-commands.ts';
 
 export interface EventsOptions {
@@ -215,18 +215,7 @@ function describeHealthText(ph: ProviderHealth, events: readonly EgressEvent[]):
   out += `Targets:\n${indentTable(
     renderTable(
       ['Name', 'Ready', 'Reason', 'Duration', 'Last Check', 'Since', 'Message'],
-      [
-        ['----', '-----', '------', '--------', '----------', '-----', '-------'],
-        ...ph.status.targets.map((t) => [
-          t.name,
-          String(t.ready),
-          t.reason,
-          `${t.durationSeconds.toFixed(3)}s`,
-          age(t.lastCheckTime),
-          age(t.lastTransitionTime),
-          t.message.length > 120 ? `${t.message.slice(0, 117)}...` : t.message,
-        ]),
-      ],
+      [['----', '-----', '------', '--------', '----------', '-----', '-------'], ...ph.status.targets.map((t) => [t.name, ...targetCells(t, 120)])],
     ),
   )}`;
   return out + eventsSection(events);
