@@ -8,43 +8,11 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import type { EgressEvent } from '../../src/events/event-sink.ts';
 import { MemoryEventStore } from '../../src/events/memory-event-store.ts';
-import { ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../../src/providers/lifecycle.ts';
+import { ProvisioningError, type ProxyLifecycle } from '../../src/providers/lifecycle.ts';
 import { reconcileProxy, type ReadinessProbe, type ReconcileDeps } from '../../src/proxies/reconcile.ts';
 import { RedisProxyStore } from '../../src/store/redis-proxy-store.ts';
 import { uniquePrefix } from '../support/config.ts';
-
-class Lifecycle implements ProxyLifecycle {
-  readonly instances = new Map<string, Instance>();
-  made = 0;
-  failNext: ProvisioningError | undefined;
-  async ensureInstance(spec: InstanceSpec): Promise<Instance> {
-    const key = `${spec.placement ?? ''}/${spec.name}`;
-    const existing = this.instances.get(key);
-    if (existing) return existing;
-    if (this.failNext) throw this.failNext;
-    this.made++;
-    const inst: Instance = {
-      name: spec.name,
-      id: `id-${this.made}`,
-      state: 'running',
-      owner: spec.owner,
-      createdAt: new Date().toISOString(),
-      endpoint: { host: '127.0.0.1', port: 4000 + this.made },
-      ...(spec.placement ? { placement: spec.placement } : {}),
-    };
-    this.instances.set(key, inst);
-    return inst;
-  }
-  async getInstance(name: string, placement?: string): Promise<Instance | undefined> {
-    return this.instances.get(`${placement ?? ''}/${name}`);
-  }
-  async deleteInstance(name: string, placement?: string): Promise<void> {
-    this.instances.delete(`${placement ?? ''}/${name}`);
-  }
-  async *listInstances(): AsyncIterable<Instance> {
-    yield* this.instances.values();
-  }
-}
+import { RecordingLifecycle } from '../support/recording-lifecycle.ts';
 
 describe('reconcile records why instances come and go', () => {
   let redis: Redis;
@@ -84,7 +52,7 @@ describe('reconcile records why instances come and go', () => {
 
   test('a move: the instance there is deleted (move), one is created here (move)', async () => {
     const { events, deps } = setUp();
-    const lc = new Lifecycle();
+    const lc = new RecordingLifecycle();
     await store.apply({ metadata: { name: 'mover', labels: {} }, spec: { provider: 'local', placement: 'a' } });
     await reconcileProxy('mover', deps(lc), signal);
     await store.apply({ metadata: { name: 'mover', labels: {} }, spec: { provider: 'local', placement: 'b' } });
@@ -105,7 +73,7 @@ describe('reconcile records why instances come and go', () => {
 
   test('unready too long: NotReady, the instance deleted (replace, a Warning), the next one created (replace); reconciling a Ready proxy again records nothing', async () => {
     const { events, deps } = setUp();
-    const lc = new Lifecycle();
+    const lc = new RecordingLifecycle();
     await store.apply({ metadata: { name: 'flappy', labels: {} }, spec: { provider: 'local' } });
     await reconcileProxy('flappy', deps(lc), signal);
     await reconcileProxy('flappy', deps(lc), signal);
@@ -137,7 +105,7 @@ describe('reconcile records why instances come and go', () => {
 
   test('a create that cannot work is Failed once, however often it is reconciled', async () => {
     const { events, deps } = setUp();
-    const lc = new Lifecycle();
+    const lc = new RecordingLifecycle();
     lc.failNext = new ProvisioningError('quota exceeded for instances');
     await store.apply({ metadata: { name: 'doomed', labels: {} }, spec: { provider: 'local' } });
     await reconcileProxy('doomed', deps(lc), signal);
