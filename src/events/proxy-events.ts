@@ -1,6 +1,7 @@
 import type { Instance } from '../providers/lifecycle.ts';
 import type { InstanceLocation, Proxy } from '../model/proxy-resource.ts';
 import type { InstanceCause, NewEvent } from './event-sink.ts';
+import type { ApplyOutcome } from '../store/proxy-store.ts';
 
 /**
  * The events of a proxy's lifecycle, built in one place so that each decision point records one
@@ -24,6 +25,30 @@ const CAUSE_WORDS: Record<InstanceCause, string> = {
   recreate: 'the previous instance was gone',
   'gc-orphan': 'no proxy owns it',
 };
+
+/** An apply through the API created or changed the proxy (`by`: the caller's token name). */
+export function applied(proxy: Proxy, outcome: Exclude<ApplyOutcome, 'unchanged'>, by: string): NewEvent {
+  return {
+    type: 'Normal',
+    reason: 'Applied',
+    object: { kind: 'Proxy', name: proxy.name },
+    provider: proxy.spec.provider,
+    message: `${outcome} by ${by} (generation ${proxy.metadata.generation})`,
+    details: { outcome, by, generation: proxy.metadata.generation },
+  };
+}
+
+/** A deletion was asked for through the API. */
+export function deletionRequested(proxy: Proxy, by: string): NewEvent {
+  return {
+    type: 'Normal',
+    reason: 'DeletionRequested',
+    object: { kind: 'Proxy', name: proxy.name },
+    provider: proxy.spec.provider,
+    message: `deletion requested by ${by}${proxy.metadata.orphanInstance ? ', leaving its instance (orphan)' : ''}`,
+    details: { by, orphan: proxy.metadata.orphanInstance === true },
+  };
+}
 
 export function instanceCreated(proxy: Proxy, instance: Instance, location: InstanceLocation, cause: InstanceCause): NewEvent {
   return {

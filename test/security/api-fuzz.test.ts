@@ -111,6 +111,13 @@ const QUERY_KEYS = [
   'jobsPerPage',
   'queueName',
   'id',
+  // GET /v1/events
+  'proxy',
+  'provider',
+  'type',
+  'reason',
+  'kind',
+  'since',
   '%ZZ',
   '',
 ];
@@ -131,6 +138,14 @@ const QUERY_VALUES = [
   'latest',
   '%FF%FE',
   'x'.repeat(2000),
+  // since: an event id, an RFC 3339 time or a duration, each malformed or out of range
+  '0-0',
+  '99999999999999999999-1',
+  '1-x',
+  '9999999h',
+  '2026-13-45T99:99:99Z',
+  '-10m',
+  'Warning',
 ];
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'PROPFIND', 'TRACE'];
 const MEDIA_TYPES = [

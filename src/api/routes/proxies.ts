@@ -9,6 +9,7 @@ import { BadRequestError } from '../http-errors.ts';
 import { requestReconcile } from '../../proxies/request-reconcile.ts';
 import { noEvents, type EventSink } from '../../events/event-sink.ts';
 import { callerName } from '../../http/auth.ts';
+import { applied, deletionRequested } from '../../events/proxy-events.ts';
 
 export interface ProxyRouteDeps {
   proxies: ProxyApiStore;
@@ -60,15 +61,7 @@ export function proxyRoutes(deps: ProxyRouteDeps): Hono {
     for (const doc of docs) {
       const { proxy, outcome } = await deps.proxies.apply(doc);
       if (outcome !== 'unchanged') {
-        const by = callerName(c);
-        events.record({
-          type: 'Normal',
-          reason: 'Applied',
-          object: { kind: 'Proxy', name: proxy.name },
-          provider: proxy.spec.provider,
-          message: `${outcome} by ${by} (generation ${proxy.metadata.generation})`,
-          details: { outcome, by, generation: proxy.metadata.generation },
-        });
+        events.record(applied(proxy, outcome, callerName(c)));
         await requestReconcile(deps.reconcile, proxy.name);
       }
       items.push({ name: proxy.name, outcome, generation: proxy.metadata.generation });
@@ -103,15 +96,7 @@ export function proxyRoutes(deps: ProxyRouteDeps): Hono {
     if (orphan !== undefined && orphan !== 'true' && orphan !== 'false')
       throw new BadRequestError(`query parameter "orphan" must be true or false, got "${orphan}"`);
     const proxy = await deps.proxies.requestDeletion(c.req.param('name'), { orphan: orphan === 'true' });
-    const by = callerName(c);
-    events.record({
-      type: 'Normal',
-      reason: 'DeletionRequested',
-      object: { kind: 'Proxy', name: proxy.name },
-      provider: proxy.spec.provider,
-      message: `deletion requested by ${by}${proxy.metadata.orphanInstance ? ', leaving its instance (orphan)' : ''}`,
-      details: { by, orphan: proxy.metadata.orphanInstance === true },
-    });
+    events.record(deletionRequested(proxy, callerName(c)));
     await requestReconcile(deps.reconcile, proxy.name);
     return c.json(proxy, 202);
   });
