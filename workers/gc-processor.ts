@@ -6,8 +6,10 @@ import type { Logger } from '../src/logging.ts';
 import type { ProxyLifecycle } from '../src/providers/lifecycle.ts';
 import { sweepProvider, type GcDeps, type SweepResult } from '../src/proxies/gc.ts';
 
-export interface GcProcessorDeps extends Omit<GcDeps, 'onDelete' | 'logger'> {
+export interface GcProcessorDeps extends Omit<GcDeps, 'onDelete' | 'logger' | 'deletesPerSecond'> {
   lifecycles: ReadonlyMap<string, ProxyLifecycle>;
+  /** A provider's delete rate (`gcDeletesPerSecond` of the configuration). */
+  deletesPerSecond: (provider: string) => number;
   registry: Registry;
   logger: Logger;
 }
@@ -27,7 +29,17 @@ export function gcHandler(deps: GcProcessorDeps): JobHandler {
     if (!lifecycle) return { provider: data.provider, skipped: 'the provider hosts no proxies in this worker' };
     const log = deps.logger.child({ jobId: ctx.job.id, queue: QUEUES.gc, provider: data.provider });
     const result = await ctx.deadline((limit) =>
-      sweepProvider(data.provider, lifecycle, { ...deps, logger: log, onDelete: (provider, reason) => deletions.inc({ provider, reason }) }, limit),
+      sweepProvider(
+        data.provider,
+        lifecycle,
+        {
+          ...deps,
+          deletesPerSecond: deps.deletesPerSecond(data.provider),
+          logger: log,
+          onDelete: (provider, reason) => deletions.inc({ provider, reason }),
+        },
+        limit,
+      ),
     );
     log.info({ seen: result.seen, kept: result.kept, young: result.young, deleted: result.deleted.length }, 'gc sweep done');
     return result;
