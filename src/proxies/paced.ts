@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import pLimit from 'p-limit';
 import pThrottle from 'p-throttle';
 
@@ -24,6 +25,10 @@ export async function forEachPaced<T>(
   if (items.length === 0) return;
   const stop = new AbortController();
   const stopped = AbortSignal.any([signal, stop.signal]);
+  // What the calls get: the caller's signal, relayed once, so that `inFlight` calls (each request
+  // listening on it) do not trip the max-listeners warning on the caller's signal.
+  const shared = AbortSignal.any([signal]);
+  setMaxListeners(8 * Math.max(1, pace.inFlight) + 10, shared);
   let failure: { error: unknown } | undefined;
   const fail = (error: unknown): void => {
     failure ??= { error };
@@ -31,7 +36,7 @@ export async function forEachPaced<T>(
   };
   // Strict mode with a limit of 1: every start is spaced from the previous one, no bursts.
   const throttled = pThrottle({ limit: 1, interval: Math.ceil(1000 / pace.perSecond), strict: true, signal: stopped })((item: T) =>
-    failure || signal.aborted ? undefined : work(item, signal),
+    failure || signal.aborted ? undefined : work(item, shared),
   );
   const limit = pLimit(Math.max(1, pace.inFlight));
   await Promise.all(
