@@ -191,6 +191,20 @@ describe('fleet-scale GC on the Compute fake', () => {
     expect(names()).toEqual(sorted(fleet.untouchable));
   }, 180_000);
 
+  test('a delete that fails stops the sweep: no further delete starts, the rest is left for the next sweep', async () => {
+    await start({ orphans: 10, owned: 2, young: 0, foreign: 0 });
+    failNth<ComputeRequest>(compute, (r) => r.method === 'DELETE', 3, 500);
+    await expect(sweepProvider('gce', lifecycle, deps(5), signal())).rejects.toMatchObject({ retryable: true });
+    const tried = compute.requests.filter((r) => r.method === 'DELETE');
+    // Deletes start 200 ms apart; the failed one answers long before the next would start.
+    expect(tried.length).toBeLessThan(5);
+    const done = tried.filter((r) => r.status === 200).length;
+    expect(compute.listInstances()).toHaveLength(12 - done);
+    const next = await sweepProvider('gce', lifecycle, deps(1000), signal());
+    expect(next.deleted).toHaveLength(10 - done);
+    expect(names()).toEqual(sorted(fleet.untouchable));
+  }, 60_000);
+
   test('deletions are paced at deletesPerSecond (the fake sees the DELETEs spaced)', async () => {
     await start({ orphans: 25, owned: 5, young: 2, foreign: 2 });
     const deletes = arrivals<ComputeRequest>(compute, (r) => r.method === 'DELETE');
