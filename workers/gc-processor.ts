@@ -1,6 +1,6 @@
 import { Counter, type Registry } from 'prom-client';
 import { handle, type JobHandler } from '../queues/consume.ts';
-import { JOBS } from '../queues/jobs.ts';
+import { GC_DELETE_BUDGET_MS, JOBS } from '../queues/jobs.ts';
 import { QUEUES } from '../queues/names.ts';
 import type { Logger } from '../src/logging.ts';
 import type { ProxyLifecycle } from '../src/providers/lifecycle.ts';
@@ -35,13 +35,14 @@ export function gcHandler(deps: GcProcessorDeps): JobHandler {
         {
           ...deps,
           deletesPerSecond: deps.deletesPerSecond(data.provider),
+          deleteBudgetMs: GC_DELETE_BUDGET_MS,
           logger: log,
           onDelete: (provider, reason) => deletions.inc({ provider, reason }),
         },
         limit,
       ),
     );
-    log.info({ seen: result.seen, kept: result.kept, young: result.young, deleted: result.deleted.length }, 'gc sweep done');
+    log.info({ seen: result.seen, kept: result.kept, young: result.young, deleted: result.deleted.length, left: result.left }, 'gc sweep done');
     return result;
   });
 }

@@ -23,6 +23,12 @@ export interface GcDeps {
    * `--gc-deletes-per-second`); undefined: no limit (tests of the rules alone).
    */
   deletesPerSecond?: number;
+  /**
+   * With `deletesPerSecond`: how long after its start the sweep may still start deletes (less than
+   * its deadline, so that it ends on its own). Orphans beyond what the pace allows in that time are
+   * counted as `left` for the next sweep. Undefined: no limit.
+   */
+  deleteBudgetMs?: number;
 }
 
 /**
@@ -39,6 +45,8 @@ export interface SweepResult {
   kept: number;
   young: number;
   deleted: { name: string; reason: GcReason }[];
+  /** Orphans past the grace period this sweep had no time for (`deleteBudgetMs` at the pace): the next sweep's. */
+  left: number;
 }
 
 /**
@@ -49,15 +57,17 @@ export interface SweepResult {
  *
  * Nothing is deleted before the inventory is complete: a listing that fails part-way (a page
  * answering 500, an unreachable zone or host) fails the sweep with nothing deleted, and the next
- * sweep starts over. Deletions are then paced at `deletesPerSecond`; the first one that fails
- * stops the rest (left for the next sweep) and fails the sweep once those in flight are done.
+ * sweep starts over. Deletions are then paced at `deletesPerSecond`, as many as the pace allows
+ * before `deleteBudgetMs` (the rest are `left` for the next sweep); the first one that fails stops
+ * the rest (left for the next sweep) and fails the sweep once those in flight are done.
  */
 export async function sweepProvider(provider: string, lifecycle: ProxyLifecycle, deps: GcDeps, signal: AbortSignal): Promise<SweepResult> {
+  const started = performance.now();
   const now = (deps.now ?? (() => new Date()))().getTime();
   const proxies = await deps.proxies.list(signal);
   const owned = new Set(proxies.filter((p) => p.spec.provider === provider).map((p) => instanceNameFor(deps.fleet, p)));
   const byName = new Set(proxies.map((p) => p.name));
-  const result: SweepResult = { provider, seen: 0, kept: 0, young: 0, deleted: [] };
+  const result: SweepResult = { provider, seen: 0, kept: 0, young: 0, deleted: [], left: 0 };
   const orphans: { instance: Instance; reason: GcReason }[] = [];
   for await (const instance of lifecycle.listInstances(deps.fleet, signal)) {
     result.seen++;
@@ -75,8 +85,11 @@ export async function sweepProvider(provider: string, lifecycle: ProxyLifecycle,
     deps.deletesPerSecond === undefined
       ? { perSecond: Infinity, inFlight: 1 }
       : { perSecond: deps.deletesPerSecond, inFlight: deletesInFlight(deps.deletesPerSecond) };
+  const room = deleteRoom(deps, performance.now() - started);
+  const due = orphans.slice(0, room);
+  result.left = orphans.length - due.length;
   await forEachPaced(
-    orphans,
+    due,
     pace,
     async ({ instance, reason }, s) => {
       await lifecycle.deleteInstance(instance.name, instance.placement, s);
@@ -112,8 +125,17 @@ export async function sweepProvider(provider: string, lifecycle: ProxyLifecycle,
     reason: 'GcSweep',
     object: { kind: 'ProviderHealth', name: provider },
     provider,
-    message: `swept ${result.seen} instance(s): ${result.deleted.length} deleted, ${result.kept} owned, ${result.young} too young to collect`,
-    details: { seen: result.seen, deleted: result.deleted.length, kept: result.kept, young: result.young },
+    message: `swept ${result.seen} instance(s): ${result.deleted.length} deleted, ${result.kept} owned, ${result.young} too young to collect${
+      result.left ? `, ${result.left} left for the next sweep (at ${deps.deletesPerSecond} deletions per second)` : ''
+    }`,
+    details: { seen: result.seen, deleted: result.deleted.length, kept: result.kept, young: result.young, ...(result.left ? { left: result.left } : {}) },
   });
   return result;
+}
+
+/** How many deletes fit in what is left of `deleteBudgetMs` at the pace (the first starts at once); all without a budget. */
+function deleteRoom(deps: GcDeps, elapsedMs: number): number {
+  if (deps.deletesPerSecond === undefined || deps.deleteBudgetMs === undefined) return Infinity;
+  const remainingMs = deps.deleteBudgetMs - elapsedMs;
+  return remainingMs <= 0 ? 0 : Math.floor((remainingMs / 1000) * deps.deletesPerSecond) + 1;
 }

@@ -205,6 +205,20 @@ describe('fleet-scale GC on the Compute fake', () => {
     expect(names()).toEqual(sorted(fleet.untouchable));
   }, 60_000);
 
+  test('a sweep starts no more deletes than its pace allows within deleteBudgetMs; the rest are left for the next', async () => {
+    await start({ orphans: 30, owned: 2, young: 0, foreign: 0 });
+    const first = await sweepProvider('gce', lifecycle, { ...deps(10), deleteBudgetMs: 1000 }, signal());
+    // 10 a second for what is left of one second after the listing, the first at once: at most 11.
+    expect(first.deleted.length).toBeGreaterThan(0);
+    expect(first.deleted.length).toBeLessThanOrEqual(11);
+    expect(first.left).toBe(30 - first.deleted.length);
+    expect(compute.requests.filter((r) => r.method === 'DELETE')).toHaveLength(first.deleted.length);
+    const second = await sweepProvider('gce', lifecycle, deps(1000), signal());
+    expect(second).toMatchObject({ left: 0 });
+    expect(second.deleted).toHaveLength(first.left);
+    expect(names()).toEqual(sorted(fleet.untouchable));
+  }, 60_000);
+
   test('deletions are paced at deletesPerSecond (the fake sees the DELETEs spaced)', async () => {
     await start({ orphans: 25, owned: 5, young: 2, foreign: 2 });
     const deletes = arrivals<ComputeRequest>(compute, (r) => r.method === 'DELETE');
