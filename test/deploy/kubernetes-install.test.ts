@@ -43,7 +43,7 @@ const workloads = (objects: KubeObject[]) => objects.filter((o) => o.kind === 'D
 
 describe.skipIf(!hasKubectl)('the Kubernetes install (kubectl kustomize deploy/kubernetes)', { timeout: 120_000 }, () => {
   it('renders, and every object of every variant is valid against its kind’s schema', async () => {
-    for (const variant of ['default', 'keda', 'managed-redis', 'managed-redis-keda'] as const) {
+    for (const variant of ['default', 'keda', 'managed-redis', 'managed-redis-keda', 'without-prometheus-operator'] as const) {
       const { objects } = await renderInstall(variant);
       expect(objects.length, variant).toBeGreaterThan(30);
       for (const obj of objects) validateObject(obj);

@@ -52,7 +52,7 @@ export interface KubeObject {
 }
 
 /** Which install to render: the default, or one of deploy/kubernetes-overlays/. */
-export type Variant = 'default' | 'keda' | 'managed-redis' | 'managed-redis-keda';
+export type Variant = 'default' | 'keda' | 'managed-redis' | 'managed-redis-keda' | 'without-prometheus-operator';
 
 /** Copies deploy/kubernetes and its overlays into a temporary directory with the user's files made up, and renders one. */
 export async function renderInstall(variant: Variant = 'default'): Promise<{ yaml: string; objects: KubeObject[] }> {
