@@ -13,13 +13,13 @@ const POD_VERBS = ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'
 const CORE_FIXED = [
   { name: 'pods', singularName: 'pod', namespaced: true, kind: 'Pod', verbs: POD_VERBS, shortNames: ['po'], categories: ['all'] },
   { name: 'pods/status', singularName: '', namespaced: true, kind: 'Pod', verbs: ['get', 'patch', 'update'] },
-  { name: 'secrets', singularName: 'secret', namespaced: true, kind: 'Secret', verbs: ['create', 'delete', 'get', 'list', 'update'] },
+  { name: 'secrets', singularName: 'secret', namespaced: true, kind: 'Secret', verbs: ['create', 'delete', 'get', 'list', 'patch', 'update'] },
   {
     name: 'services',
     singularName: 'service',
     namespaced: true,
     kind: 'Service',
-    verbs: ['create', 'delete', 'get', 'list', 'update'],
+    verbs: ['create', 'delete', 'get', 'list', 'patch', 'update'],
     shortNames: ['svc'],
     categories: ['all'],
   },

@@ -176,6 +176,7 @@ export function builtinTypes(): ResourceType[] {
       shortNames: ['crd', 'crds'],
       categories: ['api-extensions'],
       statusSubresource: true,
+      printerColumns: { v1: [{ name: 'Created At', type: 'string', format: 'date', jsonPath: '.metadata.creationTimestamp' }] },
       deleteReturnsObject: true,
     }),
   ];

@@ -10,6 +10,7 @@ import { applyPatch } from './patch.ts';
 import type { PodStore } from './pod-store.ts';
 import type { KubeRequest } from './types.ts';
 import { discovery } from './discovery.ts';
+import { openApiV3 } from './openapi.ts';
 import { genericRoute, resolveGeneric } from './generic-routes.ts';
 import type { ResourceStore } from './resource-store.ts';
 import { badRequest, notFound, routeNotFound, status, StatusError, unauthorized } from './status.ts';
@@ -44,7 +45,7 @@ export function route(ctx: RouteContext, e: KubeRequest, res: ServerResponse): R
   const token = e.authorization?.startsWith('Bearer ') ? e.authorization.slice(7) : undefined;
   if (token === undefined || !ctx.access.tokens.has(token)) throw new StatusError(unauthorized());
   const parts = e.path.split('/').filter(Boolean).map(decodeURIComponent);
-  const discovered = discovery(ctx.resources, parts, e.method);
+  const discovered = discovery(ctx.resources, parts, e.method) ?? openApiV3(ctx.resources, parts, e.method);
   if (discovered) return discovered;
   if (parts.join('/') === 'apis/authorization.k8s.io/v1/selfsubjectaccessreviews') {
     if (e.method !== 'POST') throw new StatusError(status(405, 'MethodNotAllowed', NOT_ALLOWED));
@@ -153,7 +154,7 @@ function list(ctx: RouteContext, e: KubeRequest, ns: string | undefined, res: Se
 
 /**
  * Secrets and Services: `[ns, plural, name?]` (ns undefined for the cluster-wide list). Create, get, PUT,
- * delete and list (selectors, limit, continue); no watch or PATCH on these kinds.
+ * PATCH (patch.ts; server-side apply creates), delete and list (selectors, limit, continue); no watch.
  */
 function objectRoute(ctx: RouteContext, e: KubeRequest, objects: ObjectStore, [ns, , name, sub, ...more]: (string | undefined)[]): RouteResult {
   const plural = objects.rules.plural;
@@ -194,6 +195,20 @@ function objectRoute(ctx: RouteContext, e: KubeRequest, objects: ObjectStore, [n
   if (e.method === 'PUT') {
     authz('update', name);
     return [200, objects.replace(ns, name, parseJson(e.body))];
+  }
+  if (e.method === 'PATCH') {
+    authz('patch', name);
+    const cur = objects.get(ns, name);
+    if (!cur) {
+      // Server-side apply creates a missing object.
+      if (!(e.contentType ?? '').startsWith('application/apply-patch+yaml')) throw notFound(plural, name);
+      applyPatch({}, e.contentType, e.body, e.query.fieldManager);
+      authz('create', name);
+      const body = parseJson(e.body) as { metadata?: object };
+      admitCreate(ctx.access, plural, ns, name, objects.count(ns));
+      return [201, objects.create(ns, { ...body, metadata: { ...body.metadata, name } }, dryRun)];
+    }
+    return [200, objects.replace(ns, name, applyPatch(cur as never, e.contentType, e.body, e.query.fieldManager))];
   }
   if (e.method === 'DELETE') {
     authz('delete', name);
