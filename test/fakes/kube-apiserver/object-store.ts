@@ -2,7 +2,7 @@
  * Namespaced objects other than Pods (Secrets, Services) as the fake stores them: create, get, replace
  * (PUT), delete and list, under the PodStore's global resourceVersion and namespaces. What differs per kind
  * (validation, defaults, allocation) is in its `KindRules` (secret-rules.ts, service-rules.ts).
- * No watch and no PATCH on these kinds.
+ * No watch on these kinds; PATCH is routes.ts applying patch.ts then a replace.
  */
 import { randomUUID } from 'node:crypto';
 import { canonical } from './pod-rules.ts';

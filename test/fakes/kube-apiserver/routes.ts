@@ -1,4 +1,7 @@
-/** Request routing of the fake apiserver: core/v1 pods, secrets, services and namespaces, and SelfSubjectAccessReview (see server.ts for scope and deviations). */
+/**
+ * Request routing of the fake apiserver: discovery, SelfSubjectAccessReview, the kinds stored generically
+ * (generic-routes.ts), and core/v1 pods, secrets and services (see server.ts for scope and deviations).
+ */
 import type { ServerResponse } from 'node:http';
 import { admitCreate, authorize as authorizeResource, selfSubjectAccessReview, type AccessState, type Verb } from './access.ts';
 import { listObjects, listPods } from './lists.ts';
@@ -6,6 +9,10 @@ import type { ObjectStore } from './object-store.ts';
 import { applyPatch } from './patch.ts';
 import type { PodStore } from './pod-store.ts';
 import type { KubeRequest } from './types.ts';
+import { discovery } from './discovery.ts';
+import { openApiV3 } from './openapi.ts';
+import { genericRoute, resolveGeneric } from './generic-routes.ts';
+import type { ResourceStore } from './resource-store.ts';
 import { badRequest, notFound, routeNotFound, status, StatusError, unauthorized } from './status.ts';
 import { serveWatch } from './watch.ts';
 
@@ -18,6 +25,10 @@ export interface RouteContext {
   access: AccessState;
   continueEpoch: number;
   bookmarkIntervalMs: number;
+  /** Custom resources and the built-ins stored generically. */
+  resources: ResourceStore;
+  /** Materializes Namespace objects for namespaces known only by name (seeded Pods, defaults). */
+  ensureNamespaces(): void;
 }
 
 /** A JSON answer, or `streaming` when a watch took over the response. */
@@ -34,11 +45,16 @@ export function route(ctx: RouteContext, e: KubeRequest, res: ServerResponse): R
   const token = e.authorization?.startsWith('Bearer ') ? e.authorization.slice(7) : undefined;
   if (token === undefined || !ctx.access.tokens.has(token)) throw new StatusError(unauthorized());
   const parts = e.path.split('/').filter(Boolean).map(decodeURIComponent);
-  const discovered = discovery(parts, e.method);
+  const discovered = discovery(ctx.resources, parts, e.method) ?? openApiV3(ctx.resources, parts, e.method);
   if (discovered) return discovered;
   if (parts.join('/') === 'apis/authorization.k8s.io/v1/selfsubjectaccessreviews') {
     if (e.method !== 'POST') throw new StatusError(status(405, 'MethodNotAllowed', NOT_ALLOWED));
     return selfSubjectAccessReview(ctx.access, e, parseJson(e.body));
+  }
+  const generic = resolveGeneric(ctx.resources, parts);
+  if (generic) {
+    if (generic.type.group === '' && generic.type.plural === 'namespaces') ctx.ensureNamespaces();
+    return genericRoute(ctx, e, res, generic);
   }
   if (parts[0] !== 'api' || parts[1] !== 'v1') throw routeNotFound();
   const rest = parts.slice(2);
@@ -48,22 +64,6 @@ export function route(ctx: RouteContext, e: KubeRequest, res: ServerResponse): R
   const other = rest[0] === 'namespaces' ? rest[2] : rest[0];
   if (other === 'secrets' || other === 'services') {
     return objectRoute(ctx, e, other === 'secrets' ? ctx.secrets : ctx.services, rest[0] === 'namespaces' ? rest.slice(1) : [undefined, ...rest]);
-  }
-  if (rest[0] === 'namespaces' && rest.length === 1 && e.method === 'GET') {
-    return [
-      200,
-      {
-        kind: 'NamespaceList',
-        apiVersion: 'v1',
-        metadata: { resourceVersion: store.resourceVersion() },
-        items: [...store.namespaces].sort().map(namespaceObject),
-      },
-    ];
-  }
-  if (rest[0] === 'namespaces' && rest.length === 2 && e.method === 'GET') {
-    if (!store.namespaces.has(rest[1]!))
-      throw new StatusError(status(404, 'NotFound', `namespaces "${rest[1]}" not found`, { name: rest[1]!, kind: 'namespaces' }));
-    return [200, { apiVersion: 'v1', kind: 'Namespace', ...namespaceObject(rest[1]!) }];
   }
   if (rest[0] !== 'namespaces' || rest[2] !== 'pods' || rest.length > 5) throw routeNotFound();
   const ns = rest[1]!;
@@ -154,7 +154,7 @@ function list(ctx: RouteContext, e: KubeRequest, ns: string | undefined, res: Se
 
 /**
  * Secrets and Services: `[ns, plural, name?]` (ns undefined for the cluster-wide list). Create, get, PUT,
- * delete and list (selectors, limit, continue); no watch or PATCH on these kinds.
+ * PATCH (patch.ts; server-side apply creates), delete and list (selectors, limit, continue); no watch.
  */
 function objectRoute(ctx: RouteContext, e: KubeRequest, objects: ObjectStore, [ns, , name, sub, ...more]: (string | undefined)[]): RouteResult {
   const plural = objects.rules.plural;
@@ -196,6 +196,20 @@ function objectRoute(ctx: RouteContext, e: KubeRequest, objects: ObjectStore, [n
     authz('update', name);
     return [200, objects.replace(ns, name, parseJson(e.body))];
   }
+  if (e.method === 'PATCH') {
+    authz('patch', name);
+    const cur = objects.get(ns, name);
+    if (!cur) {
+      // Server-side apply creates a missing object.
+      if (!(e.contentType ?? '').startsWith('application/apply-patch+yaml')) throw notFound(plural, name);
+      applyPatch({}, e.contentType, e.body, e.query.fieldManager);
+      authz('create', name);
+      const body = parseJson(e.body) as { metadata?: object };
+      admitCreate(ctx.access, plural, ns, name, objects.count(ns));
+      return [201, objects.create(ns, { ...body, metadata: { ...body.metadata, name } }, dryRun)];
+    }
+    return [200, objects.replace(ns, name, applyPatch(cur as never, e.contentType, e.body, e.query.fieldManager))];
+  }
   if (e.method === 'DELETE') {
     authz('delete', name);
     const opts = e.body ? (parseJson(e.body) as { dryRun?: string[] }) : {};
@@ -209,47 +223,6 @@ function objectRoute(ctx: RouteContext, e: KubeRequest, objects: ObjectStore, [n
 function nameOf(body: unknown): string {
   const meta = (body as { metadata?: { name?: unknown } } | null)?.metadata;
   return typeof meta?.name === 'string' ? meta.name : '';
-}
-
-/** Legacy (unaggregated) discovery, enough for kubectl to find pods and namespaces. */
-function discovery(parts: string[], method: string): RouteResult | undefined {
-  if (method !== 'GET') return undefined;
-  const path = parts.join('/');
-  if (path === 'api')
-    return [200, { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [{ clientCIDR: '0.0.0.0/0', serverAddress: '127.0.0.1:0' }] }];
-  if (path === 'apis') return [200, { kind: 'APIGroupList', apiVersion: 'v1', groups: [] }];
-  if (path === 'version') return [200, { major: '1', minor: '34', gitVersion: 'v1.34.0-fake', platform: 'linux/amd64' }];
-  if (path === 'api/v1') {
-    const podVerbs = ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'];
-    return [
-      200,
-      {
-        kind: 'APIResourceList',
-        groupVersion: 'v1',
-        resources: [
-          { name: 'namespaces', singularName: 'namespace', namespaced: false, kind: 'Namespace', verbs: ['get', 'list'], shortNames: ['ns'] },
-          { name: 'pods', singularName: 'pod', namespaced: true, kind: 'Pod', verbs: podVerbs, shortNames: ['po'], categories: ['all'] },
-          { name: 'pods/status', singularName: '', namespaced: true, kind: 'Pod', verbs: ['get', 'patch', 'update'] },
-          { name: 'secrets', singularName: 'secret', namespaced: true, kind: 'Secret', verbs: ['create', 'delete', 'get', 'list', 'update'] },
-          {
-            name: 'services',
-            singularName: 'service',
-            namespaced: true,
-            kind: 'Service',
-            verbs: ['create', 'delete', 'get', 'list', 'update'],
-            shortNames: ['svc'],
-            categories: ['all'],
-          },
-          { name: 'services/status', singularName: '', namespaced: true, kind: 'Service', verbs: ['get'] },
-        ],
-      },
-    ];
-  }
-  return undefined;
-}
-
-function namespaceObject(name: string): Record<string, unknown> {
-  return { metadata: { name, labels: { 'kubernetes.io/metadata.name': name } }, spec: { finalizers: ['kubernetes'] }, status: { phase: 'Active' } };
 }
 
 function parseJson(body: string): unknown {

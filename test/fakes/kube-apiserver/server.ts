@@ -56,8 +56,11 @@ import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { AccessState, DenyRule } from './access.ts';
+import { admitCrd, CRD_KEY, watchCrds } from './crd-registry.ts';
 import { ObjectStore, type FakeObject } from './object-store.ts';
 import { PodStore } from './pod-store.ts';
+import { ResourceStore, notFoundIn, type ResourceEvent, type StoredObject } from './resource-store.ts';
+import { builtinTypes, groupVersion, type ResourceType } from './resource-types.ts';
 import { route, type RouteContext, type Verb } from './routes.ts';
 import { secretRules } from './secret-rules.ts';
 import { serviceRules } from './service-rules.ts';
@@ -79,6 +82,8 @@ export class FakeKubeApiserver extends EventEmitter {
   /** Secrets and Services, under the Pod store's resourceVersion and namespaces. */
   readonly secrets = new ObjectStore(this.store, secretRules);
   readonly services = new ObjectStore(this.store, serviceRules());
+  /** Custom resources, CRDs and the built-in kinds stored generically (resource-types.ts). */
+  readonly resources = new ResourceStore(this.store);
   readonly requests: KubeRequest[] = [];
   readonly tokens: Map<string, string>;
   private readonly access: AccessState;
@@ -98,6 +103,50 @@ export class FakeKubeApiserver extends EventEmitter {
     this.tlsCert = options.tls ? selfSignedCert() : undefined;
     this.tokens = new Map(Object.entries(options.tokens ?? { 'fake-token': 'system:serviceaccount:egress:operator' }));
     this.access = { tokens: this.tokens, denied: new Map(), quotas: new Map() };
+    for (const t of builtinTypes()) this.resources.register(t.plural === 'customresourcedefinitions' ? { ...t, admit: admitCrd } : t);
+    watchCrds(this.resources);
+    this.resources.on('change', (ev: ResourceEvent) => {
+      if (ev.resource === '/namespaces' && ev.type === 'ADDED') this.store.namespaces.add(ev.object.metadata.name);
+    });
+    this.resources.on('gone', (t: ResourceType, o: StoredObject) => {
+      if (t.group === '' && t.plural === 'namespaces') this.namespaceGone(o.metadata.name);
+      this.collectGarbage(o);
+    });
+  }
+
+  /** Namespace objects for the namespaces known only by name (defaults, seeded objects). */
+  private ensureNamespaces(): void {
+    const t = this.resources.find('', 'v1', 'namespaces')!;
+    for (const name of [...this.store.namespaces]) {
+      if (!this.resources.get(t, undefined, name)) this.resources.create(t, undefined, 'v1', { metadata: { name } });
+    }
+  }
+
+  /** The namespace controller, at once: the namespace's generically stored objects, Secrets and Services go. */
+  private namespaceGone(ns: string): void {
+    this.store.namespaces.delete(ns);
+    for (const t of this.resources.types.values()) {
+      if (!t.namespaced) continue;
+      for (const o of this.resources.list(t, ns)) this.resources.delete(t, ns, o.metadata.name);
+    }
+    for (const objects of [this.secrets, this.services]) for (const o of objects.list(ns)) objects.delete(ns, o.metadata.name);
+  }
+
+  /** Background garbage collection, right after `owner` is gone: dependents naming it by uid are deleted. */
+  private collectGarbage(owner: StoredObject): void {
+    const ownedBy = (o: { metadata: Record<string, unknown> }): boolean =>
+      Array.isArray(o.metadata.ownerReferences) && o.metadata.ownerReferences.some((r: { uid?: string }) => r.uid === owner.metadata.uid);
+    const sameScope = (ns: string | undefined): boolean => owner.metadata.namespace === undefined || owner.metadata.namespace === ns;
+    for (const t of this.resources.types.values()) {
+      for (const o of this.resources.list(t)) {
+        if (ownedBy(o) && sameScope(o.metadata.namespace) && this.resources.get(t, o.metadata.namespace, o.metadata.name)) {
+          this.resources.delete(t, o.metadata.namespace, o.metadata.name);
+        }
+      }
+    }
+    for (const objects of [this.secrets, this.services]) {
+      for (const o of objects.list()) if (ownedBy(o) && sameScope(o.metadata.namespace)) objects.delete(o.metadata.namespace, o.metadata.name);
+    }
   }
 
   /** The first configured token. */
@@ -196,6 +245,69 @@ export class FakeKubeApiserver extends EventEmitter {
   getService = (ns: string, name: string) => this.services.get(ns, name);
   listServices = (ns?: string) => this.services.list(ns);
 
+  /**
+   * Registers a CustomResourceDefinition as a POST of it would (same checks; a StatusError when invalid);
+   * its type is served at once and its status becomes Established right after.
+   */
+  registerCrd(crd: object): StoredObject {
+    return this.resources.create(this.resources.types.get(CRD_KEY)!, undefined, 'v1', crd);
+  }
+
+  private typeOf(group: string, version: string, plural: string): ResourceType {
+    const t = this.resources.find(group, version, plural);
+    if (!t) throw new Error(`no type serves ${groupVersion(group, version)} ${plural}`);
+    return t;
+  }
+
+  /** A stored object of a generically stored kind (custom resources, CRDs, RBAC, apps, …), as served at `version`. */
+  getObject(group: string, version: string, plural: string, namespace: string | undefined, name: string): StoredObject | undefined {
+    const o = this.resources.get(this.typeOf(group, version, plural), namespace, name);
+    return o && { ...o, apiVersion: groupVersion(group, version) };
+  }
+
+  /** The stored objects of a kind in etcd key order (one namespace, or all). */
+  listObjects(group: string, version: string, plural: string, namespace?: string): StoredObject[] {
+    return this.resources.list(this.typeOf(group, version, plural), namespace).map((o) => ({ ...o, apiVersion: groupVersion(group, version) }));
+  }
+
+  /** Creates an object as a POST would (validation, defaults), adding its namespace when missing. */
+  seedObject(
+    group: string,
+    version: string,
+    plural: string,
+    obj: { metadata: { name: string; namespace?: string; [k: string]: unknown }; [k: string]: unknown },
+  ): StoredObject {
+    const t = this.typeOf(group, version, plural);
+    if (t.namespaced) this.store.namespaces.add(obj.metadata.namespace ?? 'default');
+    return this.resources.create(t, t.namespaced ? (obj.metadata.namespace ?? 'default') : undefined, version, obj);
+  }
+
+  /**
+   * Writes an object as a PUT would (`main`) or a PUT on `/status` (`status`), without authorization: plays a
+   * controller (e.g. removing a finalizer, which deletes an object being deleted). No resourceVersion needed.
+   */
+  updateObject(
+    group: string,
+    version: string,
+    plural: string,
+    namespace: string | undefined,
+    name: string,
+    change: (o: StoredObject) => void,
+    part: 'main' | 'status' = 'main',
+  ): StoredObject {
+    const t = this.typeOf(group, version, plural);
+    const cur = this.resources.get(t, namespace, name);
+    if (!cur) throw notFoundIn(t, name);
+    change(cur);
+    return this.resources.update(t, namespace, name, version, cur, part);
+  }
+
+  /** Knob: how many events the watch logs keep (Pods and generic kinds); a watch from older gets 410 Expired after the next writes. */
+  setEventLogSize(n: number): void {
+    this.store.eventLogSize = n;
+    this.resources.eventLogSize = n;
+  }
+
   /** Plays the cloud controller: sets `status.loadBalancer.ingress` of a Service. */
   setServiceLoadBalancer(ns: string, name: string, ingress: { ip?: string; hostname?: string }[]): FakeObject {
     return this.services.mutate(ns, name, (o) => {
@@ -259,6 +371,8 @@ export class FakeKubeApiserver extends EventEmitter {
         access: this.access,
         continueEpoch: this.continueEpoch,
         bookmarkIntervalMs: this.bookmarkIntervalMs,
+        resources: this.resources,
+        ensureNamespaces: () => this.ensureNamespaces(),
       };
       const result = route(ctx, entry, res);
       if (result !== 'streaming') this.send(res, entry, result[0], result[1]);

@@ -9,7 +9,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import { podFilter } from './lists.ts';
-import type { FakePod, PodEvent, PodStore } from './pod-store.ts';
+import type { FakePod, PodStore } from './pod-store.ts';
 import { badRequest, status } from './status.ts';
 
 export interface WatchParams {
@@ -22,10 +22,44 @@ export interface WatchParams {
   bookmarkIntervalMs: number;
 }
 
-/** Validates the request (throwing a Status before any header is written), then streams until closed. */
+/** What a watch streams from: the current objects, a bounded event log and live changes. */
+export interface WatchSource<T extends { metadata: { resourceVersion: string } }> {
+  current(): T[];
+  events(): Iterable<{ type: 'ADDED' | 'MODIFIED' | 'DELETED'; object: T; prev?: T; rv: number }>;
+  oldestWatchableRv(): number;
+  resourceVersion(): string;
+  subscribe(deliver: (ev: { type: 'ADDED' | 'MODIFIED' | 'DELETED'; object: T; prev?: T }) => void): () => void;
+  /** `kind` and `apiVersion` of BOOKMARK objects. */
+  bookmark: { kind: string; apiVersion: string };
+  /** Renders an event's object (a Table row for `as=Table` watches); `first` is true for the stream's first event. */
+  render?(object: T, first: boolean): unknown;
+}
+
+/** Pods' watch: validates the request (throwing a Status before any header is written), then streams until closed. */
 export function serveWatch(store: PodStore, res: ServerResponse, q: WatchParams, onStart: () => void): void {
   const { match } = podFilter(q.labelSelector, q.fieldSelector);
-  const inScope = (p: FakePod): boolean => (q.namespace === undefined || p.metadata.namespace === q.namespace) && match(p);
+  const source: WatchSource<FakePod> = {
+    current: () => store.list(q.namespace),
+    events: () => store.events,
+    oldestWatchableRv: () => store.oldestWatchableRv(),
+    resourceVersion: () => store.resourceVersion(),
+    subscribe: (deliver) => {
+      store.on('change', deliver);
+      return () => store.off('change', deliver);
+    },
+    bookmark: { kind: 'Pod', apiVersion: 'v1' },
+  };
+  streamWatch(source, (p) => (q.namespace === undefined || p.metadata.namespace === q.namespace) && match(p), res, q, onStart);
+}
+
+/** Streams `source`'s events that `inScope` keeps, as the real watch does (see the header). */
+export function streamWatch<T extends { metadata: { resourceVersion: string } }>(
+  source: WatchSource<T>,
+  inScope: (o: T) => boolean,
+  res: ServerResponse,
+  q: WatchParams,
+  onStart: () => void,
+): void {
   let startRv: number | undefined;
   if (q.resourceVersion && q.resourceVersion !== '0') {
     if (!/^\d+$/.test(q.resourceVersion)) throw badRequest(`resourceVersion: Invalid value: "${q.resourceVersion}"`);
@@ -35,36 +69,39 @@ export function serveWatch(store: PodStore, res: ServerResponse, q: WatchParams,
   onStart();
   res.writeHead(200, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked' });
   res.flushHeaders();
+  let first = true;
   const write = (type: string, object: unknown): void => {
     if (!res.destroyed && !res.writableEnded) res.write(`${JSON.stringify({ type, object })}\n`);
   };
-  const deliver = (ev: PodEvent): void => {
+  const writeObject = (type: string, object: T): void => {
+    write(type, source.render ? source.render(object, first) : object);
+    first = false;
+  };
+  const deliver = (ev: { type: 'ADDED' | 'MODIFIED' | 'DELETED'; object: T; prev?: T }): void => {
     const now = inScope(ev.object);
     if (ev.type !== 'MODIFIED') {
-      if (now) write(ev.type, ev.object);
+      if (now) writeObject(ev.type, ev.object);
       return;
     }
     const before = ev.prev ? inScope(ev.prev) : false;
-    if (now) write(before ? 'MODIFIED' : 'ADDED', ev.object);
-    else if (before) write('DELETED', ev.object);
+    if (now) writeObject(before ? 'MODIFIED' : 'ADDED', ev.object);
+    else if (before) writeObject('DELETED', ev.object);
   };
 
   if (startRv === undefined) {
-    for (const p of store.list(q.namespace)) if (inScope(p)) write('ADDED', p);
-  } else if (startRv < store.oldestWatchableRv()) {
-    write('ERROR', status(410, 'Expired', `too old resource version: ${startRv} (${store.oldestWatchableRv()})`));
+    for (const p of source.current()) if (inScope(p)) writeObject('ADDED', p);
+  } else if (startRv < source.oldestWatchableRv()) {
+    write('ERROR', status(410, 'Expired', `too old resource version: ${startRv} (${source.oldestWatchableRv()})`));
     res.end();
     return;
   } else {
-    for (const ev of store.events) if (ev.rv > startRv) deliver(ev);
+    for (const ev of source.events()) if (ev.rv > startRv) deliver(ev);
   }
 
-  store.on('change', deliver);
+  const unsubscribe = source.subscribe(deliver);
   const timers: NodeJS.Timeout[] = [];
   if (q.allowWatchBookmarks && q.bookmarkIntervalMs > 0) {
-    timers.push(
-      setInterval(() => write('BOOKMARK', { kind: 'Pod', apiVersion: 'v1', metadata: { resourceVersion: store.resourceVersion() } }), q.bookmarkIntervalMs),
-    );
+    timers.push(setInterval(() => write('BOOKMARK', { ...source.bookmark, metadata: { resourceVersion: source.resourceVersion() } }), q.bookmarkIntervalMs));
   }
   const timeout = Number(q.timeoutSeconds);
   if (q.timeoutSeconds !== undefined && Number.isFinite(timeout) && timeout > 0) {
@@ -72,7 +109,7 @@ export function serveWatch(store: PodStore, res: ServerResponse, q: WatchParams,
   }
   // Cleanup is tied to the response's close (the request's fires as soon as its body has been read).
   res.once('close', () => {
-    store.off('change', deliver);
+    unsubscribe();
     for (const t of timers) clearTimeout(t);
   });
 }
