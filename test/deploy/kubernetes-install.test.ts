@@ -120,9 +120,12 @@ describe.skipIf(!hasKubectl)('the Kubernetes install (kubectl kustomize deploy/k
         const { args, env } = await materializeContainer(objects, find(objects, 'Deployment', `egress-${role}`), root);
         expect(args[0]).toBe(role);
         const r = await run(process.execPath, [join(ROOT, 'bin', 'egress.js'), ...args, '--check-config'], {
-          env: { PATH: process.env.PATH ?? '', HOME: root, ...env },
+          // What the kubelet gives every Pod: the store and the kubernetes provider then use the in-cluster service account.
+          env: { PATH: process.env.PATH ?? '', HOME: root, KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443', ...env },
         }).catch((err: { stdout: string; stderr: string; code: number }) => err);
-        expect(`${r.stdout}${r.stderr}`, `${variant} ${role}: egress ${args.join(' ')}`).toContain(`configuration OK: ${role}`);
+        expect(`${r.stdout}${r.stderr}`, `${variant} ${role}: egress ${args.join(' ')}`).toContain(
+          `configuration OK: ${role}, providers cluster (kubernetes), store kubernetes (namespace ${NS})`,
+        );
       }
     }
   });
