@@ -10,9 +10,12 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { proxyCrd, providerHealthCrd } from '../../src/crds/definitions.ts';
 import type { ProviderHealth } from '../../src/health/provider-health.ts';
+import { silentLogger } from '../../src/logging.ts';
 import { KubernetesProxyStore } from '../../src/store/kubernetes/proxy-store.ts';
+import { ProxyWatch } from '../../src/store/kubernetes/proxy-watch.ts';
 import { KubernetesStatusStore } from '../../src/store/kubernetes/status-store.ts';
 import { startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';
+import { waitFor } from '../support/wait.ts';
 import { grantsOf, hasKubectl, renderInstall, type KubeObject } from '../support/kube-install.ts';
 
 const NS = 'egress-proxies';
@@ -98,5 +101,20 @@ describe.skipIf(!hasKubectl)('the install’s RBAC against what each role’s st
     expect(deleting.metadata.deletionRequestedAt).toBeDefined();
     await worker.remove('p1');
     expect(await api.get('p1')).toBeUndefined();
+  });
+
+  it('lets the scheduler watch Proxies (list, then watch) and see an apply', async () => {
+    const watch = new ProxyWatch(kube.kubeConfig('scheduler-token'), NS, silentLogger());
+    const abort = new AbortController();
+    const changed: string[] = [];
+    const refused = () => kube.requests.filter((r) => r.authorization === 'Bearer scheduler-token' && r.status === 403);
+    const running = watch.run((name) => changed.push(name), abort.signal);
+    await new KubernetesProxyStore(kube.kubeConfig('api-token'), NS).apply({ metadata: { name: 'p1', labels: {} }, spec: { provider: 'cluster' } });
+    await waitFor('the watch to report p1, or a refusal', () => changed.includes('p1') || refused().length > 0, 30_000);
+    abort.abort();
+    await running.catch(() => undefined);
+    // Every request the watch made was allowed, and it reported the new Proxy.
+    expect(refused().map((r) => `${r.method} ${r.path}?${r.rawQuery}`)).toEqual([]);
+    expect(changed).toContain('p1');
   });
 });
