@@ -1,6 +1,6 @@
 /**
  * A CRD's structural `openAPIV3Schema` as the apiserver applies it to a custom resource, in its order:
- * defaults (`default`, where the parent object is present), pruning of fields the schema does not declare
+ * defaults (`default`, where the parent object is present; non-nullable nulls dropped), pruning of fields the schema does not declare
  * (unless `x-kubernetes-preserve-unknown-fields`; `apiVersion`, `kind` and `metadata` at the root are kept),
  * then validation. Errors are field errors worded as the real server's (kube-openapi messages wrapped in
  * apimachinery field errors): `Required value`, `Unsupported value: "x": supported values: "a", "b"`,
@@ -66,11 +66,16 @@ function typeName(v: Json): string {
   return typeof v;
 }
 
-/** Fills `default`s into `value` (in place) where a property is absent and its parent object is present. */
+/**
+ * Fills `default`s into `value` (in place) where a property is absent and its parent object is present. A
+ * `null` in a property that is not `nullable` is dropped first (then defaulted if it has a default), as the
+ * real server does since 1.20.
+ */
 export function applyDefaults(value: Json, schema: Schema | undefined): void {
   if (!schema) return;
   if (isObject(value)) {
     for (const [k, s] of Object.entries(schema.properties ?? {})) {
+      if (value[k] === null && !s.nullable) delete value[k];
       if (value[k] === undefined && s.default !== undefined) value[k] = structuredClone(s.default);
       applyDefaults(value[k], s);
     }
@@ -89,7 +94,8 @@ export function prune(value: Json, schema: Schema | undefined, path = '', root =
     const declared = schema.properties ?? {};
     for (const k of Object.keys(value)) {
       const here = path ? `${path}.${k}` : k;
-      if (root && (k === 'apiVersion' || k === 'kind' || k === 'metadata')) continue;
+      // The root and embedded resources keep apiVersion, kind and metadata.
+      if ((root || schema['x-kubernetes-embedded-resource'] === true) && (k === 'apiVersion' || k === 'kind' || k === 'metadata')) continue;
       if (declared[k]) pruned.push(...prune(value[k], declared[k], here, false));
       else if (isObject(schema.additionalProperties)) pruned.push(...prune(value[k], schema.additionalProperties, here, false));
       else if (schema['x-kubernetes-preserve-unknown-fields'] !== true && schema.additionalProperties !== true) {
