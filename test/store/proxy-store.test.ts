@@ -228,7 +228,13 @@ describe('ProxyStore on Kubernetes: the objects as kubectl sees them', () => {
   it('apply: the Secret is owned by the Proxy and named in its status; the Proxy carries the instance finalizer', async () => {
     const { proxy } = await store.apply(doc('owned'));
     const crs = fake.kubeConfig().makeApiClient(CustomObjectsApi);
-    const obj = (await crs.getNamespacedCustomObject({ group: 'egress-proxies.io', version: 'v1alpha1', namespace: 'default', plural: 'proxies', name: 'owned' })) as {
+    const obj = (await crs.getNamespacedCustomObject({
+      group: 'egress-proxies.io',
+      version: 'v1alpha1',
+      namespace: 'default',
+      plural: 'proxies',
+      name: 'owned',
+    })) as {
       metadata: { finalizers?: string[] };
       status: { credentialsSecretRef?: { name: string } };
     };
@@ -259,7 +265,9 @@ describe('ProxyStore on Kubernetes: the objects as kubectl sees them', () => {
   it('--orphan is an annotation on the Proxy', async () => {
     await store.apply(doc('orphan'));
     await store.requestDeletion('orphan', { orphan: true });
-    const obj = fake.getObject('egress-proxies.io', 'v1alpha1', 'proxies', 'default', 'orphan') as unknown as { metadata: { annotations?: Record<string, string> } };
+    const obj = fake.getObject('egress-proxies.io', 'v1alpha1', 'proxies', 'default', 'orphan') as unknown as {
+      metadata: { annotations?: Record<string, string> };
+    };
     expect(obj.metadata.annotations?.[ORPHAN_ANNOTATION]).toBe('true');
   });
 });
