@@ -65,8 +65,8 @@
  *   CRDs, no scale subresource; deleting a CRD deletes its custom resources at once (no cleanup finalizer).
  *   Structural-schema checks cover type, properties, required, enum, min/maxLength, pattern, formats
  *   (date-time, date, byte, uuid, int32), minimum/maximum, min/maxItems, maxProperties, items,
- *   additionalProperties, nullable, int-or-string and list types map/set; the schema itself is not checked
- *   for structurality.
+ *   additionalProperties, nullable, anyOf/oneOf/allOf/not, int-or-string and list types map/set. A CRD's
+ *   schema is checked for the common structural mistakes only (crd-schema-checks.ts).
  * - Built-in kinds stored generically are checked modestly: names, namespace exists, Deployment/StatefulSet
  *   selector and template (selector must match the template labels; replicas and revisionHistoryLimit
  *   defaulted), RBAC rule verbs and an immutable roleRef, PDB minAvailable xor maxUnavailable. No other

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { structuralErrors } from './crd-schema-checks.ts';
 import { applyDefaults, applyMerge, prune, validate, type Schema } from './structural-schema.ts';
 
 const schema: Schema = {
@@ -82,5 +83,44 @@ describe('structural schema (the fake apiserver’s CRD validation)', () => {
       items: [{ name: 'a', v: 1, w: 2 }, { name: 'b' }],
       tags: ['y'],
     });
+  });
+
+  it('validates anyOf, oneOf and not as value validations', () => {
+    const s: Schema = {
+      type: 'object',
+      properties: {
+        port: { type: 'integer', anyOf: [{ minimum: 1000 }, { enum: [80, 443] }] },
+        mode: { type: 'string', oneOf: [{ pattern: '^a' }, { pattern: 'b$' }] },
+      },
+      not: { required: ['forbidden'] },
+    };
+    expect(validate({ port: 443, mode: 'ax' }, s)).toEqual([]);
+    expect(validate({ port: 22, mode: 'ab', forbidden: 1 }, s).map((e) => e.message)).toEqual([
+      'Invalid value: map[string]interface {}{"port":22, "mode":"ab", "forbidden":1}: <root> in body should not validate the schema (not)',
+      'Invalid value: 22: port in body must validate at least one schema (anyOf)',
+      'Invalid value: "ab": mode in body must validate one and only one schema (oneOf)',
+    ]);
+  });
+
+  it('finds what makes a CRD schema non-structural', () => {
+    const bad: Schema = {
+      type: 'object',
+      properties: {
+        spec: {
+          type: 'object',
+          additionalProperties: false,
+          properties: { name: {}, ref: { $ref: '#/x' }, pick: { type: 'string', anyOf: [{ type: 'string' }] } },
+        },
+        status: { 'x-kubernetes-preserve-unknown-fields': true },
+      },
+    };
+    expect(structuralErrors(bad, 'spec.versions[0].schema.openAPIV3Schema').map((e) => `${e.field}: ${e.message}`)).toEqual([
+      'spec.versions[0].schema.openAPIV3Schema.properties[spec].additionalProperties: Forbidden: additionalProperties cannot be set to false',
+      'spec.versions[0].schema.openAPIV3Schema.properties[spec].additionalProperties: Forbidden: additionalProperties and properties are mutual exclusive',
+      'spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[name].type: Required value: must not be empty for specified object fields',
+      'spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[ref].$ref: Forbidden: $ref is forbidden',
+      'spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[ref].type: Required value: must not be empty for specified object fields',
+      'spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[pick].anyOf[0].type: Forbidden: must be empty to be structural',
+    ]);
   });
 });

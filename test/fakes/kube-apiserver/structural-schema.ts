@@ -8,7 +8,8 @@
  * than 8 bytes`, `Too many: 3: must have at most 2 items`, `Duplicate value: map[string]interface {}{"name":"a"}`.
  * Covered keywords: type, properties, required, enum, maxLength, minLength, pattern, format (date-time, int32,
  * int64, byte), minimum/maximum (+ exclusive), maxItems/minItems, items, additionalProperties (a schema),
- * nullable, x-kubernetes-list-type (map with x-kubernetes-list-map-keys, set), x-kubernetes-int-or-string.
+ * nullable, anyOf/oneOf/allOf/not (value validations), x-kubernetes-list-type (map with
+ * x-kubernetes-list-map-keys, set), x-kubernetes-int-or-string.
  */
 
 export interface Schema {
@@ -31,6 +32,10 @@ export interface Schema {
   additionalProperties?: Schema | boolean;
   nullable?: boolean;
   default?: unknown;
+  anyOf?: Schema[];
+  oneOf?: Schema[];
+  allOf?: Schema[];
+  not?: Schema;
   'x-kubernetes-preserve-unknown-fields'?: boolean;
   'x-kubernetes-embedded-resource'?: boolean;
   'x-kubernetes-int-or-string'?: boolean;
@@ -40,7 +45,14 @@ export interface Schema {
 }
 
 export interface FieldError {
-  reason: 'FieldValueRequired' | 'FieldValueInvalid' | 'FieldValueNotSupported' | 'FieldValueTooLong' | 'FieldValueTooMany' | 'FieldValueDuplicate';
+  reason:
+    | 'FieldValueRequired'
+    | 'FieldValueInvalid'
+    | 'FieldValueNotSupported'
+    | 'FieldValueTooLong'
+    | 'FieldValueTooMany'
+    | 'FieldValueDuplicate'
+    | 'FieldValueForbidden';
   field: string;
   message: string;
 }
@@ -152,6 +164,11 @@ export function validate(value: Json, schema: Schema | undefined, path = ''): Fi
       return errors;
     }
   }
+  const passes = (s: Schema): boolean => validate(value, s, path).length === 0;
+  if (schema.anyOf && !schema.anyOf.some(passes)) invalid(value, `${at} in body must validate at least one schema (anyOf)`);
+  if (schema.oneOf && schema.oneOf.filter(passes).length !== 1) invalid(value, `${at} in body must validate one and only one schema (oneOf)`);
+  for (const s of schema.allOf ?? []) errors.push(...validate(value, s, path));
+  if (schema.not && passes(schema.not)) invalid(value, `${at} in body should not validate the schema (not)`);
   if (schema.enum && !schema.enum.some((e) => JSON.stringify(e) === JSON.stringify(value))) {
     errors.push({
       reason: 'FieldValueNotSupported',
