@@ -10,6 +10,8 @@ export interface ProxyWatchOptions {
   /** First delay after a failure; doubled per failure in a row up to `maxBackoffMs`, with jitter. */
   baseBackoffMs?: number;
   maxBackoffMs?: number;
+  /** How long the server keeps one watch request open before it ends it (and this resumes); default 5 minutes. */
+  timeoutSeconds?: number;
 }
 
 /** What a Proxy looked like last time, to tell a change that needs a reconcile from a status write. */
@@ -43,6 +45,7 @@ export class ProxyWatch {
   readonly #logger: Logger;
   readonly #baseMs: number;
   readonly #maxMs: number;
+  readonly #timeoutSeconds: number;
   readonly #seen = new Map<string, Seen>();
 
   constructor(kc: KubeConfig, namespace: string, logger: Logger, options: ProxyWatchOptions = {}) {
@@ -52,6 +55,7 @@ export class ProxyWatch {
     this.#logger = logger;
     this.#baseMs = options.baseBackoffMs ?? 500;
     this.#maxMs = options.maxBackoffMs ?? 30_000;
+    this.#timeoutSeconds = options.timeoutSeconds ?? 300;
   }
 
   /** Runs until `signal` ends; never rejects for a failed list or watch (it backs off and tries again). */
@@ -124,7 +128,7 @@ export class ProxyWatch {
     let gone = false;
     const controller = await new Watch(this.#kc).watch(
       this.#path,
-      { resourceVersion, allowWatchBookmarks: true },
+      { resourceVersion, allowWatchBookmarks: true, timeoutSeconds: this.#timeoutSeconds },
       (type: string, obj: ProxyObject) => {
         if (type === 'ERROR') {
           gone = isGone(obj);
