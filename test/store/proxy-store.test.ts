@@ -246,7 +246,7 @@ describe('ProxyStore on Kubernetes: the objects as kubectl sees them', () => {
     ]);
   });
 
-  it('a Proxy written with kubectl (no Secret, no status) reads as Pending, and reconcile’s credentials() makes its Secret', async () => {
+  it('a Proxy written with kubectl (no finalizer, Secret or status) reads as Pending; reconcile’s credentials() adopts it: finalizer, then Secret', async () => {
     const crs = fake.kubeConfig().makeApiClient(CustomObjectsApi);
     await crs.createNamespacedCustomObject({
       group: 'egress-proxies.io',
@@ -260,6 +260,8 @@ describe('ProxyStore on Kubernetes: the objects as kubectl sees them', () => {
     const made = await store.credentials('by-hand');
     expect(made?.username).toBe('egress-by-hand');
     expect(await store.credentials('by-hand')).toEqual(made);
+    const obj = fake.getObject('egress-proxies.io', 'v1alpha1', 'proxies', 'default', 'by-hand') as unknown as { metadata: { finalizers?: string[] } };
+    expect(obj.metadata.finalizers).toEqual([INSTANCE_FINALIZER]);
   });
 
   it('--orphan is an annotation on the Proxy', async () => {

@@ -42,8 +42,8 @@ function byName(a: Proxy, b: Proxy): number {
  *   the annotation `egress-proxies.io/orphan-instance: "true"`, set before the delete.
  * - Status is written only through the status subresource. Every write carries the resourceVersion
  *   it read; a 409 reads again, at most MAX_ATTEMPTS times.
- * - A Proxy made with `kubectl apply` has no Secret yet: `credentials` (what reconcile reads) makes
- *   it, owned by the Proxy, the first time it is asked.
+ * - A Proxy made with `kubectl apply` has neither finalizer nor Secret: `credentials` (what reconcile
+ *   reads before it makes an instance) adds the finalizer, then makes the Secret owned by the Proxy.
  */
 export class KubernetesProxyStore implements ProxyStore {
   readonly #proxies: ResourceClient<ProxySpec, ResourceStatus>;
@@ -74,6 +74,16 @@ export class KubernetesProxyStore implements ProxyStore {
     if (found) return found;
     const proxy = await this.#proxies.get(name, signal);
     if (!proxy || proxy.metadata.deletionTimestamp) return undefined;
+    // Adopt a Proxy written with kubectl: the finalizer first (no instance may exist without it), then its Secret.
+    await this.#modify(
+      name,
+      (obj) =>
+        obj.metadata.deletionTimestamp || obj.metadata.finalizers?.includes(INSTANCE_FINALIZER)
+          ? undefined
+          : { ...obj, metadata: { ...obj.metadata, finalizers: [...(obj.metadata.finalizers ?? []), INSTANCE_FINALIZER] } },
+      signal,
+      false,
+    );
     const secret = await this.#ensureSecret(name, signal);
     await this.#own(secret, proxy, signal);
     return credentialsOfSecret(secret);
