@@ -12,7 +12,7 @@ import type { Logger } from '../logging.ts';
 import { registerProviderGauges } from '../metrics/provider-gauges.ts';
 import { registerQueueGauges } from '../metrics/queue-gauges.ts';
 import { registerProxyGauge } from '../metrics/proxy-metrics.ts';
-import { RedisProxyStore } from '../store/redis-proxy-store.ts';
+import type { ProxyStore } from '../store/proxy-store.ts';
 import type { StatusStore } from '../store/status-store.ts';
 import { listenHttp } from '../http/listen.ts';
 import { createApiApp } from './app.ts';
@@ -25,6 +25,8 @@ export interface ApiRoleDeps {
   redisTarget: RedisTarget | string;
   redis: RedisClient;
   store: StatusStore;
+  /** Proxy objects (the process's store, Redis or Kubernetes); the caller closes it. */
+  proxies: ProxyStore;
   registry: Registry;
   logger: Logger;
   /** The fleet's events: read by `GET /v1/events`, written by applies and deletions. */
@@ -54,7 +56,7 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
   const checks = queues.find((q) => q.name === QUEUES.checks) as Queue;
   const checkEvents = new QueueEvents(QUEUES.checks, { connection: redisOptions(deps.redisTarget, 'worker'), prefix: config.redis.prefix });
   checkEvents.on('error', (err) => logger.warn({ err: err.message }, 'queue events connection error'));
-  const proxies = new RedisProxyStore(deps.redis, config.redis.prefix);
+  const proxies = deps.proxies;
   // Whatever fails from here on (Redis, a busy port) closes what was opened above: a queue left
   // open keeps reconnecting and keeps the process alive.
   const closeOpened = async (): Promise<void> => {
@@ -64,7 +66,6 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
         () => checkEvents.close(),
         () => checkEvents.disconnect(),
       ),
-      proxies.close(),
       ...queues.map((q) =>
         closeWithin(
           2000,

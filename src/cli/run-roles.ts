@@ -11,8 +11,7 @@ import { closeRedis, createRedis, redisListeners, redisTargetOf, warnUnlessNoEvi
 import { startPrivateRedis, type PrivateRedis } from '../redis/private-redis.ts';
 import { SchedulerRole } from '../scheduler/scheduler-role.ts';
 import { registerSchedulerGauges } from '../metrics/scheduler-gauges.ts';
-import { RedisProxyStore } from '../store/redis-proxy-store.ts';
-import { RedisStatusStore } from '../store/redis-status-store.ts';
+import { createStores } from '../store/create-stores.ts';
 import { startWorkerRole } from '../../workers/worker-role.ts';
 import { echoUrlAdvice } from '../readiness/echo-url-advice.ts';
 import { egressGuards } from '../egress/policy-config.ts';
@@ -101,8 +100,12 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
     const redis: RedisClient = createRedis(redisTarget, 'worker', logger.child({ component: 'redis' }));
     closers.push(() => closeRedis(redis));
     await warnUnlessNoEviction(redis, logger);
-    const store = new RedisStatusStore(redis, config.redis.prefix);
+    // ProviderHealth and Proxy objects: Redis, or Kubernetes custom resources (`--store`).
+    const stores = createStores(config.store, redis, config.redis.prefix, logger);
+    const store = stores.status;
     closers.push(() => store.close());
+    closers.push(() => stores.proxies.close());
+    if (config.store?.kind === 'kubernetes') logger.info({ namespace: config.store.namespace }, 'ProviderHealth and Proxy objects live in Kubernetes');
     // One event stream per fleet; each role records under its own name. Closed after the roles (closers run in reverse).
     const events = new RedisEventStore(redis, config.redis.prefix, config.events, logger.child({ component: 'events' }));
     closers.push(() => events.close());
@@ -114,7 +117,17 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
     let api: ApiRole | undefined;
     if (roles.includes('api')) {
       const a = await inRole('api', () =>
-        startApiRole({ config, redisTarget, redis, store, registry, events, logger: logger.child({ role: 'api' }), telemetry: tracing.bullmq('api') }),
+        startApiRole({
+          config,
+          redisTarget,
+          redis,
+          store,
+          proxies: stores.proxies,
+          registry,
+          events,
+          logger: logger.child({ role: 'api' }),
+          telemetry: tracing.bullmq('api'),
+        }),
       );
       api = a;
       closers.push(() => a.close());
@@ -150,8 +163,7 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
     for (const role of roles) {
       const log = logger.child({ role });
       if (role === 'worker') {
-        const proxies = new RedisProxyStore(redis, config.redis.prefix);
-        closers.push(() => proxies.close());
+        const proxies = stores.proxies;
         const w = await inRole(role, () =>
           startWorkerRole({
             config,
@@ -173,7 +185,16 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
         );
         closers.push(() => p.close());
       } else if (role === 'scheduler') {
-        const s = new SchedulerRole({ config, redisTarget, redis, store, logger: log, events: events.sink('scheduler'), telemetry: tracing.bullmq(role) });
+        const s = new SchedulerRole({
+          config,
+          redisTarget,
+          redis,
+          store,
+          logger: log,
+          events: events.sink('scheduler'),
+          telemetry: tracing.bullmq(role),
+          proxyChanges: stores.proxyChanges,
+        });
         s.on('error', () => undefined);
         inRole(role, () => s.start());
         registerSchedulerGauges(registry, s, config.checks.intervalMs);

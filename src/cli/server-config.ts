@@ -12,9 +12,10 @@ import { DEFAULT_CONFIG_FILE, loadConfigFile } from '../config/file.ts';
 import { ConfigError } from '../errors.ts';
 import { MAX_GC_DELETES_PER_SECOND } from '../providers/gc-settings.ts';
 import { telemetryFromEnv, type OtelEnv } from '../telemetry/config.ts';
+import { parseStoreSettings, type StoreFlags } from './store-config.ts';
 
 /** Options shared by the long-running commands, as commander hands them over (strings). */
-export interface ServerFlags {
+export interface ServerFlags extends Partial<StoreFlags> {
   config?: string;
   providerCheckInterval: string;
   providerCheckTimeout: string;
@@ -57,6 +58,7 @@ export interface ServerFlags {
 }
 
 export const SERVER_FLAG_DEFAULTS = {
+  store: 'redis',
   providerCheckInterval: '1m',
   providerCheckTimeout: '0',
   prefix: DEFAULT_PREFIX,
@@ -344,6 +346,7 @@ export async function buildServerConfig(flags: ServerFlags, options: { defaultPr
   const file = flags.config ? await loadConfigFile(flags.config) : options.defaultProviders ? DEFAULT_CONFIG_FILE : { providers: [] };
   const config: AppConfig = {
     providers: file.providers,
+    store: parseStoreSettings({ ...flags, store: flags.store ?? SERVER_FLAG_DEFAULTS.store }),
     checks,
     redis: await parseRedisSettings(flags),
     api: {

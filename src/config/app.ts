@@ -1,6 +1,7 @@
 import type { ProviderConfig } from '../providers/config.ts';
 import type { CheckSchedule } from './checks.ts';
 import type { TelemetryConfig } from '../telemetry/config.ts';
+import type { KubeConnectionConfig } from '../providers/kubernetes/kubeconfig.ts';
 
 /** Queues a worker can process. */
 export const QUEUE_SET = ['checks', 'reconcile', 'gc'] as const;
@@ -69,8 +70,24 @@ export interface EventRetention {
   maxAgeMs: number;
 }
 
+/**
+ * Where ProviderHealth and Proxy objects live (`--store`): Redis (standalone), or Kubernetes custom
+ * resources (docs/kubernetes-store.md). The queues are in Redis either way.
+ */
+export type StoreSettings =
+  | { kind: 'redis' }
+  | {
+      kind: 'kubernetes';
+      /** How to reach the API server, as the kubernetes provider reads it. */
+      connection: KubeConnectionConfig;
+      /** The namespace of the Proxy objects and their credential Secrets. */
+      namespace: string;
+    };
+
 export interface AppConfig {
   providers: readonly ProviderConfig[];
+  /** Absent: Redis (configurations built before `--store` existed). */
+  store?: StoreSettings;
   checks: CheckSchedule;
   redis: RedisSettings;
   api: ApiSettings;

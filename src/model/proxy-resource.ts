@@ -31,43 +31,52 @@ export const proxyDocumentSchema = z.strictObject({
 export type ProxyDocument = z.infer<typeof proxyDocumentSchema>;
 export type ProxySpec = ProxyDocument['spec'];
 
-export interface ProxyCondition {
-  type: string;
-  status: 'True' | 'False' | 'Unknown';
-  reason: string;
-  message: string;
-  lastTransitionTime: string;
-}
+export const proxyConditionSchema = z.strictObject({
+  type: z.string().min(1),
+  status: z.enum(['True', 'False', 'Unknown']),
+  reason: z.string(),
+  message: z.string(),
+  lastTransitionTime: z.iso.datetime(),
+});
+export type ProxyCondition = z.infer<typeof proxyConditionSchema>;
 
-export interface ProxyStatus {
-  phase: ProxyPhase;
+export const instanceLocationSchema = z.strictObject({
+  provider: z.string().min(1),
+  placement: z.string().optional(),
+});
+export type InstanceLocation = z.infer<typeof instanceLocationSchema>;
+
+/**
+ * A Proxy's observed state, as reconcile, the probe loop and the exit watch write it. The one
+ * definition: the type is inferred from it and the Kubernetes CRD's status schema is generated
+ * from it (src/crds).
+ */
+export const proxyStatusSchema = z.strictObject({
+  phase: z.enum(PROXY_PHASES),
   /** `http://host:port`, without credentials (discovery adds them for authorised callers). */
-  url?: string;
-  instanceName?: string;
-  instanceId?: string;
-  egressIp?: string;
-  conditions: ProxyCondition[];
-  lastError?: string;
+  url: z.string().optional(),
+  instanceName: z.string().optional(),
+  instanceId: z.string().optional(),
+  egressIp: z.string().optional(),
+  /** A list keyed by `type`. */
+  conditions: z.array(proxyConditionSchema).meta({ listMapKeys: ['type'] }),
+  lastError: z.string().optional(),
   /** Readiness probes failed in a row (reset by a success). */
-  probeFailures?: number;
+  probeFailures: z.number().int().nonnegative().optional(),
   /** Readiness probes passed in a row by a proxy coming back after failures (it returns at `--probe-successes`). */
-  probeSuccesses?: number;
+  probeSuccesses: z.number().int().nonnegative().optional(),
   /** ISO time the proxy stopped being ready (while it is not); it is replaced after a while. */
-  unreadySince?: string;
+  unreadySince: z.iso.datetime().optional(),
   /**
    * Where the instance is: the provider and placement it was made at, recorded before the
    * create. When the spec names another provider or placement, the instance here is removed
    * before one is made there.
    */
-  instanceLocation?: InstanceLocation;
+  instanceLocation: instanceLocationSchema.optional(),
   /** The spec generation the status describes. */
-  observedGeneration: number;
-}
-
-export interface InstanceLocation {
-  provider: string;
-  placement?: string;
-}
+  observedGeneration: z.number().int().nonnegative(),
+});
+export type ProxyStatus = z.infer<typeof proxyStatusSchema>;
 
 /** A Proxy as stored and served. */
 export interface Proxy {

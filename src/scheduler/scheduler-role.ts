@@ -8,7 +8,9 @@ import { QUEUES, type QueueName } from '../../queues/names.ts';
 import type { AppConfig } from '../config/app.ts';
 import type { Logger } from '../logging.ts';
 import type { StatusStore } from '../store/status-store.ts';
+import type { ProxyChangeFeed } from '../store/proxy-store.ts';
 import { checkNowDedupId } from '../checks/request-check.ts';
+import { requestReconcile } from '../proxies/request-reconcile.ts';
 import { syncProviderSchedules, type ScheduleSync } from './provider-schedules.ts';
 import { Lease } from './lease.ts';
 import { hostname } from 'node:os';
@@ -28,6 +30,11 @@ export interface SchedulerDeps {
   events?: EventSink;
   /** BullMQ telemetry for the scheduler's producers; undefined when tracing is off. */
   telemetry?: Telemetry | undefined;
+  /**
+   * With `--store kubernetes`: the watch on Proxy objects. The leader runs it (one watcher per fleet,
+   * so each change is enqueued once) and asks for a reconcile of each proxy it reports.
+   */
+  proxyChanges?: ProxyChangeFeed | undefined;
 }
 
 export interface LeadershipRound {
@@ -81,6 +88,9 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
   readonly #lease: Lease;
   #closing: Promise<void> | undefined;
   readonly #handBack: () => void;
+  /** Ends the proxy watch this scheduler runs while it leads. */
+  #watching: AbortController | undefined;
+  #watch: Promise<void> | undefined;
 
   constructor(deps: SchedulerDeps) {
     super();
@@ -117,6 +127,7 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
     this.#lease.on('acquired', () => {
       deps.logger.info({ leaseId: this.#lease.id }, 'scheduler is now the leader');
       leadership('LeaderElected', `scheduler ${identity} leads: it took the lease`);
+      this.#startWatch();
       this.#lead().then(
         (round) => this.emit('leading', round),
         (err: unknown) => {
@@ -127,6 +138,7 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
     });
     this.#lease.on('lost', () => {
       deps.logger.warn('scheduler lost the lease; standing by');
+      void this.#stopWatch();
       leadership('LeaderLost', `scheduler ${identity} lost the lease (not renewed in time or Redis unreachable); standing by`);
       this.emit('standby');
     });
@@ -182,6 +194,29 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
     return { schedules, gcSchedules, deletedHealth, checkedNow };
   }
 
+  /** While leading: a reconcile of each proxy the watch reports (deduplicated per proxy, as the API's). */
+  #startWatch(): void {
+    const feed = this.#deps.proxyChanges;
+    if (!feed || this.#watching) return;
+    const controller = new AbortController();
+    this.#watching = controller;
+    const log = this.#deps.logger.child({ component: 'proxy-watch' });
+    this.#watch = feed.run((proxy) => {
+      requestReconcile(this.#reconcile, proxy).catch((err: unknown) =>
+        log.warn({ proxy, err: (err as Error).message }, 'could not enqueue a reconcile; the resync will'),
+      );
+    }, controller.signal);
+    log.info('watching Proxy objects');
+  }
+
+  #stopWatch(): Promise<void> {
+    this.#watching?.abort(new Error('the scheduler stopped leading'));
+    this.#watching = undefined;
+    const watch = this.#watch ?? Promise.resolve();
+    this.#watch = undefined;
+    return watch;
+  }
+
   /** One job scheduler on the reconcile queue asks for a reconcile of every proxy each resync interval. */
   async #syncResync(): Promise<void> {
     const every = this.#deps.config.resyncMs;
@@ -202,6 +237,7 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
   close(): Promise<void> {
     this.#closing ??= (async () => {
       if (this.#lease.held) this.#handBack();
+      await this.#stopWatch();
       await this.#lease.stop();
       await this.#checks.close();
       await this.#gc.close();

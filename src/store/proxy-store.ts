@@ -89,3 +89,12 @@ export interface ProxyStore extends ProxyReader, ProxyCredentialsReader, ProxySp
   /** Waits for writes in progress; the connection belongs to the caller. */
   close(): Promise<void>;
 }
+
+/**
+ * Reports the proxies whose desired state changed outside our API (`kubectl apply` of a Proxy
+ * object) by calling `onChange(name)`, until `signal` ends. Only stores whose objects others write
+ * have one (the Kubernetes store's watch).
+ */
+export interface ProxyChangeFeed {
+  run(onChange: (name: string) => void, signal: AbortSignal): Promise<void>;
+}

@@ -1,8 +1,8 @@
 /**
  * The StatusStore conformance suite: the port's rules (src/store/status-store.ts), written once
- * and run against every implementation — the Redis store on the run's redis-server and the
- * in-memory one the pure tests use — so a test passing on the memory store means the same on
- * Redis.
+ * and run against every implementation — the Redis store on the run's redis-server, the in-memory
+ * one the pure tests use, and the Kubernetes store (ProviderHealth custom resources, the generated
+ * CRD registered in the fake kube-apiserver) — so a test passing on one means the same on the others.
  */
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -11,13 +11,16 @@ import { MemoryStatusStore } from '../../src/store/memory-status-store.ts';
 import { RedisStatusStore } from '../../src/store/redis-status-store.ts';
 import type { StatusStore } from '../../src/store/status-store.ts';
 import { uniquePrefix } from '../support/config.ts';
+import { providerHealthCrd } from '../../src/crds/definitions.ts';
+import { KubernetesStatusStore } from '../../src/store/kubernetes/status-store.ts';
+import { startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';
 
 interface StoreHarness {
   name: string;
   setUp(): Promise<void>;
   tearDown(): Promise<void>;
   /** A new, empty store of its own. */
-  make(): StatusStore & { close(): Promise<void> };
+  make(): Promise<StatusStore & { close(): Promise<void> }>;
 }
 
 function redisHarness(): StoreHarness {
@@ -30,12 +33,30 @@ function redisHarness(): StoreHarness {
     tearDown: async () => {
       await redis.quit();
     },
-    make: () => new RedisStatusStore(redis, uniquePrefix()),
+    make: async () => new RedisStatusStore(redis, uniquePrefix()),
   };
 }
 
 function memoryHarness(): StoreHarness {
-  return { name: 'memory', setUp: async () => undefined, tearDown: async () => undefined, make: () => new MemoryStatusStore() };
+  return { name: 'memory', setUp: async () => undefined, tearDown: async () => undefined, make: async () => new MemoryStatusStore() };
+}
+
+/** Each store on a fake kube-apiserver of its own (ProviderHealth is cluster-scoped: nothing else keeps two apart). */
+function kubernetesHarness(): StoreHarness {
+  const fakes: FakeKubeApiserver[] = [];
+  return {
+    name: 'kubernetes',
+    setUp: async () => undefined,
+    tearDown: async () => {
+      for (const fake of fakes.splice(0)) await fake.close();
+    },
+    make: async () => {
+      const fake = await startFakeKubeApiserver();
+      fakes.push(fake);
+      fake.registerCrd(providerHealthCrd());
+      return new KubernetesStatusStore(fake.kubeConfig());
+    },
+  };
 }
 
 const T0 = '2026-11-01T10:00:00.000Z';
@@ -67,10 +88,10 @@ const ended = (): AbortSignal => {
   return c.signal;
 };
 
-describe.each([redisHarness(), memoryHarness()])('StatusStore conformance: $name', (h) => {
+describe.each([redisHarness(), memoryHarness(), kubernetesHarness()])('StatusStore conformance: $name', (h) => {
   const stores: (StatusStore & { close(): Promise<void> })[] = [];
-  const make = (): StatusStore => {
-    const s = h.make();
+  const make = async (): Promise<StatusStore> => {
+    const s = await h.make();
     stores.push(s);
     return s;
   };
@@ -81,14 +102,14 @@ describe.each([redisHarness(), memoryHarness()])('StatusStore conformance: $name
   afterAll(() => h.tearDown());
 
   it('starts empty: get gives undefined, list nothing, delete false', async () => {
-    const store = make();
+    const store = await make();
     expect(await store.getProviderHealth('local')).toBeUndefined();
     expect(await store.listProviderHealth()).toEqual([]);
     expect(await store.deleteProviderHealth('local')).toBe(false);
   });
 
   it('update creates the object and returns what is stored; get returns the same', async () => {
-    const store = make();
+    const store = await make();
     const seen: (ProviderHealth | undefined)[] = [];
     const stored = await store.updateProviderHealth('local', (current) => {
       seen.push(current);
@@ -105,7 +126,7 @@ describe.each([redisHarness(), memoryHarness()])('StatusStore conformance: $name
   });
 
   it('an update returning undefined leaves the object as it is, and creates nothing when there was none', async () => {
-    const store = make();
+    const store = await make();
     expect(await store.updateProviderHealth('none', () => undefined)).toBeUndefined();
     expect(await store.getProviderHealth('none')).toBeUndefined();
     expect(await store.listProviderHealth()).toEqual([]);
@@ -114,13 +135,13 @@ describe.each([redisHarness(), memoryHarness()])('StatusStore conformance: $name
   });
 
   it('lists every object, sorted by name', async () => {
-    const store = make();
+    const store = await make();
     for (const name of ['kvm-b', 'gce', 'local', 'kvm-a']) await store.updateProviderHealth(name, () => health(name));
     expect((await store.listProviderHealth()).map((ph) => ph.name)).toEqual(['gce', 'kvm-a', 'kvm-b', 'local']);
   });
 
   it('delete removes the object from get and list, once', async () => {
-    const store = make();
+    const store = await make();
     await store.updateProviderHealth('gone', () => health('gone'));
     await store.updateProviderHealth('kept', () => health('kept'));
     expect(await store.deleteProviderHealth('gone')).toBe(true);
@@ -130,7 +151,7 @@ describe.each([redisHarness(), memoryHarness()])('StatusStore conformance: $name
   });
 
   it('concurrent updates of one object lose none of each other’s changes', async () => {
-    const store = make();
+    const store = await make();
     const targets = Array.from({ length: 25 }, (_, i) => `t${String(i).padStart(2, '0')}`);
     await Promise.all(
       targets.map((t) =>
@@ -144,7 +165,7 @@ describe.each([redisHarness(), memoryHarness()])('StatusStore conformance: $name
   });
 
   it('hands out copies: changing what it returned, or what an update returned, changes nothing stored', async () => {
-    const store = make();
+    const store = await make();
     const written = health('local');
     const stored = await store.updateProviderHealth('local', () => written);
     written.status.ready = false;
@@ -156,7 +177,7 @@ describe.each([redisHarness(), memoryHarness()])('StatusStore conformance: $name
   });
 
   it('a call whose signal has ended rejects and writes nothing', async () => {
-    const store = make();
+    const store = await make();
     await expect(store.updateProviderHealth('local', () => health('local'), ended())).rejects.toThrow('job deadline');
     await expect(store.getProviderHealth('local', ended())).rejects.toThrow('job deadline');
     await expect(store.listProviderHealth(ended())).rejects.toThrow('job deadline');
@@ -167,8 +188,8 @@ describe.each([redisHarness(), memoryHarness()])('StatusStore conformance: $name
   });
 
   it('two stores are separate: one never sees the other’s objects', async () => {
-    const one = make();
-    const two = make();
+    const one = await make();
+    const two = await make();
     await one.updateProviderHealth('local', () => health('local'));
     expect(await two.getProviderHealth('local')).toBeUndefined();
     expect(await two.listProviderHealth()).toEqual([]);

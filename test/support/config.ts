@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { inject } from 'vitest';
-import { freezeConfig, type AppConfig, type ReadinessSettings } from '../../src/config/app.ts';
+import { freezeConfig, type AppConfig, type ReadinessSettings, type StoreSettings } from '../../src/config/app.ts';
 import type { ProviderConfig } from '../../src/providers/config.ts';
 import { tempDirSync } from './temp-dirs.ts';
 
@@ -31,12 +31,15 @@ export interface TestConfigOverrides {
   lockDurationMs?: number;
   eventsMaxCount?: number;
   eventsMaxAgeMs?: number;
+  /** Where ProviderHealth and Proxy objects live (default Redis). */
+  store?: StoreSettings;
 }
 
 /** An AppConfig for in-process tests: the run's Redis, a fresh prefix, short locks and backoff. */
 export function testConfig(o: TestConfigOverrides = {}): AppConfig {
   return freezeConfig({
     providers: o.providers ?? [{ name: 'local', type: 'local' }],
+    ...(o.store ? { store: o.store } : {}),
     checks: { intervalMs: o.intervalMs ?? 0, timeoutMs: o.timeoutMs ?? 2000 },
     redis: { url: inject('redisUrl'), prefix: o.prefix ?? uniquePrefix() },
     api: { host: '127.0.0.1', port: o.port ?? 0, tokens: o.tokens ?? [], maxBodyBytes: o.maxBodyBytes ?? 1024 * 1024, allowedHosts: o.allowedHosts ?? [] },

@@ -28,7 +28,9 @@ export async function runServerCommand(role: string, flags: ServerFlags, io: Cli
   const roles = ROLES_OF[role] ?? [];
   const config = await buildServerConfig({ ...SERVER_FLAG_DEFAULTS, ...flags }, { defaultProviders: role === 'up', servesApi: roles.includes('api') });
   if (flags.checkConfig) {
-    io.out(`configuration OK: ${role}, providers ${config.providers.map((p) => `${p.name} (${p.type})`).join(', ') || 'none'}\n`);
+    io.out(
+      `configuration OK: ${role}, providers ${config.providers.map((p) => `${p.name} (${p.type})`).join(', ') || 'none'}${config.store?.kind === 'kubernetes' ? `, store kubernetes (namespace ${config.store.namespace})` : ''}\n`,
+    );
     return 0;
   }
   const logger = createLogger({ level: config.logLevel });

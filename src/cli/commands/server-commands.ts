@@ -27,6 +27,17 @@ export function addServerOptions(cmd: Command, env: ServerEnv, role: string): Co
   const d = SERVER_FLAG_DEFAULTS;
   cmd
     .option('--config <file>', 'YAML configuration file of providers')
+    .option('--store <kind>', 'where ProviderHealth and Proxy objects live: redis, or kubernetes (custom resources)', d.store)
+    .option('--store-kubeconfig <file>', '--store kubernetes: a kubeconfig (else --store-server, else the in-cluster service account)')
+    .option('--store-context <name>', '--store kubernetes: the kubeconfig context (default: its current one)')
+    .option('--store-server <url>', '--store kubernetes: the API server URL, with --store-token-file')
+    .option('--store-token-file <file>', '--store kubernetes: a file holding a bearer token for --store-server (re-read every minute)')
+    .option('--store-ca-file <file>', '--store kubernetes: a CA bundle for --store-server')
+    .option('--store-skip-tls-verify', '--store kubernetes: do not verify --store-server (tests; required for http://)')
+    .option(
+      '--store-namespace <name>',
+      '--store kubernetes: namespace of the Proxy objects (default: the context’s, in a cluster the service account’s, else default)',
+    )
     .option('--provider-check-interval <duration>', 'how often each provider is checked; 0 turns checks off (at least 10s)', d.providerCheckInterval)
     .option('--provider-check-timeout <duration>', 'deadline of one check; 0 means min(15s, interval)', d.providerCheckTimeout)
     .option('--redis-url <url>', 'Redis to use: redis://[user:password@]host:port[/db], rediss:// for TLS (env REDIS_URL)', env.REDIS_URL)

@@ -1,0 +1,123 @@
+import { structuralSchema, type OpenApiSchema } from './openapi.ts';
+import {
+  API_GROUP,
+  API_VERSION,
+  providerHealthResourceStatusSchema,
+  proxyResourceNameSchema,
+  proxyResourceSpecSchema,
+  proxyResourceStatusSchema,
+} from './resources.ts';
+
+/** The two CustomResourceDefinitions, generated from the zod schemas (`npm run crds` writes them). */
+
+interface PrinterColumn {
+  name: string;
+  type: 'string' | 'boolean' | 'date' | 'integer' | 'number';
+  jsonPath: string;
+  priority?: number;
+  description?: string;
+}
+
+interface CrdInput {
+  kind: string;
+  plural: string;
+  singular: string;
+  shortName: string;
+  scope: 'Cluster' | 'Namespaced';
+  properties: Record<string, OpenApiSchema>;
+  required?: string[];
+  columns: PrinterColumn[];
+}
+
+export type CustomResourceDefinition = Record<string, unknown>;
+
+const AGE: PrinterColumn = { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' };
+
+function crd(input: CrdInput): CustomResourceDefinition {
+  return {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: `${input.plural}.${API_GROUP}` },
+    spec: {
+      group: API_GROUP,
+      names: {
+        kind: input.kind,
+        listKind: `${input.kind}List`,
+        plural: input.plural,
+        singular: input.singular,
+        shortNames: [input.shortName],
+      },
+      scope: input.scope,
+      versions: [
+        {
+          name: API_VERSION,
+          served: true,
+          storage: true,
+          subresources: { status: {} },
+          additionalPrinterColumns: input.columns,
+          schema: {
+            openAPIV3Schema: {
+              type: 'object',
+              properties: {
+                apiVersion: { type: 'string' },
+                kind: { type: 'string' },
+                ...input.properties,
+              },
+              ...(input.required ? { required: input.required } : {}),
+            },
+          },
+        },
+      ],
+    },
+  };
+}
+
+export function providerHealthCrd(): CustomResourceDefinition {
+  return crd({
+    kind: 'ProviderHealth',
+    plural: 'providerhealths',
+    singular: 'providerhealth',
+    shortName: 'ph',
+    scope: 'Cluster',
+    properties: {
+      metadata: { type: 'object' },
+      status: { description: 'Written by the publisher only, through the status subresource.', ...structuralSchema(providerHealthResourceStatusSchema) },
+    },
+    columns: [
+      { name: 'Ready', type: 'boolean', jsonPath: '.status.ready' },
+      { name: 'Targets', type: 'string', jsonPath: '.status.targetsReady', description: 'Ready targets over all targets' },
+      { name: 'Last Check', type: 'date', jsonPath: '.status.lastCheckTime' },
+      AGE,
+      { name: 'Since', type: 'date', jsonPath: '.status.lastTransitionTime', priority: 1 },
+    ],
+  });
+}
+
+export function proxyCrd(): CustomResourceDefinition {
+  return crd({
+    kind: 'Proxy',
+    plural: 'proxies',
+    singular: 'proxy',
+    shortName: 'px',
+    scope: 'Namespaced',
+    properties: {
+      metadata: { type: 'object', properties: { name: structuralSchema(proxyResourceNameSchema) } },
+      spec: structuralSchema(proxyResourceSpecSchema),
+      status: { description: 'Written by reconcile only, through the status subresource.', ...structuralSchema(proxyResourceStatusSchema) },
+    },
+    required: ['spec'],
+    columns: [
+      { name: 'Provider', type: 'string', jsonPath: '.spec.provider' },
+      { name: 'Phase', type: 'string', jsonPath: '.status.phase' },
+      AGE,
+      { name: 'Placement', type: 'string', jsonPath: '.spec.placement', priority: 1 },
+      { name: 'URL', type: 'string', jsonPath: '.status.url', priority: 1 },
+    ],
+  });
+}
+
+/** Where each generated CRD is kept in the repository (deploy/kubernetes references these paths). */
+export const CRD_FILES: readonly { path: string; build: () => CustomResourceDefinition }[] = [
+  { path: 'deploy/kubernetes/crds/providerhealths.egress-proxies.io.yaml', build: providerHealthCrd },
+  { path: 'deploy/kubernetes/crds/proxies.egress-proxies.io.yaml', build: proxyCrd },
+];

@@ -1,0 +1,32 @@
+import type { StoreSettings } from '../config/app.ts';
+import type { Logger } from '../logging.ts';
+import { buildKubeConfig } from '../providers/kubernetes/kubeconfig.ts';
+import type { RedisClient } from '../redis/connections.ts';
+import { KubernetesProxyStore } from './kubernetes/proxy-store.ts';
+import { ProxyWatch } from './kubernetes/proxy-watch.ts';
+import { KubernetesStatusStore } from './kubernetes/status-store.ts';
+import type { ProxyChangeFeed, ProxyStore } from './proxy-store.ts';
+import { RedisProxyStore } from './redis-proxy-store.ts';
+import { RedisStatusStore } from './redis-status-store.ts';
+import type { StatusStore } from './status-store.ts';
+
+/** The stores of one process, as `--store` chose them. */
+export interface Stores {
+  status: StatusStore & { close(): Promise<void> };
+  proxies: ProxyStore;
+  /** With `--store kubernetes`: the watch on Proxy objects, run by the leading scheduler. */
+  proxyChanges: ProxyChangeFeed | undefined;
+}
+
+/** Redis (the default) or Kubernetes custom resources; the Redis connection is the caller's. */
+export function createStores(settings: StoreSettings | undefined, redis: RedisClient, prefix: string, logger: Logger): Stores {
+  if (settings?.kind !== 'kubernetes') {
+    return { status: new RedisStatusStore(redis, prefix), proxies: new RedisProxyStore(redis, prefix), proxyChanges: undefined };
+  }
+  const kc = buildKubeConfig(settings.connection, 'store');
+  return {
+    status: new KubernetesStatusStore(kc),
+    proxies: new KubernetesProxyStore(kc, settings.namespace),
+    proxyChanges: new ProxyWatch(kc, settings.namespace, logger.child({ component: 'proxy-watch' })),
+  };
+}

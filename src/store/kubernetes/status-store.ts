@@ -1,0 +1,97 @@
+import { isDeepStrictEqual } from 'node:util';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { ProviderHealth, ProviderHealthStatus } from '../../health/provider-health.ts';
+import { GROUP_VERSION, targetsReady } from '../../crds/resources.ts';
+import type { StatusStore } from '../status-store.ts';
+import { KubernetesConflictError, httpStatus, storeError } from './errors.ts';
+import { ResourceClient, type CustomObject } from './resource-client.ts';
+import { UpdateBatcher, type Updater } from './update-batcher.ts';
+
+/** Writes of one ProviderHealth that lose to another writer (409) are read and tried again this often at most. */
+const MAX_ATTEMPTS = 10;
+
+type ResourceStatus = ProviderHealthStatus & { targetsReady?: string };
+type HealthObject = CustomObject<never, ResourceStatus>;
+
+const never = new AbortController().signal;
+
+/** The domain object of a ProviderHealth resource; undefined while it has no status yet. */
+function toDomain(obj: HealthObject | undefined): ProviderHealth | undefined {
+  if (!obj?.status) return undefined;
+  const { ready, lastTransitionTime, lastCheckTime, targets } = obj.status;
+  return { name: obj.metadata.name, status: { ready, lastTransitionTime, lastCheckTime, targets: targets ?? [] } };
+}
+
+function toResourceStatus(health: ProviderHealth): ResourceStatus {
+  return { ...health.status, targetsReady: targetsReady(health.status.targets) };
+}
+
+/**
+ * ProviderHealth as cluster-scoped custom resources (`kubectl get ph`), for `--store kubernetes`.
+ * The object is created bare, then its status is written through the status subresource with the
+ * resourceVersion it was read at: a 409 (someone wrote in between) reads again and re-applies the
+ * updates, at most MAX_ATTEMPTS times. Updates of one object that queue up while a write runs are
+ * folded into the next write (one read, one PUT), as the Redis store does; the publisher's rules
+ * (`lastTransitionTime` only on a flip) live in the updates and are unchanged.
+ */
+export class KubernetesStatusStore implements StatusStore {
+  readonly #client: ResourceClient<never, ResourceStatus>;
+  readonly #batcher: UpdateBatcher<ProviderHealth>;
+
+  constructor(kc: KubeConfig) {
+    this.#client = new ResourceClient(kc, { plural: 'providerhealths', namespace: undefined });
+    this.#batcher = new UpdateBatcher((name, updates, signal) => this.#write(name, updates, signal));
+  }
+
+  async getProviderHealth(name: string, signal: AbortSignal = never): Promise<ProviderHealth | undefined> {
+    return toDomain(await this.#client.get(name, signal));
+  }
+
+  async listProviderHealth(signal: AbortSignal = never): Promise<ProviderHealth[]> {
+    const { items } = await this.#client.list(signal);
+    return items.flatMap((obj) => toDomain(obj) ?? []).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  async updateProviderHealth(
+    name: string,
+    update: (current: ProviderHealth | undefined) => ProviderHealth | undefined,
+    signal?: AbortSignal,
+  ): Promise<ProviderHealth | undefined> {
+    signal?.throwIfAborted();
+    const stored = await this.#batcher.update(name, update, signal);
+    return stored === undefined ? undefined : structuredClone(stored);
+  }
+
+  deleteProviderHealth(name: string, signal: AbortSignal = never): Promise<boolean> {
+    return this.#client.delete(name, signal);
+  }
+
+  /** Waits for writes in progress. */
+  close(): Promise<void> {
+    return this.#batcher.close();
+  }
+
+  async #write(name: string, updates: readonly Updater<ProviderHealth>[], signal: AbortSignal): Promise<(ProviderHealth | undefined)[]> {
+    let lastConflict: unknown;
+    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+      let obj = await this.#client.get(name, signal);
+      const before = toDomain(obj);
+      let current = before;
+      const states = updates.map((update) => {
+        current = update(current === undefined ? undefined : structuredClone(current)) ?? current;
+        return current;
+      });
+      if (current === undefined || isDeepStrictEqual(current, before)) return states;
+      try {
+        obj ??= await this.#client.create({ apiVersion: GROUP_VERSION, kind: 'ProviderHealth', metadata: { name } }, signal);
+        await this.#client.replaceStatus({ ...obj, status: toResourceStatus(current) }, signal);
+        return states;
+      } catch (err) {
+        // 409: AlreadyExists on the create, Conflict on the status write; either way someone wrote first.
+        if (httpStatus(err) !== 409 || signal.aborted) throw storeError(err, this.#client.what('writing', name), signal);
+        lastConflict = err;
+      }
+    }
+    throw new KubernetesConflictError(`ProviderHealth "${name}"`, MAX_ATTEMPTS, { cause: lastConflict });
+  }
+}
