@@ -57,6 +57,12 @@ export const kubernetesProviderSchema = z.strictObject({
   skipTLSVerify: z.boolean().default(false),
   /** Namespace that proxy Pods are created in. */
   namespace: z.string().min(1).default('default'),
+  /**
+   * The namespaces this provider may use: `namespace` and every placement. When given, the health check
+   * and GC list in each of them (a namespaced Role is enough) and a placement outside them fails its proxy;
+   * when absent, they list cluster-wide (a ClusterRole) and any namespace is a placement.
+   */
+  namespaces: z.array(z.string().min(1)).min(1).optional(),
   proxies: kubernetesProxiesSchema.optional(),
 });
 

@@ -74,7 +74,8 @@
  * - Namespaces: deletion is immediate (no Terminating phase) and takes the namespace's generic objects,
  *   Secrets and Services with it, not its Pods. Garbage collection runs right after the owner is gone, in
  *   the same request (the real collector is asynchronous).
- * - Authorization rules are per token, verb and resource (no namespaces or resource names in rules); a
+ * - Authorization rules are per token, verb and resource, either everywhere or at the cluster scope only
+ *   (no particular namespaces, no resource names in rules); a
  *   SelfSubjectAccessReview for a non-resource URL is always allowed; `denied` is never set (RBAC only
  *   allows or has no opinion).
  * - Quota counts objects only (no compute resources, no scopes), is checked before validation, and is
@@ -189,10 +190,15 @@ export class FakeKubeApiserver extends EventEmitter {
   /**
    * RBAC knob: the token gets 403 for these verbs (all verbs when omitted) on these resources (plurals:
    * `pods`, `secrets`, `services`, `selfsubjectaccessreviews`; all when omitted). Rules add up; a
-   * SelfSubjectAccessReview answers from them.
+   * SelfSubjectAccessReview answers from them. `clusterScopeOnly` denies only cluster-wide requests (lists
+   * across namespaces), as for an identity whose grants are namespaced Roles.
    */
-  forbid(token: string, verbs?: Verb[], resources?: string[]): void {
-    const rule: DenyRule = { ...(verbs ? { verbs: new Set(verbs) } : {}), ...(resources ? { resources: new Set(resources) } : {}) };
+  forbid(token: string, verbs?: Verb[], resources?: string[], options: { clusterScopeOnly?: boolean } = {}): void {
+    const rule: DenyRule = {
+      ...(verbs ? { verbs: new Set(verbs) } : {}),
+      ...(resources ? { resources: new Set(resources) } : {}),
+      ...(options.clusterScopeOnly ? { clusterScopeOnly: true } : {}),
+    };
     this.access.denied.set(token, [...(this.access.denied.get(token) ?? []), rule]);
   }
 
