@@ -45,6 +45,12 @@ export interface ChaosFigures {
   settleMs: number | undefined;
   duplicates: number;
   leaks: number;
+  /** Orphans the GC sweeps deleted (instances a reconcile left behind, collected by the backstop). */
+  gcCollected: number;
+  /** Proxies Failed at the end (allowed only for a reason naming a fault), with their reasons. */
+  failedAtEnd: string[];
+  /** ProviderHealth publications seen per provider (the sampler reads them every second). */
+  publications: Record<string, number>;
   runMs: number;
   workload: WorkloadStats;
 }
@@ -112,6 +118,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
   })();
 
   let settleMs: number | undefined;
+  let failedAtEnd: string[] = [];
   const workload = createWorkload(c.api, o.seed, { names: o.names, stepMs: o.stepMs, t0 });
   try {
     const stopWorkload = new AbortController();
@@ -142,6 +149,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     // One GC sweep past the grace period, then the inventories again: nothing may be left over.
     await sleep(GC_GRACE_MS + GC_INTERVAL_MS + 1000);
     const proxies = (await proxiesOf(c)) ?? [];
+    failedAtEnd = proxies.filter((p) => p.phase === 'Failed').map((p) => `${p.name}: ${p.lastError ?? ''}`);
     violations.push(...checkConverged(workload.desired, proxies), ...checkInstances(proxies, await inventory(c)));
     violations.push(
       ...checkJobs(
@@ -185,6 +193,9 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     settleMs,
     duplicates: violations.filter((v) => v.invariant === 'one instance per proxy').length,
     leaks: violations.filter((v) => v.invariant === 'no leaked instance').length,
+    gcCollected: countLines(c, 'garbage-collected an instance no proxy owns'),
+    failedAtEnd,
+    publications: Object.fromEntries([...publications].map(([p, times]) => [p, times.length])),
     runMs: Date.now() - started,
     workload: workload.stats,
   };
