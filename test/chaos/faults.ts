@@ -28,6 +28,16 @@ export interface ScheduledFault {
   /** Milliseconds after the start of the run. */
   atMs: number;
   fault: Fault;
+  /** Begins while the previous fault still lasts (unless that one has the same target). */
+  overlaps: boolean;
+}
+
+/** What a fault acts on: two faults on one target never run at once. */
+export function targetOf(f: Fault): string {
+  if (f.kind === 'sigkill' || f.kind === 'sigstop') return f.role;
+  if (f.kind === 'redis-restart') return 'redis';
+  if (f.kind === 'local-proxy-kill') return 'local';
+  return f.provider;
 }
 
 /** What happened, for the timeline a failing run prints. */
@@ -41,9 +51,11 @@ export interface TimelineEntry {
 const KINDS = ['sigkill', 'sigkill', 'sigstop', 'redis-restart', 'provider-500', 'provider-hang', 'network-cut', 'local-proxy-kill'] as const;
 
 /**
- * The fault schedule of a run: `count` faults, one after another (each planned once the previous one
- * is over, after a gap of `gapMs`). Drawn from `seed` only, so a seed replays the same faults in the
- * same order; their moments shift when a restart takes longer than planned.
+ * The fault schedule of a run: `count` faults, mostly one after another (each planned once the
+ * previous one is over, after a gap of `gapMs`); one in three begins while the previous one still
+ * lasts. A SIGSTOP may outlast the job lock and the leader lease (3 s), so a frozen worker or
+ * leader wakes up after others took its work over. Drawn from `seed` only, so a seed replays the
+ * same faults in the same order; their moments shift when a restart takes longer than planned.
  */
 export function faultSchedule(seed: number, count: number, gapMs: readonly [number, number] = [300, 1500]): ScheduledFault[] {
   const r = rng(seed ^ 0x5eed);
@@ -53,12 +65,17 @@ export function faultSchedule(seed: number, count: number, gapMs: readonly [numb
     const kind = pick(r, KINDS);
     let fault: Fault;
     if (kind === 'sigkill') fault = { kind, role: pick(r, ROLE_NAMES), downMs: between(r, 200, 2500) };
-    else if (kind === 'sigstop') fault = { kind, role: pick(r, ROLE_NAMES), downMs: between(r, 500, 4000) };
+    else if (kind === 'sigstop') fault = { kind, role: pick(r, ROLE_NAMES), downMs: between(r, 500, 8000) };
     else if (kind === 'redis-restart') fault = { kind, downMs: between(r, 200, 2000) };
     else if (kind === 'local-proxy-kill') fault = { kind };
     else fault = { kind, provider: pick(r, CLOUD_PROVIDERS), downMs: between(r, 1000, 5000) };
-    out.push({ atMs: at, fault });
-    at += ('downMs' in fault ? fault.downMs : 0) + between(r, ...gapMs);
+    const last = out.at(-1);
+    const overlaps = last !== undefined && r() < 1 / 3;
+    const lastDown = last && 'downMs' in last.fault ? last.fault.downMs : 0;
+    // An overlapping fault begins somewhere inside the previous one.
+    const start = overlaps && last ? last.atMs + Math.round(r() * lastDown) : at;
+    out.push({ atMs: start, fault, overlaps });
+    at = Math.max(at, start + ('downMs' in fault ? fault.downMs : 0) + between(r, ...gapMs));
   }
   return out;
 }
@@ -153,13 +170,23 @@ export async function playFaults(
   log: (line: string) => void,
 ): Promise<void> {
   const r = rng(seed ^ 0xfa17);
-  for (const { atMs, fault } of schedule) {
+  const busy = new Map<string, Promise<void>>();
+  let previous: Promise<void> = Promise.resolve();
+  for (const [i, { atMs, fault, overlaps }] of schedule.entries()) {
+    if (!overlaps) await previous;
     const wait = t0 + atMs - Date.now();
     if (wait > 0) await sleep(wait);
-    const start = Date.now() - t0;
-    const what = await runFault(c, fault, r);
-    const entry = { atMs: start, untilMs: Date.now() - t0, what };
-    timeline.push(entry);
-    log(`fault ${timeline.length}/${schedule.length} at ${entry.atMs} ms: ${what} (over at ${entry.untilMs} ms)`);
+    const target = targetOf(fault);
+    const before = busy.get(target) ?? Promise.resolve();
+    const run = before.then(async () => {
+      const start = Date.now() - t0;
+      const what = await runFault(c, fault, r);
+      const entry = { atMs: start, untilMs: Date.now() - t0, what: overlaps ? `${what} (overlapping)` : what };
+      timeline.push(entry);
+      log(`fault ${i + 1}/${schedule.length} at ${entry.atMs} ms: ${entry.what} (over at ${entry.untilMs} ms)`);
+    });
+    busy.set(target, run);
+    previous = run;
   }
+  await Promise.all(busy.values());
 }

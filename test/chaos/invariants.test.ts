@@ -7,6 +7,7 @@ import {
   checkJobs,
   checkNoDoubleDuringRun,
   checkNoLeftovers,
+  checkSecrets,
   type ObservedInstance,
   type ObservedProxy,
 } from './invariants.ts';
@@ -48,6 +49,13 @@ describe('the chaos invariants', () => {
     ]);
     expect(checkInstances([ready('m', 'gce')], [inst('gce', 'm'), inst('local', 'm')])).toEqual([
       expect.objectContaining({ invariant: 'no leaked instance', objects: ['proxy/m', 'local/ep-m-0000abcd'] }),
+    ]);
+  });
+
+  test('a leaked Secret: the credentials of a proxy no longer on kubernetes', () => {
+    const secrets = [inst('k8s', 'a', 'secret/ep-a-0000abcd'), inst('k8s', 'moved', 'secret/ep-moved-0000abcd')];
+    expect(checkSecrets([ready('a', 'k8s'), ready('moved', 'gce')], secrets)).toEqual([
+      expect.objectContaining({ invariant: 'no leaked instance', objects: ['k8s/secret/ep-moved-0000abcd'] }),
     ]);
   });
 

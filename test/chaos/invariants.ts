@@ -110,6 +110,14 @@ export function checkInstances(proxies: readonly ObservedProxy[], instances: rea
   return out;
 }
 
+/** No kubernetes Secret of a proxy that is gone or no longer on kubernetes (its credentials would outlive it). */
+export function checkSecrets(proxies: readonly ObservedProxy[], secrets: readonly ObservedInstance[]): Violation[] {
+  const onKube = new Set(proxies.filter((p) => p.provider === 'k8s' && p.phase !== 'Terminating').map((p) => p.name));
+  return secrets
+    .filter((s) => !onKube.has(s.proxy))
+    .map((s) => ({ invariant: 'no leaked instance', objects: [`k8s/${s.name}`], detail: `a Secret of proxy ${s.proxy}, which is not live on k8s` }));
+}
+
 /**
  * At no moment two instances of one proxy (the same instance name) on two providers: a move removes
  * the old instance before it makes the new one. Checked on every sample while the run goes on.

@@ -30,6 +30,14 @@ export async function inventory(c: ChaosCluster): Promise<ObservedInstance[]> {
   return [...pods, ...vms, ...local];
 }
 
+/** The proxies' Secrets on kubernetes (credentials and policy, one per Pod), as instances of their own. */
+export function kubeSecrets(c: ChaosCluster): ObservedInstance[] {
+  return c.kube.listSecrets(NAMESPACE).flatMap((s) => {
+    const proxy = s.metadata.labels?.[KUBE_PROXY_LABEL];
+    return proxy ? [{ provider: 'k8s', name: `secret/${s.metadata.name}`, proxy }] : [];
+  });
+}
+
 /** The proxies as the API serves them; undefined when the API does not answer. */
 export async function proxiesOf(c: ChaosCluster): Promise<ObservedProxy[] | undefined> {
   try {

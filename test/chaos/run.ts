@@ -7,10 +7,11 @@ import {
   checkJobs,
   checkNoDoubleDuringRun,
   checkNoLeftovers,
+  checkSecrets,
   formatViolations,
   type Violation,
 } from './invariants.ts';
-import { healthOf, inventory, jobsOf, processesUnder, proxiesOf } from './observe.ts';
+import { healthOf, inventory, jobsOf, kubeSecrets, processesUnder, proxiesOf } from './observe.ts';
 import { createWorkload, type WorkloadStats } from './workload.ts';
 
 /**
@@ -80,7 +81,7 @@ export function formatReport(r: ChaosResult): string {
     `figures: ${JSON.stringify({ ...f, workload: undefined })}`,
     `workload: ${JSON.stringify(f.workload)}`,
     'fault timeline (ms after the start of the workload):',
-    ...r.timeline.map((t) => `  ${String(t.atMs).padStart(7)} → ${String(t.untilMs).padStart(7)}  ${t.what}`),
+    ...[...r.timeline].sort((a, b) => a.atMs - b.atMs).map((t) => `  ${String(t.atMs).padStart(7)} → ${String(t.untilMs).padStart(7)}  ${t.what}`),
   ];
   if (r.violations.length > 0) lines.push(`violated invariants (${r.violations.length}):`, formatViolations(r.violations));
   return lines.join('\n');
@@ -150,7 +151,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     await sleep(GC_GRACE_MS + GC_INTERVAL_MS + 1000);
     const proxies = (await proxiesOf(c)) ?? [];
     failedAtEnd = proxies.filter((p) => p.phase === 'Failed').map((p) => `${p.name}: ${p.lastError ?? ''}`);
-    violations.push(...checkConverged(workload.desired, proxies), ...checkInstances(proxies, await inventory(c)));
+    violations.push(...checkConverged(workload.desired, proxies), ...checkInstances(proxies, await inventory(c)), ...checkSecrets(proxies, kubeSecrets(c)));
     violations.push(
       ...checkJobs(
         await jobsOf(
