@@ -122,7 +122,7 @@ describe('the chaos invariants', () => {
         settleMs: undefined,
         duplicates: 1,
         leaks: 0,
-        gcCollected: 0,
+        gcCollected: [],
         failedAtEnd: [],
         publications: {},
         runMs: 1,

@@ -46,8 +46,8 @@ export interface ChaosFigures {
   settleMs: number | undefined;
   duplicates: number;
   leaks: number;
-  /** Orphans the GC sweeps deleted (instances a reconcile left behind, collected by the backstop). */
-  gcCollected: number;
+  /** Orphans the GC sweeps deleted (instances a reconcile left behind, collected by the backstop): `instance (reason, at)`. */
+  gcCollected: string[];
   /** Proxies Failed at the end (allowed only for a reason naming a fault), with their reasons. */
   failedAtEnd: string[];
   /** ProviderHealth publications seen per provider (the sampler reads them every second). */
@@ -71,6 +71,23 @@ function countLines(c: ChaosCluster, text: string): number {
   let n = 0;
   for (const role of Object.values(c.roles)) for (const p of role.history) n += p.logs().split(text).length - 1;
   return n;
+}
+
+/** The GC's deletions, from the workers' logs. */
+function gcCollected(c: ChaosCluster, t0: number): string[] {
+  const out: string[] = [];
+  for (const role of Object.values(c.roles))
+    for (const p of role.history)
+      for (const line of p.logs().split('\n')) {
+        if (!line.includes('garbage-collected an instance no proxy owns')) continue;
+        try {
+          const e = JSON.parse(line) as { instance: string; reason: string; time: number; provider?: string };
+          out.push(`${e.instance} (${e.reason}, at ${e.time - t0} ms)`);
+        } catch {
+          out.push(line.slice(0, 200));
+        }
+      }
+  return out;
 }
 
 /** A report a failing run prints: the seed to replay, the fault timeline, each violation with its objects. */
@@ -194,7 +211,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     settleMs,
     duplicates: violations.filter((v) => v.invariant === 'one instance per proxy').length,
     leaks: violations.filter((v) => v.invariant === 'no leaked instance').length,
-    gcCollected: countLines(c, 'garbage-collected an instance no proxy owns'),
+    gcCollected: gcCollected(c, t0),
     failedAtEnd,
     publications: Object.fromEntries([...publications].map(([p, times]) => [p, times.length])),
     runMs: Date.now() - started,
