@@ -81,8 +81,9 @@ function gcCollected(c: ChaosCluster, t0: number): string[] {
       for (const line of p.logs().split('\n')) {
         if (!line.includes('garbage-collected an instance no proxy owns')) continue;
         try {
-          const e = JSON.parse(line) as { instance: string; reason: string; time: number; provider?: string };
-          out.push(`${e.instance} (${e.reason}, at ${e.time - t0} ms)`);
+          const e = JSON.parse(line) as { instance: string; reason: string; time: number; provider?: string; createdAt?: string };
+          const made = e.createdAt ? `, made at ${Date.parse(e.createdAt) - t0} ms` : '';
+          out.push(`${e.provider ?? '?'}/${e.instance} (${e.reason}${made}, collected at ${e.time - t0} ms)`);
         } catch {
           out.push(line.slice(0, 200));
         }
