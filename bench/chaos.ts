@@ -1,5 +1,5 @@
 /**
- * The long form of the chaos suite: `npm run chaos -- [--seed N] [--faults N] [--names N]`.
+ * The long form of the chaos suite: `npm run chaos -- [--seed N] [--faults N] [--reconciles N] [--names N]`.
  * Prints the seed first, a line per fault, then the figures (settle time after the last fault,
  * retries, duplicates and leaks found) and, when an invariant broke, the timeline and the
  * violations; exits 1 then. The bounded form runs in `npm test` (test/chaos/chaos.test.ts).
@@ -17,6 +17,7 @@ const { values } = parseArgs({
     names: { type: 'string', default: '14' },
     'step-ms': { type: 'string', default: '250' },
     'settle-ms': { type: 'string', default: '120000' },
+    reconciles: { type: 'string', default: '1000' },
   },
 });
 
@@ -39,6 +40,7 @@ try {
     names: integer('names', values.names),
     stepMs: integer('step-ms', values['step-ms']),
     settleMs: integer('settle-ms', values['settle-ms']),
+    minReconciles: integer('reconciles', values.reconciles),
     dir,
     log: (line) => process.stdout.write(`${line}\n`),
   });

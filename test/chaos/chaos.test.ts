@@ -11,7 +11,7 @@ const seed = process.env.CHAOS_SEED ? Number(process.env.CHAOS_SEED) : Math.floo
 
 test(`chaos: nothing lost, doubled or leaked under ${22} faults (seed ${seed})`, async () => {
   process.stdout.write(`chaos seed ${seed}\n`);
-  const result = await runChaos({ seed, faults: 22, names: 10, stepMs: 200, settleMs: 90_000, dir: await tempDir('egress-chaos-') });
+  const result = await runChaos({ seed, faults: 22, names: 10, stepMs: 200, settleMs: 90_000, minReconciles: 200, dir: await tempDir('egress-chaos-') });
   const report = formatReport(result);
   process.stdout.write(`${report}\n`);
   expect(result.violations, report).toEqual([]);

@@ -28,6 +28,8 @@ export interface ChaosOptions {
   names: number;
   /** Pause between workload steps. */
   stepMs: number;
+  /** The workload goes on after the last fault until the workers have logged this many reconciles (at most `settleMs` more). */
+  minReconciles: number;
   /** How long the cluster gets to converge after the last fault. */
   settleMs: number;
   /** Where the cluster's files go (removed by the caller). */
@@ -66,6 +68,7 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 const GC_GRACE_MS = 5000;
 const GC_INTERVAL_MS = 5000;
 const CHECK_INTERVAL_MS = 10_000;
+const RECONCILED = '"msg":"reconciled proxy"';
 
 function countLines(c: ChaosCluster, text: string): number {
   let n = 0;
@@ -143,6 +146,8 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     const stopWorkload = new AbortController();
     const running = workload.run(stopWorkload.signal);
     await playFaults(c, schedule, o.seed, timeline, t0, log);
+    const enough = Date.now() + o.settleMs;
+    while (countLines(c, RECONCILED) < o.minReconciles && Date.now() < enough) await sleep(500);
     stopWorkload.abort();
     await running;
     const lastFault = Date.now();
@@ -205,7 +210,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
   violations.push(...checkNoLeftovers(left));
   const figures: ChaosFigures = {
     seed: o.seed,
-    reconciles: countLines(c, '"msg":"reconciled proxy"'),
+    reconciles: countLines(c, RECONCILED),
     faults: timeline.length,
     retries: countLines(c, 'job failed; will retry'),
     stalled: countLines(c, 'job stalled'),
