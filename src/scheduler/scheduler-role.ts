@@ -172,6 +172,8 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
       config.gcIntervalMs,
       jobOptions(JOBS.gc, config),
     );
+    // With the Kubernetes store the publisher may write only status: the objects are made here.
+    await store.ensureProviderHealth?.(names);
     const deletedHealth: string[] = [];
     for (const ph of await store.listProviderHealth()) {
       if (!names.includes(ph.name) && (await store.deleteProviderHealth(ph.name))) deletedHealth.push(ph.name);
