@@ -10,6 +10,7 @@ const benches: Record<string, () => Promise<unknown>> = {
   'kvm-rpc': async () => (await import('./kvm-rpc.bench.ts')).runKvmRpcBench(),
   eviction: async () => (await import('./eviction.bench.ts')).runEvictionBench(),
   cli: async () => (await import('./cli.bench.ts')).runCliBench(),
+  'gc-scale': async () => (await import('./gc-scale.bench.ts')).runGcScaleBench(),
 };
 
 const name = process.argv[2];

@@ -60,6 +60,12 @@ function define<S extends z.ZodType>(def: JobDefinition<S>): JobDefinition<S> {
 
 /** Deadline of one reconcile or GC sweep: long enough for a provider's create call and its operation. */
 const PROVIDER_WORK_MS = 5 * 60_000;
+/**
+ * How long into a GC sweep deletes may still start: a minute short of its deadline, for the deletes
+ * in flight (a gcp delete waits for its operation) to finish, so that a sweep with more orphans than
+ * its pace allows ends on its own and leaves the rest to the next.
+ */
+export const GC_DELETE_BUDGET_MS = PROVIDER_WORK_MS - 60_000;
 
 export const JOBS = {
   /** Check one provider; the deadline is `--provider-check-timeout` (resolved), from when the check starts. */

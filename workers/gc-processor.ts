@@ -1,13 +1,15 @@
 import { Counter, type Registry } from 'prom-client';
 import { handle, type JobHandler } from '../queues/consume.ts';
-import { JOBS } from '../queues/jobs.ts';
+import { GC_DELETE_BUDGET_MS, JOBS } from '../queues/jobs.ts';
 import { QUEUES } from '../queues/names.ts';
 import type { Logger } from '../src/logging.ts';
 import type { ProxyLifecycle } from '../src/providers/lifecycle.ts';
 import { sweepProvider, type GcDeps, type SweepResult } from '../src/proxies/gc.ts';
 
-export interface GcProcessorDeps extends Omit<GcDeps, 'onDelete' | 'logger'> {
+export interface GcProcessorDeps extends Omit<GcDeps, 'onDelete' | 'logger' | 'deletesPerSecond'> {
   lifecycles: ReadonlyMap<string, ProxyLifecycle>;
+  /** A provider's delete rate (`gcDeletesPerSecond` of the configuration). */
+  deletesPerSecond: (provider: string) => number;
   registry: Registry;
   logger: Logger;
 }
@@ -27,9 +29,20 @@ export function gcHandler(deps: GcProcessorDeps): JobHandler {
     if (!lifecycle) return { provider: data.provider, skipped: 'the provider hosts no proxies in this worker' };
     const log = deps.logger.child({ jobId: ctx.job.id, queue: QUEUES.gc, provider: data.provider });
     const result = await ctx.deadline((limit) =>
-      sweepProvider(data.provider, lifecycle, { ...deps, logger: log, onDelete: (provider, reason) => deletions.inc({ provider, reason }) }, limit),
+      sweepProvider(
+        data.provider,
+        lifecycle,
+        {
+          ...deps,
+          deletesPerSecond: deps.deletesPerSecond(data.provider),
+          deleteBudgetMs: GC_DELETE_BUDGET_MS,
+          logger: log,
+          onDelete: (provider, reason) => deletions.inc({ provider, reason }),
+        },
+        limit,
+      ),
     );
-    log.info({ seen: result.seen, kept: result.kept, young: result.young, deleted: result.deleted.length }, 'gc sweep done');
+    log.info({ seen: result.seen, kept: result.kept, young: result.young, deleted: result.deleted.length, left: result.left }, 'gc sweep done');
     return result;
   });
 }

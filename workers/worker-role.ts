@@ -4,7 +4,7 @@ import type { Registry } from 'prom-client';
 import type { RedisTarget } from '../queues/connection.ts';
 import type { Consumer, JobHandler } from '../queues/consume.ts';
 import { QUEUES } from '../queues/names.ts';
-import type { AppConfig } from '../src/config/app.ts';
+import { gcDeletesPerSecond, type AppConfig } from '../src/config/app.ts';
 import type { Logger } from '../src/logging.ts';
 import type { JobMetrics } from '../src/metrics/job-metrics.ts';
 import { createReconcileMetrics } from '../src/metrics/proxy-metrics.ts';
@@ -75,7 +75,18 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
         recheckMs: config.recheckMs,
         events,
       }),
-    gc: () => [gcHandler({ proxies: deps.proxies, lifecycles, fleet: fleetOf(prefix), graceMs: config.gcGraceMs, registry: deps.registry, logger, events })],
+    gc: () => [
+      gcHandler({
+        proxies: deps.proxies,
+        lifecycles,
+        fleet: fleetOf(prefix),
+        graceMs: config.gcGraceMs,
+        deletesPerSecond: (provider) => gcDeletesPerSecond(config, provider),
+        registry: deps.registry,
+        logger,
+        events,
+      }),
+    ],
   };
   const consumers: Consumer[] = [];
   try {

@@ -17,6 +17,7 @@ export function benchConfig(redisUrl: string, prefix: string, dataDir: string, o
     readiness: { failureThreshold: 1, successThreshold: 2, replaceAfterMs: 300_000, intervalMs: 5000, timeoutMs: 2000 },
     gcIntervalMs: 0,
     gcGraceMs: 600_000,
+    gcDeletesPerSecond: 5,
     worker: { queues: ['checks'], concurrency: 10, lockDurationMs: 30_000, stalledIntervalMs: 30_000 },
     dataDir,
     logLevel: 'silent',

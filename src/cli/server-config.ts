@@ -10,6 +10,7 @@ import { parseByteSize } from '../schema/byte-size.ts';
 import { parseDuration } from '../schema/duration.ts';
 import { DEFAULT_CONFIG_FILE, loadConfigFile } from '../config/file.ts';
 import { ConfigError } from '../errors.ts';
+import { MAX_GC_DELETES_PER_SECOND } from '../providers/gc-settings.ts';
 import { telemetryFromEnv, type OtelEnv } from '../telemetry/config.ts';
 import { parseStoreSettings, type StoreFlags } from './store-config.ts';
 
@@ -43,6 +44,7 @@ export interface ServerFlags extends Partial<StoreFlags> {
   echoUrl?: string;
   gcInterval: string;
   gcGrace: string;
+  gcDeletesPerSecond: string;
   resyncInterval: string;
   probeFailures: string;
   probeSuccesses: string;
@@ -69,6 +71,7 @@ export const SERVER_FLAG_DEFAULTS = {
   queues: 'checks,reconcile,gc',
   gcInterval: '5m',
   gcGrace: '10m',
+  gcDeletesPerSecond: '5',
   resyncInterval: '30s',
   probeFailures: '1',
   probeSuccesses: '2',
@@ -100,6 +103,15 @@ function nonNegativeDuration(flag: string, text: string): number {
 function integer(flag: string, text: string, min: number, max: number): number {
   const n = Number(text);
   if (!Number.isInteger(n) || n < min || n > max) throw new ConfigError(flag, `expected an integer from ${min} to ${max}, got "${text}"`);
+  return n;
+}
+
+/** A positive rate, fractions allowed (`0.5`: one every 2 s), at most MAX_GC_DELETES_PER_SECOND. */
+function deleteRate(flag: string, text: string): number {
+  const n = Number(text);
+  if (text.trim() === '' || !Number.isFinite(n) || n <= 0 || n > MAX_GC_DELETES_PER_SECOND) {
+    throw new ConfigError(flag, `expected a number of deletions per second above 0 and at most ${MAX_GC_DELETES_PER_SECOND} (such as 5 or 0.5), got "${text}"`);
+  }
   return n;
 }
 
@@ -351,6 +363,7 @@ export async function buildServerConfig(flags: ServerFlags, options: { defaultPr
     readiness: readinessSettings(flags),
     gcIntervalMs: nonNegativeDuration('--gc-interval', flags.gcInterval),
     gcGraceMs: nonNegativeDuration('--gc-grace', flags.gcGrace),
+    gcDeletesPerSecond: deleteRate('--gc-deletes-per-second', flags.gcDeletesPerSecond),
     metricsPort,
     worker: {
       queues: parseQueues(flags.queues),

@@ -108,6 +108,8 @@ export interface AppConfig {
   gcIntervalMs: number;
   /** Instances younger than this are never garbage-collected. */
   gcGraceMs: number;
+  /** Instance deletions a GC sweep starts per second on a provider whose `gc.deletesPerSecond` does not say (`--gc-deletes-per-second`). */
+  gcDeletesPerSecond: number;
   /** How often every proxy is reconciled (and its readiness re-probed) even without a change; 0 = never. */
   resyncMs: number;
   readiness: ReadinessSettings;
@@ -128,4 +130,9 @@ export function freezeConfig<T>(value: T): T {
     for (const inner of Object.values(value as Record<string, unknown>)) freezeConfig(inner);
   }
   return value;
+}
+
+/** The GC delete rate of a provider: its own `gc.deletesPerSecond`, else `--gc-deletes-per-second`. */
+export function gcDeletesPerSecond(config: Pick<AppConfig, 'providers' | 'gcDeletesPerSecond'>, provider: string): number {
+  return config.providers.find((p) => p.name === provider)?.gc?.deletesPerSecond ?? config.gcDeletesPerSecond;
 }

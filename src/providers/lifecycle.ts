@@ -70,7 +70,11 @@ export interface ProxyLifecycle {
   getInstance(name: string, placement: string | undefined, signal: AbortSignal): Promise<Instance | undefined>;
   /** Starts deleting the instance if it exists (no error when it does not). `getInstance` tells when it is gone. */
   deleteInstance(name: string, placement: string | undefined, signal: AbortSignal): Promise<void>;
-  /** The full inventory of instances carrying the owner identity of `fleet`, paged through. */
+  /**
+   * The full inventory of instances carrying the owner identity of `fleet`, paged through. When any
+   * part cannot be listed (a page fails, a zone or host is unreachable), the iteration throws, after
+   * yielding what it could list or part-way: a caller never takes a partial inventory for the whole.
+   */
   listInstances(fleet: string, signal: AbortSignal): AsyncIterable<Instance>;
   /**
    * Optional: calls `listener` as soon as an instance stops on its own, without waiting for a

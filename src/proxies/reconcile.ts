@@ -4,6 +4,7 @@ import type { ReconcileStore } from '../store/proxy-store.ts';
 import { withReadyCondition } from './conditions.ts';
 import { afterFailure, evictionCauseOf, passesNeeded, readySeconds, type EvictionCause, type ReadinessRules } from './eviction.ts';
 import { instanceNameFor } from './instance-name.ts';
+import { describeLocation, locationOf, movedAwayMeanwhile, sameLocation } from './location.ts';
 import type { InstanceLocation, Proxy, ProxyStatus } from '../model/proxy-resource.ts';
 import type { EventSink } from '../events/event-sink.ts';
 import * as ev from '../events/proxy-events.ts';
@@ -137,6 +138,8 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
     deps.events?.record(ev.failed(proxy, provisioning.message));
     return { kind: 'failed', message: provisioning.message };
   }
+  const stale = await movedAwayMeanwhile(await deps.proxies.get(name, signal), here, instanceName, lifecycle, signal);
+  if (stale) return { kind: 'retry-later', why: stale };
   if (proxy.status.instanceId !== instance.id) deps.events?.record(ev.instanceCreated(proxy, instance, here, creationCause(proxy, moving)));
   if (instance.state === 'failed') {
     const message = instance.message ?? `instance ${instanceName} failed`;
@@ -169,6 +172,8 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
     deps,
     name,
     (p) => {
+      // Moved away while the probe ran: the next reconcile (the move's) writes the status.
+      if (!sameLocation(locationOf(p), here) || p.metadata.deletionRequestedAt) return undefined;
       const { lastError: _drop, unreadySince: _since, probeSuccesses: _passes, ...rest } = p.status;
       return {
         ...rest,
@@ -193,14 +198,6 @@ function creationCause(proxy: Proxy, moving: boolean): 'apply' | 'move' | 'repla
   if (moving) return 'move';
   if (proxy.status.instanceId === undefined) return 'apply';
   return proxy.status.lastError?.startsWith(REPLACED) ? 'replace' : 'recreate';
-}
-
-function sameLocation(a: InstanceLocation, b: InstanceLocation): boolean {
-  return a.provider === b.provider && a.placement === b.placement;
-}
-
-function describeLocation(l: InstanceLocation): string {
-  return l.placement === undefined ? `provider "${l.provider}"` : `provider "${l.provider}" at "${l.placement}"`;
 }
 
 /** The status without what described a reachable instance (it is being moved). */
@@ -255,10 +252,6 @@ async function deleteProxy(
 
 /** How `lastError` starts once an unready proxy's instance was replaced (the next instance's cause reads it). */
 const REPLACED = 'replaced:';
-
-function locationOf(proxy: Proxy): InstanceLocation {
-  return proxy.spec.placement === undefined ? { provider: proxy.spec.provider } : { provider: proxy.spec.provider, placement: proxy.spec.placement };
-}
 
 const DEFAULT_READINESS: ReadinessPolicy = { failureThreshold: 1, successThreshold: 2, replaceAfterMs: 5 * 60_000 };
 

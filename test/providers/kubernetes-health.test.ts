@@ -102,6 +102,33 @@ describe('kubernetes health check', () => {
     expect(r!.message).toBe('pods is forbidden: User "jane" cannot list resource "pods" in API group "" at the cluster scope');
   });
 
+  it('lists in each configured namespace, so a Role there is enough, and reports Forbidden for the one it may not list', async () => {
+    kube.store.namespaces.add('fleet-a');
+    kube.store.namespaces.add('fleet-b');
+    kube.seedPod({ metadata: { name: 'proxy-a', namespace: 'fleet-b', labels: { ...MANAGED_LABELS } } });
+    kube.forbid('good-token', ['list'], ['pods'], { clusterScopeOnly: true });
+    const tokenFile = join(dir, 'ns-token');
+    await writeFile(tokenFile, 'good-token');
+    const config = kubernetesProviderSchema.parse({
+      name: 'k8s',
+      type: 'kubernetes',
+      server: kube.url,
+      tokenFile,
+      skipTLSVerify: true,
+      namespace: 'fleet-a',
+      namespaces: ['fleet-b'],
+    });
+    const p = createKubernetesProvider(config, deps());
+    providers.push(p);
+
+    const [r] = await p.check(new AbortController().signal);
+    expect(r).toMatchObject({ ready: true, reason: 'Ok', message: 'listed Pods in namespaces fleet-a, fleet-b (at least one managed Pod)' });
+    expect(kube.requests.map((q) => q.path)).toEqual(['/api/v1/namespaces/fleet-a/pods', '/api/v1/namespaces/fleet-b/pods']);
+
+    const [cw] = await (await providerFor(kube.url, 'good-token')).check(new AbortController().signal);
+    expect(cw).toMatchObject({ ready: false, reason: 'Forbidden' });
+  });
+
   it('reports Error with the Status message for other HTTP errors', async () => {
     kube.injectFault({ status: 500, message: 'etcdserver: leader changed' });
     const [r] = await (await providerFor(kube.url, 'good-token')).check(new AbortController().signal);

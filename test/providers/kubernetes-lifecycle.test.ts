@@ -281,6 +281,42 @@ describe('kubernetes lifecycle: inventory', () => {
   });
 });
 
+describe('kubernetes lifecycle: namespaced (a Role per namespace, no cluster-wide rights)', () => {
+  const seedMine = (name: string, namespace: string): unknown =>
+    kube.seedPod({ metadata: { name, namespace, labels: { ...MANAGED_LABELS, [FLEET_LABEL]: 'fleet-a', [PROXY_LABEL]: name } } });
+
+  it('lists in each of its namespaces only, so a token without cluster-wide list rights sweeps', async () => {
+    kube.store.namespaces.add('extra');
+    seedMine('ep-in-proxies', 'proxies');
+    seedMine('ep-in-extra', 'extra');
+    seedMine('ep-in-default', 'default');
+    kube.forbid(kube.token, ['list'], ['pods', 'secrets'], { clusterScopeOnly: true });
+
+    await expect(collect(lifecycle().listInstances('fleet-a', signal()))).rejects.toThrow(/cannot list resource "pods" in API group "" at the cluster scope/);
+    const found = await collect(lifecycle({ namespaces: ['extra'] }).listInstances('fleet-a', signal()));
+
+    expect(found.map((i) => `${i.placement ?? ''}/${i.name}`).sort()).toEqual(['extra/ep-in-extra', 'proxies/ep-in-proxies']);
+    const lists = kube.requests.filter((r) => r.method === 'GET' && r.status === 200 && /\/(pods|secrets)$/.test(r.path)).map((r) => r.path);
+    expect(lists).toEqual([
+      '/api/v1/namespaces/extra/pods',
+      '/api/v1/namespaces/proxies/pods',
+      '/api/v1/namespaces/extra/secrets',
+      '/api/v1/namespaces/proxies/secrets',
+    ]);
+  });
+
+  it('refuses a placement outside its namespaces before writing anything, naming the placement', async () => {
+    const err = await lifecycle({ namespaces: ['proxies'] })
+      .ensureInstance({ ...spec(), placement: 'kube-system' }, signal())
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ProvisioningError);
+    expect((err as Error).message).toBe(
+      'placement "kube-system": expected one of the provider\'s namespaces ("proxies"); add it to the provider\'s namespaces (and grant the provider\'s Role there)',
+    );
+    expect(kube.requests.filter((r) => r.method !== 'GET')).toEqual([]);
+  });
+});
+
 describe('kubernetes lifecycle: errors and cancellation', () => {
   it('maps 422 Invalid on create to ProvisioningError with the server message', async () => {
     const err = await lifecycle()

@@ -15,6 +15,7 @@ import { RedisProxyStore } from '../../src/store/redis-proxy-store.ts';
 import { uniquePrefix } from '../support/config.ts';
 import { kvmTestHost } from '../support/kvm-host.ts';
 import { orUndefined } from '../../src/providers/kvm/lifecycle-ops.ts';
+import { freePort } from '../../src/redis/redis-server.ts';
 
 const run = promisify(execFile);
 const ID = `${process.pid.toString(36)}${Date.now().toString(36).slice(-4)}`;
@@ -79,7 +80,7 @@ describe('garbage collection on KVM', () => {
     redis?.disconnect();
   });
 
-  test('a tagged orphan goes, an untagged domain stays', async () => {
+  test('a tagged orphan goes, an untagged domain stays; not while a host of the provider cannot be listed', async () => {
     const lifecycle = provider.lifecycle!;
     await lifecycle.ensureInstance(
       { name: orphan, owner: { fleet: 'gc-kvm', proxy: 'ghost' }, credentials: { username: 'u', password: 'p-0123456789abcdef' } },
@@ -93,7 +94,29 @@ describe('garbage collection on KVM', () => {
       ),
     );
     const deps = { proxies: store, fleet: 'gc-kvm', graceMs: 600_000, logger: silentLogger(), now: () => new Date(Date.now() + 3_600_000) };
-    const result = await sweepProvider('kvm', lifecycle, deps, signal);
+
+    // The same host beside one that refuses connections: its inventory is incomplete, so the sweep
+    // lists the reachable host, fails, and deletes nothing.
+    const closedPort = await freePort();
+    const twoHosts = createKvmProvider(
+      kvmProviderSchema.parse({
+        name: 'kvm',
+        type: 'kvm',
+        hosts: [hostConfig(), { ...hostConfig(), name: 'gone-kvm', port: closedPort }],
+        proxies: { baseImageVolume: base, memoryMiB: 64 },
+      }),
+      { logger: silentLogger(), registry: createRegistry(), dataDir: tmpdir() },
+    );
+    try {
+      await expect(sweepProvider('kvm', twoHosts.lifecycle!, { ...deps, deletesPerSecond: 5 }, signal)).rejects.toThrow(
+        `connect ECONNREFUSED 127.0.0.1:${closedPort}`,
+      );
+    } finally {
+      await twoHosts.close();
+    }
+    expect(await lib(async (c, s) => Boolean(await orUndefined(c.domainLookupByName(orphan, s))))).toBe(true);
+
+    const result = await sweepProvider('kvm', lifecycle, { ...deps, deletesPerSecond: 5 }, signal);
     expect(result).toMatchObject({ seen: 1, kept: 0, young: 0, deleted: [{ name: orphan, reason: 'no-proxy' }] });
     const exists = (name: string) =>
       lib((c, s) =>

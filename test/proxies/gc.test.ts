@@ -1,7 +1,10 @@
+import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { silentLogger } from '../../src/logging.ts';
 import type { ProxyLifecycle } from '../../src/providers/lifecycle.ts';
+import { INTENT_FILE, instanceDir } from '../../src/providers/local/instance-files.ts';
 import { createLocalLifecycle } from '../../src/providers/local/lifecycle.ts';
 import { sweepProvider, type GcReason } from '../../src/proxies/gc.ts';
 import { instanceNameFor } from '../../src/proxies/instance-name.ts';
@@ -20,10 +23,15 @@ describe('garbage collection', () => {
   const signal = AbortSignal.timeout(60_000);
   const credentials = { username: 'u', password: 'p-0123456789abcdef' };
 
+  let dataDir: string;
+  const i = (name: string): string => name.split('-')[2] ?? '';
+  const sorted = (names: string[]): string[] => [...names].sort();
+
   beforeAll(async () => {
     redis = new Redis(inject('redisUrl'));
     store = new RedisProxyStore(redis, uniquePrefix());
-    lifecycle = createLocalLifecycle({ dataDir: await tempDir('egress-gc-'), logger: silentLogger() });
+    dataDir = await tempDir('egress-gc-');
+    lifecycle = createLocalLifecycle({ dataDir, logger: silentLogger() });
   });
   afterAll(async () => {
     for (const fl of [fleet, 'someone-else'])
@@ -61,5 +69,21 @@ describe('garbage collection', () => {
     expect(await lifecycle.getInstance('ep-ghost-00000000', undefined, signal)).toBeUndefined();
     expect((await lifecycle.getInstance(ownedName, undefined, signal))?.state).toBe('running');
     expect((await lifecycle.getInstance('theirs', undefined, signal))?.state).toBe('running');
+  });
+
+  test('a state file that cannot be read fails the sweep with nothing deleted; paced deletes once it is readable', async () => {
+    const names = Array.from({ length: 8 }, (_, i) => `ep-leak-${i}-00000000`);
+    await Promise.all(names.map((name) => lifecycle.ensureInstance({ name, owner: { fleet, proxy: `leak-${i(name)}` }, credentials }, signal)));
+    const broken = instanceDir(dataDir, 'ep-broken-00000000');
+    await mkdir(broken, { recursive: true });
+    await writeFile(join(broken, INTENT_FILE), '{"name": "ep-broken-0');
+    const deps = { proxies: store, fleet, graceMs: 10 * 60_000, logger: silentLogger(), now: () => new Date(Date.now() + 3_600_000), deletesPerSecond: 20 };
+    await expect(sweepProvider('local', lifecycle, deps, signal)).rejects.toThrow(SyntaxError);
+    for (const name of names) expect((await lifecycle.getInstance(name, undefined, signal))?.state).toBe('running');
+
+    await rm(broken, { recursive: true });
+    const result = await sweepProvider('local', lifecycle, deps, signal);
+    expect(sorted(result.deleted.map((d) => d.name))).toEqual(names);
+    for (const name of names) expect(await lifecycle.getInstance(name, undefined, signal)).toBeUndefined();
   });
 });

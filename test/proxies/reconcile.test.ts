@@ -1,11 +1,12 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
-import { ProvisioningError, type ProxyLifecycle } from '../../src/providers/lifecycle.ts';
+import { ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../../src/providers/lifecycle.ts';
 import { instanceNameFor } from '../../src/proxies/instance-name.ts';
 import { reconcileProxy, type ReadinessProbe, type ReconcileDeps } from '../../src/proxies/reconcile.ts';
 import { RedisProxyStore } from '../../src/store/redis-proxy-store.ts';
 import { uniquePrefix } from '../support/config.ts';
 import { RecordingLifecycle } from '../support/recording-lifecycle.ts';
+import { waitFor } from '../support/wait.ts';
 
 describe('reconcileProxy', () => {
   let redis: Redis;
@@ -240,6 +241,43 @@ describe('reconcileProxy', () => {
     });
     expect(await reconcileProxy('n', both, signal)).toEqual({ kind: 'deleted' });
     expect([a.instances.size, b.instances.size]).toEqual([0, 0]);
+  });
+
+  test('a reconcile on an old view (its job taken over while it was frozen, the proxy moved meanwhile) writes no Ready and leaves no instance', async () => {
+    // The instance is made only once the test opens the gate: the frozen worker waking up.
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const a = new (class extends RecordingLifecycle {
+      override async ensureInstance(spec: InstanceSpec): Promise<Instance> {
+        await gate;
+        return super.ensureInstance(spec);
+      }
+    })();
+    const b = new RecordingLifecycle();
+    b.creates = 10; // its instances listen on other ports than a's
+    const both: ReconcileDeps = {
+      proxies: store,
+      lifecycles: new Map<string, ProxyLifecycle>([
+        ['local', a],
+        ['other', b],
+      ]),
+      fleet: 'test',
+      probe: okProbe,
+    };
+    await apply('z');
+    const frozen = reconcileProxy('z', both, signal);
+    await waitFor('the location written before the create', async () => (await store.get('z'))?.status.instanceLocation?.provider === 'local');
+    await store.apply({ metadata: { name: 'z', labels: {} }, spec: { provider: 'other' } });
+    expect(await reconcileProxy('z', both, signal)).toEqual({ kind: 'ready', url: 'http://127.0.0.1:3011' });
+    open();
+    expect((await frozen).kind).toBe('retry-later');
+    expect([a.instances.size, b.instances.size]).toEqual([0, 1]);
+    expect((await store.get('z'))?.status).toMatchObject({
+      phase: 'Ready',
+      url: 'http://127.0.0.1:3011',
+      observedGeneration: 2,
+      instanceLocation: { provider: 'other' },
+    });
   });
 
   test('deleting a proxy whose provider is gone from the config keeps it Terminating with the reason; --orphan forgets it', async () => {

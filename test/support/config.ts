@@ -25,6 +25,7 @@ export interface TestConfigOverrides {
   gcIntervalMs?: number;
   resyncMs?: number;
   gcGraceMs?: number;
+  gcDeletesPerSecond?: number;
   readiness?: Partial<ReadinessSettings>;
   /** BullMQ's job lock (default 1 s, so that crash tests recover fast); longer where a loaded machine may stall the event loop that long. */
   lockDurationMs?: number;
@@ -49,6 +50,7 @@ export function testConfig(o: TestConfigOverrides = {}): AppConfig {
     readiness: { failureThreshold: 1, successThreshold: 2, replaceAfterMs: 300_000, intervalMs: 5000, timeoutMs: 2000, ...o.readiness },
     gcIntervalMs: o.gcIntervalMs ?? 0,
     gcGraceMs: o.gcGraceMs ?? 600_000,
+    gcDeletesPerSecond: o.gcDeletesPerSecond ?? 1000,
     worker: {
       queues: o.queues ?? ['checks'],
       concurrency: o.concurrency ?? 4,

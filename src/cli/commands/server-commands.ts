@@ -99,6 +99,11 @@ export function addServerOptions(cmd: Command, env: ServerEnv, role: string): Co
   if (role === 'up' || role === 'worker') {
     cmd
       .option('--gc-grace <duration>', 'instances younger than this are never garbage-collected', d.gcGrace)
+      .option(
+        '--gc-deletes-per-second <n>',
+        "instance deletions a GC sweep starts per second on each provider (a provider's gc.deletesPerSecond overrides it)",
+        d.gcDeletesPerSecond,
+      )
       .option('--probe-interval <duration>', 'how often each Ready proxy is probed (jittered ±10 %); 0 = only on the resync', d.probeInterval)
       .option(
         '--probe-timeout <duration>',

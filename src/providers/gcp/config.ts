@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { egressPolicySchema } from '../../egress/policy-config.ts';
 import { isIP } from 'node:net';
 import { resourceName } from '../../schema/zod-helpers.ts';
+import { providerGcSchema } from '../gc-settings.ts';
 
 /** An IPv4 or IPv6 address range in CIDR notation (`203.0.113.0/24`, `2001:db8::/32`); a bare address is one host. */
 export function isCidr(range: string): boolean {
@@ -54,6 +55,8 @@ export const DEFAULT_GCP_IMAGE = 'projects/debian-cloud/global/images/family/deb
 export const gcpProviderSchema = z.strictObject({
   name: resourceName,
   type: z.literal('gcp'),
+  /** Garbage-collection settings of this provider (docs/proxies.md#garbage-collection). */
+  gc: providerGcSchema.optional(),
   project: z.string().min(1),
   /** Default zone for new proxies. */
   zone: z.string().min(1).default('us-central1-a'),

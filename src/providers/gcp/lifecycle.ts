@@ -373,6 +373,9 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
 
     async *listInstances(fleet, signal) {
       const filter = fleetFilter(fleet);
+      // Zones a page could not reach: their instances are missing from this inventory, so after
+      // yielding the rest the listing fails (the sweep deletes nothing from an incomplete inventory).
+      const unreachable = new Set<string>();
       let pageToken: string | undefined;
       do {
         let items: Record<string, ScopedList>;
@@ -390,7 +393,10 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
         } catch (err) {
           throw mapComputeError(err, 'listing proxy instances', signal);
         }
-        if (raw?.unreachables?.length) log.warn({ unreachables: raw.unreachables }, 'some zones could not be listed; their instances are left out');
+        if (raw?.unreachables?.length) {
+          log.warn({ unreachables: raw.unreachables }, 'some zones could not be listed; their instances are left out');
+          for (const zone of raw.unreachables) unreachable.add(zone);
+        }
         for (const scoped of Object.values(items)) {
           for (const inst of scoped.instances ?? []) {
             // The server filtered already; checking again costs nothing and guards the "never touch" rule.
@@ -399,6 +405,13 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
         }
         pageToken = raw?.nextPageToken || undefined;
       } while (pageToken);
+      if (unreachable.size > 0) {
+        throw new GcpRequestError(
+          `listing proxy instances: ${[...unreachable].sort().join(', ')} could not be listed (the inventory is incomplete)`,
+          undefined,
+          'unreachable',
+        );
+      }
     },
   };
 }

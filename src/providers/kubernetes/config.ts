@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { egressPolicySchema } from '../../egress/policy-config.ts';
 import { resourceName } from '../../schema/zod-helpers.ts';
+import { providerGcSchema } from '../gc-settings.ts';
 
 /**
  * A `kubernetes` provider. The API server is reached through, in order of precedence: `kubeconfig` (with
@@ -41,6 +42,8 @@ export const kubernetesProxiesSchema = z.strictObject({
 export const kubernetesProviderSchema = z.strictObject({
   name: resourceName,
   type: z.literal('kubernetes'),
+  /** Garbage-collection settings of this provider (docs/proxies.md#garbage-collection). */
+  gc: providerGcSchema.optional(),
   /** A kubeconfig file; without it and without `server`, the in-cluster service account is used. */
   kubeconfig: z.string().min(1).optional(),
   context: z.string().min(1).optional(),
@@ -54,6 +57,12 @@ export const kubernetesProviderSchema = z.strictObject({
   skipTLSVerify: z.boolean().default(false),
   /** Namespace that proxy Pods are created in. */
   namespace: z.string().min(1).default('default'),
+  /**
+   * The namespaces this provider may use: `namespace` and every placement. When given, the health check
+   * and GC list in each of them (a namespaced Role is enough) and a placement outside them fails its proxy;
+   * when absent, they list cluster-wide (a ClusterRole) and any namespace is a placement.
+   */
+  namespaces: z.array(z.string().min(1)).min(1).optional(),
   proxies: kubernetesProxiesSchema.optional(),
 });
 

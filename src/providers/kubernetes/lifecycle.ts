@@ -43,6 +43,11 @@ export interface KubernetesLifecycleOptions {
   kubeConfig: KubeConfig;
   /** Namespace for proxies whose spec has no placement. */
   namespace: string;
+  /**
+   * The namespaces the provider may use (with `namespace`): listing goes namespace by namespace and a
+   * placement outside them is refused. Undefined: listing is cluster-wide and any placement is used.
+   */
+  namespaces?: readonly string[];
   /** Forward-proxy image; it must read PROXY_PORT, PROXY_USER, PROXY_PASSWORD and enforce EGRESS_PROXY_POLICY. Default DEFAULT_PROXY_IMAGE. */
   image?: string;
   /** Port the forward proxy listens on in the Pod (and the Service's port). Default 3128. */
@@ -67,6 +72,24 @@ export function createKubernetesLifecycle(options: KubernetesLifecycleOptions): 
   const log = options.logger.child({ component: 'kubernetes-lifecycle' });
   const { call, read, create, removeIfOurs } = objectCalls(api, forbiddenCreateExplainer(options.kubeConfig, log), log);
   const namespaceOf = (placement: string | undefined): string => placement ?? options.namespace;
+  const allowed = options.namespaces ? [...new Set([options.namespace, ...options.namespaces])].sort() : undefined;
+  /** Every page of a list, cluster-wide or in each allowed namespace. */
+  async function* pages<T>(
+    what: string,
+    signal: AbortSignal,
+    list: (namespace: string | undefined, page: { limit: number; _continue?: string }) => Promise<{ items: T[]; metadata?: { _continue?: string } }>,
+  ): AsyncGenerator<T> {
+    for (const namespace of allowed ?? [undefined]) {
+      let token: string | undefined;
+      do {
+        const page = await call(namespace ? `${what} in namespace "${namespace}"` : what, signal, () =>
+          list(namespace, { limit: pageSize, ...(token ? { _continue: token } : {}) }),
+        );
+        yield* page.items;
+        token = page.metadata?._continue || undefined;
+      } while (token);
+    }
+  }
 
   /** Reads an object that a create just reported as existing; it must be there (and this proxy's). */
   async function readExisting<T extends { metadata?: V1ObjectMeta }>(kind: Kind, spec: InstanceSpec, namespace: string, signal: AbortSignal): Promise<T> {
@@ -186,6 +209,11 @@ export function createKubernetesLifecycle(options: KubernetesLifecycleOptions): 
   return {
     async ensureInstance(spec, signal) {
       const namespace = namespaceOf(spec.placement);
+      if (allowed && !allowed.includes(namespace)) {
+        throw new ProvisioningError(
+          `placement "${namespace}": expected one of the provider's namespaces (${allowed.map((n) => `"${n}"`).join(', ')}); add it to the provider's namespaces (and grant the provider's Role there)`,
+        );
+      }
       let pod = await read<V1Pod>('Pod', spec.name, namespace, signal);
       // A Pod that is not this proxy's is refused before anything is made next to it.
       if (pod) refuseForeign('Pod', pod, spec, namespace);
@@ -247,28 +275,25 @@ export function createKubernetesLifecycle(options: KubernetesLifecycleOptions): 
       const ours = (o: { metadata?: V1ObjectMeta }): boolean => isManagedObject(o) && o.metadata?.labels?.[FLEET_LABEL] === fleet;
       const key = (o: { metadata?: V1ObjectMeta }): string => `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
       const pods = new Set<string>();
-      let token: string | undefined;
-      do {
-        const page = await call('listing proxy Pods', signal, () =>
-          api.listPodForAllNamespaces({ labelSelector, limit: pageSize, ...(token ? { _continue: token } : {}) }, withSignal(signal)),
-        );
-        for (const pod of page.items) {
-          // The server filtered already; checking again costs nothing and guards the "never touch" rule.
-          if (!ours(pod)) continue;
-          pods.add(key(pod));
-          yield podToInstance(pod, port);
-        }
-        token = page.metadata?._continue || undefined;
-      } while (token);
+      const podPages = pages<V1Pod>('listing proxy Pods', signal, (namespace, page) =>
+        namespace
+          ? api.listNamespacedPod({ namespace, labelSelector, ...page }, withSignal(signal))
+          : api.listPodForAllNamespaces({ labelSelector, ...page }, withSignal(signal)),
+      );
+      for await (const pod of podPages) {
+        // The server filtered already; checking again costs nothing and guards the "never touch" rule.
+        if (!ours(pod)) continue;
+        pods.add(key(pod));
+        yield podToInstance(pod, port);
+      }
       // A Secret whose Pod is gone (a crash between the two creates, a deletion cut short) is an instance
       // too, so that the sweep deletes it once no proxy owns it and it is past the grace period.
-      do {
-        const page = await call('listing proxy Secrets', signal, () =>
-          api.listSecretForAllNamespaces({ labelSelector, limit: pageSize, ...(token ? { _continue: token } : {}) }, withSignal(signal)),
-        );
-        for (const secret of page.items) if (ours(secret) && !pods.has(key(secret))) yield leftover('Secret', secret);
-        token = page.metadata?._continue || undefined;
-      } while (token);
+      const secretPages = pages<V1Secret>('listing proxy Secrets', signal, (namespace, page) =>
+        namespace
+          ? api.listNamespacedSecret({ namespace, labelSelector, ...page }, withSignal(signal))
+          : api.listSecretForAllNamespaces({ labelSelector, ...page }, withSignal(signal)),
+      );
+      for await (const secret of secretPages) if (ours(secret) && !pods.has(key(secret))) yield leftover('Secret', secret);
     },
   };
 }

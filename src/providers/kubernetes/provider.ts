@@ -17,8 +17,9 @@ export interface KubernetesProviderOptions {
 }
 
 /**
- * The kubernetes provider. Its health check lists at most one managed Pod cluster-wide: the same verb,
- * scope and selector the lifecycle and GC work use, so a check that passes proves their RBAC too.
+ * The kubernetes provider. Its health check lists at most one managed Pod cluster-wide, or in each of
+ * its `namespaces` when they are given: the same verb, scope and selector the lifecycle and GC work use,
+ * so a check that passes proves their RBAC too.
  * Throws ConfigError at creation when the kubeconfig, context or token file is unusable.
  */
 export function createKubernetesProvider(config: KubernetesProviderConfig, deps: ProviderDeps, options: KubernetesProviderOptions = {}): Provider {
@@ -28,6 +29,8 @@ export function createKubernetesProvider(config: KubernetesProviderConfig, deps:
   // createProvider() already binds `provider` to the logger.
   const log = deps.logger.child({ type: 'kubernetes', host });
   let closed = false;
+  // With `namespaces`, every list is namespaced (a Role suffices); otherwise cluster-wide.
+  const namespaces = config.namespaces ? [...new Set([config.namespace, ...config.namespaces])].sort() : undefined;
 
   async function check(signal: AbortSignal): Promise<TargetResult[]> {
     const started = performance.now();
@@ -45,9 +48,18 @@ export function createKubernetesProvider(config: KubernetesProviderConfig, deps:
     try {
       // The signal aborts the HTTP request, but credentials are resolved before it is sent (an exec
       // plugin, a token file) and cannot be interrupted: stop waiting for them when the signal ends.
-      const list = await raceAbort(api.listPodForAllNamespaces({ labelSelector: MANAGED_LABEL_SELECTOR, limit: 1 }, withSignal(signal)), signal);
-      const seen = list.items.length > 0 ? 'at least one managed Pod' : 'no managed Pods';
-      return result(true, 'Ok', `listed Pods cluster-wide (${seen})`);
+      if (!namespaces) {
+        const list = await raceAbort(api.listPodForAllNamespaces({ labelSelector: MANAGED_LABEL_SELECTOR, limit: 1 }, withSignal(signal)), signal);
+        const seen = list.items.length > 0 ? 'at least one managed Pod' : 'no managed Pods';
+        return result(true, 'Ok', `listed Pods cluster-wide (${seen})`);
+      }
+      let seen = 0;
+      for (const namespace of namespaces) {
+        const list = await raceAbort(api.listNamespacedPod({ namespace, labelSelector: MANAGED_LABEL_SELECTOR, limit: 1 }, withSignal(signal)), signal);
+        seen += list.items.length;
+      }
+      const where = namespaces.length === 1 ? `namespace ${namespaces[0] ?? ''}` : `namespaces ${namespaces.join(', ')}`;
+      return result(true, 'Ok', `listed Pods in ${where} (${seen > 0 ? 'at least one managed Pod' : 'no managed Pods'})`);
     } catch (err) {
       if (signal.aborted) {
         log.debug({ err }, 'health check ended by its signal');
@@ -63,6 +75,7 @@ export function createKubernetesProvider(config: KubernetesProviderConfig, deps:
     ? createKubernetesLifecycle({
         kubeConfig: kc,
         namespace: config.namespace,
+        ...(config.namespaces ? { namespaces: config.namespaces } : {}),
         image: config.proxies.image,
         port: config.proxies.port,
         ...(config.proxies.service ? { service: config.proxies.service } : {}),

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { egressPolicySchema } from '../../egress/policy-config.ts';
 import { durationMs, resourceName } from '../../schema/zod-helpers.ts';
+import { providerGcSchema } from '../gc-settings.ts';
 import { REQUIRED_PLACEHOLDERS } from './domain-xml.ts';
 
 import { kvmHostSchema } from '../../kvm/host-config.ts';
@@ -35,6 +36,8 @@ export const kvmProviderSchema = z
   .strictObject({
     name: resourceName,
     type: z.literal('kvm'),
+    /** Garbage-collection settings of this provider (docs/proxies.md#garbage-collection). */
+    gc: providerGcSchema.optional(),
     hosts: z.array(kvmHostSchema).min(1),
     /** Pooled connections unused for this long are closed. */
     idleTimeout: durationMs.default(300_000),

@@ -1,10 +1,13 @@
 import { z } from 'zod';
 import { egressPolicySchema } from '../../egress/policy-config.ts';
 import { resourceName } from '../../schema/zod-helpers.ts';
+import { providerGcSchema } from '../gc-settings.ts';
 
 export const localProviderSchema = z.strictObject({
   name: resourceName,
   type: z.literal('local'),
+  /** Garbage-collection settings of this provider (docs/proxies.md#garbage-collection). */
+  gc: providerGcSchema.optional(),
   /** Where the provider keeps its state; defaults to `<dataDir>/local/<name>`. */
   dataDir: z.string().min(1).optional(),
   /** Local proxies always run; this block only tunes them. */

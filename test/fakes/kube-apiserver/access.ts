@@ -12,6 +12,8 @@ export type Verb = 'get' | 'list' | 'create' | 'update' | 'patch' | 'delete' | '
 export interface DenyRule {
   verbs?: ReadonlySet<string>;
   resources?: ReadonlySet<string>;
+  /** Deny only requests at the cluster scope (what a namespaced Role leaves out); otherwise every scope. */
+  clusterScopeOnly?: boolean;
 }
 
 /** What the fake knows about who may do what, and the quotas its admission enforces. */
@@ -27,10 +29,13 @@ export function bearer(e: KubeRequest): string | undefined {
   return e.authorization?.startsWith('Bearer ') ? e.authorization.slice(7) : undefined;
 }
 
-/** True when the token's rules allow `verb` on `resource` (the token must be known). */
-export function allowed(access: AccessState, token: string, verb: string, resource: string): boolean {
+/** True when the token's rules allow `verb` on `resource` in `ns` (undefined: the cluster scope; the token must be known). */
+export function allowed(access: AccessState, token: string, verb: string, resource: string, ns?: string): boolean {
   const rules = access.denied.get(token) ?? [];
-  return !rules.some((r) => (r.verbs === undefined || r.verbs.has(verb)) && (r.resources === undefined || r.resources.has(resource)));
+  return !rules.some(
+    (r) =>
+      (r.verbs === undefined || r.verbs.has(verb)) && (r.resources === undefined || r.resources.has(resource)) && !(r.clusterScopeOnly && ns !== undefined),
+  );
 }
 
 /** RBAC: 403 Forbidden with the real message when the token may not `verb` the `resource`. */
@@ -38,7 +43,7 @@ export function authorize(access: AccessState, e: KubeRequest, verb: Verb, resou
   const token = bearer(e);
   const user = token === undefined ? undefined : access.tokens.get(token);
   if (token === undefined || user === undefined) throw new StatusError(status(401, 'Unauthorized', 'Unauthorized'));
-  if (allowed(access, token, verb, resource)) return;
+  if (allowed(access, token, verb, resource, ns)) return;
   const scope = ns === undefined ? 'at the cluster scope' : `in the namespace "${ns}"`;
   const what = name === undefined ? '' : ` "${name}"`;
   const qualified = group ? `${resource}.${group}` : resource;
@@ -111,7 +116,7 @@ export function selfSubjectAccessReview(access: AccessState, e: KubeRequest, bod
   const token = bearer(e) ?? '';
   const user = access.tokens.get(token) ?? '';
   const verb = attrs?.verb ?? nonResource?.verb ?? '';
-  const ok = attrs ? allowed(access, token, verb, attrs.resource ?? '') : true;
+  const ok = attrs ? allowed(access, token, verb, attrs.resource ?? '', attrs.namespace || undefined) : true;
   const where = attrs?.namespace
     ? `RoleBinding "egress" of Role "egress" in namespace "${attrs.namespace}"`
     : 'ClusterRoleBinding "egress" of ClusterRole "egress"';

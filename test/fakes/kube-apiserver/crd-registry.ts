@@ -6,6 +6,7 @@
  * microtask): status `NamesAccepted` and `Established` True, `acceptedNames`, `storedVersions`. Deleting a
  * CRD removes its custom resources at once (the real one goes through a cleanup finalizer).
  */
+import { structuralErrors } from './crd-schema-checks.ts';
 import { typeKey, type ResourceStore } from './resource-store.ts';
 import type { PrinterColumn, ResourceType, StoredObject } from './resource-types.ts';
 import type { FieldError, Schema } from './structural-schema.ts';
@@ -80,6 +81,8 @@ export function admitCrd(obj: Record<string, unknown>, old: StoredObject | undef
     if (!v.schema?.openAPIV3Schema) errors.push(required(`spec.versions[${i}].schema.openAPIV3Schema`, 'schemas are required'));
     else if (v.schema.openAPIV3Schema.type !== 'object') {
       errors.push(required(`spec.versions[${i}].schema.openAPIV3Schema.type`, 'must not be empty at the root'));
+    } else {
+      errors.push(...structuralErrors(v.schema.openAPIV3Schema, `spec.versions[${i}].schema.openAPIV3Schema`));
     }
   });
   names.singular ??= names.kind?.toLowerCase();
@@ -103,7 +106,8 @@ export function crdType(crd: StoredObject): ResourceType {
     namespaced: spec.scope === 'Namespaced',
     ...(names.shortNames ? { shortNames: names.shortNames } : {}),
     ...(names.categories ? { categories: names.categories } : {}),
-    verbs: ['delete', 'deletecollection', 'get', 'list', 'patch', 'create', 'update', 'watch'],
+    verbs: ['delete', 'get', 'list', 'patch', 'create', 'update', 'watch'],
+    generation: true,
     statusSubresource: Boolean(storage?.subresources?.status),
     nameRule: 'subdomain',
     unconditionalUpdate: false,

@@ -75,7 +75,7 @@ describe('fake kube-apiserver: CRD registration and discovery', () => {
     ]);
   });
 
-  it('refuses a CRD whose name is not <plural>.<group> (422) and deletes a CRD with its custom resources', async () => {
+  it('refuses a CRD whose name is not <plural>.<group> or whose schema is not structural (422), and deletes a CRD with its custom resources', async () => {
     const bad = { ...widgetCrd(), metadata: { name: 'widgets.other.io' } };
     const e = await apiError(
       kube
@@ -87,6 +87,18 @@ describe('fake kube-apiserver: CRD registration and discovery', () => {
     expect(e.status.message).toBe(
       'CustomResourceDefinition.apiextensions.k8s.io "widgets.other.io" is invalid: metadata.name: Invalid value: "widgets.other.io": must be spec.names.plural+"."+spec.group',
     );
+    const crd = widgetCrd() as { spec: { versions: { schema: { openAPIV3Schema: { properties: Record<string, unknown> } } }[] } };
+    crd.spec.versions[0]!.schema.openAPIV3Schema.properties.spec = { type: 'object', additionalProperties: false };
+    const open = await apiError(
+      kube
+        .kubeConfig()
+        .makeApiClient(ApiextensionsV1Api)
+        .createCustomResourceDefinition({ body: crd as never }),
+    );
+    expect([open.code, open.status.message]).toEqual([
+      422,
+      `CustomResourceDefinition.apiextensions.k8s.io "widgets.${GROUP}" is invalid: spec.versions[0].schema.openAPIV3Schema.properties[spec].additionalProperties: Forbidden: additionalProperties cannot be set to false`,
+    ]);
     kube.registerCrd(widgetCrd());
     await crs.createNamespacedCustomObject({ ...W, body: widget('w1') });
     await kube

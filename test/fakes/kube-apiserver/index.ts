@@ -5,3 +5,7 @@ export type { FakeObject } from './object-store.ts';
 export { base64ErrorOffset } from './secret-rules.ts';
 export { NODE_PORT_MIN, NODE_PORT_MAX } from './service-rules.ts';
 export { podEnv } from './kubelet.ts';
+export type { StoredObject, ResourceType } from './resource-store.ts';
+export type { PrinterColumn } from './resource-types.ts';
+export { validate as validateStructural, prune as pruneStructural, applyDefaults as applyStructuralDefaults } from './structural-schema.ts';
+export type { Schema as StructuralSchema, FieldError } from './structural-schema.ts';

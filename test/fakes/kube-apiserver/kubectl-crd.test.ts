@@ -7,7 +7,7 @@ import { stringify } from 'yaml';
 import { waitFor } from '../../support/wait.ts';
 import { startFakeKubeApiserver, type FakeKubeApiserver } from './index.ts';
 import { hasKubectl, KubectlHarness } from './kubectl-harness.ts';
-import { GROUP, widgetCrd } from './test-crds.ts';
+import { GROUP, minimalCrd, widgetCrd } from './test-crds.ts';
 
 let kube: FakeKubeApiserver;
 let k: KubectlHarness;
@@ -88,6 +88,18 @@ function installYaml(): string {
       spec: { minAvailable: 1, selector: { matchLabels: labels } },
     },
     { apiVersion: 'v1', kind: 'Service', metadata: { name: 'api', namespace: 'egress' }, spec: { selector: labels, ports: [{ port: 8080 }] } },
+    {
+      apiVersion: 'monitoring.coreos.com/v1',
+      kind: 'ServiceMonitor',
+      metadata: { name: 'api', namespace: 'egress' },
+      spec: { selector: { matchLabels: labels }, endpoints: [{ port: 'http', path: '/metrics' }] },
+    },
+    {
+      apiVersion: 'keda.sh/v1alpha1',
+      kind: 'ScaledObject',
+      metadata: { name: 'worker', namespace: 'egress' },
+      spec: { scaleTargetRef: { name: 'worker' }, minReplicaCount: 1, maxReplicaCount: 10, triggers: [{ type: 'redis', metadata: { listName: 'q:wait' } }] },
+    },
   ];
   return docs.map((d) => stringify(d)).join('---\n');
 }
@@ -163,7 +175,9 @@ describe.skipIf(!hasKubectl)('kubectl against the fake apiserver: CRDs and the i
     expect(kube.getObject(GROUP, 'v1', 'widgets', 'default', 'w2')).toBeUndefined();
   });
 
-  it('applies the install (many documents, several kinds), client-side and then server-side', async () => {
+  it('applies the install (many documents, several kinds, third-party kinds from minimal CRDs), client-side and then server-side', async () => {
+    kube.registerCrd(minimalCrd('monitoring.coreos.com', 'ServiceMonitor', 'servicemonitors'));
+    kube.registerCrd(minimalCrd('keda.sh', 'ScaledObject', 'scaledobjects', 'v1alpha1'));
     const file = await k.file('install.yaml', installYaml());
     const created = await k.run('apply', '-f', file);
     expect(created.code).toBe(0);
@@ -179,6 +193,8 @@ describe.skipIf(!hasKubectl)('kubectl against the fake apiserver: CRDs and the i
       'statefulset.apps/redis created',
       'poddisruptionbudget.policy/api created',
       'service/api created',
+      'servicemonitor.monitoring.coreos.com/api created',
+      'scaledobject.keda.sh/worker created',
     ]) {
       expect(created.stdout).toContain(line);
     }
@@ -195,6 +211,7 @@ describe.skipIf(!hasKubectl)('kubectl against the fake apiserver: CRDs and the i
       'configmap/config',
       'serviceaccount/api',
     ]);
+    expect(kube.getObject('keda.sh', 'v1alpha1', 'scaledobjects', 'egress', 'worker')?.spec).toMatchObject({ maxReplicaCount: 10 });
     const deleted = await k.run('delete', 'namespace', 'egress');
     expect(deleted.code).toBe(0);
     expect(kube.listObjects('apps', 'v1', 'deployments')).toEqual([]);

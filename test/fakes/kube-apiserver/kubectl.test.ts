@@ -4,43 +4,23 @@
  * field selector), and Secrets and Services created from manifests must all work for a client the fake
  * was not written against.
  */
-import { execFile } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startFakeKubeApiserver, type FakeKubeApiserver } from './index.ts';
-
-const run = promisify(execFile);
-const hasKubectl = await run('kubectl', ['version', '--client']).then(
-  () => true,
-  () => false,
-);
+import { hasKubectl, KubectlHarness } from './kubectl-harness.ts';
 
 let kube: FakeKubeApiserver;
-let dir: string;
+let harness: KubectlHarness;
 
 beforeEach(async () => {
   kube = await startFakeKubeApiserver({ tls: true });
-  dir = await mkdtemp(join(tmpdir(), 'egress-kubectl-'));
-  await writeFile(join(dir, 'ca.pem'), kube.tlsCert!.cert);
+  harness = await KubectlHarness.create(kube);
 });
 afterEach(async () => {
   await kube.close();
-  await rm(dir, { recursive: true, force: true });
 });
 
-async function kubectl(...args: string[]): Promise<{ stdout: string; stderr: string; code: number }> {
-  const base = ['--server', kube.url, '--token', kube.token, '--certificate-authority', join(dir, 'ca.pem'), '--cache-dir', join(dir, 'cache')];
-  try {
-    const { stdout, stderr } = await run('kubectl', [...base, ...args], { env: { ...process.env, KUBECONFIG: join(dir, 'none') } });
-    return { stdout, stderr, code: 0 };
-  } catch (e) {
-    const err = e as { stdout: string; stderr: string; code: number };
-    return { stdout: err.stdout, stderr: err.stderr, code: err.code };
-  }
-}
+const kubectl = (...args: string[]): ReturnType<KubectlHarness['run']> => harness.run(...args);
 
 describe.skipIf(!hasKubectl)('kubectl against the fake apiserver', { timeout: 120_000 }, () => {
   it('lists across chunks with a selector', async () => {
@@ -90,11 +70,11 @@ describe.skipIf(!hasKubectl)('kubectl against the fake apiserver', { timeout: 12
   // kubectl's typed commands (`create secret generic`, `auth can-i`) send protobuf, which the fake does not
   // decode; `create -f` sends JSON.
   it('creates a Secret from a manifest (stringData merged into base64 data) and reads it back', async () => {
-    await writeFile(
-      join(dir, 'secret.json'),
+    await harness.file(
+      'secret.json',
       JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'creds' }, stringData: { PROXY_USER: 'u1', PROXY_PASSWORD: 'p w' } }),
     );
-    const created = await kubectl('create', '--validate=false', '-n', 'default', '-f', join(dir, 'secret.json'));
+    const created = await kubectl('create', '--validate=false', '-n', 'default', '-f', join(harness.dir, 'secret.json'));
     expect(created.stdout).toContain('secret/creds created');
     expect(kube.getSecret('default', 'creds')).toMatchObject({
       type: 'Opaque',
@@ -102,17 +82,17 @@ describe.skipIf(!hasKubectl)('kubectl against the fake apiserver', { timeout: 12
     });
     const read = await kubectl('get', 'secret', 'creds', '-n', 'default', '-o', 'jsonpath={.data.PROXY_PASSWORD}');
     expect(Buffer.from(read.stdout, 'base64').toString()).toBe('p w');
-    const again = await kubectl('create', '--validate=false', '-n', 'default', '-f', join(dir, 'secret.json'));
+    const again = await kubectl('create', '--validate=false', '-n', 'default', '-f', join(harness.dir, 'secret.json'));
     expect(again.stderr).toContain('Error from server (AlreadyExists)');
     expect(again.stderr).toContain('secrets "creds" already exists');
   });
 
   it('creates a NodePort Service and reads its allocated port', async () => {
-    await writeFile(
-      join(dir, 'svc.json'),
+    await harness.file(
+      'svc.json',
       JSON.stringify({ apiVersion: 'v1', kind: 'Service', metadata: { name: 'px' }, spec: { type: 'NodePort', ports: [{ port: 3128 }] } }),
     );
-    expect((await kubectl('create', '--validate=false', '-n', 'default', '-f', join(dir, 'svc.json'))).code).toBe(0);
+    expect((await kubectl('create', '--validate=false', '-n', 'default', '-f', join(harness.dir, 'svc.json'))).code).toBe(0);
     const port = await kubectl('get', 'service', 'px', '-n', 'default', '-o', 'jsonpath={.spec.ports[0].nodePort}');
     expect(Number(port.stdout)).toBeGreaterThanOrEqual(30000);
     expect(Number(port.stdout)).toBe((kube.getService('default', 'px') as unknown as { spec: { ports: { nodePort: number }[] } }).spec.ports[0]?.nodePort);

@@ -205,7 +205,7 @@ export class ResourceStore extends EventEmitter {
         ...(obj.metadata as object),
         uid: randomUUID(),
         resourceVersion: opts.dryRun ? '' : this.pods.nextResourceVersion(),
-        generation: 1,
+        ...(t.generation ? { generation: 1 } : {}),
         creationTimestamp: now(),
       },
     } as StoredObject;
@@ -284,7 +284,7 @@ export class ResourceStore extends EventEmitter {
       const { metadata: _m, status: s, apiVersion: _a, kind: _k, ...rest } = o;
       return JSON.stringify(t.statusSubresource ? rest : { ...rest, status: s });
     };
-    if (specOf(next) !== specOf(cur)) nm.generation = (cur.metadata.generation ?? 1) + 1;
+    if (t.generation && specOf(next) !== specOf(cur)) nm.generation = (cur.metadata.generation ?? 1) + 1;
     if (JSON.stringify(next) === JSON.stringify(cur)) return clone(cur);
     if (opts.dryRun) return clone(next as StoredObject);
     nm.resourceVersion = this.pods.nextResourceVersion();

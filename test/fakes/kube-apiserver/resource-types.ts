@@ -54,6 +54,8 @@ export interface ResourceType {
   nameRule: 'subdomain' | 'label' | 'path';
   /** PUT without a resourceVersion is allowed (most built-ins) or 422 (custom resources). */
   unconditionalUpdate: boolean;
+  /** `metadata.generation` is kept (custom resources, CRDs, workloads, PodDisruptionBudgets). */
+  generation: boolean;
   /** DELETE answers the object (custom resources, namespaces) rather than a Status. */
   deleteReturnsObject: boolean;
   /** From a CRD: the structural schema (per version) and printer columns. */
@@ -86,6 +88,7 @@ function builtin(group: string, kind: string, plural: string, namespaced: boolea
     nameRule: 'subdomain',
     unconditionalUpdate: true,
     deleteReturnsObject: false,
+    generation: false,
     ...more,
   };
 }
@@ -159,11 +162,24 @@ export function builtinTypes(): ResourceType[] {
     builtin('rbac.authorization.k8s.io', 'ClusterRole', 'clusterroles', false, { nameRule: 'path', admit: rules }),
     builtin('rbac.authorization.k8s.io', 'RoleBinding', 'rolebindings', true, { nameRule: 'path', admit: roleRef }),
     builtin('rbac.authorization.k8s.io', 'ClusterRoleBinding', 'clusterrolebindings', false, { nameRule: 'path', admit: roleRef }),
-    builtin('apps', 'Deployment', 'deployments', true, { shortNames: ['deploy'], categories: ['all'], statusSubresource: true, admit: workload }),
-    builtin('apps', 'StatefulSet', 'statefulsets', true, { shortNames: ['sts'], categories: ['all'], statusSubresource: true, admit: workload }),
+    builtin('apps', 'Deployment', 'deployments', true, {
+      shortNames: ['deploy'],
+      categories: ['all'],
+      statusSubresource: true,
+      generation: true,
+      admit: workload,
+    }),
+    builtin('apps', 'StatefulSet', 'statefulsets', true, {
+      shortNames: ['sts'],
+      categories: ['all'],
+      statusSubresource: true,
+      generation: true,
+      admit: workload,
+    }),
     builtin('policy', 'PodDisruptionBudget', 'poddisruptionbudgets', true, {
       shortNames: ['pdb'],
       statusSubresource: true,
+      generation: true,
       admit: (obj) => {
         const spec = obj.spec;
         if (isObject(spec) && spec.minAvailable !== undefined && spec.maxUnavailable !== undefined) {
@@ -176,6 +192,7 @@ export function builtinTypes(): ResourceType[] {
       shortNames: ['crd', 'crds'],
       categories: ['api-extensions'],
       statusSubresource: true,
+      generation: true,
       printerColumns: { v1: [{ name: 'Created At', type: 'string', format: 'date', jsonPath: '.metadata.creationTimestamp' }] },
       deleteReturnsObject: true,
     }),

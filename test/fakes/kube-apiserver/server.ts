@@ -1,35 +1,57 @@
 /**
  * A fake kube-apiserver for tests: a real HTTP server on 127.0.0.1:0, driven by the real
- * @kubernetes/client-node 1.4, stateful (Pods and namespaces under a global resourceVersion).
+ * @kubernetes/client-node 1.4, stateful (every kind under one global resourceVersion).
  *
  * Implemented: core/v1 pods (list cluster-wide and namespaced, get, create, delete, watch, PUT and PATCH
- * on the Pod and on `/status`, see patch.ts) and namespaces (get, list); Status error objects; `Content-Type: application/json` on every response; full label
- * selector grammar (bad selector → 400); field selectors on metadata.name/namespace, status.phase,
- * spec.nodeName; `limit` + opaque `continue` + `remainingItemCount` (410 Expired after
+ * on the Pod and on `/status`, see patch.ts); Status error objects; `Content-Type: application/json` on every
+ * response; full label selector grammar (bad selector → 400); field selectors on metadata.name/namespace,
+ * status.phase, spec.nodeName; `limit` + opaque `continue` + `remainingItemCount` (410 Expired after
  * `expireContinueTokens()`); 409 AlreadyExists; 404 NotFound (also for a missing namespace on create); 422
  * Invalid for names and containers; 500 with an empty reason for a resourceVersion on create; `dryRun=All`;
  * graceful deletion. Watch (watch.ts): synthetic ADDED without a resourceVersion, replay from a bounded
- * event log, 410 Expired as an ERROR event, selector exits as DELETED, bookmarks, `timeoutSeconds`;
- * client-node informers work unmodified. Optimistic concurrency on writes (422 without a resourceVersion on
- * PUT, 409 Conflict when stale, no-op writes keep the resourceVersion); Pod spec immutability except images. Bearer-token authentication (401) and a per-token RBAC knob (403).
- * Request log, one-shot faults. Optional TLS with a self-signed certificate (`tls: true`); kubectl works
- * against it (kubectl.test.ts).
+ * event log (`setEventLogSize`), 410 Expired as an ERROR event, selector exits as DELETED, bookmarks,
+ * `timeoutSeconds`; client-node informers work unmodified. Optimistic concurrency on writes (422 without a
+ * resourceVersion on PUT, 409 Conflict when stale, no-op writes keep the resourceVersion); Pod spec
+ * immutability except images. Bearer-token authentication (401) and a per-token RBAC knob (403).
+ * Request log, one-shot faults (on any route). Optional TLS with a self-signed certificate (`tls: true`);
+ * kubectl 1.32 works against it (kubectl.test.ts, kubectl-crd.test.ts).
  * Secrets and Services (object-store.ts, secret-rules.ts, service-rules.ts): create, get, PUT (a stale
- * resourceVersion is 409 Conflict; none is an unconditional update, as these kinds allow), delete (a
- * Secret's answers a Status, a Service's the object), list with selectors, limit and continue. Secrets:
- * `data` base64-decoded as Go does (bad base64 → 400 BadRequest, the decoding error), config keys (422),
- * `stringData` merged into `data` and not stored, type Opaque by default and immutable, `immutable: true`.
- * Services: cluster IPs from 10.96.0.0/12, unique node ports in 30000–32767 for NodePort/LoadBalancer
- * (taken or out of range → 422), released on delete; `status` kept by PUT; `setServiceLoadBalancer` plays
- * the cloud controller. RBAC rules per token, verb and resource (access.ts); SelfSubjectAccessReview
- * (POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews) answers from those rules; ResourceQuota-like
- * admission (`setQuota`) after authorization: 403 Forbidden "exceeded quota: …".
+ * resourceVersion is 409 Conflict; none is an unconditional update, as these kinds allow), PATCH (patch.ts;
+ * server-side apply creates), delete (a Secret's answers a Status, a Service's the object), list with
+ * selectors, limit and continue. Secrets: `data` base64-decoded as Go does (bad base64 → 400 BadRequest),
+ * config keys (422), `stringData` merged into `data` and not stored, type Opaque by default and immutable,
+ * `immutable: true`. Services: cluster IPs from 10.96.0.0/12, unique node ports in 30000–32767 for
+ * NodePort/LoadBalancer (taken or out of range → 422), released on delete; `status` kept by PUT;
+ * `setServiceLoadBalancer` plays the cloud controller. RBAC rules per token, verb and resource (access.ts);
+ * SelfSubjectAccessReview answers from those rules; ResourceQuota-like admission (`setQuota`) after
+ * authorization: 403 Forbidden "exceeded quota: …".
+ * CRDs and custom resources (crd-registry.ts, resource-store.ts, generic-routes.ts, structural-schema.ts):
+ * apiextensions.k8s.io/v1 CustomResourceDefinitions (create/get/list/PUT/PATCH/delete, `kubectl apply`;
+ * `<plural>.<group>` must be the name, one storage version, a schema per version → 422; NamesAccepted and
+ * Established True right after the write); the CRD's types in discovery (`/apis`, `/apis/{g}/{v}` with short
+ * names, categories, `{plural}/status`); custom resources namespaced or cluster-scoped: CRUD, list
+ * semantics as above, PATCH (merge, JSON patch, server-side apply merging `x-kubernetes-list-type: map`
+ * lists by key and creating a missing object; strategic merge → 415), `metadata.generation` bumped only on
+ * changes outside metadata and status, resourceVersion preconditions (422 without one on PUT, 409 when
+ * stale), status subresource, defaults + pruning + validation of the structural schema with the real
+ * wording (`fieldValidation=Strict` → 400 for unknown fields), watch, `as=Table` answers built from
+ * `additionalPrinterColumns` (also on watches: kubectl `get -w`). Finalizers and ownerReferences garbage
+ * collection on every generically stored kind (and Secrets/Services as dependents; controllers.ts).
+ * Built-in kinds stored generically (resource-types.ts): Namespace (create/delete), ServiceAccount,
+ * ConfigMap, Role/RoleBinding/ClusterRole/ClusterRoleBinding, Deployment, StatefulSet, PodDisruptionBudget,
+ * enough for `kubectl apply -f` (client-side and `--server-side`) of an install; a minimal OpenAPI v3
+ * (openapi.ts) makes kubectl validate server-side rather than download schemas.
  *
  * Deviations from the real server:
- * - No CRDs, no aggregated discovery (legacy /api, /api/v1, /apis and /version only, enough for kubectl),
- *   no `sendInitialEvents`, no DELETE on collections, no Table output (kubectl prints client-side).
+ * - No aggregated discovery (legacy /api, /api/v1, /apis, /apis/{g}, /apis/{g}/{v} and /version, enough for
+ *   kubectl); OpenAPI v3 documents carry no schemas (only each kind's PATCH operation) and there is no v2;
+ *   no `sendInitialEvents`, no DELETE on collections, no `propagationPolicy` (always background).
+ * - Tables: custom resources get their printer columns; Pods, Secrets and Services get none (kubectl
+ *   prints them client-side); the other built-ins get NAME and AGE only (CRDs: NAME and CREATED AT).
  * - Strategic merge patch is applied as a JSON merge patch (lists replaced, no merge keys); server-side
- *   apply is a plain recursive merge (no managedFields, no conflicts between managers) and takes JSON only.
+ *   apply is a recursive merge (no managedFields, no removal of fields a manager stops applying, no
+ *   conflicts between managers); on Pods, Secrets and Services it takes JSON only (custom resources and
+ *   the generic kinds also take YAML).
  * - `continue` serves the current state, not the first page's snapshot (its resourceVersion is kept).
  * - `resourceVersion`/`resourceVersionMatch` on lists are ignored (always the latest state).
  * - Resource versions are numeric strings (clients must still treat them as opaque).
@@ -37,17 +59,32 @@
  *   only checks names and that each container has a name and an image.
  * - Deletion: `auto` mode deletes a Pod with `spec.nodeName` gracefully and an unbound Pod at once (as
  *   the real server does without a kubelet); the grace period never expires by itself: a test calls
- *   `finishPodDeletion`. No `propagationPolicy`, no `preconditions`.
- * - Authorization rules are per token, verb and resource (no namespaces or resource names in rules); a
+ *   `finishPodDeletion`. Pods take no `preconditions`.
+ * - CRDs: no conversion webhooks (objects are shared between served versions, only `apiVersion` differs),
+ *   no CEL rules (`x-kubernetes-validations`), no validation ratcheting, no name-conflict checks between
+ *   CRDs, no scale subresource; deleting a CRD deletes its custom resources at once (no cleanup finalizer).
+ *   Structural-schema checks cover type, properties, required, enum, min/maxLength, pattern, formats
+ *   (date-time, date, byte, uuid, int32), minimum/maximum, min/maxItems, maxProperties, items,
+ *   additionalProperties, nullable, anyOf/oneOf/allOf/not, int-or-string and list types map/set. A CRD's
+ *   schema is checked for the common structural mistakes only (crd-schema-checks.ts).
+ * - Built-in kinds stored generically are checked modestly: names, namespace exists, Deployment/StatefulSet
+ *   selector and template (selector must match the template labels; replicas and revisionHistoryLimit
+ *   defaulted), RBAC rule verbs and an immutable roleRef, PDB minAvailable xor maxUnavailable. No other
+ *   defaults, no controllers (Deployments never get Pods or status), no unknown-field checks.
+ * - Namespaces: deletion is immediate (no Terminating phase) and takes the namespace's generic objects,
+ *   Secrets and Services with it, not its Pods. Garbage collection runs right after the owner is gone, in
+ *   the same request (the real collector is asynchronous).
+ * - Authorization rules are per token, verb and resource, either everywhere or at the cluster scope only
+ *   (no particular namespaces, no resource names in rules); a
  *   SelfSubjectAccessReview for a non-resource URL is always allowed; `denied` is never set (RBAC only
  *   allows or has no opinion).
  * - Quota counts objects only (no compute resources, no scopes), is checked before validation, and is
  *   not reported as a ResourceQuota object.
  * - JSON only: no protobuf request bodies (kubectl's typed commands such as `create secret generic` and
  *   `auth can-i` send protobuf; they get 400 here).
- * - Secrets and Services: no watch, no PATCH, no PUT on `/status` (GET of a Service's `/status` works),
- *   no Secret type-specific validation (tls, dockerconfigjson), no Service dual-stack or ExternalName
- *   checks; a Secret's size limit counts keys and decoded values.
+ * - Secrets and Services: no watch, no PUT on `/status` (GET of a Service's `/status` works), no Secret
+ *   type-specific validation (tls, dockerconfigjson), no Service dual-stack or ExternalName checks; a
+ *   Secret's size limit counts keys and decoded values.
  */
 import { delayUnlessClosed, sendJson, takeFault, watchClientAbort } from '../http-plumbing.ts';
 import { EventEmitter, once } from 'node:events';
@@ -56,10 +93,11 @@ import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { AccessState, DenyRule } from './access.ts';
+import { runControllers } from './controllers.ts';
 import { admitCrd, CRD_KEY, watchCrds } from './crd-registry.ts';
 import { ObjectStore, type FakeObject } from './object-store.ts';
 import { PodStore } from './pod-store.ts';
-import { ResourceStore, notFoundIn, type ResourceEvent, type StoredObject } from './resource-store.ts';
+import { ResourceStore, notFoundIn, type StoredObject } from './resource-store.ts';
 import { builtinTypes, groupVersion, type ResourceType } from './resource-types.ts';
 import { route, type RouteContext, type Verb } from './routes.ts';
 import { secretRules } from './secret-rules.ts';
@@ -90,6 +128,8 @@ export class FakeKubeApiserver extends EventEmitter {
   private readonly faults: KubeFault[] = [];
   private readonly timers = new Set<NodeJS.Timeout>();
   private continueEpoch = 1;
+  /** Materializes Namespace objects for namespaces known only by name (defaults, seeded objects). */
+  private readonly ensureNamespaces: () => void;
   /** Knob: interval of BOOKMARK events on watches that allow them (0: none). */
   bookmarkIntervalMs = 0;
   private server!: Server;
@@ -105,48 +145,7 @@ export class FakeKubeApiserver extends EventEmitter {
     this.access = { tokens: this.tokens, denied: new Map(), quotas: new Map() };
     for (const t of builtinTypes()) this.resources.register(t.plural === 'customresourcedefinitions' ? { ...t, admit: admitCrd } : t);
     watchCrds(this.resources);
-    this.resources.on('change', (ev: ResourceEvent) => {
-      if (ev.resource === '/namespaces' && ev.type === 'ADDED') this.store.namespaces.add(ev.object.metadata.name);
-    });
-    this.resources.on('gone', (t: ResourceType, o: StoredObject) => {
-      if (t.group === '' && t.plural === 'namespaces') this.namespaceGone(o.metadata.name);
-      this.collectGarbage(o);
-    });
-  }
-
-  /** Namespace objects for the namespaces known only by name (defaults, seeded objects). */
-  private ensureNamespaces(): void {
-    const t = this.resources.find('', 'v1', 'namespaces')!;
-    for (const name of [...this.store.namespaces]) {
-      if (!this.resources.get(t, undefined, name)) this.resources.create(t, undefined, 'v1', { metadata: { name } });
-    }
-  }
-
-  /** The namespace controller, at once: the namespace's generically stored objects, Secrets and Services go. */
-  private namespaceGone(ns: string): void {
-    this.store.namespaces.delete(ns);
-    for (const t of this.resources.types.values()) {
-      if (!t.namespaced) continue;
-      for (const o of this.resources.list(t, ns)) this.resources.delete(t, ns, o.metadata.name);
-    }
-    for (const objects of [this.secrets, this.services]) for (const o of objects.list(ns)) objects.delete(ns, o.metadata.name);
-  }
-
-  /** Background garbage collection, right after `owner` is gone: dependents naming it by uid are deleted. */
-  private collectGarbage(owner: StoredObject): void {
-    const ownedBy = (o: { metadata: Record<string, unknown> }): boolean =>
-      Array.isArray(o.metadata.ownerReferences) && o.metadata.ownerReferences.some((r: { uid?: string }) => r.uid === owner.metadata.uid);
-    const sameScope = (ns: string | undefined): boolean => owner.metadata.namespace === undefined || owner.metadata.namespace === ns;
-    for (const t of this.resources.types.values()) {
-      for (const o of this.resources.list(t)) {
-        if (ownedBy(o) && sameScope(o.metadata.namespace) && this.resources.get(t, o.metadata.namespace, o.metadata.name)) {
-          this.resources.delete(t, o.metadata.namespace, o.metadata.name);
-        }
-      }
-    }
-    for (const objects of [this.secrets, this.services]) {
-      for (const o of objects.list()) if (ownedBy(o) && sameScope(o.metadata.namespace)) objects.delete(o.metadata.namespace, o.metadata.name);
-    }
+    this.ensureNamespaces = runControllers(this.resources, [this.secrets, this.services]);
   }
 
   /** The first configured token. */
@@ -191,10 +190,15 @@ export class FakeKubeApiserver extends EventEmitter {
   /**
    * RBAC knob: the token gets 403 for these verbs (all verbs when omitted) on these resources (plurals:
    * `pods`, `secrets`, `services`, `selfsubjectaccessreviews`; all when omitted). Rules add up; a
-   * SelfSubjectAccessReview answers from them.
+   * SelfSubjectAccessReview answers from them. `clusterScopeOnly` denies only cluster-wide requests (lists
+   * across namespaces), as for an identity whose grants are namespaced Roles.
    */
-  forbid(token: string, verbs?: Verb[], resources?: string[]): void {
-    const rule: DenyRule = { ...(verbs ? { verbs: new Set(verbs) } : {}), ...(resources ? { resources: new Set(resources) } : {}) };
+  forbid(token: string, verbs?: Verb[], resources?: string[], options: { clusterScopeOnly?: boolean } = {}): void {
+    const rule: DenyRule = {
+      ...(verbs ? { verbs: new Set(verbs) } : {}),
+      ...(resources ? { resources: new Set(resources) } : {}),
+      ...(options.clusterScopeOnly ? { clusterScopeOnly: true } : {}),
+    };
     this.access.denied.set(token, [...(this.access.denied.get(token) ?? []), rule]);
   }
 

@@ -1,6 +1,6 @@
 /**
  * A CRD's structural `openAPIV3Schema` as the apiserver applies it to a custom resource, in its order:
- * defaults (`default`, where the parent object is present), pruning of fields the schema does not declare
+ * defaults (`default`, where the parent object is present; non-nullable nulls dropped), pruning of fields the schema does not declare
  * (unless `x-kubernetes-preserve-unknown-fields`; `apiVersion`, `kind` and `metadata` at the root are kept),
  * then validation. Errors are field errors worded as the real server's (kube-openapi messages wrapped in
  * apimachinery field errors): `Required value`, `Unsupported value: "x": supported values: "a", "b"`,
@@ -8,7 +8,8 @@
  * than 8 bytes`, `Too many: 3: must have at most 2 items`, `Duplicate value: map[string]interface {}{"name":"a"}`.
  * Covered keywords: type, properties, required, enum, maxLength, minLength, pattern, format (date-time, int32,
  * int64, byte), minimum/maximum (+ exclusive), maxItems/minItems, items, additionalProperties (a schema),
- * nullable, x-kubernetes-list-type (map with x-kubernetes-list-map-keys, set), x-kubernetes-int-or-string.
+ * nullable, anyOf/oneOf/allOf/not (value validations), x-kubernetes-list-type (map with
+ * x-kubernetes-list-map-keys, set), x-kubernetes-int-or-string.
  */
 
 export interface Schema {
@@ -31,6 +32,10 @@ export interface Schema {
   additionalProperties?: Schema | boolean;
   nullable?: boolean;
   default?: unknown;
+  anyOf?: Schema[];
+  oneOf?: Schema[];
+  allOf?: Schema[];
+  not?: Schema;
   'x-kubernetes-preserve-unknown-fields'?: boolean;
   'x-kubernetes-embedded-resource'?: boolean;
   'x-kubernetes-int-or-string'?: boolean;
@@ -40,7 +45,14 @@ export interface Schema {
 }
 
 export interface FieldError {
-  reason: 'FieldValueRequired' | 'FieldValueInvalid' | 'FieldValueNotSupported' | 'FieldValueTooLong' | 'FieldValueTooMany' | 'FieldValueDuplicate';
+  reason:
+    | 'FieldValueRequired'
+    | 'FieldValueInvalid'
+    | 'FieldValueNotSupported'
+    | 'FieldValueTooLong'
+    | 'FieldValueTooMany'
+    | 'FieldValueDuplicate'
+    | 'FieldValueForbidden';
   field: string;
   message: string;
 }
@@ -66,11 +78,16 @@ function typeName(v: Json): string {
   return typeof v;
 }
 
-/** Fills `default`s into `value` (in place) where a property is absent and its parent object is present. */
+/**
+ * Fills `default`s into `value` (in place) where a property is absent and its parent object is present. A
+ * `null` in a property that is not `nullable` is dropped first (then defaulted if it has a default), as the
+ * real server does since 1.20.
+ */
 export function applyDefaults(value: Json, schema: Schema | undefined): void {
   if (!schema) return;
   if (isObject(value)) {
     for (const [k, s] of Object.entries(schema.properties ?? {})) {
+      if (value[k] === null && !s.nullable) delete value[k];
       if (value[k] === undefined && s.default !== undefined) value[k] = structuredClone(s.default);
       applyDefaults(value[k], s);
     }
@@ -89,7 +106,8 @@ export function prune(value: Json, schema: Schema | undefined, path = '', root =
     const declared = schema.properties ?? {};
     for (const k of Object.keys(value)) {
       const here = path ? `${path}.${k}` : k;
-      if (root && (k === 'apiVersion' || k === 'kind' || k === 'metadata')) continue;
+      // The root and embedded resources keep apiVersion, kind and metadata.
+      if ((root || schema['x-kubernetes-embedded-resource'] === true) && (k === 'apiVersion' || k === 'kind' || k === 'metadata')) continue;
       if (declared[k]) pruned.push(...prune(value[k], declared[k], here, false));
       else if (isObject(schema.additionalProperties)) pruned.push(...prune(value[k], schema.additionalProperties, here, false));
       else if (schema['x-kubernetes-preserve-unknown-fields'] !== true && schema.additionalProperties !== true) {
@@ -146,6 +164,11 @@ export function validate(value: Json, schema: Schema | undefined, path = ''): Fi
       return errors;
     }
   }
+  const passes = (s: Schema): boolean => validate(value, s, path).length === 0;
+  if (schema.anyOf && !schema.anyOf.some(passes)) invalid(value, `${at} in body must validate at least one schema (anyOf)`);
+  if (schema.oneOf && schema.oneOf.filter(passes).length !== 1) invalid(value, `${at} in body must validate one and only one schema (oneOf)`);
+  for (const s of schema.allOf ?? []) errors.push(...validate(value, s, path));
+  if (schema.not && passes(schema.not)) invalid(value, `${at} in body should not validate the schema (not)`);
   if (schema.enum && !schema.enum.some((e) => JSON.stringify(e) === JSON.stringify(value))) {
     errors.push({
       reason: 'FieldValueNotSupported',

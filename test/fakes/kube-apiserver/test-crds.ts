@@ -110,3 +110,28 @@ export function gadgetCrd(): Record<string, unknown> {
     },
   };
 }
+
+/**
+ * A minimal CRD for a third-party kind the install applies (ServiceMonitor, KEDA ScaledObject): any spec
+ * and status kept as given (`x-kubernetes-preserve-unknown-fields`).
+ */
+export function minimalCrd(
+  group: string,
+  kind: string,
+  plural: string,
+  version = 'v1',
+  scope: 'Namespaced' | 'Cluster' = 'Namespaced',
+): Record<string, unknown> {
+  const open = { type: 'object', 'x-kubernetes-preserve-unknown-fields': true };
+  return {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: `${plural}.${group}` },
+    spec: {
+      group,
+      scope,
+      names: { plural, kind },
+      versions: [{ name: version, served: true, storage: true, schema: { openAPIV3Schema: { type: 'object', properties: { spec: open, status: open } } } }],
+    },
+  };
+}

@@ -1,0 +1,125 @@
+import { readdir, readFile, readlink } from 'node:fs/promises';
+import { basename } from 'node:path';
+import { Queue } from 'bullmq';
+import { redisOptions } from '../../queues/connection.ts';
+import { QUEUES } from '../../queues/names.ts';
+import type { ProviderHealth } from '../../src/health/provider-health.ts';
+import type { ProxyView } from '../../src/proxies/discovery.ts';
+import { PROXY_LABEL as GCE_PROXY_LABEL } from '../../src/providers/gcp/lifecycle.ts';
+import { PROXY_LABEL as KUBE_PROXY_LABEL } from '../../src/providers/kubernetes/lifecycle.ts';
+import { NAMESPACE, type ChaosCluster } from './cluster.ts';
+import { localProxyProcesses } from './faults.ts';
+import type { ObservedInstance, ObservedJob, ObservedProxy } from './invariants.ts';
+
+/** What the chaos suite reads of the cluster: the providers' own inventories, the API, the queues. */
+
+/** Every instance the providers hold: Pods and VMs not being deleted, live local proxy processes. */
+export async function inventory(c: ChaosCluster): Promise<ObservedInstance[]> {
+  const pods = c.kube
+    .listPods(NAMESPACE)
+    .filter((p) => !p.metadata.deletionTimestamp)
+    .map((p) => ({ provider: 'k8s', name: p.metadata.name, proxy: p.metadata.labels?.[KUBE_PROXY_LABEL] ?? '(unlabelled)' }));
+  const vms = c.compute
+    .listInstances()
+    .filter((i) => i.status !== 'STOPPING')
+    .map((i) => ({ provider: 'gce', name: i.name, proxy: i.labels?.[GCE_PROXY_LABEL] ?? '(unlabelled)' }));
+  const local = (await localProxyProcesses(c.dataDir)).map(({ instanceDir }) => {
+    const name = basename(instanceDir);
+    return { provider: 'local', name, proxy: /^ep-(.+)-[0-9a-f]{8}$/.exec(name)?.[1] ?? name };
+  });
+  return [...pods, ...vms, ...local];
+}
+
+/** The proxies' Secrets on kubernetes (credentials and policy, one per Pod), as instances of their own. */
+export function kubeSecrets(c: ChaosCluster): ObservedInstance[] {
+  return c.kube.listSecrets(NAMESPACE).flatMap((s) => {
+    const proxy = s.metadata.labels?.[KUBE_PROXY_LABEL];
+    return proxy ? [{ provider: 'k8s', name: `secret/${s.metadata.name}`, proxy }] : [];
+  });
+}
+
+/** The proxies as the API serves them; undefined when the API does not answer. */
+export async function proxiesOf(c: ChaosCluster): Promise<ObservedProxy[] | undefined> {
+  try {
+    const res = await fetch(`${c.api}/v1/proxies`, { signal: AbortSignal.timeout(3000) });
+    if (res.status !== 200) return undefined;
+    const { items } = (await res.json()) as { items: ProxyView[] };
+    return items.map((p) => ({
+      name: p.name,
+      provider: p.spec.provider,
+      phase: p.status.phase,
+      ...(p.status.instanceName ? { instanceName: p.status.instanceName } : {}),
+      ...(p.status.lastError ? { lastError: p.status.lastError } : {}),
+    }));
+  } catch {
+    return undefined;
+  }
+}
+
+/** Each provider's `lastCheckTime` as the API serves it now. */
+export async function healthOf(c: ChaosCluster): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  try {
+    const res = await fetch(`${c.api}/v1/providerhealths`, { signal: AbortSignal.timeout(2000) });
+    if (res.status !== 200) return out;
+    const { items } = (await res.json()) as { items: ProviderHealth[] };
+    for (const ph of items) out.set(ph.name, Date.parse(ph.status.lastCheckTime));
+  } catch {
+    // the API or Redis is down: nothing seen this time
+  }
+  return out;
+}
+
+/** The state of the ad-hoc check jobs, and every failed or active job of the reconcile and checks queues. */
+export async function jobsOf(c: ChaosCluster, checkIds: readonly string[]): Promise<ObservedJob[]> {
+  const out: ObservedJob[] = [];
+  for (const name of [QUEUES.checks, QUEUES.reconcile]) {
+    const queue = new Queue(name, { connection: redisOptions(c.redisUrl, 'producer'), prefix: c.prefix });
+    try {
+      const seen = new Set<string>();
+      for (const job of await queue.getJobs(['failed', 'active', 'delayed'])) {
+        if (!job.id) continue;
+        seen.add(job.id);
+        out.push({
+          queue: name,
+          id: job.id,
+          state: await job.getState(),
+          attemptsMade: job.attemptsMade,
+          ...(job.failedReason ? { failedReason: job.failedReason } : {}),
+        });
+      }
+      if (name !== QUEUES.checks) continue;
+      for (const id of new Set(checkIds)) {
+        if (seen.has(id)) continue;
+        const job = await queue.getJob(id);
+        out.push({
+          queue: name,
+          id,
+          state: job ? await job.getState() : 'missing',
+          attemptsMade: job?.attemptsMade ?? 0,
+          ...(job?.failedReason ? { failedReason: job.failedReason } : {}),
+        });
+      }
+    } finally {
+      await queue.close();
+    }
+  }
+  return out;
+}
+
+/** Processes still running whose command line or working directory lies under `dir`. */
+export async function processesUnder(dir: string): Promise<{ pid: number; command: string }[]> {
+  const found: { pid: number; command: string }[] = [];
+  for (const entry of await readdir('/proc')) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid) || pid === process.pid) continue;
+    try {
+      const command = (await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0').join(' ').trim();
+      const cwd = await readlink(`/proc/${pid}/cwd`).catch(() => '');
+      if (command && (command.includes(dir) || cwd.startsWith(dir))) found.push({ pid, command });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found;
+}
