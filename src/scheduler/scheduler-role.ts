@@ -172,6 +172,13 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
       config.gcIntervalMs,
       jobOptions(JOBS.gc, config),
     );
+    // With the Kubernetes store the objects are made here, so a publisher may write only status. Best
+    // effort: a scheduler not allowed to create them leaves that to the publisher, and still leads.
+    try {
+      await store.ensureProviderHealth?.(names);
+    } catch (err) {
+      logger.warn({ err: (err as Error).message }, 'could not create the ProviderHealth objects; the publisher creates them on its first results');
+    }
     const deletedHealth: string[] = [];
     for (const ph of await store.listProviderHealth()) {
       if (!names.includes(ph.name) && (await store.deleteProviderHealth(ph.name))) deletedHealth.push(ph.name);

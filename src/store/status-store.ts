@@ -18,4 +18,10 @@ export interface StatusStore {
     signal?: AbortSignal,
   ): Promise<ProviderHealth | undefined>;
   deleteProviderHealth(name: string, signal?: AbortSignal): Promise<boolean>;
+  /**
+   * Makes the objects of these providers exist (without a status) where a store needs that before
+   * status can be written: the Kubernetes store, whose publisher may write only the status
+   * subresource (the leading scheduler calls it). Stores without that need leave it out.
+   */
+  ensureProviderHealth?(names: readonly string[], signal?: AbortSignal): Promise<void>;
 }

@@ -11,8 +11,11 @@ export class KubernetesStoreError extends EgressError {
   readonly status: number | undefined;
   /** The Status `reason` (Conflict, Invalid, Expired…), when the server sent one. */
   readonly reason: string | undefined;
-  constructor(message: string, status: number | undefined, reason: string | undefined, options: { cause?: unknown } = {}) {
-    super('ERR_KUBERNETES_STORE', message, { ...options, retryable: status === undefined || ![400, 401, 403, 422].includes(status) });
+  constructor(message: string, status: number | undefined, reason: string | undefined, options: { cause?: unknown; retryable?: boolean } = {}) {
+    super('ERR_KUBERNETES_STORE', message, {
+      cause: options.cause,
+      retryable: options.retryable ?? (status === undefined || ![400, 401, 403, 422].includes(status)),
+    });
     this.status = status;
     this.reason = reason;
   }

@@ -20,7 +20,7 @@ interface Seen {
   deleting: boolean;
 }
 
-type WatchEnd = { kind: 'closed' } | { kind: 'gone' } | { kind: 'failed'; error: unknown };
+type WatchEnd = { kind: 'closed'; events: number; lastedMs: number } | { kind: 'gone' } | { kind: 'failed'; error: unknown };
 
 /** The watch stream says the resourceVersion it resumed from is too old (410 Gone / Expired). */
 function isGone(value: unknown): boolean {
@@ -74,7 +74,9 @@ export class ProxyWatch {
           resourceVersion = undefined;
           continue;
         }
-        if (end.kind === 'closed') continue;
+        // A server that ends watches at once, with nothing sent, must not make this spin: that counts as a failure.
+        if (end.kind === 'closed' && (end.events > 0 || end.lastedMs >= 1000)) continue;
+        if (end.kind === 'closed') throw new Error('the API server ended the watch at once, without sending anything');
         throw end.error;
       } catch (err) {
         if (signal.aborted) break;
@@ -126,10 +128,13 @@ export class ProxyWatch {
       settle = resolve;
     });
     let gone = false;
+    let events = 0;
+    const started = Date.now();
     const controller = await new Watch(this.#kc).watch(
       this.#path,
       { resourceVersion, allowWatchBookmarks: true, timeoutSeconds: this.#timeoutSeconds },
       (type: string, obj: ProxyObject) => {
+        events++;
         if (type === 'ERROR') {
           gone = isGone(obj);
           if (!gone) settle({ kind: 'failed', error: new Error(`watch error: ${(obj as { message?: string }).message ?? 'unknown'}`) });
@@ -148,7 +153,7 @@ export class ProxyWatch {
       (err: unknown) => {
         if (gone || isGone(err)) settle({ kind: 'gone' });
         else if (err) settle({ kind: 'failed', error: err });
-        else settle({ kind: 'closed' });
+        else settle({ kind: 'closed', events, lastedMs: Date.now() - started });
       },
     );
     const stop = (): void => controller.abort();

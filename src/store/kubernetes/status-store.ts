@@ -3,7 +3,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { ProviderHealth, ProviderHealthStatus } from '../../health/provider-health.ts';
 import { GROUP_VERSION, targetsReady } from '../../crds/resources.ts';
 import type { StatusStore } from '../status-store.ts';
-import { KubernetesConflictError, httpStatus, storeError } from './errors.ts';
+import { KubernetesConflictError, KubernetesStoreError, httpStatus, storeError } from './errors.ts';
 import { ResourceClient, type CustomObject } from './resource-client.ts';
 import { UpdateBatcher, type Updater } from './update-batcher.ts';
 
@@ -66,9 +66,43 @@ export class KubernetesStatusStore implements StatusStore {
     return this.#client.delete(name, signal);
   }
 
+  /** Creates the ProviderHealth objects that do not exist yet, without a status (someone else's create wins). */
+  async ensureProviderHealth(names: readonly string[], signal: AbortSignal = never): Promise<void> {
+    for (const name of names) {
+      try {
+        await this.#client.create({ apiVersion: GROUP_VERSION, kind: 'ProviderHealth', metadata: { name } }, signal);
+      } catch (err) {
+        if (httpStatus(err) !== 409 || signal.aborted) throw storeError(err, this.#client.what('creating', name), signal);
+      }
+    }
+  }
+
   /** Waits for writes in progress. */
   close(): Promise<void> {
     return this.#batcher.close();
+  }
+
+  /**
+   * The bare object, when the leading scheduler has not made it yet. A publisher whose RBAC allows only
+   * `providerhealths/status` gets a 403 here: retryable, as the scheduler makes the object on leading.
+   */
+  async #create(name: string, signal: AbortSignal): Promise<HealthObject> {
+    try {
+      return await this.#client.create({ apiVersion: GROUP_VERSION, kind: 'ProviderHealth', metadata: { name } }, signal);
+    } catch (err) {
+      if (httpStatus(err) === 403 && !signal.aborted) {
+        throw new KubernetesStoreError(
+          `ProviderHealth "${name}" does not exist yet and this role may not create it; the leading scheduler creates it`,
+          403,
+          'Forbidden',
+          {
+            cause: err,
+            retryable: true,
+          },
+        );
+      }
+      throw err;
+    }
   }
 
   async #write(name: string, updates: readonly Updater<ProviderHealth>[], signal: AbortSignal): Promise<(ProviderHealth | undefined)[]> {
@@ -83,7 +117,7 @@ export class KubernetesStatusStore implements StatusStore {
       });
       if (current === undefined || isDeepStrictEqual(current, before)) return states;
       try {
-        obj ??= await this.#client.create({ apiVersion: GROUP_VERSION, kind: 'ProviderHealth', metadata: { name } }, signal);
+        obj ??= await this.#create(name, signal);
         await this.#client.replaceStatus({ ...obj, status: toResourceStatus(current) }, signal);
         return states;
       } catch (err) {
