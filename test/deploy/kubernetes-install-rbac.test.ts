@@ -6,7 +6,7 @@
  * `proxies/status` counts for `proxies`), so namespacing and status-only writes are asserted on the
  * rendered objects in kubernetes-install.test.ts, and here only that no call needs a verb the role lacks.
  */
-import { CoreV1Api } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { proxyCrd, providerHealthCrd } from '../../src/crds/definitions.ts';
 import type { ProviderHealth } from '../../src/health/provider-health.ts';
@@ -68,17 +68,21 @@ afterEach(async () => {
 });
 
 describe.skipIf(!hasKubectl)('the install’s RBAC against what each role’s store does', { timeout: 60_000 }, () => {
-  it('lets the publisher create and write ProviderHealth, and the scheduler list and delete it; neither may touch Proxies', async () => {
+  it('lets the scheduler create, list and delete ProviderHealth and the publisher write only its status; neither may touch Proxies', async () => {
     const publisher = new KubernetesStatusStore(kube.kubeConfig('publisher-token'));
+    // Before the leading scheduler made the object, the publisher may not: a retryable refusal.
+    await expect(publisher.updateProviderHealth('cluster', () => health('cluster'))).rejects.toMatchObject({ retryable: true });
+    const scheduler = new KubernetesStatusStore(kube.kubeConfig('scheduler-token'));
+    await scheduler.ensureProviderHealth(['cluster']);
     expect(await publisher.updateProviderHealth('cluster', () => health('cluster'))).toEqual(health('cluster'));
     await publisher.close();
-    const scheduler = new KubernetesStatusStore(kube.kubeConfig('scheduler-token'));
     expect((await scheduler.listProviderHealth()).map((h) => h.name)).toEqual(['cluster']);
     expect(await scheduler.deleteProviderHealth('cluster')).toBe(true);
     await scheduler.close();
     const asPublisher = new KubernetesProxyStore(kube.kubeConfig('publisher-token'), NS);
     await expect(asPublisher.list()).rejects.toThrow(/forbidden/i);
     // The deletion of a ProviderHealth is the scheduler's: the publisher's delete is refused.
+    await new KubernetesStatusStore(kube.kubeConfig('admin-token')).ensureProviderHealth(['other']);
     await new KubernetesStatusStore(kube.kubeConfig('admin-token')).updateProviderHealth('other', () => health('other'));
     await expect(new KubernetesStatusStore(kube.kubeConfig('publisher-token')).deleteProviderHealth('other')).rejects.toThrow(/forbidden/i);
   });
@@ -101,6 +105,23 @@ describe.skipIf(!hasKubectl)('the install’s RBAC against what each role’s st
     expect(deleting.metadata.deletionRequestedAt).toBeDefined();
     await worker.remove('p1');
     expect(await api.get('p1')).toBeUndefined();
+  });
+
+  it('lets the worker take over a Proxy applied with kubectl (finalizer, then its credentials Secret)', async () => {
+    await kube
+      .kubeConfig('admin-token')
+      .makeApiClient(CustomObjectsApi)
+      .createNamespacedCustomObject({
+        group: 'egress-proxies.io',
+        version: 'v1alpha1',
+        namespace: NS,
+        plural: 'proxies',
+        body: { apiVersion: 'egress-proxies.io/v1alpha1', kind: 'Proxy', metadata: { name: 'by-kubectl' }, spec: { provider: 'cluster' } },
+      });
+    const worker = new KubernetesProxyStore(kube.kubeConfig('worker-token'), NS);
+    const credentials = await worker.credentials('by-kubectl');
+    expect(credentials?.username).toBeTruthy();
+    expect(kube.requests.filter((r) => r.authorization === 'Bearer worker-token' && r.status === 403)).toEqual([]);
   });
 
   it('lets the scheduler watch Proxies (list, then watch) and see an apply', async () => {

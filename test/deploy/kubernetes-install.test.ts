@@ -140,16 +140,16 @@ describe.skipIf(!hasKubectl)('the Kubernetes install (kubectl kustomize deploy/k
     expect(config.providers[0]).not.toHaveProperty('server');
   });
 
-  it('grants the publisher nothing on ProviderHealth but reads, creating the bare object, and status writes, and nothing else at all', async () => {
+  it('grants the publisher nothing on ProviderHealth but reads and status writes, and nothing else at all', async () => {
     const { objects } = await renderInstall();
     const grants = grantsOf(objects, NS, 'egress-publisher');
     expect(grants.length).toBeGreaterThan(0);
     for (const { rule } of grants) {
       for (const res of resourcesOf(rule)) {
-        // No update, patch or delete of the object: the publisher writes status only (create makes a bare object the first time).
+        // No create, update, patch or delete of the object: the leading scheduler creates it, the publisher writes status only.
         if (res === 'egress-proxies.io/providerhealths')
           expect(
-            rule.verbs.every((v) => ['get', 'list', 'watch', 'create'].includes(v)),
+            rule.verbs.every((v) => ['get', 'list', 'watch'].includes(v)),
             `${res}: ${rule.verbs.join(',')}`,
           ).toBe(true);
         else if (res === 'egress-proxies.io/providerhealths/status')
