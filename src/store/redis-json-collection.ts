@@ -1,5 +1,6 @@
 import type { RedisClient } from '../redis/connections.ts';
 import { EgressError } from '../errors.ts';
+import { UpdateBatcher } from './update-batcher.ts';
 
 const MAX_ATTEMPTS = 20;
 
@@ -11,13 +12,6 @@ export class StoreConflictError extends EgressError {
 
 /** Returns the new object, `undefined` to leave it as it is, or `null` to delete it. */
 export type Updater<T> = (current: T | undefined) => T | undefined | null;
-
-interface PendingUpdate<T> {
-  update: Updater<T>;
-  signal: AbortSignal | undefined;
-  resolve: (value: T | undefined) => void;
-  reject: (reason: unknown) => void;
-}
 
 /**
  * Compare-and-set of one object and its index entry, atomically.
@@ -53,9 +47,8 @@ export class RedisJsonCollection<T> {
   readonly #redis: RedisClient;
   readonly #prefix: string;
   readonly #kind: string;
-  /** Per object: the write in progress, so that one object's updates never race each other. */
-  readonly #chains = new Map<string, Promise<void>>();
-  readonly #pending = new Map<string, PendingUpdate<T>[]>();
+  /** Per object: one write at a time, the updates that queue up meanwhile folded into the next. */
+  readonly #batcher = new UpdateBatcher<T, Updater<T>>((name, updates) => this.#transact(name, updates));
 
   constructor(redis: RedisClient, prefix: string, kind: string) {
     this.#redis = redis;
@@ -96,19 +89,7 @@ export class RedisJsonCollection<T> {
 
   /** Applies `update` to the stored object atomically; resolves with what is stored afterwards. */
   update(name: string, update: Updater<T>, signal?: AbortSignal): Promise<T | undefined> {
-    return new Promise((resolve, reject) => {
-      let batch = this.#pending.get(name);
-      if (!batch) {
-        batch = [];
-        this.#pending.set(name, batch);
-        const chain = (this.#chains.get(name) ?? Promise.resolve()).then(() => this.#flush(name));
-        this.#chains.set(name, chain);
-        void chain.then(() => {
-          if (this.#chains.get(name) === chain) this.#chains.delete(name);
-        });
-      }
-      batch.push({ update, signal, resolve, reject });
-    });
+    return this.#batcher.update(name, update, signal);
   }
 
   async delete(name: string, signal?: AbortSignal): Promise<boolean> {
@@ -118,27 +99,8 @@ export class RedisJsonCollection<T> {
   }
 
   /** Waits for writes in progress; the connection belongs to the caller. */
-  async close(): Promise<void> {
-    await Promise.allSettled([...this.#chains.values()]);
-  }
-
-  async #flush(name: string): Promise<void> {
-    const batch = (this.#pending.get(name) ?? []).filter((u) => {
-      if (!u.signal?.aborted) return true;
-      u.reject(u.signal.reason);
-      return false;
-    });
-    this.#pending.delete(name);
-    if (batch.length === 0) return;
-    try {
-      const states = await this.#transact(
-        name,
-        batch.map((u) => u.update),
-      );
-      batch.forEach((u, i) => u.resolve(states[i]));
-    } catch (err) {
-      for (const u of batch) u.reject(err);
-    }
+  close(): Promise<void> {
+    return this.#batcher.close();
   }
 
   async #transact(name: string, updates: readonly Updater<T>[]): Promise<(T | undefined)[]> {

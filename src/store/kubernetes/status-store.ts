@@ -5,7 +5,7 @@ import { GROUP_VERSION, targetsReady } from '../../crds/resources.ts';
 import type { StatusStore } from '../status-store.ts';
 import { KubernetesConflictError, KubernetesStoreError, httpStatus, storeError } from './errors.ts';
 import { ResourceClient, type CustomObject } from './resource-client.ts';
-import { UpdateBatcher, type Updater } from './update-batcher.ts';
+import { UpdateBatcher, type Updater } from '../update-batcher.ts';
 
 /** Writes of one ProviderHealth that lose to another writer (409) are read and tried again this often at most. */
 const MAX_ATTEMPTS = 10;

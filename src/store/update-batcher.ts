@@ -1,8 +1,8 @@
 /** Returns the new object, or `undefined` to leave it as it is. */
 export type Updater<T> = (current: T | undefined) => T | undefined;
 
-interface Pending<T> {
-  update: Updater<T>;
+interface Pending<T, U> {
+  update: U;
   signal: AbortSignal | undefined;
   resolve: (value: T | undefined) => void;
   reject: (reason: unknown) => void;
@@ -13,18 +13,20 @@ interface Pending<T> {
  * while its write runs together, in arrival order, in the next write (as the Redis store does):
  * `write(name, updates)` reads the object once, folds the updates and writes the result with one
  * compare-and-set, returning what each update left. Different objects are written in parallel.
+ * Both stores use it: the Redis collection and the Kubernetes status store. `U` is the store's updater
+ * (the Redis one may also answer `null`, to delete).
  */
-export class UpdateBatcher<T> {
-  readonly #write: (name: string, updates: readonly Updater<T>[], signal: AbortSignal) => Promise<(T | undefined)[]>;
+export class UpdateBatcher<T, U = Updater<T>> {
+  readonly #write: (name: string, updates: readonly U[], signal: AbortSignal) => Promise<(T | undefined)[]>;
   readonly #chains = new Map<string, Promise<void>>();
-  readonly #pending = new Map<string, Pending<T>[]>();
+  readonly #pending = new Map<string, Pending<T, U>[]>();
 
   /** `write` gets a signal that ends once every caller of the batch has given up (or the store closed). */
-  constructor(write: (name: string, updates: readonly Updater<T>[], signal: AbortSignal) => Promise<(T | undefined)[]>) {
+  constructor(write: (name: string, updates: readonly U[], signal: AbortSignal) => Promise<(T | undefined)[]>) {
     this.#write = write;
   }
 
-  update(name: string, update: Updater<T>, signal?: AbortSignal): Promise<T | undefined> {
+  update(name: string, update: U, signal?: AbortSignal): Promise<T | undefined> {
     return new Promise((resolve, reject) => {
       let batch = this.#pending.get(name);
       if (!batch) {
