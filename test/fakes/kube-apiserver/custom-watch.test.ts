@@ -1,7 +1,7 @@
-/* eslint-disable @typescript-eslint/no-explicit-any -- JSON answers of any shape, asserted with toMatchObject */
-import { CustomObjectsApi, makeInformer, PatchStrategy, setHeaderOptions, Watch, type KubernetesObject } from '@kubernetes/client-node';
+import { CustomObjectsApi, makeInformer, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startFakeKubeApiserver, type FakeKubeApiserver } from './index.ts';
+import { recordWatch, until, type RecordedWatch } from './watch-recorder.ts';
 import { gadgetCrd, GROUP, widgetCrd } from './test-crds.ts';
 
 let kube: FakeKubeApiserver;
@@ -22,35 +22,7 @@ afterEach(async () => {
   await kube.close();
 });
 
-/** Waits (bounded) until `cond` holds; polls, never sleeps a fixed time. */
-async function until(cond: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
-interface Seen {
-  type: string;
-  name?: string;
-  object: any;
-}
-
-async function watch(path: string, query: Record<string, string | number | boolean | undefined>): Promise<{ events: Seen[]; ended: () => boolean }> {
-  const events: Seen[] = [];
-  let done = false;
-  const ctl = await new Watch(kube.kubeConfig()).watch(
-    path,
-    query,
-    (type, object: KubernetesObject) => events.push({ type, name: object.metadata?.name, object }),
-    () => {
-      done = true;
-    },
-  );
-  stops.push(() => ctl.abort());
-  return { events, ended: () => done };
-}
+const watch = (path: string, query: Record<string, string | number | boolean | undefined>): Promise<RecordedWatch> => recordWatch(kube, path, query, stops);
 
 const widget = (name: string, labels: Record<string, string> = {}, finalizers?: string[]): Record<string, unknown> => ({
   apiVersion: `${GROUP}/v1`,

@@ -1,6 +1,7 @@
-import { CoreV1Api, makeInformer, Watch, type V1Pod } from '@kubernetes/client-node';
+import { CoreV1Api, makeInformer, type V1Pod } from '@kubernetes/client-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startFakeKubeApiserver, type FakeKubeApiserver } from './index.ts';
+import { recordWatch, until, type RecordedWatch } from './watch-recorder.ts';
 
 let kube: FakeKubeApiserver;
 let api: CoreV1Api;
@@ -15,35 +16,7 @@ afterEach(async () => {
   await kube.close();
 });
 
-/** Waits (bounded) until `cond` holds; polls, never sleeps a fixed time. */
-async function until(cond: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
-interface Seen {
-  type: string;
-  name?: string;
-  object: unknown;
-}
-
-async function watch(path: string, query: Record<string, string | number | boolean | undefined>): Promise<{ events: Seen[]; ended: () => boolean }> {
-  const events: Seen[] = [];
-  let done = false;
-  const ctl = await new Watch(kube.kubeConfig()).watch(
-    path,
-    query,
-    (type, object: V1Pod) => events.push({ type, name: object.metadata?.name, object }),
-    () => {
-      done = true;
-    },
-  );
-  stops.push(() => ctl.abort());
-  return { events, ended: () => done };
-}
+const watch = (path: string, query: Record<string, string | number | boolean | undefined>): Promise<RecordedWatch> => recordWatch(kube, path, query, stops);
 
 const pod = (name: string, labels: Record<string, string> = { app: 'egress-proxy' }): V1Pod => ({
   metadata: { name, labels },
