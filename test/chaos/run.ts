@@ -11,7 +11,8 @@ import {
   formatViolations,
   type Violation,
 } from './invariants.ts';
-import { healthOf, inventory, jobsOf, kubeSecrets, processesUnder, proxiesOf } from './observe.ts';
+import { healthOf, inventory, jobsOf, kubeSecrets, proxiesOf } from './observe.ts';
+import { processesUnder } from '../support/processes-under.ts';
 import { createWorkload, type WorkloadStats } from './workload.ts';
 
 /**

@@ -1,10 +1,11 @@
 import type {} from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readdir, readFile, readlink, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { startRedisChild, type RedisChild } from '../../src/redis/redis-server.ts';
+import { processesUnder } from './processes-under.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -33,29 +34,12 @@ export async function setup(project: TestProject): Promise<void> {
   project.provide('redisUrl', redis.url);
 }
 
-/** Processes still running from the run's directory (a local proxy a test did not stop, a role it did not close). */
-async function leftoverProcesses(dir: string): Promise<{ pid: number; command: string }[]> {
-  const found: { pid: number; command: string }[] = [];
-  for (const entry of await readdir('/proc').catch(() => [] as string[])) {
-    const pid = Number(entry);
-    if (!Number.isInteger(pid) || pid === process.pid) continue;
-    try {
-      const command = (await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0').join(' ').trim();
-      const cwd = await readlink(`/proc/${pid}/cwd`).catch(() => '');
-      if (command && (command.includes(dir) || cwd.startsWith(dir))) found.push({ pid, command });
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return found;
-}
-
 export async function teardown(): Promise<void> {
   await redis?.stop();
   if (previousTmpdir === undefined) delete process.env.TMPDIR;
   else process.env.TMPDIR = previousTmpdir;
   if (!runDir) return;
-  const left = await leftoverProcesses(runDir);
+  const left = await processesUnder(runDir);
   for (const p of left) {
     process.stderr.write(`test run: process ${p.pid} was left running (${p.command.slice(0, 200)}); killing it\n`);
     try {
