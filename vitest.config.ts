@@ -3,7 +3,11 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
-    fileParallelism: false,
+    // Two files at a time (this machine and CI have 2 cores): most files wait on processes, Redis
+    // and timers rather than compute, so the suite takes ~9 minutes instead of ~14. Files share only
+    // the run's Redis (each under its own prefix) and the KVM test host (each under its own names).
+    fileParallelism: true,
+    maxWorkers: 2,
     globalSetup: ['test/support/global-setup.ts'],
     // Every test file removes the temporary directories it made (test/support/temp-dirs.ts).
     setupFiles: ['test/support/temp-dirs-cleanup.ts'],
