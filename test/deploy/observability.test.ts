@@ -78,7 +78,16 @@ describe('alerting rules', () => {
     const firing = new Set(tests.tests.flatMap((t) => t.alert_rule_test.filter((a) => a.exp_alerts.length > 0).map((a) => a.alertname)));
     const alerts = (await alertRules()).map((r) => r.alert);
     expect(alerts).toEqual(
-      expect.arrayContaining(['ProviderTargetDown', 'ChecksStale', 'ProxiesNotReady', 'QueueBacklog', 'JobsFailing', 'GcDeleting', 'LeaderMissing']),
+      expect.arrayContaining([
+        'ProviderTargetDown',
+        'ChecksStale',
+        'ProxiesNotReady',
+        'QueueBacklog',
+        'JobsFailing',
+        'GcDeleting',
+        'GcFailing',
+        'LeaderMissing',
+      ]),
     );
     expect(alerts.filter((a) => !firing.has(a))).toEqual([]);
   });
