@@ -6,6 +6,7 @@
  */
 import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Queue } from 'bullmq';
@@ -121,7 +122,8 @@ describe.skipIf(!hasKubectl)('the Kubernetes install (kubectl kustomize deploy/k
         expect(args[0]).toBe(role);
         const r = await run(process.execPath, [join(ROOT, 'bin', 'egress.js'), ...args, '--check-config'], {
           // What the kubelet gives every Pod: the store and the kubernetes provider then use the in-cluster service account.
-          env: { PATH: process.env.PATH ?? '', HOME: root, KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443', ...env },
+          // TMPDIR stays the run's, so that tsx's cache of the sources is not left in /tmp.
+          env: { PATH: process.env.PATH ?? '', HOME: root, TMPDIR: tmpdir(), KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443', ...env },
         }).catch((err: { stdout: string; stderr: string; code: number }) => err);
         expect(`${r.stdout}${r.stderr}`, `${variant} ${role}: egress ${args.join(' ')}`).toContain(
           `configuration OK: ${role}, providers cluster (kubernetes), store kubernetes (namespace ${NS})`,
