@@ -8,6 +8,7 @@ import { describeLocation, locationOf, movedAwayMeanwhile, sameLocation } from '
 import type { InstanceLocation, Proxy, ProxyStatus } from '../model/proxy-resource.ts';
 import type { EventSink } from '../events/event-sink.ts';
 import * as ev from '../events/proxy-events.ts';
+import { resourceName } from '../schema/zod-helpers.ts';
 
 export type ProbeVerdict =
   { ok: true; egressIp: string; durationSeconds?: number } | { ok: false; cause: 'timeout' | 'refused' | 'error'; message: string; durationSeconds?: number };
@@ -90,6 +91,14 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
     // Failed is final for this generation: the periodic resync must not retry a create that
     // cannot work (a quota, an invalid image) over and over. Applying a change retries it.
     return { kind: 'failed', message: proxy.status.lastError ?? 'failed' };
+  }
+  if (!resourceName.safeParse(name).success) {
+    // The API refuses such names, but kubectl (the Kubernetes store) can write any DNS subdomain: a
+    // name that cannot be an instance name, job id or metric label never reaches a provider.
+    const message = `metadata.name: expected a lower-case name of letters, digits and dashes, at most 63 characters, got "${name}"`;
+    await writeStatus(deps, name, (p) => status(p, { phase: 'Failed', lastError: message }), signal);
+    deps.events?.record(ev.failed(proxy, message));
+    return { kind: 'failed', message };
   }
   if (!lifecycle) {
     const message = `provider "${proxy.spec.provider}" is not configured in this worker or cannot host proxies`;

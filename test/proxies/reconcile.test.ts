@@ -187,6 +187,15 @@ describe('reconcileProxy', () => {
     });
   });
 
+  test('a name the API would refuse (written with kubectl) fails the proxy without reaching the provider', async () => {
+    const lc = new RecordingLifecycle();
+    await store.apply({ metadata: { name: 'dotted.name', labels: {} }, spec: { provider: 'local' } });
+    const message = 'metadata.name: expected a lower-case name of letters, digits and dashes, at most 63 characters, got "dotted.name"';
+    expect(await reconcileProxy('dotted.name', deps(lc), signal)).toEqual({ kind: 'failed', message });
+    expect(lc.instances.size).toBe(0);
+    expect((await store.get('dotted.name'))?.status).toMatchObject({ phase: 'Failed', lastError: message });
+  });
+
   test('a changed placement moves the proxy: the old instance is removed before the new one is made, never both at once', async () => {
     const lc = new RecordingLifecycle();
     await store.apply({ metadata: { name: 'm', labels: {} }, spec: { provider: 'local', placement: 'zone-a' } });
