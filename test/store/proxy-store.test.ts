@@ -6,7 +6,7 @@
  */
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { proxyCrd } from '../../src/crds/definitions.ts';
 import { INSTANCE_FINALIZER, ORPHAN_ANNOTATION } from '../../src/crds/resources.ts';
 import { NotFoundError } from '../../src/errors.ts';
@@ -16,16 +16,11 @@ import { ProxyTerminatingError, type ProxyStore } from '../../src/store/proxy-st
 import { RedisProxyStore } from '../../src/store/redis-proxy-store.ts';
 import { startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';
 import { uniquePrefix } from '../support/config.ts';
+import { useStores, type StoreHarness } from './store-harness.ts';
 
-interface StoreHarness {
-  name: string;
-  setUp(): Promise<void>;
-  tearDown(): Promise<void>;
-  /** A new, empty store of its own. */
-  make(): Promise<ProxyStore>;
-}
+type Harness = StoreHarness<ProxyStore>;
 
-function redisHarness(): StoreHarness {
+function redisHarness(): Harness {
   let redis: Redis;
   return {
     name: 'redis',
@@ -41,7 +36,7 @@ function redisHarness(): StoreHarness {
 
 const fakes: FakeKubeApiserver[] = [];
 
-function kubernetesHarness(): StoreHarness {
+function kubernetesHarness(): Harness {
   return {
     name: 'kubernetes',
     setUp: async () => undefined,
@@ -68,17 +63,7 @@ const ended = (): AbortSignal => {
 };
 
 describe.each([redisHarness(), kubernetesHarness()])('ProxyStore conformance: $name', (h) => {
-  const stores: ProxyStore[] = [];
-  const make = async (): Promise<ProxyStore> => {
-    const s = await h.make();
-    stores.push(s);
-    return s;
-  };
-  beforeAll(() => h.setUp());
-  afterEach(async () => {
-    for (const s of stores.splice(0)) await s.close();
-  });
-  afterAll(() => h.tearDown());
+  const make = useStores(h);
 
   it('starts empty: nothing to get, list or delete; remove of nothing is no error', async () => {
     const store = await make();

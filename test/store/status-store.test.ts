@@ -5,25 +5,20 @@
  * CRD registered in the fake kube-apiserver) — so a test passing on one means the same on the others.
  */
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import type { ProviderHealth } from '../../src/health/provider-health.ts';
 import { MemoryStatusStore } from '../../src/store/memory-status-store.ts';
 import { RedisStatusStore } from '../../src/store/redis-status-store.ts';
 import type { StatusStore } from '../../src/store/status-store.ts';
 import { uniquePrefix } from '../support/config.ts';
+import { useStores, type StoreHarness } from './store-harness.ts';
 import { providerHealthCrd } from '../../src/crds/definitions.ts';
 import { KubernetesStatusStore } from '../../src/store/kubernetes/status-store.ts';
 import { startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';
 
-interface StoreHarness {
-  name: string;
-  setUp(): Promise<void>;
-  tearDown(): Promise<void>;
-  /** A new, empty store of its own. */
-  make(): Promise<StatusStore & { close(): Promise<void> }>;
-}
+type Harness = StoreHarness<StatusStore & { close(): Promise<void> }>;
 
-function redisHarness(): StoreHarness {
+function redisHarness(): Harness {
   let redis: Redis;
   return {
     name: 'redis',
@@ -37,12 +32,12 @@ function redisHarness(): StoreHarness {
   };
 }
 
-function memoryHarness(): StoreHarness {
+function memoryHarness(): Harness {
   return { name: 'memory', setUp: async () => undefined, tearDown: async () => undefined, make: async () => new MemoryStatusStore() };
 }
 
 /** Each store on a fake kube-apiserver of its own (ProviderHealth is cluster-scoped: nothing else keeps two apart). */
-function kubernetesHarness(): StoreHarness {
+function kubernetesHarness(): Harness {
   const fakes: FakeKubeApiserver[] = [];
   return {
     name: 'kubernetes',
@@ -89,17 +84,7 @@ const ended = (): AbortSignal => {
 };
 
 describe.each([redisHarness(), memoryHarness(), kubernetesHarness()])('StatusStore conformance: $name', (h) => {
-  const stores: (StatusStore & { close(): Promise<void> })[] = [];
-  const make = async (): Promise<StatusStore> => {
-    const s = await h.make();
-    stores.push(s);
-    return s;
-  };
-  beforeAll(() => h.setUp());
-  afterEach(async () => {
-    for (const s of stores.splice(0)) await s.close();
-  });
-  afterAll(() => h.tearDown());
+  const make = useStores(h);
 
   it('starts empty: get gives undefined, list nothing, delete false', async () => {
     const store = await make();
