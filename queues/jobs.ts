@@ -17,6 +17,10 @@ export type CheckJobData = z.infer<typeof checkJobSchema>;
 export const reconcileJobSchema = z.strictObject({ proxy: z.string().min(1) });
 export type ReconcileJobData = z.infer<typeof reconcileJobSchema>;
 
+/** Reconcile one ProxyPool (its members): the job carries only its name. */
+export const poolReconcileJobSchema = z.strictObject({ pool: z.string().min(1) });
+export type PoolReconcileJobData = z.infer<typeof poolReconcileJobSchema>;
+
 /** Sweep one provider's instances for orphans. */
 export const gcJobSchema = z.strictObject({ provider: z.string().min(1) });
 export type GcJobData = z.infer<typeof gcJobSchema>;
@@ -72,6 +76,8 @@ export const JOBS = {
   check: define({ queue: QUEUES.checks, name: 'check', schema: checkJobSchema, attempts: 5, deadlineMs: (s) => s.checks.timeoutMs }),
   /** Reconcile one proxy. */
   reconcile: define({ queue: QUEUES.reconcile, name: 'reconcile', schema: reconcileJobSchema, attempts: 5, deadlineMs: () => PROVIDER_WORK_MS }),
+  /** Reconcile one pool: create, replace and delete its member Proxies (they are reconciled by their own jobs). */
+  poolReconcile: define({ queue: QUEUES.reconcile, name: 'pool-reconcile', schema: poolReconcileJobSchema, attempts: 5, deadlineMs: () => PROVIDER_WORK_MS }),
   /** The periodic resync: asks for a reconcile of every proxy. Its next run is the retry. */
   resync: define({ queue: QUEUES.reconcile, name: 'resync', schema: z.strictObject({}), attempts: 1, retention: { completed: 10, failed: 100 } }),
   /** One garbage-collection sweep of a provider. Its next sweep is the retry. */

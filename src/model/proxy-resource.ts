@@ -4,11 +4,11 @@ import { resourceName } from '../schema/zod-helpers.ts';
 export const PROXY_PHASES = ['Pending', 'Provisioning', 'Ready', 'Failed', 'Terminating'] as const;
 export type ProxyPhase = (typeof PROXY_PHASES)[number];
 
-const labelKey = z
+export const labelKey = z
   .string()
   .regex(/^([a-z0-9]([-a-z0-9.]*[a-z0-9])?\/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/, 'expected a label key such as team or example.com/team')
   .max(253);
-const labelValue = z
+export const labelValue = z
   .string()
   .regex(/^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$/, 'expected a label value of letters, digits, -, _ and .')
   .max(63);
