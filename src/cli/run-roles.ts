@@ -105,6 +105,7 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
     const store = stores.status;
     closers.push(() => store.close());
     closers.push(() => stores.proxies.close());
+    closers.push(() => stores.pools.close());
     if (config.store?.kind === 'kubernetes') logger.info({ namespace: config.store.namespace }, 'ProviderHealth and Proxy objects live in Kubernetes');
     // One event stream per fleet; each role records under its own name. Closed after the roles (closers run in reverse).
     const events = new RedisEventStore(redis, config.redis.prefix, config.events, logger.child({ component: 'events' }));

@@ -12,10 +12,10 @@ export const POOL_REPLICAS_MAX = 5000;
 
 const poolName = resourceName.max(POOL_NAME_MAX, `expected at most ${POOL_NAME_MAX} characters (member names add a 6-character suffix)`);
 
-/** A Go-style duration of at least a minute (`30m`, `24h`). */
+/** A Go-style duration of at least ten seconds (`30m`, `24h`). */
 const maxAge = z
   .string()
-  .refine((t) => (parseDuration(t) ?? -1) >= 60_000, 'expected a duration of at least 1m, such as 30m or 24h')
+  .refine((t) => (parseDuration(t) ?? -1) >= 10_000, 'expected a duration of at least 10s, such as 30m or 24h')
   .meta({ description: 'Members older than this are replaced, surge-first.' });
 
 /** One share of the pool: a provider (and placement) and its weight. */

@@ -9,11 +9,17 @@ import type { ProxyChangeFeed, ProxyStore } from './proxy-store.ts';
 import { RedisProxyStore } from './redis-proxy-store.ts';
 import { RedisStatusStore } from './redis-status-store.ts';
 import type { StatusStore } from './status-store.ts';
+import type { PoolStore } from './pool-store.ts';
+import { RedisPoolStore } from './redis-pool-store.ts';
+import { RedisMemberReplacements, type MemberReplacements } from '../pools/member-replacements.ts';
 
 /** The stores of one process, as `--store` chose them. */
 export interface Stores {
   status: StatusStore & { close(): Promise<void> };
   proxies: ProxyStore;
+  pools: PoolStore;
+  /** Requests to replace pool members (ban feedback); always in Redis, beside the feedback state. */
+  replacements: MemberReplacements;
   /** With `--store kubernetes`: the watch on Proxy objects, run by the leading scheduler. */
   proxyChanges: ProxyChangeFeed | undefined;
 }
@@ -21,12 +27,21 @@ export interface Stores {
 /** Redis (the default) or Kubernetes custom resources; the Redis connection is the caller's. */
 export function createStores(settings: StoreSettings | undefined, redis: RedisClient, prefix: string, logger: Logger): Stores {
   if (settings?.kind !== 'kubernetes') {
-    return { status: new RedisStatusStore(redis, prefix), proxies: new RedisProxyStore(redis, prefix), proxyChanges: undefined };
+    return {
+      status: new RedisStatusStore(redis, prefix),
+      proxies: new RedisProxyStore(redis, prefix),
+      pools: new RedisPoolStore(redis, prefix),
+      replacements: new RedisMemberReplacements(redis, prefix),
+      proxyChanges: undefined,
+    };
   }
   const kc = buildKubeConfig(settings.connection, 'store');
   return {
     status: new KubernetesStatusStore(kc),
     proxies: new KubernetesProxyStore(kc, settings.namespace),
+    // Until ProxyPool custom resources exist, pools stay in Redis with either store.
+    pools: new RedisPoolStore(redis, prefix),
+    replacements: new RedisMemberReplacements(redis, prefix),
     proxyChanges: new ProxyWatch(kc, settings.namespace, logger.child({ component: 'proxy-watch' })),
   };
 }
