@@ -2,13 +2,16 @@ import { structuralSchema, type OpenApiSchema } from './openapi.ts';
 import {
   API_GROUP,
   API_VERSION,
+  poolResourceNameSchema,
+  poolResourceSpecSchema,
+  poolResourceStatusSchema,
   providerHealthResourceStatusSchema,
   proxyResourceNameSchema,
   proxyResourceSpecSchema,
   proxyResourceStatusSchema,
 } from './resources.ts';
 
-/** The two CustomResourceDefinitions, generated from the zod schemas (`npm run crds` writes them). */
+/** The CustomResourceDefinitions, generated from the zod schemas (`npm run crds` writes them). */
 
 interface PrinterColumn {
   name: string;
@@ -116,8 +119,49 @@ export function proxyCrd(): CustomResourceDefinition {
   });
 }
 
+/**
+ * A duration's syntax as `parseDuration` reads it (src/schema/duration.ts), without a sign or a bare 0.
+ * zod's refine (a duration of at least 10s) has no JSON Schema form: the CRD checks the syntax, the API the minimum.
+ */
+const POSITIVE_DURATION = '^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$';
+
+function poolSpecSchema(): OpenApiSchema {
+  const spec = structuralSchema(poolResourceSpecSchema);
+  const maxAge = (spec.properties as Record<string, OpenApiSchema> | undefined)?.maxAge;
+  if (!maxAge || maxAge.type !== 'string') throw new Error('spec.maxAge: expected a string in the ProxyPool schema');
+  maxAge.pattern = POSITIVE_DURATION;
+  return spec;
+}
+
+export function proxyPoolCrd(): CustomResourceDefinition {
+  return crd({
+    kind: 'ProxyPool',
+    plural: 'proxypools',
+    singular: 'proxypool',
+    shortName: 'pxp',
+    scope: 'Namespaced',
+    properties: {
+      metadata: { type: 'object', properties: { name: structuralSchema(poolResourceNameSchema) } },
+      spec: poolSpecSchema(),
+      status: { description: 'Written by the pool reconcile only, through the status subresource.', ...structuralSchema(poolResourceStatusSchema) },
+    },
+    required: ['spec'],
+    columns: [
+      { name: 'Desired', type: 'integer', jsonPath: '.spec.replicas' },
+      { name: 'Ready', type: 'integer', jsonPath: '.status.ready' },
+      { name: 'Rotating', type: 'integer', jsonPath: '.status.rotating' },
+      { name: 'Failed', type: 'integer', jsonPath: '.status.failed' },
+      AGE,
+      { name: 'Current', type: 'integer', jsonPath: '.status.current', priority: 1 },
+      { name: 'Provider', type: 'string', jsonPath: '.spec.template.spec.provider', priority: 1 },
+      { name: 'Max Age', type: 'string', jsonPath: '.spec.maxAge', priority: 1 },
+    ],
+  });
+}
+
 /** Where each generated CRD is kept in the repository (deploy/kubernetes references these paths). */
 export const CRD_FILES: readonly { path: string; build: () => CustomResourceDefinition }[] = [
   { path: 'deploy/kubernetes/crds/providerhealths.egress-proxies.io.yaml', build: providerHealthCrd },
   { path: 'deploy/kubernetes/crds/proxies.egress-proxies.io.yaml', build: proxyCrd },
+  { path: 'deploy/kubernetes/crds/proxypools.egress-proxies.io.yaml', build: proxyPoolCrd },
 ];

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { providerHealthStatusSchema } from '../health/provider-health.ts';
+import { poolDocumentSchema, poolStatusSchema } from '../model/pool-resource.ts';
 import { proxyDocumentSchema, proxyStatusSchema } from '../model/proxy-resource.ts';
 import { resourceName } from '../schema/zod-helpers.ts';
 
@@ -17,6 +18,8 @@ export const GROUP_VERSION = `${API_GROUP}/${API_VERSION}`;
 export const INSTANCE_FINALIZER = `${API_GROUP}/instance`;
 /** Set (to "true") by `egress delete --orphan`: forget the proxy without removing its instance. */
 export const ORPHAN_ANNOTATION = `${API_GROUP}/orphan-instance`;
+/** Keeps a ProxyPool (Terminating) until the pool reconcile has deleted its members. */
+export const MEMBERS_FINALIZER = `${API_GROUP}/members`;
 /** Labels the credential Secrets the Kubernetes store writes. */
 export const PROXY_LABEL = `${API_GROUP}/proxy`;
 
@@ -37,6 +40,12 @@ export const proxyResourceStatusSchema = proxyStatusSchema.extend({
 
 /** A Proxy's `metadata.name`: what the API accepts as a proxy name (the only metadata a CRD may restrict). */
 export const proxyResourceNameSchema = resourceName;
+
+/** A ProxyPool's spec and status are the domain's as they are: a pool has no Kubernetes-only fields. */
+export const poolResourceSpecSchema = poolDocumentSchema.shape.spec;
+export const poolResourceStatusSchema = poolStatusSchema;
+/** A ProxyPool's `metadata.name`: a proxy name short enough for the members' 6-character suffix. */
+export const poolResourceNameSchema = poolDocumentSchema.shape.metadata.shape.name;
 
 /** `targetsReady` for a status: ready targets over all targets. */
 export function targetsReady(targets: readonly { ready: boolean }[]): string {

@@ -11,9 +11,12 @@ import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { CRD_FILES } from '../../src/crds/definitions.ts';
 import { providerHealthSchema } from '../../src/health/provider-health.ts';
+import { poolDocumentSchema } from '../../src/model/pool-resource.ts';
+import { safeParseWorded } from '../../src/schema/zod-helpers.ts';
 import { InvalidProxyDocumentsError, validateProxyDocuments } from '../../src/proxies/parse-documents.ts';
 import { startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';
 import { INVALID_PROXY_DOCUMENTS, VALID_PROXY_DOCUMENTS } from '../support/proxy-fixtures.ts';
+import { INVALID_POOL_DOCUMENTS, VALID_POOL_DOCUMENTS } from '../support/pool-fixtures.ts';
 import { INVALID_PROVIDER_HEALTH, VALID_PROVIDER_HEALTH } from '../support/provider-health-fixtures.ts';
 
 const root = join(import.meta.dirname, '..', '..');
@@ -65,6 +68,31 @@ describe('Proxy CRD against the API’s fixtures', () => {
   test.each(INVALID_PROXY_DOCUMENTS.map((f) => [f.what, f] as const))('invalid: %s — the API rejects it, and the CRD as documented', async (_what, fixture) => {
     expect(apiErrors(fixture.document)).toEqual(fixture.apiErrors);
     const status = await createProxy(fixture.document);
+    if (fixture.fakeGap) expect(status, `the fake now checks this: drop fakeGap (${fixture.fakeGap})`).toBe(201);
+    else if (fixture.crd === 'rejects') expect([400, 422]).toContain(status);
+    else expect(status).toBe(201);
+  });
+});
+
+function poolErrors(document: unknown): string[] {
+  const result = safeParseWorded(poolDocumentSchema, document);
+  return result.ok ? [] : result.lines;
+}
+
+function createPool(document: Record<string, unknown>): Promise<number> {
+  const body = { ...document, apiVersion: 'egress-proxies.io/v1alpha1', kind: 'ProxyPool' };
+  return createStatus(() => crs.createNamespacedCustomObject({ ...GROUP, plural: 'proxypools', namespace: 'default', body, fieldValidation: 'Strict' }));
+}
+
+describe('ProxyPool CRD against the pool fixtures', () => {
+  test.each(VALID_POOL_DOCUMENTS.map((f) => [f.what, f] as const))('valid: %s — the API and the CRD accept it', async (_what, fixture) => {
+    expect(poolErrors(fixture.document)).toEqual([]);
+    expect(await createPool(fixture.document)).toBe(201);
+  });
+
+  test.each(INVALID_POOL_DOCUMENTS.map((f) => [f.what, f] as const))('invalid: %s — the API rejects it, and the CRD as documented', async (_what, fixture) => {
+    expect(poolErrors(fixture.document)).toEqual(fixture.apiErrors);
+    const status = await createPool(fixture.document);
     if (fixture.fakeGap) expect(status, `the fake now checks this: drop fakeGap (${fixture.fakeGap})`).toBe(201);
     else if (fixture.crd === 'rejects') expect([400, 422]).toContain(status);
     else expect(status).toBe(201);

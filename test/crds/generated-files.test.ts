@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { describe, expect, test } from 'vitest';
-import { CRD_FILES, providerHealthCrd, proxyCrd } from '../../src/crds/definitions.ts';
+import { CRD_FILES, providerHealthCrd, proxyCrd, proxyPoolCrd } from '../../src/crds/definitions.ts';
 import { structuralSchema, UnstructuralSchemaError } from '../../src/crds/openapi.ts';
 import { renderCrdFile } from '../../src/crds/render.ts';
 import { z } from 'zod';
@@ -48,6 +48,36 @@ describe('generated CRDs', () => {
     const status = version.schema.openAPIV3Schema.properties.status.properties;
     expect(status.conditions?.['x-kubernetes-list-map-keys']).toEqual(['type']);
     expect(status.credentialsSecretRef).toBeDefined();
+  });
+
+  test('ProxyPool: namespaced, pxp, status subresource, columns DESIRED READY ROTATING FAILED AGE, maxAge’s syntax, conditions keyed by type', () => {
+    const crd = proxyPoolCrd();
+    const spec = crd.spec as { scope: string; names: { shortNames: string[] }; versions: Record<string, never>[] };
+    const version = spec.versions[0] as unknown as {
+      subresources: unknown;
+      additionalPrinterColumns: { name: string; priority?: number }[];
+      schema: {
+        openAPIV3Schema: {
+          properties: { spec: { properties: Record<string, Record<string, unknown>> }; status: { properties: Record<string, Record<string, unknown>> } };
+        };
+      };
+    };
+    expect(spec.scope).toBe('Namespaced');
+    expect(spec.names.shortNames).toEqual(['pxp']);
+    expect(version.subresources).toEqual({ status: {} });
+    expect(version.additionalPrinterColumns.filter((c) => !c.priority).map((c) => c.name.toUpperCase())).toEqual([
+      'DESIRED',
+      'READY',
+      'ROTATING',
+      'FAILED',
+      'AGE',
+    ]);
+    const props = version.schema.openAPIV3Schema.properties;
+    const maxAge = new RegExp(String(props.spec.properties.maxAge?.pattern));
+    expect(['30m', '24h', '1h30m', '1.5h', '10s'].filter((t) => !maxAge.test(t))).toEqual([]);
+    expect(['', '0', '-1h', 'soon', '30', '1d'].filter((t) => maxAge.test(t))).toEqual([]);
+    expect(props.spec.properties.maxSurge?.default).toBe(1);
+    expect(props.status.properties.conditions?.['x-kubernetes-list-map-keys']).toEqual(['type']);
   });
 
   test('a schema with no structural form is refused, naming where', () => {
