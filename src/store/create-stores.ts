@@ -2,6 +2,7 @@ import type { StoreSettings } from '../config/app.ts';
 import type { Logger } from '../logging.ts';
 import { buildKubeConfig } from '../providers/kubernetes/kubeconfig.ts';
 import type { RedisClient } from '../redis/connections.ts';
+import { KubernetesPoolStore } from './kubernetes/pool-store.ts';
 import { KubernetesProxyStore } from './kubernetes/proxy-store.ts';
 import { ProxyWatch } from './kubernetes/proxy-watch.ts';
 import { KubernetesStatusStore } from './kubernetes/status-store.ts';
@@ -39,8 +40,7 @@ export function createStores(settings: StoreSettings | undefined, redis: RedisCl
   return {
     status: new KubernetesStatusStore(kc),
     proxies: new KubernetesProxyStore(kc, settings.namespace),
-    // Until ProxyPool custom resources exist, pools stay in Redis with either store.
-    pools: new RedisPoolStore(redis, prefix),
+    pools: new KubernetesPoolStore(kc, settings.namespace),
     replacements: new RedisMemberReplacements(redis, prefix),
     proxyChanges: new ProxyWatch(kc, settings.namespace, logger.child({ component: 'proxy-watch' })),
   };

@@ -1,12 +1,12 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { KubeConfig, V1Secret } from '@kubernetes/client-node';
-import { NotFoundError } from '../../errors.ts';
 import type { ProxyCredentials } from '../../providers/lifecycle.ts';
 import { generateCredentials } from '../../model/proxy-credentials.ts';
 import type { Proxy, ProxyDocument, ProxySpec } from '../../model/proxy-resource.ts';
 import { INSTANCE_FINALIZER, ORPHAN_ANNOTATION } from '../../crds/resources.ts';
 import { ProxyTerminatingError, type ApplyOutcome, type ProxyStore } from '../proxy-store.ts';
-import { KubernetesConflictError, httpStatus, storeError } from './errors.ts';
+import { httpStatus, storeError } from './errors.ts';
+import { deleteAndRead, modifyObject, releaseObject, retryOnConflict, withFinalizer, writeStatus, MAX_ATTEMPTS, type ObjectRef } from './optimistic-writes.ts';
 import {
   credentialsOfSecret,
   credentialsSecret,
@@ -20,8 +20,7 @@ import {
 } from './proxy-objects.ts';
 import { ResourceClient, SecretClient } from './resource-client.ts';
 
-/** Optimistic writes of one object that lose to another writer (409) are read and tried again this often at most. */
-const MAX_ATTEMPTS = 10;
+const PROXY: ObjectRef = { kind: 'Proxy', noun: 'proxy' };
 
 const never = new AbortController().signal;
 
@@ -75,15 +74,7 @@ export class KubernetesProxyStore implements ProxyStore {
     const proxy = await this.#proxies.get(name, signal);
     if (!proxy || proxy.metadata.deletionTimestamp) return undefined;
     // Adopt a Proxy written with kubectl: the finalizer first (no instance may exist without it), then its Secret.
-    await this.#modify(
-      name,
-      (obj) =>
-        obj.metadata.deletionTimestamp || obj.metadata.finalizers?.includes(INSTANCE_FINALIZER)
-          ? undefined
-          : { ...obj, metadata: { ...obj.metadata, finalizers: [...(obj.metadata.finalizers ?? []), INSTANCE_FINALIZER] } },
-      signal,
-      false,
-    );
+    await modifyObject(this.#proxies, PROXY, name, (obj) => withFinalizer(obj, INSTANCE_FINALIZER), signal, false);
     const secret = await this.#ensureSecret(name, signal);
     await this.#own(secret, proxy, signal);
     return credentialsOfSecret(secret);
@@ -100,44 +91,34 @@ export class KubernetesProxyStore implements ProxyStore {
     const existing = await this.#proxies.get(name, signal);
     if (existing?.metadata.deletionTimestamp) throw new ProxyTerminatingError(name);
     const secret = await this.#ensureSecret(name, signal);
-    let lastConflict: unknown;
-    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      const current = attempt === 0 ? existing : await this.#proxies.get(name, signal);
-      try {
-        if (!current) {
-          const created = await this.#proxies.create(newProxyObject(name, spec, labels, INSTANCE_FINALIZER), signal);
-          await this.#own(secret, created, signal);
-          const withStatus = await this.#proxies.replaceStatus(
-            { ...created, status: { phase: 'Pending', conditions: [], observedGeneration: 0, credentialsSecretRef: { name: secretName(name) } } },
-            signal,
-          );
-          return { proxy: toProxy(withStatus), outcome: 'created' };
-        }
-        if (current.metadata.deletionTimestamp) throw new ProxyTerminatingError(name);
-        if (isDeepStrictEqual(current.spec, spec) && isDeepStrictEqual(current.metadata.labels ?? {}, labels)) {
-          return { proxy: toProxy(current), outcome: 'unchanged' };
-        }
-        const finalizers = current.metadata.finalizers ?? [];
-        const updated = await this.#proxies.replace(
-          {
-            ...current,
-            metadata: { ...current.metadata, labels, finalizers: finalizers.includes(INSTANCE_FINALIZER) ? finalizers : [...finalizers, INSTANCE_FINALIZER] },
-            spec,
-          },
+    let first = true;
+    return retryOnConflict(this.#proxies.what('applying', name), `Proxy "${name}"`, signal, async () => {
+      const current = first ? existing : await this.#proxies.get(name, signal);
+      first = false;
+      if (!current) {
+        const created = await this.#proxies.create(newProxyObject(name, spec, labels, INSTANCE_FINALIZER), signal);
+        await this.#own(secret, created, signal);
+        const withStatus = await this.#proxies.replaceStatus(
+          { ...created, status: { phase: 'Pending', conditions: [], observedGeneration: 0, credentialsSecretRef: { name: secretName(name) } } },
           signal,
         );
-        return { proxy: toProxy(updated), outcome: 'configured' };
-      } catch (err) {
-        if (httpStatus(err) !== 409 || signal.aborted) throw storeError(err, this.#proxies.what('applying', name), signal);
-        lastConflict = err;
+        return { proxy: toProxy(withStatus), outcome: 'created' };
       }
-    }
-    throw new KubernetesConflictError(`Proxy "${name}"`, MAX_ATTEMPTS, { cause: lastConflict });
+      if (current.metadata.deletionTimestamp) throw new ProxyTerminatingError(name);
+      if (isDeepStrictEqual(current.spec, spec) && isDeepStrictEqual(current.metadata.labels ?? {}, labels)) {
+        return { proxy: toProxy(current), outcome: 'unchanged' };
+      }
+      const owned = withFinalizer(current, INSTANCE_FINALIZER) ?? current;
+      const updated = await this.#proxies.replace({ ...owned, metadata: { ...owned.metadata, labels }, spec }, signal);
+      return { proxy: toProxy(updated), outcome: 'configured' };
+    });
   }
 
   async requestDeletion(name: string, options: { orphan?: boolean } = {}, signal: AbortSignal = never): Promise<Proxy> {
     if (options.orphan === true) {
-      await this.#modify(
+      await modifyObject(
+        this.#proxies,
+        PROXY,
         name,
         (obj) =>
           obj.metadata.annotations?.[ORPHAN_ANNOTATION] === 'true'
@@ -146,47 +127,27 @@ export class KubernetesProxyStore implements ProxyStore {
         signal,
       );
     }
-    const current = await this.#proxies.get(name, signal);
-    if (!current) throw new NotFoundError('proxy', name);
-    if (!current.metadata.deletionTimestamp) await this.#proxies.delete(name, signal);
-    // Without our finalizer (a Proxy someone stripped of it) the delete was immediate: report it as Terminating.
-    const after = await this.#proxies.get(name, signal);
-    return toProxy(after ?? { ...current, metadata: { ...current.metadata, deletionTimestamp: new Date().toISOString() } });
+    // Without our finalizer (a Proxy someone stripped of it) the delete is immediate: it reads as Terminating.
+    return toProxy(await deleteAndRead(this.#proxies, PROXY, name, signal));
   }
 
   async updateStatus(name: string, update: (current: Proxy) => Proxy['status'] | undefined, signal: AbortSignal = never): Promise<Proxy | undefined> {
-    let lastConflict: unknown;
-    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      const obj = await this.#proxies.get(name, signal);
-      if (!obj) return undefined;
-      const current = toProxy(obj);
-      const status = update(current);
-      if (!status) return current;
-      try {
-        const ref = obj.status?.credentialsSecretRef ?? { name: secretName(name) };
-        return toProxy(await this.#proxies.replaceStatus({ ...obj, status: { ...status, credentialsSecretRef: ref } }, signal));
-      } catch (err) {
-        if (httpStatus(err) === 404 && !signal.aborted) return undefined;
-        if (httpStatus(err) !== 409 || signal.aborted) throw storeError(err, this.#proxies.what('writing the status of', name), signal);
-        lastConflict = err;
-      }
-    }
-    throw new KubernetesConflictError(`the status of Proxy "${name}"`, MAX_ATTEMPTS, { cause: lastConflict });
+    const written = await writeStatus(
+      this.#proxies,
+      PROXY,
+      name,
+      (obj) => {
+        const status = update(toProxy(obj));
+        return status && { ...status, credentialsSecretRef: obj.status?.credentialsSecretRef ?? { name: secretName(name) } };
+      },
+      signal,
+    );
+    return written && toProxy(written);
   }
 
   /** Drops the finalizer (deleting the Proxy first if nobody had), so Kubernetes removes it; then its Secret. */
   async remove(name: string, signal: AbortSignal = never): Promise<void> {
-    const obj = await this.#proxies.get(name, signal);
-    if (obj && !obj.metadata.deletionTimestamp) await this.#proxies.delete(name, signal);
-    await this.#modify(
-      name,
-      (current) =>
-        current.metadata.finalizers?.includes(INSTANCE_FINALIZER)
-          ? { ...current, metadata: { ...current.metadata, finalizers: current.metadata.finalizers.filter((f) => f !== INSTANCE_FINALIZER) } }
-          : undefined,
-      signal,
-      false,
-    );
+    await releaseObject(this.#proxies, PROXY, name, INSTANCE_FINALIZER, signal);
     await this.#secrets.delete(secretName(name), signal);
   }
 
@@ -221,28 +182,5 @@ export class KubernetesProxyStore implements ProxyStore {
         current = await this.#secrets.get(secretName(proxy.metadata.name), signal);
       }
     }
-  }
-
-  /** Read-modify-write of the Proxy object (not its status); `change` returning undefined writes nothing. */
-  async #modify(name: string, change: (obj: ProxyObject) => ProxyObject | undefined, signal: AbortSignal, mustExist = true): Promise<void> {
-    let lastConflict: unknown;
-    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      const obj = await this.#proxies.get(name, signal);
-      if (!obj) {
-        if (mustExist) throw new NotFoundError('proxy', name);
-        return;
-      }
-      const next = change(obj);
-      if (!next) return;
-      try {
-        await this.#proxies.replace(next, signal);
-        return;
-      } catch (err) {
-        if (httpStatus(err) === 404 && !mustExist && !signal.aborted) return;
-        if (httpStatus(err) !== 409 || signal.aborted) throw storeError(err, this.#proxies.what('updating', name), signal);
-        lastConflict = err;
-      }
-    }
-    throw new KubernetesConflictError(`Proxy "${name}"`, MAX_ATTEMPTS, { cause: lastConflict });
   }
 }

@@ -3,12 +3,10 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { ProviderHealth, ProviderHealthStatus } from '../../health/provider-health.ts';
 import { GROUP_VERSION, targetsReady } from '../../crds/resources.ts';
 import type { StatusStore } from '../status-store.ts';
-import { KubernetesConflictError, KubernetesStoreError, httpStatus, storeError } from './errors.ts';
+import { KubernetesStoreError, httpStatus, storeError } from './errors.ts';
+import { retryOnConflict } from './optimistic-writes.ts';
 import { ResourceClient, type CustomObject } from './resource-client.ts';
 import { UpdateBatcher, type Updater } from '../update-batcher.ts';
-
-/** Writes of one ProviderHealth that lose to another writer (409) are read and tried again this often at most. */
-const MAX_ATTEMPTS = 10;
 
 type ResourceStatus = ProviderHealthStatus & { targetsReady?: string };
 type HealthObject = CustomObject<never, ResourceStatus>;
@@ -105,9 +103,9 @@ export class KubernetesStatusStore implements StatusStore {
     }
   }
 
-  async #write(name: string, updates: readonly Updater<ProviderHealth>[], signal: AbortSignal): Promise<(ProviderHealth | undefined)[]> {
-    let lastConflict: unknown;
-    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+  /** One read and one status write for all `updates`; a 409 (AlreadyExists on the create, Conflict on the write: someone wrote first) reads again. */
+  #write(name: string, updates: readonly Updater<ProviderHealth>[], signal: AbortSignal): Promise<(ProviderHealth | undefined)[]> {
+    return retryOnConflict(this.#client.what('writing', name), `ProviderHealth "${name}"`, signal, async () => {
       let obj = await this.#client.get(name, signal);
       const before = toDomain(obj);
       let current = before;
@@ -116,16 +114,9 @@ export class KubernetesStatusStore implements StatusStore {
         return current;
       });
       if (current === undefined || isDeepStrictEqual(current, before)) return states;
-      try {
-        obj ??= await this.#create(name, signal);
-        await this.#client.replaceStatus({ ...obj, status: toResourceStatus(current) }, signal);
-        return states;
-      } catch (err) {
-        // 409: AlreadyExists on the create, Conflict on the status write; either way someone wrote first.
-        if (httpStatus(err) !== 409 || signal.aborted) throw storeError(err, this.#client.what('writing', name), signal);
-        lastConflict = err;
-      }
-    }
-    throw new KubernetesConflictError(`ProviderHealth "${name}"`, MAX_ATTEMPTS, { cause: lastConflict });
+      obj ??= await this.#create(name, signal);
+      await this.#client.replaceStatus({ ...obj, status: toResourceStatus(current) }, signal);
+      return states;
+    });
   }
 }
