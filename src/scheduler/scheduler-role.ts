@@ -10,6 +10,7 @@ import type { Logger } from '../logging.ts';
 import type { StatusStore } from '../store/status-store.ts';
 import type { ProxyChangeFeed } from '../store/proxy-store.ts';
 import { checkNowDedupId } from '../checks/request-check.ts';
+import { requestPoolReconcile } from '../pools/request-pool-reconcile.ts';
 import { requestReconcile } from '../proxies/request-reconcile.ts';
 import { syncProviderSchedules, type ScheduleSync } from './provider-schedules.ts';
 import { Lease } from './lease.ts';
@@ -31,8 +32,8 @@ export interface SchedulerDeps {
   /** BullMQ telemetry for the scheduler's producers; undefined when tracing is off. */
   telemetry?: Telemetry | undefined;
   /**
-   * With `--store kubernetes`: the watch on Proxy objects. The leader runs it (one watcher per fleet,
-   * so each change is enqueued once) and asks for a reconcile of each proxy it reports.
+   * With `--store kubernetes`: the watch on Proxy and ProxyPool objects. The leader runs it (one watcher
+   * per fleet, so each change is enqueued once) and asks for a reconcile of each proxy and pool it reports.
    */
   proxyChanges?: ProxyChangeFeed | undefined;
 }
@@ -201,19 +202,27 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
     return { schedules, gcSchedules, deletedHealth, checkedNow };
   }
 
-  /** While leading: a reconcile of each proxy the watch reports (deduplicated per proxy, as the API's). */
+  /** While leading: a reconcile of each proxy and pool the watch reports (deduplicated per proxy and pool, as the API's). */
   #startWatch(): void {
     const feed = this.#deps.proxyChanges;
     if (!feed || this.#watching) return;
     const controller = new AbortController();
     this.#watching = controller;
     const log = this.#deps.logger.child({ component: 'proxy-watch' });
-    this.#watch = feed.run((proxy) => {
-      requestReconcile(this.#reconcile, proxy).catch((err: unknown) =>
-        log.warn({ proxy, err: (err as Error).message }, 'could not enqueue a reconcile; the resync will'),
-      );
-    }, controller.signal);
-    log.info('watching Proxy objects');
+    this.#watch = feed.run(
+      (proxy) => {
+        requestReconcile(this.#reconcile, proxy).catch((err: unknown) =>
+          log.warn({ proxy, err: (err as Error).message }, 'could not enqueue a reconcile; the resync will'),
+        );
+      },
+      controller.signal,
+      (pool) => {
+        requestPoolReconcile(this.#reconcile, pool).catch((err: unknown) =>
+          log.warn({ pool, err: (err as Error).message }, 'could not enqueue a pool reconcile; the next change of the pool or its members will'),
+        );
+      },
+    );
+    log.info('watching Proxy and ProxyPool objects');
   }
 
   #stopWatch(): Promise<void> {

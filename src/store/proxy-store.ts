@@ -92,9 +92,10 @@ export interface ProxyStore extends ProxyReader, ProxyCredentialsReader, ProxySp
 
 /**
  * Reports the proxies whose desired state changed outside our API (`kubectl apply` of a Proxy
- * object) by calling `onChange(name)`, until `signal` ends. Only stores whose objects others write
- * have one (the Kubernetes store's watch).
+ * object) by calling `onChange(name)`, until `signal` ends; with `onPoolChange`, also the pools whose
+ * desired state changed (`kubectl apply` of a ProxyPool) or one of whose members changed. Only stores
+ * whose objects others write have one (the Kubernetes store's watch).
  */
 export interface ProxyChangeFeed {
-  run(onChange: (name: string) => void, signal: AbortSignal): Promise<void>;
+  run(onChange: (name: string) => void, signal: AbortSignal, onPoolChange?: (pool: string) => void): Promise<void>;
 }

@@ -1,11 +1,13 @@
 /**
- * The watch on Proxy objects (`--store kubernetes`), against the fake kube-apiserver with the generated
- * CRD: which changes ask for a reconcile, resuming from the last resourceVersion, relisting on 410 Gone,
- * backing off on errors, and stopping on its signal.
+ * The watch on Proxy and ProxyPool objects (`--store kubernetes`), against the fake kube-apiserver with
+ * the generated CRDs: which changes ask for a reconcile of a proxy or a pool, resuming from the last
+ * resourceVersion, relisting on 410 Gone, backing off on errors, and stopping on its signal.
  */
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { proxyCrd } from '../../src/crds/definitions.ts';
+import { proxyCrd, proxyPoolCrd } from '../../src/crds/definitions.ts';
+import { POOL_LABEL, poolDocumentSchema } from '../../src/model/pool-resource.ts';
+import { KubernetesPoolStore } from '../../src/store/kubernetes/pool-store.ts';
 import { createLogger } from '../../src/logging.ts';
 import { KubernetesProxyStore } from '../../src/store/kubernetes/proxy-store.ts';
 import { ProxyWatch } from '../../src/store/kubernetes/proxy-watch.ts';
@@ -21,15 +23,25 @@ let crs: CustomObjectsApi;
 let stop: AbortController;
 let running: Promise<void>;
 let changes: string[];
+let poolChanges: string[];
 
-function startWatch(options: ConstructorParameters<typeof ProxyWatch>[3] = {}): void {
+function startWatch(options: ConstructorParameters<typeof ProxyWatch>[3] = {}, withPools = false): void {
   changes = [];
+  poolChanges = [];
   stop = new AbortController();
   running = new ProxyWatch(fake.kubeConfig(), 'default', logger, { baseBackoffMs: 20, maxBackoffMs: 200, ...options }).run(
     (name) => changes.push(name),
     stop.signal,
+    withPools ? (pool) => poolChanges.push(pool) : undefined,
   );
 }
+
+const poolSeen = (name: string, times = 1): Promise<true> =>
+  waitFor(
+    `${times} change(s) of pool ${name} (saw ${JSON.stringify(poolChanges)})`,
+    () => poolChanges.filter((c) => c === name).length >= times || undefined,
+    10_000,
+  );
 
 const seen = (name: string, times = 1): Promise<true> =>
   waitFor(`${times} change(s) of ${name} (saw ${JSON.stringify(changes)})`, () => changes.filter((c) => c === name).length >= times || undefined, 10_000);
@@ -41,6 +53,7 @@ const lists = (): number => fake.requests.filter((r) => r.path === PATH && r.met
 beforeEach(async () => {
   fake = await startFakeKubeApiserver();
   fake.registerCrd(proxyCrd());
+  fake.registerCrd(proxyPoolCrd());
   store = new KubernetesProxyStore(fake.kubeConfig(), 'default');
   crs = fake.kubeConfig().makeApiClient(CustomObjectsApi);
 });
@@ -123,5 +136,81 @@ describe('ProxyWatch', () => {
     expect(lists()).toBe(3);
     stop.abort();
     await running;
+  });
+});
+
+describe('ProxyWatch with pools', () => {
+  const POOLS = '/apis/egress-proxies.io/v1alpha1/namespaces/default/proxypools';
+  const pool = (name: string, replicas = 2) =>
+    poolDocumentSchema.parse({ kind: 'ProxyPool', metadata: { name }, spec: { replicas, template: { spec: { provider: 'local' } } } });
+  const member = (name: string, of: string) => ({ metadata: { name, labels: { [POOL_LABEL]: of } }, spec: { provider: 'local' } });
+
+  it('reports pools at the first list, then each add, spec change, deletion request and removal; not status or label writes', async () => {
+    const pools = new KubernetesPoolStore(fake.kubeConfig(), 'default');
+    await pools.apply(pool('before'));
+    startWatch({}, true);
+    await poolSeen('before');
+    await waitFor('the pool watch', () => fake.requests.some((r) => r.path === POOLS && r.query.watch === 'true') || undefined);
+    await crs.createNamespacedCustomObject({
+      group: 'egress-proxies.io',
+      version: 'v1alpha1',
+      namespace: 'default',
+      plural: 'proxypools',
+      body: {
+        apiVersion: 'egress-proxies.io/v1alpha1',
+        kind: 'ProxyPool',
+        metadata: { name: 'by-hand' },
+        spec: { replicas: 1, template: { spec: { provider: 'local' } } },
+      },
+    });
+    await poolSeen('by-hand');
+    await pools.updateStatus('before', (p) => ({ ...p.status, desired: 2 }));
+    await pools.apply({ ...pool('before'), metadata: { name: 'before', labels: { team: 'x' } } });
+    await pools.apply({ ...pool('before', 3), metadata: { name: 'before', labels: { team: 'x' } } });
+    await poolSeen('before', 2);
+    await pools.requestDeletion('before');
+    await poolSeen('before', 3);
+    await pools.remove('before');
+    await poolSeen('before', 4);
+    await pools.apply(pool('marker'));
+    await poolSeen('marker');
+    expect(poolChanges.filter((c) => c === 'before')).toHaveLength(4);
+    // Pools are not proxies: the proxy callback heard of none of them.
+    expect(changes).toEqual([]);
+  });
+
+  it('reports a member’s pool when the member is added, changes phase, moves to another pool, or goes; not on other status writes', async () => {
+    startWatch({}, true);
+    await waitFor('the proxy watch', () => watches().length > 0 || undefined);
+    await store.apply(member('m1', 'crawl'));
+    await seen('m1');
+    await poolSeen('crawl');
+    await store.updateStatus('m1', (p) => ({ ...p.status, phase: 'Ready', url: 'http://127.0.0.1:1' }));
+    await poolSeen('crawl', 2);
+    // The same phase again (a probe's write): nothing for the pool.
+    await store.updateStatus('m1', (p) => ({ ...p.status, url: 'http://127.0.0.1:2' }));
+    await store.apply(member('m1', 'other'));
+    await poolSeen('other');
+    await poolSeen('crawl', 3);
+    await store.requestDeletion('m1');
+    await poolSeen('other', 2);
+    await store.remove('m1');
+    await poolSeen('other', 3);
+    // A proxy of no pool reports no pool; the marker shows the watch got past the writes above.
+    await store.apply({ metadata: { name: 'loner', labels: {} }, spec: { provider: 'local' } });
+    await store.apply(member('marker', 'last'));
+    await poolSeen('last');
+    expect(poolChanges.filter((c) => c === 'crawl')).toHaveLength(3);
+    expect(poolChanges.filter((c) => c === 'other')).toHaveLength(3);
+    expect([...new Set(poolChanges)].sort()).toEqual(['crawl', 'last', 'other']);
+  });
+
+  it('keeps watching Proxies while the ProxyPool watch fails (the CRD not installed yet)', async () => {
+    for (let i = 0; i < 3; i++) fake.injectFault({ match: { method: 'GET', path: POOLS }, status: 404 });
+    startWatch({}, true);
+    await store.apply({ metadata: { name: 'web', labels: {} }, spec: { provider: 'local' } });
+    await seen('web');
+    await waitFor('the ProxyPool list to fail twice', () => fake.requests.filter((r) => r.path === POOLS && r.status === 404).length >= 2 || undefined);
+    expect(poolChanges).toEqual([]);
   });
 });

@@ -1,169 +1,96 @@
-import { setTimeout as sleep } from 'node:timers/promises';
-import { Watch, type KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from '../../logging.ts';
-import { API_GROUP, API_VERSION } from '../../crds/resources.ts';
-import { ResourceClient } from './resource-client.ts';
-import type { ProxyObject, ResourceStatus } from './proxy-objects.ts';
-import type { ProxySpec } from '../../model/proxy-resource.ts';
+import { POOL_LABEL } from '../../model/pool-resource.ts';
+import type { ProxyChangeFeed } from '../proxy-store.ts';
+import type { PoolObject } from './pool-store.ts';
+import type { ProxyObject } from './proxy-objects.ts';
+import { ResourceWatch, type ResourceWatchOptions, type WatchedResource } from './resource-watch.ts';
 
-export interface ProxyWatchOptions {
-  /** First delay after a failure; doubled per failure in a row up to `maxBackoffMs`, with jitter. */
-  baseBackoffMs?: number;
-  maxBackoffMs?: number;
-  /** How long the server keeps one watch request open before it ends it (and this resumes); default 5 minutes. */
-  timeoutSeconds?: number;
-}
+export type ProxyWatchOptions = ResourceWatchOptions;
 
 /** What a Proxy looked like last time, to tell a change that needs a reconcile from a status write. */
-interface Seen {
+interface ProxySeen {
+  generation: number | undefined;
+  deleting: boolean;
+  /** Its pool (the `egress-proxies.io/pool` label), if it is a member. */
+  pool: string | undefined;
+  phase: string;
+}
+
+/** What a ProxyPool looked like last time. */
+interface PoolSeen {
   generation: number | undefined;
   deleting: boolean;
 }
 
-type WatchEnd = { kind: 'closed'; events: number; lastedMs: number } | { kind: 'gone' } | { kind: 'failed'; error: unknown };
+/** New, gone, its spec changed (its generation moved) or its deletion requested: the object's own reconcile is due. */
+function desiredStateChanged(before: PoolSeen | undefined, after: PoolSeen | undefined): boolean {
+  return !before || !after || before.generation !== after.generation || (after.deleting && !before.deleting);
+}
 
-/** The watch stream says the resourceVersion it resumed from is too old (410 Gone / Expired). */
-function isGone(value: unknown): boolean {
-  const v = value as { code?: unknown; statusCode?: unknown; reason?: unknown } | null;
-  return v?.code === 410 || v?.statusCode === 410 || v?.reason === 'Expired' || v?.reason === 'Gone';
+function proxies(onChange: (name: string) => void, onPoolChange: ((pool: string) => void) | undefined): WatchedResource<ProxyObject, ProxySeen> {
+  return {
+    plural: 'proxies',
+    snapshot: (obj) => ({
+      generation: obj.metadata.generation,
+      deleting: obj.metadata.deletionTimestamp !== undefined,
+      pool: obj.metadata.labels?.[POOL_LABEL],
+      // A Proxy without a status yet reads as Pending (toProxy): its first status write is no change of phase.
+      phase: obj.status?.phase ?? 'Pending',
+    }),
+    changed(name, before, after) {
+      const own = desiredStateChanged(before, after);
+      if (own) onChange(name);
+      if (!onPoolChange) return;
+      // A member's pool counts its members and their phases: it hears of each of those changes, and both
+      // pools of a Proxy relabelled from one to the other do.
+      const moved = before?.pool !== after?.pool;
+      const phase = before?.phase !== after?.phase;
+      for (const pool of new Set([before?.pool, after?.pool])) if (pool !== undefined && (own || moved || phase)) onPoolChange(pool);
+    },
+  };
+}
+
+function pools(onPoolChange: (pool: string) => void): WatchedResource<PoolObject, PoolSeen> {
+  return {
+    plural: 'proxypools',
+    snapshot: (obj) => ({ generation: obj.metadata.generation, deleting: obj.metadata.deletionTimestamp !== undefined }),
+    changed(name, before, after) {
+      if (desiredStateChanged(before, after)) onPoolChange(name);
+    },
+  };
 }
 
 /**
- * Follows the Proxy objects of one namespace and calls `onChange(name)` once per change that needs a
- * reconcile: a Proxy added, its spec changed (its generation moved), its deletion requested
- * (`deletionTimestamp` set), or the Proxy gone. Status writes (reconcile's own) do not count.
+ * The leading scheduler's watch (`--store kubernetes`) on the desired state others write with kubectl.
  *
- * It lists, then watches from the list's resourceVersion with bookmarks on, and resumes each new
- * watch from the last resourceVersion it saw (an event's or a bookmark's). A 410 Gone (the version
- * was compacted away) lists again: Proxies that changed or went missing meanwhile are reported then.
- * Failures wait a bounded exponential backoff with jitter; `signal` ends it all.
+ * - Proxies: `onChange(name)` once per change that needs the proxy's reconcile: a Proxy added (or
+ *   listed for the first time), its spec changed (its generation moved), its deletion requested
+ *   (`deletionTimestamp` set), or the Proxy gone. Status writes (reconcile's own) and labels do not count.
+ * - With `onPoolChange`, ProxyPools too: a pool added, its spec changed, its deletion requested or the
+ *   pool gone; and a member Proxy (label `egress-proxies.io/pool`) added, changed as above, gone, moved
+ *   to another pool or into another phase reports its pool (both, when it moved).
+ *
+ * Each resource is followed by its own ResourceWatch (list, then watch; resume; relist on 410 Gone;
+ * backoff on failures): a failing ProxyPool watch (such as a CRD not installed yet) does not stop the Proxy one.
  */
-export class ProxyWatch {
+export class ProxyWatch implements ProxyChangeFeed {
   readonly #kc: KubeConfig;
-  readonly #client: ResourceClient<ProxySpec, ResourceStatus>;
-  readonly #path: string;
+  readonly #namespace: string;
   readonly #logger: Logger;
-  readonly #baseMs: number;
-  readonly #maxMs: number;
-  readonly #timeoutSeconds: number;
-  readonly #seen = new Map<string, Seen>();
+  readonly #options: ProxyWatchOptions;
 
   constructor(kc: KubeConfig, namespace: string, logger: Logger, options: ProxyWatchOptions = {}) {
     this.#kc = kc;
-    this.#client = new ResourceClient(kc, { plural: 'proxies', namespace });
-    this.#path = `/apis/${API_GROUP}/${API_VERSION}/namespaces/${encodeURIComponent(namespace)}/proxies`;
+    this.#namespace = namespace;
     this.#logger = logger;
-    this.#baseMs = options.baseBackoffMs ?? 500;
-    this.#maxMs = options.maxBackoffMs ?? 30_000;
-    this.#timeoutSeconds = options.timeoutSeconds ?? 300;
+    this.#options = options;
   }
 
-  /** Runs until `signal` ends; never rejects for a failed list or watch (it backs off and tries again). */
-  async run(onChange: (name: string) => void, signal: AbortSignal): Promise<void> {
-    let resourceVersion: string | undefined;
-    let failures = 0;
-    while (!signal.aborted) {
-      try {
-        if (resourceVersion === undefined) resourceVersion = await this.#relist(onChange, signal);
-        const end = await this.#watchOnce(resourceVersion, onChange, signal, (rv) => {
-          resourceVersion = rv;
-          failures = 0;
-        });
-        if (end.kind === 'gone') {
-          this.#logger.info({ resourceVersion }, 'proxy watch: resourceVersion expired (410 Gone); listing again');
-          resourceVersion = undefined;
-          continue;
-        }
-        // A server that ends watches at once, with nothing sent, must not make this spin: that counts as a failure.
-        if (end.kind === 'closed' && (end.events > 0 || end.lastedMs >= 1000)) continue;
-        if (end.kind === 'closed') throw new Error('the API server ended the watch at once, without sending anything');
-        throw end.error;
-      } catch (err) {
-        if (signal.aborted) break;
-        failures++;
-        const delay = this.#backoff(failures);
-        this.#logger.warn({ err: (err as Error).message, failures, retryInMs: delay }, 'proxy watch failed; trying again');
-        try {
-          await sleep(delay, undefined, { signal });
-        } catch {
-          break;
-        }
-      }
-    }
-  }
-
-  #backoff(failures: number): number {
-    const ceiling = Math.min(this.#maxMs, this.#baseMs * 2 ** Math.min(failures - 1, 20));
-    return Math.round(ceiling / 2 + Math.random() * (ceiling / 2));
-  }
-
-  /** Lists every Proxy, reports the ones that are new, changed or gone since last seen; returns the list's resourceVersion. */
-  async #relist(onChange: (name: string) => void, signal: AbortSignal): Promise<string> {
-    const { items, resourceVersion } = await this.#client.list(signal);
-    const present = new Set<string>();
-    for (const obj of items) {
-      present.add(obj.metadata.name);
-      this.#observe(obj, onChange);
-    }
-    for (const name of [...this.#seen.keys()]) {
-      if (present.has(name)) continue;
-      this.#seen.delete(name);
-      onChange(name);
-    }
-    return resourceVersion;
-  }
-
-  #observe(obj: ProxyObject, onChange: (name: string) => void): void {
-    const name = obj.metadata.name;
-    const next: Seen = { generation: obj.metadata.generation, deleting: obj.metadata.deletionTimestamp !== undefined };
-    const before = this.#seen.get(name);
-    this.#seen.set(name, next);
-    if (!before || before.generation !== next.generation || (next.deleting && !before.deleting)) onChange(name);
-  }
-
-  /** One watch request, until the server closes it, it fails, or `signal` ends. */
-  async #watchOnce(resourceVersion: string, onChange: (name: string) => void, signal: AbortSignal, advanced: (rv: string) => void): Promise<WatchEnd> {
-    let settle: (end: WatchEnd) => void = () => undefined;
-    const ended = new Promise<WatchEnd>((resolve) => {
-      settle = resolve;
-    });
-    let gone = false;
-    let events = 0;
-    const started = Date.now();
-    const controller = await new Watch(this.#kc).watch(
-      this.#path,
-      { resourceVersion, allowWatchBookmarks: true, timeoutSeconds: this.#timeoutSeconds },
-      (type: string, obj: ProxyObject) => {
-        events++;
-        if (type === 'ERROR') {
-          gone = isGone(obj);
-          if (!gone) settle({ kind: 'failed', error: new Error(`watch error: ${(obj as { message?: string }).message ?? 'unknown'}`) });
-          return;
-        }
-        const rv = obj.metadata?.resourceVersion;
-        if (rv) advanced(rv);
-        if (type === 'BOOKMARK') return;
-        if (type === 'DELETED') {
-          this.#seen.delete(obj.metadata.name);
-          onChange(obj.metadata.name);
-          return;
-        }
-        if (type === 'ADDED' || type === 'MODIFIED') this.#observe(obj, onChange);
-      },
-      (err: unknown) => {
-        if (gone || isGone(err)) settle({ kind: 'gone' });
-        else if (err) settle({ kind: 'failed', error: err });
-        else settle({ kind: 'closed', events, lastedMs: Date.now() - started });
-      },
-    );
-    const stop = (): void => controller.abort();
-    if (signal.aborted) stop();
-    signal.addEventListener('abort', stop, { once: true });
-    try {
-      return await ended;
-    } finally {
-      signal.removeEventListener('abort', stop);
-      controller.abort();
-    }
+  /** Runs until `signal` ends; never rejects for a failed list or watch (each backs off and tries again). */
+  async run(onChange: (name: string) => void, signal: AbortSignal, onPoolChange?: (pool: string) => void): Promise<void> {
+    const watch = <O extends ProxyObject | PoolObject, S>(resource: WatchedResource<O, S>): Promise<void> =>
+      new ResourceWatch(this.#kc, this.#namespace, resource, this.#logger, this.#options).run(signal);
+    await Promise.all([watch(proxies(onChange, onPoolChange)), ...(onPoolChange ? [watch(pools(onPoolChange))] : [])]);
   }
 }
