@@ -3,8 +3,16 @@
  * the generated CRDs: which changes ask for a reconcile of a proxy or a pool, resuming from the last
  * resourceVersion, relisting on 410 Gone, backing off on errors, and stopping on its signal.
  */
+import { once } from 'node:events';
 import { CustomObjectsApi } from '@kubernetes/client-node';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
+import { redisOptions } from '../../queues/connection.ts';
+import { QUEUES } from '../../queues/names.ts';
+import { SchedulerRole } from '../../src/scheduler/scheduler-role.ts';
+import { RedisStatusStore } from '../../src/store/redis-status-store.ts';
+import { testConfig } from '../support/config.ts';
 import { proxyCrd, proxyPoolCrd } from '../../src/crds/definitions.ts';
 import { POOL_LABEL, poolDocumentSchema } from '../../src/model/pool-resource.ts';
 import { KubernetesPoolStore } from '../../src/store/kubernetes/pool-store.ts';
@@ -212,5 +220,63 @@ describe('ProxyWatch with pools', () => {
     await seen('web');
     await waitFor('the ProxyPool list to fail twice', () => fake.requests.filter((r) => r.path === POOLS && r.status === 404).length >= 2 || undefined);
     expect(poolChanges).toEqual([]);
+  });
+});
+
+describe('the leading scheduler runs the watch', () => {
+  it('enqueues a pool reconcile for a pool applied with kubectl and for its member’s changes, and a proxy reconcile for the member', async () => {
+    const config = testConfig();
+    const redis = new Redis(inject('redisUrl'));
+    const store = new RedisStatusStore(redis, config.redis.prefix);
+    const reconcile = new Queue(QUEUES.reconcile, { connection: redisOptions(inject('redisUrl'), 'worker'), prefix: config.redis.prefix });
+    const role = new SchedulerRole({
+      config,
+      redisTarget: inject('redisUrl'),
+      redis,
+      store,
+      logger,
+      proxyChanges: new ProxyWatch(fake.kubeConfig(), 'default', logger, { baseBackoffMs: 20, maxBackoffMs: 200 }),
+    });
+    // The suite's afterEach stops a watch of its own: give it one that has ended.
+    stop = new AbortController();
+    running = Promise.resolve();
+    try {
+      const leading = once(role, 'leading');
+      role.start();
+      await leading;
+      await crs.createNamespacedCustomObject({
+        group: 'egress-proxies.io',
+        version: 'v1alpha1',
+        namespace: 'default',
+        plural: 'proxypools',
+        body: {
+          apiVersion: 'egress-proxies.io/v1alpha1',
+          kind: 'ProxyPool',
+          metadata: { name: 'crawl' },
+          spec: { replicas: 1, template: { spec: { provider: 'local' } } },
+        },
+      });
+      const jobs = async () => (await reconcile.getJobs(['waiting', 'delayed', 'prioritized'])).map((j) => `${j.name} ${JSON.stringify(j.data)}`);
+      await waitFor('a pool reconcile of crawl', async () => (await jobs()).includes('pool-reconcile {"pool":"crawl"}') || undefined, 10_000);
+      await reconcile.obliterate({ force: true });
+      await new KubernetesProxyStore(fake.kubeConfig(), 'default').apply({
+        metadata: { name: 'crawl-abcde', labels: { [POOL_LABEL]: 'crawl' } },
+        spec: { provider: 'local' },
+      });
+      await waitFor(
+        'a proxy reconcile of the member and a pool reconcile of its pool',
+        async () => {
+          const now = await jobs();
+          return (now.includes('pool-reconcile {"pool":"crawl"}') && now.some((j) => j.startsWith('reconcile ') && j.includes('crawl-abcde'))) || undefined;
+        },
+        10_000,
+      );
+    } finally {
+      await role.close();
+      await reconcile.obliterate({ force: true });
+      await reconcile.close();
+      await store.close();
+      await redis.quit();
+    }
   });
 });
