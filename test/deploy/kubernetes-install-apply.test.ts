@@ -90,6 +90,23 @@ describe.skipIf(!hasKubectl)('kubectl apply of the install against the fake apis
     // The install's CRDs are served: ProviderHealth by its short name, as an operator of the install would ask.
     const ph = await kubectl('get', 'ph');
     expect(ph.code, ph.stderr).toBe(0);
+    // A ProxyPool is applied as a user writes it (kubectl apply -f pool.yaml) and listed by its short name with its columns.
+    const pool = join(dir, 'pool.yaml');
+    await writeFile(
+      pool,
+      stringify({
+        apiVersion: 'egress-proxies.io/v1alpha1',
+        kind: 'ProxyPool',
+        metadata: { name: 'crawl', namespace: 'egress-proxies' },
+        spec: { replicas: 3, template: { spec: { provider: 'cluster' } }, maxAge: '30m' },
+      }),
+    );
+    const applied = await kubectl('apply', '-f', pool);
+    expect(applied.stdout, applied.stderr).toContain('proxypool.egress-proxies.io/crawl created');
+    const pxp = await kubectl('get', 'pxp', '-n', 'egress-proxies');
+    expect(pxp.code, pxp.stderr).toBe(0);
+    expect(pxp.stdout.split('\n')[0]?.split(/\s+/).filter(Boolean)).toEqual(['NAME', 'DESIRED', 'READY', 'ROTATING', 'FAILED', 'AGE']);
+    expect(pxp.stdout).toMatch(/^crawl\s+3\s/m);
   });
 
   it('applies server-side too, with the KEDA component', async () => {

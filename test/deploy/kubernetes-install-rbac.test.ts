@@ -8,9 +8,11 @@
  */
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { proxyCrd, providerHealthCrd } from '../../src/crds/definitions.ts';
+import { proxyCrd, proxyPoolCrd, providerHealthCrd } from '../../src/crds/definitions.ts';
 import type { ProviderHealth } from '../../src/health/provider-health.ts';
 import { silentLogger } from '../../src/logging.ts';
+import { poolDocumentSchema, type PoolDocument } from '../../src/model/pool-resource.ts';
+import { KubernetesPoolStore } from '../../src/store/kubernetes/pool-store.ts';
 import { KubernetesProxyStore } from '../../src/store/kubernetes/proxy-store.ts';
 import { ProxyWatch } from '../../src/store/kubernetes/proxy-watch.ts';
 import { KubernetesStatusStore } from '../../src/store/kubernetes/status-store.ts';
@@ -22,7 +24,7 @@ const NS = 'egress-proxies';
 const ROLES = ['scheduler', 'worker', 'publisher', 'api'] as const;
 type Role = (typeof ROLES)[number];
 const VERBS = ['get', 'list', 'create', 'update', 'patch', 'delete', 'watch'] as const;
-const RESOURCES = ['providerhealths', 'proxies', 'secrets', 'pods', 'services'];
+const RESOURCES = ['providerhealths', 'proxies', 'proxypools', 'secrets', 'pods', 'services'];
 const T0 = '2026-12-01T10:00:00.000Z';
 
 let kube: FakeKubeApiserver;
@@ -37,6 +39,13 @@ function applyRbac(objects: readonly KubeObject[], role: Role): void {
     }
   }
 }
+
+function pool(name: string, replicas = 2): PoolDocument {
+  return poolDocumentSchema.parse({ kind: 'ProxyPool', metadata: { name }, spec: { replicas, template: { spec: { provider: 'cluster' } } } });
+}
+
+/** The requests `role`'s token made that were refused. */
+const refusedOf = (role: Role) => kube.requests.filter((r) => r.authorization === `Bearer ${role}-token` && r.status === 403);
 
 function health(name: string): ProviderHealth {
   return {
@@ -56,6 +65,7 @@ beforeEach(async () => {
   });
   kube.registerCrd(providerHealthCrd());
   kube.registerCrd(proxyCrd());
+  kube.registerCrd(proxyPoolCrd());
   await kube
     .kubeConfig('admin-token')
     .makeApiClient(CoreV1Api)
@@ -137,5 +147,59 @@ describe.skipIf(!hasKubectl)('the install’s RBAC against what each role’s st
     // Every request the watch made was allowed, and it reported the new Proxy.
     expect(refused().map((r) => `${r.method} ${r.path}?${r.rawQuery}`)).toEqual([]);
     expect(changed).toContain('p1');
+  });
+
+  it('lets the API apply, list and delete a ProxyPool, and the worker write its status and remove it; neither more', async () => {
+    const api = new KubernetesPoolStore(kube.kubeConfig('api-token'), NS);
+    expect((await api.apply(pool('crawl'))).outcome).toBe('created');
+    expect((await api.apply(pool('crawl', 3))).outcome).toBe('configured');
+    expect((await api.list()).map((p) => p.name)).toEqual(['crawl']);
+    const worker = new KubernetesPoolStore(kube.kubeConfig('worker-token'), NS);
+    expect((await worker.get('crawl'))?.spec.replicas).toBe(3);
+    expect((await worker.updateStatus('crawl', (p) => ({ ...p.status, desired: 3 })))?.status.desired).toBe(3);
+    expect(refusedOf('worker')).toEqual([]);
+    // The worker may neither create nor delete a pool; the publisher may not read pools, nor the scheduler create one.
+    await expect(worker.apply(pool('other'))).rejects.toThrow(/forbidden/i);
+    await expect(worker.requestDeletion('crawl')).rejects.toThrow(/forbidden/i);
+    await expect(new KubernetesPoolStore(kube.kubeConfig('publisher-token'), NS).list()).rejects.toThrow(/forbidden/i);
+    await expect(new KubernetesPoolStore(kube.kubeConfig('scheduler-token'), NS).apply(pool('other'))).rejects.toThrow(/forbidden/i);
+    expect((await api.requestDeletion('crawl')).metadata.deletionRequestedAt).toBeDefined();
+    await worker.remove('crawl');
+    expect(await api.get('crawl')).toBeUndefined();
+  });
+
+  it('lets the worker take over a ProxyPool applied with kubectl (the members finalizer, on its first status write)', async () => {
+    await kube
+      .kubeConfig('admin-token')
+      .makeApiClient(CustomObjectsApi)
+      .createNamespacedCustomObject({
+        group: 'egress-proxies.io',
+        version: 'v1alpha1',
+        namespace: NS,
+        plural: 'proxypools',
+        body: { apiVersion: 'egress-proxies.io/v1alpha1', kind: 'ProxyPool', metadata: { name: 'by-kubectl' }, spec: pool('by-kubectl').spec },
+      });
+    const worker = new KubernetesPoolStore(kube.kubeConfig('worker-token'), NS);
+    expect((await worker.updateStatus('by-kubectl', (p) => ({ ...p.status, desired: 2 })))?.status.desired).toBe(2);
+    const obj = kube.getObject('egress-proxies.io', 'v1alpha1', 'proxypools', NS, 'by-kubectl') as unknown as { metadata: { finalizers?: string[] } };
+    expect(obj.metadata.finalizers).toEqual(['egress-proxies.io/members']);
+    expect(refusedOf('worker')).toEqual([]);
+  });
+
+  it('lets the scheduler watch ProxyPools and the members’ Proxies and see an apply', async () => {
+    const watch = new ProxyWatch(kube.kubeConfig('scheduler-token'), NS, silentLogger());
+    const abort = new AbortController();
+    const pools: string[] = [];
+    const running = watch.run(
+      () => undefined,
+      abort.signal,
+      (name) => pools.push(name),
+    );
+    await new KubernetesPoolStore(kube.kubeConfig('api-token'), NS).apply(pool('crawl'));
+    await waitFor('the watch to report crawl, or a refusal', () => pools.includes('crawl') || refusedOf('scheduler').length > 0, 30_000);
+    abort.abort();
+    await running.catch(() => undefined);
+    expect(refusedOf('scheduler').map((r) => `${r.method} ${r.path}?${r.rawQuery}`)).toEqual([]);
+    expect(pools).toContain('crawl');
   });
 });

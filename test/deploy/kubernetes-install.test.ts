@@ -54,7 +54,11 @@ describe.skipIf(!hasKubectl)('the Kubernetes install (kubectl kustomize deploy/k
   it('holds the CRDs, a namespace, a ServiceAccount, Deployment and PodDisruptionBudget per role, the API Service, a ServiceMonitor and the trial Redis', async () => {
     const { objects } = await renderInstall();
     const names = (kind: string) => objects.filter((o) => o.kind === kind).map((o) => o.metadata.name);
-    expect(names('CustomResourceDefinition').sort()).toEqual(['providerhealths.egress-proxies.io', 'proxies.egress-proxies.io']);
+    expect(names('CustomResourceDefinition').sort()).toEqual([
+      'providerhealths.egress-proxies.io',
+      'proxies.egress-proxies.io',
+      'proxypools.egress-proxies.io',
+    ]);
     expect(names('Namespace').sort()).toEqual([NS, FLEET_NS]);
     expect(names('ServiceAccount').sort()).toEqual(ROLES.map((r) => `egress-${r}`).sort());
     expect(names('Deployment').sort()).toEqual(ROLES.map((r) => `egress-${r}`).sort());
@@ -179,17 +183,39 @@ describe.skipIf(!hasKubectl)('the Kubernetes install (kubectl kustomize deploy/k
     expect(fleet.flatMap((g) => resourcesOf(g.rule)).sort()).toEqual(['pods', 'secrets', 'services']);
   });
 
-  it('aggregates reading ProviderHealth and Proxies into view, and changing Proxies into edit', async () => {
+  it('grants each role on ProxyPools only what its work needs, in the store namespace only', async () => {
+    const { objects } = await renderInstall();
+    const poolGrants = (role: (typeof ROLES)[number]): Record<string, string[]> => {
+      const out: Record<string, string[]> = {};
+      for (const { scope, rule } of grantsOf(objects, NS, `egress-${role}`)) {
+        for (const res of resourcesOf(rule).filter((r) => r.startsWith('egress-proxies.io/proxypools'))) {
+          expect(scope, `${role}: ${res}`).toBe(NS);
+          out[res] = [...(out[res] ?? []), ...rule.verbs].sort();
+        }
+      }
+      return out;
+    };
+    // The API applies and deletes pools, never their status (the pool reconcile writes it).
+    expect(poolGrants('api')).toEqual({ 'egress-proxies.io/proxypools': ['create', 'delete', 'get', 'list', 'update'] });
+    // The worker's pool reconcile: reads, status, and update for the members finalizer only; it never creates or deletes a pool.
+    expect(poolGrants('worker')).toEqual({ 'egress-proxies.io/proxypools': ['get', 'list', 'update'], 'egress-proxies.io/proxypools/status': ['update'] });
+    // The leading scheduler watches them.
+    expect(poolGrants('scheduler')).toEqual({ 'egress-proxies.io/proxypools': ['list', 'watch'] });
+    expect(poolGrants('publisher')).toEqual({});
+  });
+
+  it('aggregates reading ProviderHealth, Proxies and ProxyPools into view, and changing Proxies and ProxyPools into edit', async () => {
     const { objects } = await renderInstall();
     const viewer = find(objects, 'ClusterRole', 'egress-proxies-viewer');
     expect(viewer.metadata.labels).toMatchObject({ 'rbac.authorization.k8s.io/aggregate-to-view': 'true' });
     const viewRules = at<{ resources: string[]; verbs: string[] }[]>(viewer, 'rules') ?? [];
-    expect(viewRules.flatMap((r) => r.resources)).toEqual(expect.arrayContaining(['providerhealths', 'proxies']));
+    expect(viewRules.flatMap((r) => r.resources)).toEqual(expect.arrayContaining(['providerhealths', 'proxies', 'proxypools', 'proxypools/status']));
     expect(viewRules.flatMap((r) => r.verbs).sort()).toEqual(['get', 'list', 'watch']);
     const editor = find(objects, 'ClusterRole', 'egress-proxies-editor');
     expect(editor.metadata.labels).toMatchObject({ 'rbac.authorization.k8s.io/aggregate-to-edit': 'true' });
     expect(editor.metadata.labels).not.toHaveProperty(['rbac.authorization.k8s.io/aggregate-to-view']);
-    expect((at<{ resources: string[] }[]>(editor, 'rules') ?? []).flatMap((r) => r.resources)).toEqual(['proxies']);
+    // Never a status, and never ProviderHealth: the orchestrator writes those.
+    expect((at<{ resources: string[] }[]>(editor, 'rules') ?? []).flatMap((r) => r.resources)).toEqual(['proxies', 'proxypools']);
   });
 
   it('scrapes every role with a token of the API’s token file (ServiceMonitor)', async () => {
