@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util';
 import { NotFoundError } from '../../errors.ts';
 import { KubernetesConflictError, httpStatus, storeError } from './errors.ts';
 import type { CustomObject, ResourceClient } from './resource-client.ts';
@@ -97,6 +98,23 @@ export async function writeStatus<Spec, Status>(
 export function withFinalizer<O extends CustomObject>(obj: O, finalizer: string): O | undefined {
   if (obj.metadata.deletionTimestamp || obj.metadata.finalizers?.includes(finalizer)) return undefined;
   return { ...obj, metadata: { ...obj.metadata, finalizers: [...(obj.metadata.finalizers ?? []), finalizer] } };
+}
+
+/**
+ * An apply's write of the desired state: the object with `spec` and `labels` (and `finalizer`, if it
+ * lacked it), replaced with the resourceVersion it was read at; undefined (nothing written) when
+ * both are as they are.
+ */
+export async function replaceDesired<Spec, Status>(
+  client: ResourceClient<Spec, Status>,
+  current: CustomObject<Spec, Status>,
+  desired: { spec: Spec; labels: Record<string, string> },
+  finalizer: string,
+  signal: AbortSignal,
+): Promise<CustomObject<Spec, Status> | undefined> {
+  if (isDeepStrictEqual(current.spec, desired.spec) && isDeepStrictEqual(current.metadata.labels ?? {}, desired.labels)) return undefined;
+  const owned = withFinalizer(current, finalizer) ?? current;
+  return client.replace({ ...owned, metadata: { ...owned.metadata, labels: desired.labels }, spec: desired.spec }, signal);
 }
 
 /** The object without `finalizer` (undefined when it has none). */

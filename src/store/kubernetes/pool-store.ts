@@ -1,10 +1,9 @@
-import { isDeepStrictEqual } from 'node:util';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { emptyPoolStatus, type Pool, type PoolDocument, type PoolSpec, type PoolStatus } from '../../model/pool-resource.ts';
 import { GROUP_VERSION, MEMBERS_FINALIZER } from '../../crds/resources.ts';
 import { PoolTerminatingError, type PoolStore } from '../pool-store.ts';
 import type { ApplyOutcome } from '../proxy-store.ts';
-import { deleteAndRead, releaseObject, retryOnConflict, withFinalizer, writeStatus, type ObjectRef } from './optimistic-writes.ts';
+import { deleteAndRead, releaseObject, replaceDesired, retryOnConflict, withFinalizer, writeStatus, type ObjectRef } from './optimistic-writes.ts';
 import { ResourceClient, type CustomObject } from './resource-client.ts';
 
 export type PoolObject = CustomObject<PoolSpec, PoolStatus>;
@@ -85,12 +84,8 @@ export class KubernetesPoolStore implements PoolStore {
         return { pool: toPool(created), outcome: 'created' };
       }
       if (current.metadata.deletionTimestamp) throw new PoolTerminatingError(name);
-      if (isDeepStrictEqual(current.spec, spec) && isDeepStrictEqual(current.metadata.labels ?? {}, labels)) {
-        return { pool: toPool(current), outcome: 'unchanged' };
-      }
-      const owned = withFinalizer(current, MEMBERS_FINALIZER) ?? current;
-      const updated = await this.#pools.replace({ ...owned, metadata: { ...owned.metadata, labels }, spec }, signal);
-      return { pool: toPool(updated), outcome: 'configured' };
+      const updated = await replaceDesired(this.#pools, current, { spec, labels }, MEMBERS_FINALIZER, signal);
+      return updated ? { pool: toPool(updated), outcome: 'configured' } : { pool: toPool(current), outcome: 'unchanged' };
     });
   }
 

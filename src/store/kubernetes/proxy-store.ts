@@ -1,4 +1,3 @@
-import { isDeepStrictEqual } from 'node:util';
 import type { KubeConfig, V1Secret } from '@kubernetes/client-node';
 import type { ProxyCredentials } from '../../providers/lifecycle.ts';
 import { generateCredentials } from '../../model/proxy-credentials.ts';
@@ -6,7 +5,17 @@ import type { Proxy, ProxyDocument, ProxySpec } from '../../model/proxy-resource
 import { INSTANCE_FINALIZER, ORPHAN_ANNOTATION } from '../../crds/resources.ts';
 import { ProxyTerminatingError, type ApplyOutcome, type ProxyStore } from '../proxy-store.ts';
 import { httpStatus, storeError } from './errors.ts';
-import { deleteAndRead, modifyObject, releaseObject, retryOnConflict, withFinalizer, writeStatus, MAX_ATTEMPTS, type ObjectRef } from './optimistic-writes.ts';
+import {
+  deleteAndRead,
+  modifyObject,
+  releaseObject,
+  replaceDesired,
+  retryOnConflict,
+  withFinalizer,
+  writeStatus,
+  MAX_ATTEMPTS,
+  type ObjectRef,
+} from './optimistic-writes.ts';
 import {
   credentialsOfSecret,
   credentialsSecret,
@@ -105,12 +114,8 @@ export class KubernetesProxyStore implements ProxyStore {
         return { proxy: toProxy(withStatus), outcome: 'created' };
       }
       if (current.metadata.deletionTimestamp) throw new ProxyTerminatingError(name);
-      if (isDeepStrictEqual(current.spec, spec) && isDeepStrictEqual(current.metadata.labels ?? {}, labels)) {
-        return { proxy: toProxy(current), outcome: 'unchanged' };
-      }
-      const owned = withFinalizer(current, INSTANCE_FINALIZER) ?? current;
-      const updated = await this.#proxies.replace({ ...owned, metadata: { ...owned.metadata, labels }, spec }, signal);
-      return { proxy: toProxy(updated), outcome: 'configured' };
+      const updated = await replaceDesired(this.#proxies, current, { spec, labels }, INSTANCE_FINALIZER, signal);
+      return updated ? { proxy: toProxy(updated), outcome: 'configured' } : { proxy: toProxy(current), outcome: 'unchanged' };
     });
   }
 
