@@ -268,6 +268,23 @@ describe('PoolStore on Kubernetes: the objects as kubectl sees them', () => {
     expect(object('by-hand')).toBeUndefined();
   });
 
+  it('an API apply that changes a pool written with kubectl takes it over too (the finalizer, with the new spec)', async () => {
+    await crs.createNamespacedCustomObject({
+      ...GROUP,
+      body: {
+        apiVersion: 'egress-proxies.io/v1alpha1',
+        kind: 'ProxyPool',
+        metadata: { name: 'reapplied' },
+        spec: { replicas: 1, template: { spec: { provider: 'local' } } },
+      },
+    });
+    const { pool, outcome } = await store.apply(doc('reapplied', { replicas: 4 }));
+    expect(outcome).toBe('configured');
+    expect(pool.spec.replicas).toBe(4);
+    expect(pool.metadata.generation).toBe(2);
+    expect(object('reapplied')?.metadata.finalizers).toEqual([MEMBERS_FINALIZER]);
+  });
+
   it('a kubectl-made pool deleted before any reconcile is gone at once: requestDeletion still reports it as being deleted', async () => {
     await crs.createNamespacedCustomObject({
       ...GROUP,
