@@ -103,6 +103,16 @@ describe('ProxyPools through the API', () => {
     expect(await spread.json()).toMatchObject({
       errors: ['spec.spread[0].provider: "nowhere" is not a configured provider (configured: local, other)'],
     });
+    // A dry run checks everything and writes nothing; on /v1/proxies too (egress apply checks a mixed file with it).
+    const dry = await post('/v1/pools?dryRun=true', pool('dry'));
+    expect(await dry.json()).toEqual({ items: [{ name: 'dry', outcome: 'valid' }], dryRun: true });
+    expect((await fetch(`${api}/v1/pools/dry`)).status).toBe(404);
+    expect((await post('/v1/proxies?dryRun=true', 'kind: Proxy\nmetadata: { name: dry }\nspec: { provider: local }\n')).status).toBe(200);
+    expect((await fetch(`${api}/v1/proxies/dry`)).status).toBe(404);
+    expect(await (await post('/v1/pools?dryRun=maybe', pool('dry'))).json()).toEqual({
+      error: 'ERR_BAD_REQUEST',
+      message: 'query parameter "dryRun" must be true or false, got "maybe"',
+    });
     expect((await post('/v1/pools', '{', 'application/json')).status).toBe(400);
     expect((await post('/v1/pools', 'key: [unclosed')).status).toBe(400);
   });

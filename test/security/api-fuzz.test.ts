@@ -122,6 +122,8 @@ const QUERY_KEYS = [
   'reason',
   'kind',
   'since',
+  // POST /v1/proxies and /v1/pools
+  'dryRun',
   '%ZZ',
   '',
 ];

@@ -13,6 +13,7 @@ import { requestPoolReconcile } from '../../pools/request-pool-reconcile.ts';
 import { PoolTerminatingError, type PoolApiStore } from '../../store/pool-store.ts';
 import type { ProxyReader } from '../../store/proxy-store.ts';
 import { BadRequestError } from '../http-errors.ts';
+import { dryRun } from './proxies.ts';
 
 export interface PoolRouteDeps {
   pools: PoolApiStore;
@@ -62,6 +63,7 @@ export function poolRoutes(deps: PoolRouteDeps): Hono {
     const terminating = current.flatMap((p) => (p?.metadata.deletionRequestedAt ? [p.name] : []));
     if (terminating.length === 1 && docs.length === 1) throw new PoolTerminatingError(terminating[0] as string);
     if (terminating.length > 0) throw new PoolsTerminatingError(terminating);
+    if (dryRun(c)) return c.json({ items: docs.map((d) => ({ name: d.metadata.name, outcome: 'valid' })), dryRun: true });
     const items = [];
     for (const doc of docs) {
       const { pool, outcome } = await deps.pools.apply(doc);
