@@ -1,3 +1,4 @@
+import { NotFoundError } from '../errors.ts';
 import type { EventSink } from '../events/event-sink.ts';
 import { memberCreated, memberDeleted, poolDeleted, type MemberCause } from '../events/pool-events.ts';
 import { parseDuration } from '../schema/duration.ts';
