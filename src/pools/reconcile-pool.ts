@@ -236,7 +236,13 @@ async function deleteMember(
   deps: PoolReconcileDeps,
   signal: AbortSignal,
 ): Promise<void> {
-  await deps.proxies.requestDeletion(member.name, {}, signal);
+  try {
+    await deps.proxies.requestDeletion(member.name, {}, signal);
+  } catch (err) {
+    // Gone meanwhile (deleted by hand, or by a reconcile that finished its deletion): nothing to do.
+    if (err instanceof NotFoundError) return;
+    throw err;
+  }
   await deps.requestReconcile(member.name);
   deps.events?.record(memberDeleted(pool, member, cause, why));
 }
