@@ -7,6 +7,8 @@ import type { Proxy } from '../src/model/proxy-resource.ts';
 import { poolOf, reconcilePool, type PoolReconcileDeps, type PoolReconcileOutcome } from '../src/pools/reconcile-pool.ts';
 import { requestPoolLook, requestPoolReconcile } from '../src/pools/request-pool-reconcile.ts';
 import type { ReconcileOutcome } from '../src/proxies/reconcile.ts';
+import { requestReconcile } from '../src/proxies/request-reconcile.ts';
+import type { ProxyReader } from '../src/store/proxy-store.ts';
 
 export interface PoolProcessorDeps extends Omit<PoolReconcileDeps, 'requestReconcile'> {
   logger: Logger;
@@ -52,4 +54,17 @@ export function memberChanged(before: Proxy | undefined, outcome: ReconcileOutco
   if (outcome.kind === 'ready') return !wasReady;
   if (outcome.kind === 'failed') return before.status.phase !== 'Failed';
   return wasReady;
+}
+
+/**
+ * What an eviction outside reconcile (the probe loop, a local process exiting) asks for: the
+ * proxy's reconcile and, for a pool member, its pool's, so the pool's status follows at once.
+ */
+export function reconcileAfterEviction(reconcile: Queue, proxies: ProxyReader): (proxy: string) => Promise<void> {
+  return async (proxy) => {
+    await requestReconcile(reconcile, proxy);
+    const member = await proxies.get(proxy);
+    const pool = member ? poolOf(member) : undefined;
+    if (pool !== undefined) await requestPoolReconcile(reconcile, pool);
+  };
 }

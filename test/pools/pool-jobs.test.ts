@@ -9,6 +9,9 @@ import type { AppConfig } from '../../src/config/app.ts';
 import { silentLogger } from '../../src/logging.ts';
 import { requestPoolLook, requestPoolReconcile } from '../../src/pools/request-pool-reconcile.ts';
 import { RedisPoolStore } from '../../src/store/redis-pool-store.ts';
+import { RedisProxyStore } from '../../src/store/redis-proxy-store.ts';
+import { POOL_LABEL } from '../../src/model/pool-resource.ts';
+import { reconcileAfterEviction } from '../../workers/pool-processor.ts';
 import { testConfig, uniquePrefix } from '../support/config.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -36,6 +39,29 @@ describe('pool reconcile jobs', () => {
       const waiting = await queue.getJobs(['waiting']);
       expect(waiting.map((j) => [j.name, j.data as unknown])).toEqual([['pool-reconcile', { pool: 'web' }]]);
     } finally {
+      await queue.obliterate({ force: true });
+      await queue.close();
+    }
+  });
+
+  test('an eviction asks for the proxy’s reconcile and, for a pool member, its pool’s', async () => {
+    const prefix = uniquePrefix();
+    const queue = new Queue(QUEUES.reconcile, { connection: redisOptions(inject('redisUrl'), 'producer'), prefix });
+    const proxies = new RedisProxyStore(redis, prefix);
+    try {
+      await proxies.apply({ metadata: { name: 'web-abcde', labels: { [POOL_LABEL]: 'web' } }, spec: { provider: 'local' } });
+      await proxies.apply({ metadata: { name: 'plain', labels: {} }, spec: { provider: 'local' } });
+      const evicted = reconcileAfterEviction(queue, proxies);
+      await evicted('web-abcde');
+      await evicted('plain');
+      const jobs = await queue.getJobs(['waiting']);
+      expect(jobs.map((j) => [j.name, j.data as unknown]).sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)))).toEqual([
+        ['pool-reconcile', { pool: 'web' }],
+        ['reconcile', { proxy: 'plain' }],
+        ['reconcile', { proxy: 'web-abcde' }],
+      ]);
+    } finally {
+      await proxies.close();
       await queue.obliterate({ force: true });
       await queue.close();
     }
