@@ -78,6 +78,13 @@ export const JOBS = {
   reconcile: define({ queue: QUEUES.reconcile, name: 'reconcile', schema: reconcileJobSchema, attempts: 5, deadlineMs: () => PROVIDER_WORK_MS }),
   /** Reconcile one pool: create, replace and delete its member Proxies (they are reconciled by their own jobs). */
   poolReconcile: define({ queue: QUEUES.reconcile, name: 'pool-reconcile', schema: poolReconcileJobSchema, attempts: 5, deadlineMs: () => PROVIDER_WORK_MS }),
+  /**
+   * A delayed look at one pool (a member reaching maxAge, a Failed member due for replacement): it only
+   * asks for the pool's deduplicated reconcile when it comes due. A separate job, never the
+   * deduplicated reconcile itself delayed: a delayed job holding the deduplication id would swallow
+   * every immediate request until it came due.
+   */
+  poolLook: define({ queue: QUEUES.reconcile, name: 'pool-look', schema: poolReconcileJobSchema, attempts: 3, retention: { completed: 100, failed: 100 } }),
   /** The periodic resync: asks for a reconcile of every proxy. Its next run is the retry. */
   resync: define({ queue: QUEUES.reconcile, name: 'resync', schema: z.strictObject({}), attempts: 1, retention: { completed: 10, failed: 100 } }),
   /** One garbage-collection sweep of a provider. Its next sweep is the retry. */

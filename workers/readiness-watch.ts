@@ -7,7 +7,7 @@ import type { ReconcileMetrics } from '../src/metrics/proxy-metrics.ts';
 import type { InstanceExit, ProxyLifecycle } from '../src/providers/lifecycle.ts';
 import { fleetOf } from '../src/proxies/instance-name.ts';
 import type { ReadinessHooks, ReadinessProbe } from '../src/proxies/reconcile.ts';
-import { requestReconcile } from '../src/proxies/request-reconcile.ts';
+import { reconcileAfterEviction } from './pool-processor.ts';
 import { recordFailure, type FailureDeps } from '../src/readiness/evict.ts';
 import { ProbeLoop } from '../src/readiness/probe-loop.ts';
 import type { ProxyCredentialsReader, ProxyReader, ProxyStatusWriter } from '../src/store/proxy-store.ts';
@@ -41,7 +41,8 @@ export function startReadiness(
     onEvicted: (provider, cause, readySeconds) => metrics.evicted(provider, cause, readySeconds),
     ...(deps.events ? { events: deps.events } : {}),
   };
-  const reconcileNow = (proxy: string): Promise<void> => requestReconcile(reconcileQueue, proxy);
+  // Only evictions (a failed probe, an exited process) ask for these; a pool member's pool looks again too.
+  const reconcileNow = reconcileAfterEviction(reconcileQueue, deps.proxies);
   const failures: FailureDeps = { proxies: deps.proxies, rules: config.readiness, hooks, requestReconcile: reconcileNow };
 
   async function onExit(exit: InstanceExit): Promise<void> {

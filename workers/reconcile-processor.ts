@@ -7,6 +7,10 @@ import type { Logger } from '../src/logging.ts';
 import type { ReconcileMetrics } from '../src/metrics/proxy-metrics.ts';
 import { reconcileProxy, type ReconcileDeps, type ReconcileOutcome } from '../src/proxies/reconcile.ts';
 import { requestReconcile } from '../src/proxies/request-reconcile.ts';
+import { poolOf } from '../src/pools/reconcile-pool.ts';
+import { requestPoolReconcile } from '../src/pools/request-pool-reconcile.ts';
+import type { PoolReader } from '../src/store/pool-store.ts';
+import { memberChanged } from './pool-processor.ts';
 
 export interface ReconcileProcessorDeps extends ReconcileDeps {
   logger: Logger;
@@ -15,6 +19,8 @@ export interface ReconcileProcessorDeps extends ReconcileDeps {
   metrics?: ReconcileMetrics;
   /** How soon a proxy whose instance is still starting or being deleted is looked at again. */
   recheckMs: number;
+  /** ProxyPools: the resync asks for a reconcile of each too, and a member's readiness change asks for its pool's. */
+  pools?: PoolReader;
 }
 
 /**
@@ -31,17 +37,23 @@ export function reconcileHandlers(deps: ReconcileProcessorDeps): JobHandler[] {
     onEvicted: (provider, cause, readySeconds) => deps.metrics?.evicted(provider, cause, readySeconds),
     onReplace: (provider) => deps.metrics?.replaced(provider),
   };
-  const resync = handle(JOBS.resync, async (_data, ctx): Promise<{ resynced: number }> => {
-    // Every proxy gets a reconcile (deduplicated per proxy), which re-probes Ready ones.
+  const resync = handle(JOBS.resync, async (_data, ctx): Promise<{ resynced: number; pools: number }> => {
+    // Every proxy gets a reconcile (deduplicated per proxy), which re-probes Ready ones; every pool one too.
     const proxies = await deps.proxies.list(ctx.signal);
     for (const p of proxies) await requestReconcile(deps.reconcile, p.name);
-    return { resynced: proxies.length };
+    const pools = deps.pools ? await deps.pools.list(ctx.signal) : [];
+    for (const p of pools) await requestPoolReconcile(deps.reconcile, p.name);
+    return { resynced: proxies.length, pools: pools.length };
   });
   const reconcile = handle(JOBS.reconcile, async (data, ctx): Promise<ReconcileOutcome> => {
     const log = deps.logger.child({ jobId: ctx.job.id, queue: QUEUES.reconcile, proxy: data.proxy });
     // Read before: once the proxy is deleted its record, and with it the provider, is gone.
-    const provider = (await deps.proxies.get(data.proxy, ctx.signal))?.spec.provider;
+    const before = await deps.proxies.get(data.proxy, ctx.signal);
+    const provider = before?.spec.provider;
     const outcome = await ctx.deadline((limit) => reconcileProxy(data.proxy, withHooks, limit));
+    // A pool member that became Ready, left Ready, Failed or is gone: its pool looks again now.
+    const pool = before ? poolOf(before) : undefined;
+    if (deps.pools && pool !== undefined && memberChanged(before, outcome)) await requestPoolReconcile(deps.reconcile, pool);
     deps.metrics?.outcome(provider ?? 'unknown', outcome.kind);
     log.info(
       { outcome: outcome.kind, ...('why' in outcome ? { why: outcome.why } : {}), ...('message' in outcome ? { message: outcome.message } : {}) },

@@ -14,6 +14,10 @@ import { fleetOf } from '../src/proxies/instance-name.ts';
 import type { ProbeLoop } from '../src/readiness/probe-loop.ts';
 import { reconcileProbe } from '../src/readiness/reconcile-probe.ts';
 import type { ProxyStore } from '../src/store/proxy-store.ts';
+import type { PoolStore } from '../src/store/pool-store.ts';
+import type { MemberReplacements } from '../src/pools/member-replacements.ts';
+import { requestReconcile } from '../src/proxies/request-reconcile.ts';
+import { poolHandlers } from './pool-processor.ts';
 import { checkHandler } from './check-processor.ts';
 import { consumeJobs, openJobQueue } from './consumer.ts';
 import { gcHandler } from './gc-processor.ts';
@@ -27,6 +31,9 @@ export interface WorkerRoleDeps {
   redisTarget: RedisTarget | string;
   providers: ReadonlyMap<string, Provider>;
   proxies: ProxyStore;
+  /** ProxyPools and their members' replacement requests (the pool reconcile runs on the reconcile queue). */
+  pools: PoolStore;
+  replacements: MemberReplacements;
   registry: Registry;
   /** The echo URL readiness probes use (known once the API of this process listens). */
   echoUrl: () => string;
@@ -62,8 +69,8 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
   const probe = reconcileProbe(deps.proxies, deps.echoUrl, config.readiness.timeoutMs);
   const handlers: Record<'checks' | 'reconcile' | 'gc', () => JobHandler[]> = {
     checks: () => [checkHandler({ providers: deps.providers, results: createResultBatcher(results), checkSlots: pLimit(config.worker.concurrency), logger })],
-    reconcile: () =>
-      reconcileHandlers({
+    reconcile: () => [
+      ...reconcileHandlers({
         proxies: deps.proxies,
         reconcile: reconcileQueue,
         metrics: reconcileMetrics,
@@ -74,7 +81,19 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
         logger,
         recheckMs: config.recheckMs,
         events,
+        pools: deps.pools,
       }),
+      ...poolHandlers({
+        pools: deps.pools,
+        proxies: deps.proxies,
+        replacements: deps.replacements,
+        reconcile: reconcileQueue,
+        requestReconcile: (proxy) => requestReconcile(reconcileQueue, proxy),
+        failedReplaceAfterMs: config.readiness.replaceAfterMs,
+        events,
+        logger,
+      }),
+    ],
     gc: () => [
       gcHandler({
         proxies: deps.proxies,

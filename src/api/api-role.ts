@@ -13,6 +13,9 @@ import { registerProviderGauges } from '../metrics/provider-gauges.ts';
 import { registerQueueGauges } from '../metrics/queue-gauges.ts';
 import { registerProxyGauge } from '../metrics/proxy-metrics.ts';
 import type { ProxyStore } from '../store/proxy-store.ts';
+import type { PoolStore } from '../store/pool-store.ts';
+import type { MemberReplacements } from '../pools/member-replacements.ts';
+import { registerPoolGauges } from '../metrics/pool-gauges.ts';
 import type { StatusStore } from '../store/status-store.ts';
 import { listenHttp } from '../http/listen.ts';
 import { createApiApp } from './app.ts';
@@ -27,6 +30,9 @@ export interface ApiRoleDeps {
   store: StatusStore;
   /** Proxy objects (the process's store, Redis or Kubernetes); the caller closes it. */
   proxies: ProxyStore;
+  /** ProxyPools (the caller closes the store) and their members' replacement requests. */
+  pools: PoolStore;
+  replacements: MemberReplacements;
   registry: Registry;
   logger: Logger;
   /** The fleet's events: read by `GET /v1/events`, written by applies and deletions. */
@@ -86,10 +92,13 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
       proxies,
       config.providers.map((p) => p.name),
     );
+    registerPoolGauges(deps.registry, deps.pools);
     const hosts = new HostAllowList([...config.api.allowedHosts, ...echoHost(config.echoUrl)]);
     const app = createApiApp({
       store: deps.store,
       proxies,
+      pools: deps.pools,
+      replacements: deps.replacements,
       providers: config.providers.map((p) => p.name),
       checks,
       checkEvents,

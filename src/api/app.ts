@@ -16,10 +16,16 @@ import { proxyRoutes } from './routes/proxies.ts';
 import { eventRoutes } from './routes/events.ts';
 import { noEvents, type EventReader, type EventSink } from '../events/event-sink.ts';
 import type { ProxyApiStore } from '../store/proxy-store.ts';
+import type { PoolApiStore } from '../store/pool-store.ts';
+import type { MemberReplacements } from '../pools/member-replacements.ts';
+import { poolRoutes } from './routes/pools.ts';
 
 export interface ApiDeps {
   store: StatusStore;
   proxies: ProxyApiStore;
+  /** ProxyPools and their members' replacement requests (`rotate`). */
+  pools: PoolApiStore;
+  replacements: MemberReplacements;
   providers: readonly string[];
   checks: Queue;
   checkEvents: QueueEvents;
@@ -83,6 +89,19 @@ export function createApiApp(deps: ApiDeps): Hono {
   app.route('/v1', echoRoute());
   const reconcile = deps.queues.find((q) => q.name === 'reconcile');
   if (reconcile) app.route('/v1', proxyRoutes({ proxies: deps.proxies, providers: deps.providers, reconcile, events: deps.eventSink ?? noEvents }));
+  if (reconcile) {
+    app.route(
+      '/v1',
+      poolRoutes({
+        pools: deps.pools,
+        proxies: deps.proxies,
+        replacements: deps.replacements,
+        providers: deps.providers,
+        reconcile,
+        events: deps.eventSink ?? noEvents,
+      }),
+    );
+  }
   app.route('/v1', eventRoutes({ events: deps.events }));
   mountBullBoard(app, deps.queues, { storeConnected: deps.storeConnected, logger: deps.logger });
   return app;

@@ -3,10 +3,13 @@ import { EgressError } from '../errors.ts';
 
 export class ApiRequestError extends EgressError {
   readonly status: number;
+  /** The lines of a rejected document set (`errors` of the answer), when it had them. */
+  readonly errors: readonly string[];
   /** The server's error code, or ERR_API when it sent none. */
-  constructor(status: number, message: string, serverCode: string | undefined) {
+  constructor(status: number, message: string, serverCode: string | undefined, errors: readonly string[] = []) {
     super(serverCode ?? (status === 404 ? 'ERR_NOT_FOUND' : 'ERR_API'), message, { retryable: status >= 500 });
     this.status = status;
+    this.errors = errors;
   }
 }
 
@@ -75,7 +78,8 @@ export class ApiClient {
     if (!res.ok) {
       const reply = parsed as { error?: string; message?: string; errors?: string[] } | undefined;
       const message = reply?.errors?.length ? `rejected, nothing applied:\n  ${reply.errors.join('\n  ')}` : (reply?.message ?? (text || res.statusText));
-      throw new ApiRequestError(res.status, message, typeof reply?.error === 'string' && reply.error.startsWith('ERR_') ? reply.error : undefined);
+      const errors = Array.isArray(reply?.errors) ? reply.errors.filter((e): e is string => typeof e === 'string') : [];
+      throw new ApiRequestError(res.status, message, typeof reply?.error === 'string' && reply.error.startsWith('ERR_') ? reply.error : undefined, errors);
     }
     return parsed as T;
   }

@@ -3,6 +3,7 @@ import { ConfigError, EgressError, UsageError } from '../errors.ts';
 import { ApiClient, resolveToken } from './api-client.ts';
 import { checkProvider, getProviderHealth, listJobs, retryJobs } from './commands/client-commands.ts';
 import { applyProxies, deleteProxy, getProxies } from './commands/proxy-commands.ts';
+import { deletePool, getPools, POOL_TYPES, rotatePool } from './commands/pool-commands.ts';
 import { describe, listEvents, type EventsOptions } from './commands/event-commands.ts';
 import { addServerOptions } from './commands/server-commands.ts';
 import type { CliIO } from './output.ts';
@@ -54,7 +55,7 @@ async function clientOf(flags: ClientFlags, env: CliEnv): Promise<ApiClient> {
 }
 
 /** The resource types of `egress get`, as its usage errors list them. */
-const GET_TYPES = 'providerhealth (ph), proxies (proxy)';
+const GET_TYPES = 'providerhealth (ph), proxies (proxy), pools (pool)';
 
 /** A watch runs until it is interrupted (Ctrl-C): SIGINT and SIGTERM end it cleanly, exit 0. */
 function watchSignal(): AbortSignal {
@@ -117,7 +118,13 @@ function buildProgram(env: CliEnv, io: CliIO, result: { code: number }, options:
     .action(async (name: string | undefined, flags: ClientFlags & { output?: string }) => {
       result.code = await getProxies(await clientOf(flags, env), io, name, flags.output, signal);
     });
-  addClientOptions(program.command('apply').description('create or update proxies from a YAML file (one or many documents)'), env)
+  addClientOptions(get.command('pools').alias('pool').description('show ProxyPools (one pool: with its members in -o json|yaml)'), env)
+    .argument('[name]', 'one pool')
+    .addOption(new Option('-o, --output <format>', 'json or yaml'))
+    .action(async (name: string | undefined, flags: ClientFlags & { output?: string }) => {
+      result.code = await getPools(await clientOf(flags, env), io, name, flags.output, signal);
+    });
+  addClientOptions(program.command('apply').description('create or update proxies and pools from a YAML file (one or many documents, dispatched by kind)'), env)
     .option('-f, --filename <file>', 'the file, or - for standard input')
     .action(async (flags: ClientFlags & { filename?: string }) => {
       const stdin = async (): Promise<string> => {
@@ -127,12 +134,23 @@ function buildProgram(env: CliEnv, io: CliIO, result: { code: number }, options:
       };
       result.code = await applyProxies(await clientOf(flags, env), io, flags.filename, stdin, signal);
     });
-  addClientOptions(program.command('delete').description('delete a proxy (its instance is removed first)'), env)
-    .argument('<type>', 'proxy')
-    .argument('<name>', 'the proxy')
+  addClientOptions(program.command('delete').description('delete a proxy (its instance is removed first) or a pool (its members first)'), env)
+    .argument('<type>', 'proxy or pool')
+    .argument('<name>', 'the proxy or pool')
     .option('--orphan', 'forget the proxy without removing its instance (left to GC, if its provider is configured)')
     .action(async (kind: string, name: string, flags: ClientFlags & { orphan?: boolean }) => {
+      if (POOL_TYPES.includes(kind)) {
+        if (flags.orphan) throw new UsageError('--orphan: applies to a proxy, not a pool');
+        result.code = await deletePool(await clientOf(flags, env), io, name, signal);
+        return;
+      }
       result.code = await deleteProxy(await clientOf(flags, env), io, kind, name, { orphan: flags.orphan === true }, signal);
+    });
+  addClientOptions(program.command('rotate').description("replace every member of a pool, surge-first (as when they reach the pool's maxAge)"), env)
+    .argument('<type>', 'pool')
+    .argument('<name>', 'the pool')
+    .action(async (kind: string, name: string, flags: ClientFlags) => {
+      result.code = await rotatePool(await clientOf(flags, env), io, kind, name, signal);
     });
 
   addClientOptions(program.command('events').description('show what happened and why, oldest first (like kubectl get events)'), env)

@@ -14,7 +14,7 @@ export const EVENT_TYPES = ['Normal', 'Warning'] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
 /** The kinds of object an event is about (kubectl's involvedObject). */
-export const EVENT_KINDS = ['Proxy', 'ProviderHealth', 'Scheduler'] as const;
+export const EVENT_KINDS = ['Proxy', 'ProviderHealth', 'Scheduler', 'ProxyPool'] as const;
 export type EventKind = (typeof EVENT_KINDS)[number];
 
 /** Stable reasons, each documented in docs/operations.md. */
@@ -30,6 +30,9 @@ export const EVENT_REASONS = [
   'NotReady',
   'Failed',
   'Deleted',
+  // ProxyPool, from the pool reconcile (Applied, DeletionRequested and Deleted apply to pools too)
+  'MemberCreated',
+  'MemberDeleted',
   // ProviderHealth, from the publisher and the GC
   'CheckReasonChanged',
   'GcSweep',

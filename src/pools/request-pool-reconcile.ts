@@ -8,3 +8,14 @@ import { enqueue, JOBS } from '../../queues/jobs.ts';
 export async function requestPoolReconcile(reconcile: Queue, pool: string): Promise<void> {
   await enqueue(reconcile, JOBS.poolReconcile, { pool }, { deduplication: { id: `pool-reconcile-${pool}`, keepLastIfActive: true } });
 }
+
+/**
+ * Asks for a look at one pool in `delayMs` (a member reaching maxAge): a delayed `pool-look` job that
+ * then asks for the pool's reconcile. Its id names the pool and the second it comes due, so
+ * reconciles that compute the same due time add it once, while one due earlier is still added.
+ * The reconcile itself is never delayed: its deduplication would swallow immediate requests meanwhile.
+ */
+export async function requestPoolLook(reconcile: Queue, pool: string, delayMs: number, now: number = Date.now()): Promise<void> {
+  const due = Math.ceil((now + delayMs) / 1000);
+  await enqueue(reconcile, JOBS.poolLook, { pool }, { jobId: `pool-look-${pool}-${due}`, delay: Math.max(0, due * 1000 - now) });
+}

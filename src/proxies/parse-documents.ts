@@ -2,6 +2,7 @@ import { parseAllDocuments } from 'yaml';
 import { EgressError } from '../errors.ts';
 import { safeParseWorded } from '../schema/zod-helpers.ts';
 import { proxyDocumentSchema, type ProxyDocument } from '../model/proxy-resource.ts';
+import { POOL_LABEL } from '../model/pool-resource.ts';
 
 /** At most this many error lines are reported; the rest are counted in one more line. */
 export const MAX_ERROR_LINES = 20;
@@ -29,12 +30,12 @@ export interface ProxyDocumentOptions {
 }
 
 /** A document as messages name it: `document 2` (counted from 1, as a reader counts them). */
-function documentName(number: number): string {
+export function documentName(number: number): string {
   return `document ${number}`;
 }
 
 /** `document 2: spec.provider: …` in a set of several; just `spec.provider: …` for a single document. */
-function located(number: number, several: boolean, path: string, message: string): string {
+export function located(number: number, several: boolean, path: string, message: string): string {
   return [several ? documentName(number) : '', path].filter(Boolean).join(': ') + `: ${message}`;
 }
 
@@ -54,6 +55,8 @@ function validateNumbered(docs: readonly { value: unknown; number: number }[], o
     const first = seen.get(doc.metadata.name);
     if (first !== undefined) errors.push(located(number, several, 'metadata.name', `"${doc.metadata.name}" appears twice (also ${documentName(first)})`));
     else seen.set(doc.metadata.name, number);
+    if (doc.metadata.labels[POOL_LABEL] !== undefined)
+      errors.push(located(number, several, `metadata.labels.${POOL_LABEL}`, 'is set only by a ProxyPool on its members; apply a ProxyPool instead'));
     if (options.providers && !options.providers.includes(doc.spec.provider)) {
       errors.push(
         located(
@@ -76,11 +79,7 @@ function validateNumbered(docs: readonly { value: unknown; number: number }[], o
  * nothing: any error rejects the whole set. Documents are numbered from 1 in messages.
  */
 export function validateProxyDocuments(input: unknown, options: ProxyDocumentOptions = {}): ProxyDocument[] {
-  const docs: unknown[] = Array.isArray(input)
-    ? input
-    : input && typeof input === 'object' && 'items' in input && Array.isArray(input.items)
-      ? (input as { items: unknown[] }).items
-      : [input];
+  const docs = documentList(input);
   if (docs.length > MAX_DOCUMENTS) throw new InvalidProxyDocumentsError([`${docs.length} documents: at most ${MAX_DOCUMENTS} are accepted at once`]);
   return validateNumbered(
     docs.map((value, i) => ({ value, number: i + 1 })),
@@ -92,19 +91,21 @@ function firstLine(message: string): string {
   return (message.split('\n')[0] ?? '').replace(/:\s*$/, '').slice(0, 300);
 }
 
+/** The values of a YAML text, numbered by their place in it; or, for one document holding a list or `{items}`, that set. */
+export type YamlValues = { kind: 'numbered'; values: { value: unknown; number: number }[] } | { kind: 'set'; value: unknown };
+
 /**
- * Parses YAML (one or many documents) or JSON text, then validates it. Malformed YAML, an alias
+ * Splits YAML (one or many documents) or JSON text into values numbered from 1 by their place in
+ * the text (an empty one, such as after a trailing `---`, still counts). Malformed YAML, an alias
  * to nothing (`x: *nope`) or too many aliases (the library's `maxAliasCount`, against "billion
- * laughs") are errors naming the document, never exceptions. Documents are numbered from 1 by
- * their place in the text (an empty one, such as after a trailing `---`, still counts).
+ * laughs") become `fail(lines)` naming the document, never exceptions of the library.
  */
-export function parseProxyDocuments(text: string, options: ProxyDocumentOptions = {}): ProxyDocument[] {
+export function yamlValues(text: string, fail: (lines: string[]) => Error): YamlValues {
   const docs = parseAllDocuments(text);
   const list = Array.isArray(docs) ? docs : [docs];
-  if (list.length > MAX_DOCUMENTS) throw new InvalidProxyDocumentsError([`${list.length} YAML documents: at most ${MAX_DOCUMENTS} are accepted at once`]);
+  if (list.length > MAX_DOCUMENTS) throw fail([`${list.length} YAML documents: at most ${MAX_DOCUMENTS} are accepted at once`]);
   const several = list.length > 1;
-  const notYaml = (number: number, message: string): InvalidProxyDocumentsError =>
-    new InvalidProxyDocumentsError([`${several ? `${documentName(number)}: ` : ''}not valid YAML: ${firstLine(message)}`]);
+  const notYaml = (number: number, message: string): Error => fail([`${several ? `${documentName(number)}: ` : ''}not valid YAML: ${firstLine(message)}`]);
   const values: { value: unknown; number: number }[] = [];
   for (const [i, d] of list.entries()) {
     if (d.errors.length > 0) throw notYaml(i + 1, d.errors[0]?.message ?? '');
@@ -118,7 +119,21 @@ export function parseProxyDocuments(text: string, options: ProxyDocumentOptions 
   }
   // One document holding a list or `{items}` is a set of its own (numbered within it).
   const only = values.length === 1 ? values[0]?.value : undefined;
-  if (only !== undefined && (Array.isArray(only) || (typeof only === 'object' && only !== null && 'items' in only)))
-    return validateProxyDocuments(only, options);
-  return validateNumbered(values, options);
+  if (only !== undefined && (Array.isArray(only) || (typeof only === 'object' && only !== null && 'items' in only))) return { kind: 'set', value: only };
+  return { kind: 'numbered', values };
+}
+
+/** A JSON value as a list of documents: a list, `{items: [...]}`, or one document. */
+export function documentList(input: unknown): unknown[] {
+  return Array.isArray(input)
+    ? input
+    : input && typeof input === 'object' && 'items' in input && Array.isArray(input.items)
+      ? (input as { items: unknown[] }).items
+      : [input];
+}
+
+/** Parses YAML (one or many documents) or JSON text (see `yamlValues`), then validates it. */
+export function parseProxyDocuments(text: string, options: ProxyDocumentOptions = {}): ProxyDocument[] {
+  const read = yamlValues(text, (lines) => new InvalidProxyDocumentsError(lines));
+  return read.kind === 'set' ? validateProxyDocuments(read.value, options) : validateNumbered(read.values, options);
 }

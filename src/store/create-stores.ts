@@ -12,7 +12,7 @@ import { RedisStatusStore } from './redis-status-store.ts';
 import type { StatusStore } from './status-store.ts';
 import type { PoolStore } from './pool-store.ts';
 import { RedisPoolStore } from './redis-pool-store.ts';
-import { RedisMemberReplacements, type MemberReplacements } from '../pools/member-replacements.ts';
+import { RedisMemberReplacements, type MemberReplacements } from './member-replacements.ts';
 
 /** The stores of one process, as `--store` chose them. */
 export interface Stores {

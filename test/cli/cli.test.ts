@@ -45,7 +45,7 @@ describe('usage', () => {
       expect(await runCli(['get', type, ...NO_API])).toEqual({
         code: 2,
         out: '',
-        err: `error: get: unknown resource type "${type}" (known: providerhealth (ph), proxies (proxy))\n`,
+        err: `error: get: unknown resource type "${type}" (known: providerhealth (ph), proxies (proxy), pools (pool))\n`,
       });
     }
   });

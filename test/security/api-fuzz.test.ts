@@ -49,6 +49,8 @@ async function routeTable(): Promise<Route[]> {
     const app = createApiApp({
       store: { listProviderHealth: never, getProviderHealth: never } as never,
       proxies: never as never,
+      pools: never as never,
+      replacements: never as never,
       providers: ['local'],
       checks: queues[0] as Queue,
       checkEvents: never as never,
@@ -95,6 +97,8 @@ const SEGMENTS = [
   'repeat:x:1',
   'null',
   '%0d%0aSet-Cookie:x',
+  // /v1/pools/{name}/rotate
+  'rotate',
 ];
 const QUERY_KEYS = [
   'state',
@@ -118,6 +122,8 @@ const QUERY_KEYS = [
   'reason',
   'kind',
   'since',
+  // POST /v1/proxies and /v1/pools
+  'dryRun',
   '%ZZ',
   '',
 ];
@@ -183,6 +189,12 @@ const BODIES = [
   '{"__proto__": {"polluted": true}, "constructor": {"prototype": {"x": 1}}}',
   JSON.stringify(Array.from({ length: 3000 }, () => ({}))),
   JSON.stringify({ delay: -1, priority: 'x', data: { a: 1 }, name: '\u0000' }),
+  // ProxyPool documents (POST /v1/pools): valid, and wrong in each field the route checks
+  '{"kind":"ProxyPool","metadata":{"name":"fuzz-pool"},"spec":{"replicas":1,"template":{"spec":{"provider":"local"}}}}',
+  '{"kind":"ProxyPool","metadata":{"name":"fuzz-pool"},"spec":{"replicas":-1,"maxSurge":0,"maxAge":"1s","template":{"metadata":{"labels":{"egress-proxies.io/pool":"x"}},"spec":{}}}}',
+  '{"kind":"ProxyPool","metadata":{"name":"fuzz-pool"},"spec":{"replicas":99999999,"spread":[{"provider":"nowhere","weight":0},{"provider":"nowhere","weight":1e309}],"template":{"spec":{}}}}',
+  `kind: ProxyPool\nmetadata: { name: ${'p'.repeat(70)} }\nspec: { replicas: 1, template: { spec: { provider: local } }, spread: ${JSON.stringify(Array.from({ length: 40 }, () => ({ provider: 'local', weight: 1 })))} }`,
+  '{"kind":"Proxy","metadata":{"name":"fuzz-member","labels":{"egress-proxies.io/pool":"fuzz-pool"}},"spec":{"provider":"local"}}',
 ];
 
 interface Sent {

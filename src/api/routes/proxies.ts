@@ -30,6 +30,14 @@ function parseFilter(c: Context): DiscoveryFilter {
   return { ready: ready === undefined ? undefined : ready === 'true', provider: c.req.query('provider'), labels };
 }
 
+/** `?dryRun=true|false` (absent: false). */
+export function dryRun(c: Context): boolean {
+  const value = c.req.query('dryRun');
+  if (value !== undefined && value !== 'true' && value !== 'false')
+    throw new BadRequestError(`query parameter "dryRun" must be true or false, got "${value.slice(0, 40)}"`);
+  return value === 'true';
+}
+
 async function readDocuments(c: Context, providers: readonly string[]): Promise<ProxyDocument[]> {
   const type = c.req.header('content-type') ?? '';
   const text = await c.req.text();
@@ -57,6 +65,8 @@ export function proxyRoutes(deps: ProxyRouteDeps): Hono {
     const current = await deps.proxies.getMany(docs.map((d) => d.metadata.name));
     const terminating = current.flatMap((p) => (p?.metadata.deletionRequestedAt ? [p.name] : []));
     if (terminating.length > 0) throw new ProxyTerminatingError(terminating, docs.length);
+    // `?dryRun=true`: every check, nothing written (`egress apply` checks a file of Proxies and ProxyPools whole first).
+    if (dryRun(c)) return c.json({ items: docs.map((d) => ({ name: d.metadata.name, outcome: 'valid' })), dryRun: true });
     const items = [];
     for (const doc of docs) {
       const { proxy, outcome } = await deps.proxies.apply(doc);

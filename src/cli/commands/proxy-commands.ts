@@ -4,8 +4,13 @@ import type { ProxyView } from '../../proxies/discovery.ts';
 import type { ApiClient } from '../api-client.ts';
 import { age, renderStructured, renderTable, type CliIO } from '../output.ts';
 import { parseOutput } from './client-commands.ts';
+import { applyWithPools, splitByKind } from './pool-commands.ts';
 
-/** `egress apply -f FILE` (`-` for standard input): one or many Proxy documents, all or nothing. */
+/**
+ * `egress apply -f FILE` (`-` for standard input): one or many Proxy documents, all or nothing; a
+ * file holding ProxyPool documents (`kind: ProxyPool`, alone or mixed with Proxies) goes through
+ * `applyWithPools`.
+ */
 export async function applyProxies(
   client: ApiClient,
   io: CliIO,
@@ -20,6 +25,8 @@ export async function applyProxies(
   } catch (err) {
     throw new UsageError(`-f ${file}: cannot read: ${(err as Error).message}`);
   }
+  const byKind = splitByKind(text);
+  if (byKind && byKind.pools.length > 0) return applyWithPools(client, io, text, byKind, signal);
   const reply = await client.request<{ items: { name: string; outcome: string }[] }>('POST', '/v1/proxies', signal, undefined, {
     body: text,
     contentType: 'application/yaml',
@@ -73,7 +80,7 @@ export async function deleteProxy(
   options: { orphan?: boolean },
   signal: AbortSignal,
 ): Promise<number> {
-  if (kind !== 'proxy' && kind !== 'proxies') throw new UsageError(`delete: unknown resource type "${kind}" (known: proxy)`);
+  if (kind !== 'proxy' && kind !== 'proxies') throw new UsageError(`delete: unknown resource type "${kind}" (known: proxy, pool)`);
   await client.request('DELETE', `/v1/proxies/${encodeURIComponent(name)}${options.orphan ? '?orphan=true' : ''}`, signal);
   io.out(options.orphan ? `proxy/${name} deletion requested (its instance is left in place)\n` : `proxy/${name} deletion requested\n`);
   return 0;

@@ -112,7 +112,11 @@ export function addServerOptions(cmd: Command, env: ServerEnv, role: string): Co
       )
       .option('--probe-failures <n>', 'failed readiness probes in a row that take a Ready proxy out of discovery', d.probeFailures)
       .option('--probe-successes <n>', 'passed probes in a row that bring an evicted proxy back into discovery', d.probeSuccesses)
-      .option('--replace-after <duration>', 'a proxy unready this long has its instance replaced', d.replaceAfter);
+      .option(
+        '--replace-after <duration>',
+        'a proxy unready this long has its instance replaced; a pool member Failed this long is replaced by a new member',
+        d.replaceAfter,
+      );
   }
   return cmd;
 }

@@ -1,0 +1,70 @@
+import type { Queue } from 'bullmq';
+import { handle, type JobHandler } from '../queues/consume.ts';
+import { JOBS } from '../queues/jobs.ts';
+import { QUEUES } from '../queues/names.ts';
+import type { Logger } from '../src/logging.ts';
+import type { Proxy } from '../src/model/proxy-resource.ts';
+import { poolOf, reconcilePool, type PoolReconcileDeps, type PoolReconcileOutcome } from '../src/pools/reconcile-pool.ts';
+import { requestPoolLook, requestPoolReconcile } from '../src/pools/request-pool-reconcile.ts';
+import type { ReconcileOutcome } from '../src/proxies/reconcile.ts';
+import { requestReconcile } from '../src/proxies/request-reconcile.ts';
+import type { ProxyReader } from '../src/store/proxy-store.ts';
+
+export interface PoolProcessorDeps extends Omit<PoolReconcileDeps, 'requestReconcile'> {
+  logger: Logger;
+  /** The reconcile queue: member reconciles, the pool's own reconcile and its delayed looks. */
+  reconcile: Queue;
+  requestReconcile: (proxy: string) => Promise<void>;
+}
+
+/**
+ * Handles `pool-reconcile` (one pool, under the job's deadline) and `pool-look` (a delayed look
+ * that asks for the pool's deduplicated reconcile when it comes due). A pool reconcile never goes
+ * back to delayed: while waiting on members it completes and relies on their readiness changes
+ * (`memberChanged`) and, as a safety net, on a delayed look.
+ */
+export function poolHandlers(deps: PoolProcessorDeps): JobHandler[] {
+  const reconcile = handle(JOBS.poolReconcile, async (data, ctx): Promise<Omit<PoolReconcileOutcome, 'status'>> => {
+    const log = deps.logger.child({ jobId: ctx.job.id, queue: QUEUES.reconcile, pool: data.pool });
+    const outcome = await ctx.deadline((limit) => reconcilePool(data.pool, deps, limit));
+    if (outcome.kind === 'reconciled') {
+      if (outcome.lookAfterMs !== undefined) await requestPoolLook(deps.reconcile, data.pool, outcome.lookAfterMs);
+      const { desired, current, ready, rotating, failed } = outcome.status;
+      log.info({ created: outcome.created, deleted: outcome.deleted, desired, current, ready, rotating, failed }, 'reconciled pool');
+    } else log.info({ outcome: outcome.kind }, 'reconciled pool');
+    if (outcome.kind !== 'reconciled') return outcome;
+    const { status: _stored, ...summary } = outcome;
+    return summary;
+  });
+  const look = handle(JOBS.poolLook, async (data): Promise<void> => {
+    await requestPoolReconcile(deps.reconcile, data.pool);
+  });
+  return [reconcile, look];
+}
+
+/**
+ * After a member Proxy's reconcile: asks for its pool's reconcile when the member's readiness
+ * changed (it became Ready, left Ready, Failed) or it is gone, so a rotation moves on as soon as a
+ * replacement is Ready. A plain Proxy, or a member whose state did not change, asks for nothing.
+ */
+export function memberChanged(before: Proxy | undefined, outcome: ReconcileOutcome): boolean {
+  if (!before || poolOf(before) === undefined) return false;
+  if (outcome.kind === 'deleted' || outcome.kind === 'gone') return true;
+  const wasReady = before.status.phase === 'Ready';
+  if (outcome.kind === 'ready') return !wasReady;
+  if (outcome.kind === 'failed') return before.status.phase !== 'Failed';
+  return wasReady;
+}
+
+/**
+ * What an eviction outside reconcile (the probe loop, a local process exiting) asks for: the
+ * proxy's reconcile and, for a pool member, its pool's, so the pool's status follows at once.
+ */
+export function reconcileAfterEviction(reconcile: Queue, proxies: ProxyReader): (proxy: string) => Promise<void> {
+  return async (proxy) => {
+    await requestReconcile(reconcile, proxy);
+    const member = await proxies.get(proxy);
+    const pool = member ? poolOf(member) : undefined;
+    if (pool !== undefined) await requestPoolReconcile(reconcile, pool);
+  };
+}
