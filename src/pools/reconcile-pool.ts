@@ -2,7 +2,8 @@ import { NotFoundError } from '../errors.ts';
 import type { EventSink } from '../events/event-sink.ts';
 import { memberCreated, memberDeleted, poolDeleted, type MemberCause } from '../events/pool-events.ts';
 import { parseDuration } from '../schema/duration.ts';
-import { POOL_LABEL, type Pool, type PoolStatus } from '../model/pool-resource.ts';
+import { POOL_LABEL, poolDocumentSchema, type Pool, type PoolStatus } from '../model/pool-resource.ts';
+import { issueLines } from '../schema/zod-helpers.ts';
 import type { Proxy, ProxyCondition } from '../model/proxy-resource.ts';
 import type { PoolReconcileStore } from '../store/pool-store.ts';
 import type { ProxyReader, ProxySpecWriter } from '../store/proxy-store.ts';
@@ -33,6 +34,7 @@ export type PoolReconcileOutcome =
   | { kind: 'gone' }
   | { kind: 'deleted' }
   | { kind: 'deleting'; remaining: number }
+  | { kind: 'invalid'; message: string }
   | { kind: 'reconciled'; status: PoolStatus; created: string[]; deleted: string[]; lookAfterMs?: number };
 
 /** A member the pool no longer wants where or as it is, and why. */
@@ -90,7 +92,10 @@ function sameLabels(a: Record<string, string>, b: Record<string, string>): boole
  */
 export async function reconcilePool(name: string, deps: PoolReconcileDeps, signal: AbortSignal): Promise<PoolReconcileOutcome> {
   const pool = await deps.pools.get(name, signal);
-  if (!pool) return { kind: 'gone' };
+  if (!pool) {
+    await deleteStrays(name, deps, signal);
+    return { kind: 'gone' };
+  }
   const now = (deps.now ?? (() => new Date()))();
   const all = await deps.proxies.list(signal);
   const members = all.filter((p) => poolOf(p) === name);
@@ -113,6 +118,11 @@ export async function reconcilePool(name: string, deps: PoolReconcileDeps, signa
     return { kind: 'deleting', remaining: members.length };
   }
 
+  const invalid = invalidSpec(pool);
+  if (invalid !== undefined) {
+    await writeInvalid(pool, invalid, now, deps, signal);
+    return { kind: 'invalid', message: invalid };
+  }
   const spec = pool.spec;
   const targets = placeTargets(spec);
   const wanted = new Map(targets.map((t) => [placeKey(t.place), t]));
@@ -208,6 +218,58 @@ export async function reconcilePool(name: string, deps: PoolReconcileDeps, signa
   // Waiting on new members: their readiness triggers the next look; this one is the safety net.
   if (rotatingOld > 0 || counts.current !== counts.ready) lookAt(SAFETY_LOOK_MS);
   return { kind: 'reconciled', status, created, deleted, ...(nextLookMs === undefined ? {} : { lookAfterMs: nextLookMs }) };
+}
+
+/**
+ * What the API would refuse in a pool written around it (`kubectl apply` with the Kubernetes store,
+ * where the CRD cannot express every rule: provider or spread, the reserved label, duplicate spread
+ * entries, the 10s floor of maxAge): such a pool makes no members.
+ */
+function invalidSpec(pool: Pool): string | undefined {
+  const result = poolDocumentSchema.safeParse({ kind: 'ProxyPool', metadata: { name: pool.name, labels: pool.labels }, spec: pool.spec });
+  return result.success ? undefined : `invalid spec, no members made: ${issueLines(result.error).join('; ')}`;
+}
+
+async function writeInvalid(pool: Pool, message: string, now: Date, deps: PoolReconcileDeps, signal: AbortSignal): Promise<void> {
+  await deps.pools.updateStatus(
+    pool.name,
+    (current) => {
+      const previous = current.status.conditions.find((c) => c.type === 'Ready');
+      const condition: ProxyCondition = {
+        type: 'Ready',
+        status: 'False',
+        reason: 'InvalidSpec',
+        message,
+        lastTransitionTime: previous?.status === 'False' ? previous.lastTransitionTime : now.toISOString(),
+      };
+      const next: PoolStatus = {
+        ...current.status,
+        desired: current.spec.replicas,
+        lastError: message,
+        conditions: [condition, ...current.status.conditions.filter((c) => c.type !== 'Ready')],
+        observedGeneration: current.metadata.generation,
+      };
+      return JSON.stringify(next) === JSON.stringify(current.status) ? undefined : next;
+    },
+    signal,
+  );
+}
+
+/**
+ * Members of a pool that no longer exists (a pool deleted with kubectl before its first reconcile
+ * put its finalizer on): nothing else would ever delete them. The pool label is the pool's alone.
+ */
+async function deleteStrays(name: string, deps: PoolReconcileDeps, signal: AbortSignal): Promise<void> {
+  const strays = (await deps.proxies.list(signal)).filter((p) => poolOf(p) === name && !p.metadata.deletionRequestedAt);
+  for (const m of strays) {
+    try {
+      await deps.proxies.requestDeletion(m.name, {}, signal);
+    } catch (err) {
+      if (err instanceof NotFoundError) continue;
+      throw err;
+    }
+    await deps.requestReconcile(m.name);
+  }
 }
 
 /** While members are on their way, the pool is looked at again after this long even if no trigger arrives. */

@@ -366,6 +366,40 @@ describe('reconcilePool', () => {
     expect(await h.reconcile('gone')).toEqual({ kind: 'gone' });
   });
 
+  test('a pool written around the API (kubectl, where the CRD cannot check every rule) makes no members and says why', async () => {
+    const h = harness();
+    // Neither a provider nor a spread, and the reserved label in the template: the API refuses both.
+    const doc = {
+      kind: 'ProxyPool',
+      metadata: { name: 'lax', labels: {} },
+      spec: { replicas: 2, maxSurge: 1, template: { metadata: { labels: { [POOL_LABEL]: 'x' } }, spec: {} } },
+    };
+    await h.pools.apply(doc as unknown as PoolDocument);
+    const outcome = await h.reconcile('lax');
+    expect(outcome).toMatchObject({ kind: 'invalid' });
+    expect(await h.members('lax')).toEqual([]);
+    const status = (await h.pools.get('lax'))?.status;
+    expect(status?.lastError).toContain('spec.template.spec.provider: required when spec.spread is not given');
+    expect(status?.lastError).toContain('is set by the pool itself');
+    expect(status?.conditions).toMatchObject([{ type: 'Ready', status: 'False', reason: 'InvalidSpec' }]);
+    // Fixed: members are made, and the error is gone.
+    await h.pools.apply(poolDoc('lax', { replicas: 2 }));
+    await h.converge('lax');
+    expect(await h.members('lax')).toHaveLength(2);
+    expect((await h.pools.get('lax'))?.status.lastError).toBeUndefined();
+  });
+
+  test('members of a pool that vanished without its reconcile (kubectl delete before the finalizer) are deleted', async () => {
+    const h = harness();
+    await h.pools.apply(poolDoc('vanished', { replicas: 2 }));
+    await h.converge('vanished');
+    await h.pools.remove('vanished');
+    expect(await h.reconcile('vanished')).toEqual({ kind: 'gone' });
+    expect((await h.members('vanished')).map((m) => m.status.phase)).toEqual(['Terminating', 'Terminating']);
+    await h.settle();
+    expect(await h.members('vanished')).toEqual([]);
+  });
+
   test('a member asks for its pool only when its readiness changed or it is gone; a plain Proxy never', () => {
     const member = (phase: Proxy['status']['phase']) => ({ labels: { [POOL_LABEL]: 'p' }, status: { phase } }) as unknown as Proxy;
     expect(memberChanged(member('Provisioning'), { kind: 'ready', url: 'http://x' })).toBe(true);
