@@ -5,13 +5,18 @@ import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { EgressError } from '../../errors.ts';
 import { writeFileAtomic } from './instance-files.ts';
-import { PROXY_PROGRAM_FILE } from './process-table.ts';
+import { PROXY_HOST_PROGRAM_FILE, PROXY_PROGRAM_FILE } from './process-table.ts';
 
 /** The forward-proxy process's entry: its TypeScript source, or in the compiled tree (dist/) its compiled JavaScript. */
 const SOURCE =
   [new URL('./proxy-process.ts', import.meta.url), new URL('./proxy-process.js', import.meta.url)]
     .map((url) => fileURLToPath(url))
     .find((path) => existsSync(path)) ?? fileURLToPath(new URL('./proxy-process.ts', import.meta.url));
+/** The proxy host's entry, likewise. */
+const HOST_SOURCE =
+  [new URL('./proxy-host.ts', import.meta.url), new URL('./proxy-host.js', import.meta.url)]
+    .map((url) => fileURLToPath(url))
+    .find((path) => existsSync(path)) ?? fileURLToPath(new URL('./proxy-host.ts', import.meta.url));
 
 /** The proxy program could not be built; nothing else can start before that is fixed. */
 export class ProxyProgramError extends EgressError {
@@ -30,10 +35,19 @@ export class ProxyProgramError extends EgressError {
  * moment reads either version whole) only when the build differs from what is there, so workers
  * sharing a data directory agree on it and running proxies are never disturbed.
  */
-export async function buildProxyProgram(dataDir: string): Promise<string> {
+export function buildProxyProgram(dataDir: string): Promise<string> {
+  return writeProgram(dataDir, PROXY_PROGRAM_FILE, bundleProxyProgram());
+}
+
+/** The proxy host's program, `<dataDir>/bin/proxy-host.cjs` (PROXY_HOST_PROGRAM_FILE), built and written like buildProxyProgram. */
+export function buildProxyHostProgram(dataDir: string): Promise<string> {
+  return writeProgram(dataDir, PROXY_HOST_PROGRAM_FILE, bundleProgram(HOST_SOURCE, 'local proxy host program'));
+}
+
+async function writeProgram(dataDir: string, file: string, bundled: Promise<Uint8Array>): Promise<string> {
   const dir = join(dataDir, 'bin');
-  const target = join(dir, PROXY_PROGRAM_FILE);
-  const code = await bundleProxyProgram();
+  const target = join(dir, file);
+  const code = await bundled;
   const existing = await readFile(target).catch(() => undefined);
   if (existing && Buffer.compare(existing, code) === 0) return target;
   await mkdir(dir, { recursive: true, mode: 0o700 });
