@@ -20,6 +20,11 @@ export function isProxyProgram(arg: string): boolean {
   return PROGRAM_NAMES.has(basename(arg));
 }
 
+/** True when `arg` names the proxy host program. */
+export function isProxyHostProgram(arg: string): boolean {
+  return HOST_PROGRAM_NAMES.has(basename(arg));
+}
+
 /** Options of node's that take the next argument as their value. */
 const VALUE_OPTIONS = new Set(['--import', '--require', '--loader', '--experimental-loader']);
 
