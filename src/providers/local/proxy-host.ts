@@ -80,7 +80,7 @@ async function exists(path: string): Promise<boolean> {
   );
 }
 
-/** The soft limit on open files (node raises it to the hard limit at start); each proxy costs one, each connection one or two. */
+/** The soft limit on open files (node raises it to the hard limit when it starts, which needs no privilege); each proxy costs one, each connection one or two. */
 async function openFilesLimit(): Promise<string> {
   const text = await readFile('/proc/self/limits', 'utf8').catch(() => '');
   const line = text.split('\n').find((l) => l.startsWith('Max open files'));
@@ -108,6 +108,9 @@ async function main(): Promise<void> {
     process.exit(EXIT_DUPLICATE);
   }
 
+  const openFiles = await openFilesLimit();
+  const fdLimit = Number(openFiles);
+  let warnedFds = false;
   const policy: LivePolicy = await startLivePolicy({ ...(policyFile ? { file: policyFile } : {}), logger: logger.child({ component: 'egress-policy' }) });
   const startedAt = new Date().toISOString();
   const served = new Map<string, Served>();
@@ -163,6 +166,14 @@ async function main(): Promise<void> {
     server.on('requestFailed', ({ error }: { error: Error }) => log.warn({ err: error.message }, 'proxied request failed'));
     const record: InstanceRecord = { ...intent, pid: process.pid, port: server.port, startedAt: proxyStartedAt, host: true };
     served.set(name, { server, record, denials, auth });
+    // Each proxy holds a listener and, while in use, two sockets per connection: warn well before running out.
+    if (!warnedFds && Number.isFinite(fdLimit) && served.size * 4 > fdLimit) {
+      warnedFds = true;
+      logger.warn(
+        { proxies: served.size, openFilesLimit: fdLimit },
+        'the open-files limit is low for this many proxies: raise the hard limit (LimitNOFILE, ulimit -Hn) of the worker that starts the host',
+      );
+    }
     await writeJsonAtomic(join(idir, INSTANCE_FILE), record);
     // A deletion that began while this one started (it found no listener to stop): honour it.
     if (!(await exists(join(idir, INTENT_FILE))) || (await exists(join(idir, DELETING_FILE)))) {
@@ -269,7 +280,7 @@ async function main(): Promise<void> {
   process.on('SIGHUP', () => void policy.reload());
 
   await writeJsonAtomic(hostFile, { pid: process.pid, startedAt, socket });
-  logger.info({ pid: process.pid, socket, openFiles: await openFilesLimit(), policyLoaded: policy.loaded }, 'proxy host listening');
+  logger.info({ pid: process.pid, socket, openFiles, policyLoaded: policy.loaded }, 'proxy host listening');
 
   // Bring back every proxy of the data directory, on its port.
   const names = await readdir(instancesDir(dataDir), { withFileTypes: true }).then(

@@ -1,6 +1,8 @@
 /**
- * Entry point of one local forward proxy (HTTP with CONNECT, on proxy-chain), run detached by the
- * local lifecycle as `node <dataDir>/bin/proxy-process.cjs <instanceDir> [--port N] [--policy FILE]`
+ * Entry point of one forward proxy process (HTTP with CONNECT, on proxy-chain): the container and
+ * VM proxy, and — in its instance-directory mode — a local proxy of the earlier one-process-per-proxy
+ * model (local proxies are now served by the proxy host, proxy-host.ts; the lifecycle adopts these
+ * until they exit). That mode was run detached by the local lifecycle as `node <dataDir>/bin/proxy-process.cjs <instanceDir> [--port N] [--policy FILE]`
  * (this file, bundled by proxy-program.ts).
  *
  * It reads its intent and credentials from the instance directory, listens on 127.0.0.1 (the

@@ -29,9 +29,11 @@ export class ProxyProgramError extends EgressError {
  * Builds the forward-proxy process into one self-contained CommonJS file,
  * `<dataDir>/bin/proxy-process.cjs` (PROXY_PROGRAM_FILE), and returns its path.
  *
- * Each local proxy is its own process; started from this file with plain `node` it needs no
- * TypeScript loader, which cuts its start from ~0.3 s of CPU to ~0.1 s and its memory by a
- * third (docs/benchmarks.md). The file is rewritten (atomically, so a process starting at that
+ * This program is what container and VM proxies run (Dockerfile.proxy, src/providers/boot/), and
+ * what local proxies of the earlier one-process-per-proxy model run; local proxies are now served
+ * by the proxy host (buildProxyHostProgram). Started with plain `node` it needs no TypeScript
+ * loader, which cuts its start from ~0.3 s of CPU to ~0.1 s and its memory by a third
+ * (docs/benchmarks.md). The file is rewritten (atomically, so a process starting at that
  * moment reads either version whole) only when the build differs from what is there, so workers
  * sharing a data directory agree on it and running proxies are never disturbed.
  */
