@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { parseConfigDocument } from '../../src/config/file.ts';
 import { egressGuards, proxyEgressPolicy } from '../../src/egress/policy-config.ts';
 import { silentLogger } from '../../src/logging.ts';
 import type { Instance, InstanceSpec } from '../../src/providers/lifecycle.ts';
@@ -58,6 +59,10 @@ describe('sourceAddresses: the configuration', () => {
       expect(issue?.message).toContain('is not an IP address or a CIDR block');
     }
     expect(parse([]).error?.issues[0]?.path).toEqual(['proxies', 'sourceAddresses']);
+    // As the configuration file reports it: the field's full path and the entry.
+    expect(() =>
+      parseConfigDocument({ providers: [{ name: 'local', type: 'local', proxies: { sourceAddresses: ['127.0.0.2', '10.0.0.0/33'] } }] }, 'egress.yaml'),
+    ).toThrow('egress.yaml: providers[0].proxies.sourceAddresses[1]: "10.0.0.0/33" is not an IP address or a CIDR block');
     expect(parse('127.0.0.2').error?.issues[0]?.path).toEqual(['proxies', 'sourceAddresses']);
   });
 });
