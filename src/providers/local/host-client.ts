@@ -105,7 +105,7 @@ export class ProxyHostSupervisor {
   /** The names of the proxies the running host serves (none when no host runs). */
   async served(signal: AbortSignal): Promise<string[]> {
     if (!(await this.running(signal))) return [];
-    const answer = await ask(this.#socket, 'GET', '/status', signal).catch(() => undefined);
+    const answer = await ask(this.#socket, 'GET', '/status?names=1', signal).catch(() => undefined);
     const names = (answer?.body as { names?: unknown } | undefined)?.names;
     return Array.isArray(names) ? names.filter((n): n is string => typeof n === 'string') : [];
   }

@@ -294,7 +294,9 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
     if (!NAME_PATTERN.test(name)) return;
     const dir = instanceDir(dataDir, name);
     const { intent, record } = await readState(dir);
-    const pids = new Set(await findProxyProcesses(dir));
+    // Processes of the earlier model: only an instance the host has not served yet can have one
+    // (scanning /proc costs a read per process on the machine, too much for every deletion).
+    const pids = new Set(record?.host === true ? [] : await findProxyProcesses(dir));
     if (record && record.host !== true && (await isProxyProcess(record.pid, dir))) pids.add(record.pid);
     if (!intent && !record && pids.size === 0) {
       // No intent recorded: not an instance of ours. Only an empty directory (a create that died

@@ -8,7 +8,7 @@
  * The worker drives it through a Unix socket, `<dataDir>/host/control.sock` (mode 0600 in a 0700
  * directory), speaking HTTP:
  *
- * - `GET /status` → `{pid, startedAt, proxies, names}` (the count and names of the proxies it serves)
+ * - `GET /status` → `{pid, startedAt, proxies}`; `GET /status?names=1` adds `names`, the proxies it serves
  * - `PUT /proxies/<name>` → starts the proxy from its instance directory (the previous port when
  *   free), or re-reads its credentials when it runs; answers its `instance.json` record.
  * - `DELETE /proxies/<name>` → closes its listener and connections; answers once the port is closed.
@@ -234,7 +234,8 @@ async function main(): Promise<void> {
     req.resume();
     if (closing) return reply(503, { error: 'the proxy host is stopping' });
     const url = req.url ?? '';
-    if (req.method === 'GET' && url === '/status') return reply(200, { pid: process.pid, startedAt, proxies: served.size, names: [...served.keys()] });
+    if (req.method === 'GET' && url === '/status') return reply(200, { pid: process.pid, startedAt, proxies: served.size });
+    if (req.method === 'GET' && url === '/status?names=1') return reply(200, { pid: process.pid, startedAt, proxies: served.size, names: [...served.keys()] });
     const match = /^\/proxies\/([^/]+)$/.exec(url);
     const name = match?.[1];
     if (!name || !NAME_PATTERN.test(name)) return reply(404, { error: 'no such route' });
