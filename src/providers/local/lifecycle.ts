@@ -140,6 +140,11 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
         )
       : undefined;
 
+  /**
+   * Deletions begun per name: a look at an instance that started before a deletion of it (a
+   * listing, a describe) must not watch it again once the deletion unwatched it.
+   */
+  const removals = new Map<string, number>();
   /** Serialises the calls on one name inside this process. */
   const locks = new Map<string, Promise<unknown>>();
   function withLock<T>(name: string, run: () => Promise<T>): Promise<T> {
@@ -164,7 +169,8 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
     return record !== undefined && record.host !== true && (await isProxyProcess(record.pid, dir));
   }
 
-  function watchHosted(intent: IntentRecord, record: InstanceRecord): void {
+  function watchHosted(intent: IntentRecord, record: InstanceRecord, removal: number | undefined): void {
+    if (removals.get(intent.name) !== removal) return;
     exits.watch({
       name: intent.name,
       owner: intent.owner,
@@ -175,7 +181,8 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
     });
   }
 
-  function watchLegacy(dir: string, intent: IntentRecord, record: InstanceRecord): void {
+  function watchLegacy(dir: string, intent: IntentRecord, record: InstanceRecord, removal: number | undefined): void {
+    if (removals.get(intent.name) !== removal) return;
     exits.watch({
       name: intent.name,
       owner: intent.owner,
@@ -186,7 +193,13 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
     });
   }
 
-  async function describe(dir: string, intent: IntentRecord, record: InstanceRecord | undefined, hostPid?: number): Promise<Instance> {
+  async function describe(
+    dir: string,
+    intent: IntentRecord,
+    record: InstanceRecord | undefined,
+    removal: number | undefined,
+    hostPid?: number,
+  ): Promise<Instance> {
     const base = {
       name: intent.name,
       owner: intent.owner,
@@ -195,11 +208,11 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
     };
     if (record?.host === true && (hostPid === record.pid || (await isHostProcess(record.pid, dataDir)))) {
       // Every running proxy we describe is watched, so one adopted from an earlier worker is too.
-      watchHosted(intent, record);
+      watchHosted(intent, record, removal);
       return { ...base, id: hostInstanceId(record), state: 'running', endpoint: { host: '127.0.0.1', port: record.port } };
     }
     if (await legacyAlive(dir, record)) {
-      watchLegacy(dir, intent, record!);
+      watchLegacy(dir, intent, record!, removal);
       return { ...base, id: String(record!.pid), state: 'running', endpoint: { host: '127.0.0.1', port: record!.port } };
     }
     const starting = await findProxyProcesses(dir);
@@ -223,6 +236,7 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
     }
     const dir = instanceDir(dataDir, spec.name);
     const log = logger.child({ instance: spec.name, proxy: spec.owner.proxy });
+    const removal = removals.get(spec.name);
     signal.throwIfAborted();
     await writeEgressPolicy();
     await mkdir(dir, { recursive: true, mode: 0o700 });
@@ -263,7 +277,7 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
         sendSignal(record!.pid, 'SIGHUP');
         log.info({ pid: record!.pid }, 'credentials changed; proxy process of the earlier model told to reload them');
       }
-      return describe(dir, intent, record);
+      return describe(dir, intent, record, removal);
     }
     // The host starts the proxy (on its previous port when free) or re-reads its credentials.
     const answer = await host.call('PUT', `/proxies/${spec.name}`, true, signal);
@@ -275,7 +289,7 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
       );
     }
     record = served;
-    return describe(dir, intent, record, record.pid);
+    return describe(dir, intent, record, removal, record.pid);
   }
 
   async function stopLegacy(name: string, dir: string, pids: Set<number>, signal: AbortSignal): Promise<void> {
@@ -305,6 +319,7 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
       return;
     }
     // A deletion is not an exit to report; a host restarting meanwhile does not bring it back.
+    removals.set(name, (removals.get(name) ?? 0) + 1);
     exits.unwatch(name);
     await writeFileAtomic(join(dir, DELETING_FILE), `${new Date().toISOString()}\n`);
     await stopLegacy(name, dir, pids, signal);
@@ -330,13 +345,14 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
     const hostAlive = new Map<number, boolean>();
     for (const name of names) {
       const dir = instanceDir(dataDir, name);
+      const removal = removals.get(name);
       const { intent, record } = await readState(dir);
       if (!intent || !record) continue;
       if (record.host === true) {
         let live = hostAlive.get(record.pid);
         if (live === undefined) hostAlive.set(record.pid, (live = await isHostProcess(record.pid, dataDir)));
-        if (live) watchHosted(intent, record);
-        else
+        if (live) watchHosted(intent, record, removal);
+        else if (removals.get(name) === removal)
           exits.report(
             { name, owner: intent.owner, id: hostInstanceId(record), pid: record.pid, isOurs: () => Promise.resolve(false), exitMessage: '' },
             `proxy host ${record.pid} is no longer running`,
@@ -351,8 +367,11 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
         isOurs: () => isProxyProcess(record.pid, dir),
         exitMessage: `proxy process ${record.pid} exited`,
       };
-      if (await isProxyProcess(record.pid, dir)) exits.watch(watched);
-      else if ((await findProxyProcesses(dir)).length === 0) exits.report(watched, `proxy process ${record.pid} is no longer running`);
+      if (await isProxyProcess(record.pid, dir)) {
+        if (removals.get(name) === removal) exits.watch(watched);
+      } else if ((await findProxyProcesses(dir)).length === 0 && removals.get(name) === removal) {
+        exits.report(watched, `proxy process ${record.pid} is no longer running`);
+      }
     }
   }
 
@@ -383,8 +402,9 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
       signal.throwIfAborted();
       if (!NAME_PATTERN.test(name)) return undefined;
       const dir = instanceDir(dataDir, name);
+      const removal = removals.get(name);
       const { intent, record } = await readState(dir);
-      return intent ? describe(dir, intent, record) : undefined;
+      return intent ? describe(dir, intent, record, removal) : undefined;
     },
 
     deleteInstance: (name, _placement, signal) => withLock(name, () => remove(name, signal)),
@@ -401,9 +421,10 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
       for (const name of names.sort()) {
         signal.throwIfAborted();
         const dir = instanceDir(dataDir, name);
+        const removal = removals.get(name);
         const { intent, record } = await readState(dir);
         if (intent?.owner.fleet !== fleet || intent.name !== name) continue;
-        yield await describe(dir, intent, record);
+        yield await describe(dir, intent, record, removal);
       }
     },
   };
