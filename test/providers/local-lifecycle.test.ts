@@ -196,6 +196,31 @@ describe('local proxy lifecycle (one proxy host per data directory)', () => {
     expect(await readFile(join(dataDir, 'host', 'host.log'), 'utf8')).not.toContain(CREDS.password);
   });
 
+  it("the host's control socket refuses what it does not know: other routes, bad names, other methods, a proxy without an intent", async () => {
+    await lifecycle.ensureInstance(spec('p1'), signal());
+    const socketPath = join(dataDir, 'host', 'control.sock');
+    const send = (method: string, path: string): Promise<{ status: number; body: string }> =>
+      new Promise((resolveSend, reject) => {
+        const req = request({ socketPath, method, path, headers: { 'content-length': 0 } }, (res) => {
+          let body = '';
+          res.setEncoding('utf8');
+          res.on('data', (chunk: string) => (body += chunk));
+          res.on('end', () => resolveSend({ status: res.statusCode ?? 0, body }));
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    expect((await send('GET', '/')).status).toBe(404);
+    expect((await send('PUT', '/proxies/Bad_Name')).status).toBe(404);
+    expect((await send('PUT', '/proxies/..%2F..%2Fetc')).status).toBe(404);
+    expect((await send('PUT', '/proxies/p1/extra')).status).toBe(404);
+    expect((await send('POST', '/proxies/p1')).status).toBe(405);
+    expect(await send('PUT', '/proxies/nobody')).toMatchObject({ status: 409, body: expect.stringContaining('has no intent.json') as unknown });
+    // None of it touched the proxy it serves.
+    expect(await hostOf(dataDir).served(signal())).toEqual(['p1']);
+    expect(JSON.parse((await send('GET', '/status')).body)).toMatchObject({ proxies: 1 });
+  });
+
   it('runs the host as plain node on the program built into the data directory, no TypeScript loader', async () => {
     const instance = await lifecycle.ensureInstance(spec('p1'), signal());
     const args = (await readFile(`/proc/${hostPid(instance)}/cmdline`, 'utf8')).split('\0').filter(Boolean);
