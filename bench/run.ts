@@ -11,6 +11,8 @@ const benches: Record<string, () => Promise<unknown>> = {
   eviction: async () => (await import('./eviction.bench.ts')).runEvictionBench(),
   cli: async () => (await import('./cli.bench.ts')).runCliBench(),
   'gc-scale': async () => (await import('./gc-scale.bench.ts')).runGcScaleBench(),
+  'local-scale': async () => (await import('./local-scale.bench.ts')).runLocalScaleBench(),
+  'data-plane': async () => (await import('./data-plane.bench.ts')).runDataPlaneBench(),
 };
 
 const name = process.argv[2];

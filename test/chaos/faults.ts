@@ -1,5 +1,5 @@
 import { readdir, readFile } from 'node:fs/promises';
-import { isProxyProgram } from '../../src/providers/local/process-table.ts';
+import { isProxyHostProgram, isProxyProgram } from '../../src/providers/local/process-table.ts';
 import { CLOUD_PROVIDERS, ROLE_NAMES, type ChaosCluster, type CloudProvider, type RoleName } from './cluster.ts';
 
 /** A small seeded generator (mulberry32): the same seed gives the same schedule and workload. */
@@ -107,7 +107,8 @@ export async function localProxyProcesses(dataDir: string): Promise<{ pid: numbe
       (t) => t.split('\0'),
       () => [] as string[],
     );
-    const i = args.findIndex(isProxyProgram);
+    // A proxy host (serving every local proxy of its data directory) or a proxy process of the earlier model.
+    const i = args.findIndex((arg) => isProxyProgram(arg) || isProxyHostProgram(arg));
     const dir = args[i + 1];
     if (i >= 0 && dir?.startsWith(`${dataDir}/`)) found.push({ pid, instanceDir: dir });
   }

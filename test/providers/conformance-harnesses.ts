@@ -21,12 +21,14 @@ import { createKvmProvider, kvmProviderSchema, type KvmHostConfig, type KvmProvi
 import { orUndefined } from '../../src/providers/kvm/lifecycle-ops.ts';
 import { localProviderSchema } from '../../src/providers/local/index.ts';
 import { instanceDir } from '../../src/providers/local/instance-files.ts';
-import { findProxyProcesses } from '../../src/providers/local/process-table.ts';
+import { ProxyHostSupervisor } from '../../src/providers/local/host-client.ts';
+import { findHostProcesses, findProxyProcesses } from '../../src/providers/local/process-table.ts';
 import type { Provider, ProviderDeps } from '../../src/providers/types.ts';
 import { startFakeCompute, type FakeCompute } from '../fakes/compute/index.ts';
 import { startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';
 import { kvmHostConfigOf, kvmTestHost, removeDomainAndVolumes, type KvmTestHost } from '../support/kvm-host.ts';
 import type { ProviderHarness } from './conformance.ts';
+import { waitFor } from '../support/wait.ts';
 
 const run = promisify(execFile);
 const RUN_ID = `${process.pid.toString(36)}${Date.now().toString(36).slice(-4)}`;
@@ -63,6 +65,10 @@ async function deleteListed(p: Provider | undefined, fleets: Iterable<string>, p
   }
 }
 
+function hostOf(dataDir: string): ProxyHostSupervisor {
+  return new ProxyHostSupervisor({ dataDir, logger: silentLogger(), program: () => Promise.reject(new Error('never started here')), policyFile: '' });
+}
+
 export function localHarness(): ProviderHarness {
   let base: string;
   let dataDir: string;
@@ -93,6 +99,8 @@ export function localHarness(): ProviderHarness {
       await built.close();
       const left = await readdir(join(dataDir, 'instances')).catch(() => [] as string[]);
       for (const name of left) if ((await findProxyProcesses(instanceDir(dataDir, name))).length > 0) throw new Error(`local proxy ${name} still running`);
+      // The proxy host stops with its last proxy.
+      await waitFor('the local proxy host to stop', async () => (await findHostProcesses(dataDir)).length === 0);
     },
     tearDown: async () => {
       await rm(base, { recursive: true, force: true });
@@ -101,7 +109,11 @@ export function localHarness(): ProviderHarness {
     // A data directory whose name no file system accepts: the check's message carries it.
     longMessageProvider: async () =>
       built.add(await createProvider(localProviderSchema.parse({ name: 'local', type: 'local', dataDir: join(base, TOO_LONG) }), deps())),
-    backendObjects: async (name) => (await findProxyProcesses(instanceDir(dataDir, name))).map((pid) => `process ${pid}`),
+    // A listener the proxy host serves for it, or a proxy process of the earlier model.
+    backendObjects: async (name) => [
+      ...(await hostOf(dataDir).served(sig())).filter((served) => served === name).map((served) => `listener ${served}`),
+      ...(await findProxyProcesses(instanceDir(dataDir, name))).map((pid) => `process ${pid}`),
+    ],
     // A directory under instances/ without our intent file, and a plain file beside it: someone else's files.
     seedForeign: async (name) => {
       const dir = instanceDir(dataDir, name);

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer, request, type IncomingMessage, type Server } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
@@ -9,9 +9,10 @@ import { pino } from 'pino';
 import { afterEach, beforeAll, afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { proxyEgressPolicy } from '../../src/egress/policy-config.ts';
 import { silentLogger } from '../../src/logging.ts';
-import type { Instance, InstanceExit, InstanceSpec, ProxyCredentials, ProxyLifecycle } from '../../src/providers/lifecycle.ts';
-import { createLocalLifecycle } from '../../src/providers/local/lifecycle.ts';
-import { findProxyProcesses } from '../../src/providers/local/process-table.ts';
+import type { Instance, InstanceExit, InstanceSpec, ProxyCredentials } from '../../src/providers/lifecycle.ts';
+import { createLocalLifecycle, type LocalLifecycle } from '../../src/providers/local/lifecycle.ts';
+import { ProxyHostSupervisor } from '../../src/providers/local/host-client.ts';
+import { findHostProcesses, findProxyProcesses } from '../../src/providers/local/process-table.ts';
 import { waitFor } from '../support/wait.ts';
 
 const SCRIPT = resolve('src/providers/local/proxy-process.ts');
@@ -115,9 +116,18 @@ afterAll(async () => {
   await new Promise<void>((r) => target.close(() => r()));
 });
 
-describe('local proxy lifecycle', () => {
+/** The pid of the proxy host serving an instance (its id is `<host pid>:<port>`). */
+function hostPid(instance: Instance): number {
+  return Number(instance.id.split(':')[0]);
+}
+
+function hostOf(dataDir: string): ProxyHostSupervisor {
+  return new ProxyHostSupervisor({ dataDir, logger: silentLogger(), program: () => Promise.reject(new Error('not here')), policyFile: '' });
+}
+
+describe('local proxy lifecycle (one proxy host per data directory)', () => {
   let dataDir: string;
-  let lifecycle: ProxyLifecycle;
+  let lifecycle: LocalLifecycle;
 
   beforeEach(async () => {
     dataDir = await mkdtemp(join(tmpdir(), 'egress-local-'));
@@ -125,9 +135,12 @@ describe('local proxy lifecycle', () => {
   });
 
   afterEach(async () => {
+    lifecycle.close();
     const names = await readdir(join(dataDir, 'instances')).catch(() => [] as string[]);
     for (const name of names) await lifecycle.deleteInstance(name, undefined, signal());
     for (const name of names) expect(await findProxyProcesses(join(dataDir, 'instances', name))).toEqual([]);
+    // The host stops with its last proxy.
+    await waitFor('no proxy host left', async () => (await findHostProcesses(dataDir)).length === 0);
     await rm(dataDir, { recursive: true, force: true });
   });
 
@@ -148,37 +161,79 @@ describe('local proxy lifecycle', () => {
     expect((await connectThrough(port, `127.0.0.1:${targetPort}`)).status).toBe(407);
   });
 
-  it('keeps state on disk with the credentials readable by the owner only', async () => {
+  it('serves many proxies from one host process, each with its own port and credentials', async () => {
+    const other = { username: 'other', password: 'other-pass' };
+    const [a, b] = await Promise.all([lifecycle.ensureInstance(spec('p1'), signal()), lifecycle.ensureInstance(spec('p2', 'fleet-a', other), signal())]);
+    expect(hostPid(a)).toBe(hostPid(b));
+    expect(a.endpoint!.port).not.toBe(b.endpoint!.port);
+    expect(await findHostProcesses(dataDir)).toEqual([hostPid(a)]);
+    expect((await getThrough(a.endpoint!.port, `http://127.0.0.1:${targetPort}/a`, CREDS)).status).toBe(200);
+    expect((await getThrough(a.endpoint!.port, `http://127.0.0.1:${targetPort}/a`, other)).status).toBe(407);
+    expect((await getThrough(b.endpoint!.port, `http://127.0.0.1:${targetPort}/b`, other)).status).toBe(200);
+    expect((await getThrough(b.endpoint!.port, `http://127.0.0.1:${targetPort}/b`, CREDS)).status).toBe(407);
+    // The egress policy is enforced by each proxy: one proxy may not loop through another.
+    expect((await getThrough(a.endpoint!.port, `http://127.0.0.1:${b.endpoint!.port}/`, CREDS)).status).toBe(403);
+  });
+
+  it('keeps state on disk: records written atomically, the credentials and the control socket readable by the owner only', async () => {
     const instance = await lifecycle.ensureInstance(spec('p1'), signal());
     const dir = join(dataDir, 'instances', 'p1');
     const record = JSON.parse(await readFile(join(dir, 'instance.json'), 'utf8'));
-    expect(record).toMatchObject({ name: 'p1', owner: { fleet: 'fleet-a', proxy: 'proxy-p1' }, pid: Number(instance.id), port: instance.endpoint!.port });
+    expect(record).toMatchObject({
+      name: 'p1',
+      owner: { fleet: 'fleet-a', proxy: 'proxy-p1' },
+      pid: hostPid(instance),
+      port: instance.endpoint!.port,
+      host: true,
+    });
     expect(typeof record.createdAt).toBe('string');
     expect(JSON.stringify(record)).not.toContain(CREDS.password);
     expect((await stat(join(dir, 'credentials.json'))).mode & 0o777).toBe(0o600);
-    expect(await readFile(join(dir, 'proxy.log'), 'utf8')).not.toContain(CREDS.password);
+    const host = JSON.parse(await readFile(join(dataDir, 'host', 'host.json'), 'utf8'));
+    expect(host).toMatchObject({ pid: hostPid(instance), socket: join(dataDir, 'host', 'control.sock') });
+    expect((await stat(join(dataDir, 'host'))).mode & 0o777).toBe(0o700);
+    expect((await stat(join(dataDir, 'host', 'control.sock'))).mode & 0o777).toBe(0o600);
+    expect(await readFile(join(dataDir, 'host', 'host.log'), 'utf8')).not.toContain(CREDS.password);
   });
 
-  it('runs each proxy as plain node on the program built into the data directory, no TypeScript loader', async () => {
-    const instance = await lifecycle.ensureInstance(spec('p1'), signal());
-    const args = (await readFile(`/proc/${instance.id}/cmdline`, 'utf8')).split('\0').filter(Boolean);
-    expect(args).toEqual([
-      process.execPath,
-      join(dataDir, 'bin', 'proxy-process.cjs'),
-      join(dataDir, 'instances', 'p1'),
-      '--policy',
-      join(dataDir, 'egress-policy.json'),
-    ]);
-  });
-
-  it('never takes a process whose arguments merely name the program and the directory for a proxy, nor signals it', async () => {
-    const dir = join(dataDir, 'instances', 'p1');
+  it("the host's control socket refuses what it does not know: other routes, bad names, other methods, a proxy without an intent", async () => {
     await lifecycle.ensureInstance(spec('p1'), signal());
-    const program = join(dataDir, 'bin', 'proxy-process.cjs');
-    const lookalike = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)', program, dir], { stdio: 'ignore' });
+    const socketPath = join(dataDir, 'host', 'control.sock');
+    const send = (method: string, path: string): Promise<{ status: number; body: string }> =>
+      new Promise((resolveSend, reject) => {
+        const req = request({ socketPath, method, path, headers: { 'content-length': 0 } }, (res) => {
+          let body = '';
+          res.setEncoding('utf8');
+          res.on('data', (chunk: string) => (body += chunk));
+          res.on('end', () => resolveSend({ status: res.statusCode ?? 0, body }));
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    expect((await send('GET', '/')).status).toBe(404);
+    expect((await send('PUT', '/proxies/Bad_Name')).status).toBe(404);
+    expect((await send('PUT', '/proxies/..%2F..%2Fetc')).status).toBe(404);
+    expect((await send('PUT', '/proxies/p1/extra')).status).toBe(404);
+    expect((await send('POST', '/proxies/p1')).status).toBe(405);
+    expect(await send('PUT', '/proxies/nobody')).toMatchObject({ status: 409, body: expect.stringContaining('has no intent.json') as unknown });
+    // None of it touched the proxy it serves.
+    expect(await hostOf(dataDir).served(signal())).toEqual(['p1']);
+    expect(JSON.parse((await send('GET', '/status')).body)).toMatchObject({ proxies: 1 });
+  });
+
+  it('runs the host as plain node on the program built into the data directory, no TypeScript loader', async () => {
+    const instance = await lifecycle.ensureInstance(spec('p1'), signal());
+    const args = (await readFile(`/proc/${hostPid(instance)}/cmdline`, 'utf8')).split('\0').filter(Boolean);
+    expect(args).toEqual([process.execPath, join(dataDir, 'bin', 'proxy-host.cjs'), dataDir, '--policy', join(dataDir, 'egress-policy.json')]);
+  });
+
+  it('never takes a process whose arguments merely name the host program and the directory for the host', async () => {
+    await lifecycle.ensureInstance(spec('p1'), signal());
+    const program = join(dataDir, 'bin', 'proxy-host.cjs');
+    const lookalike = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)', program, dataDir], { stdio: 'ignore' });
     try {
       await new Promise((resolveSpawn) => lookalike.once('spawn', resolveSpawn));
-      expect(await findProxyProcesses(dir)).not.toContain(lookalike.pid);
+      expect(await findHostProcesses(dataDir)).not.toContain(lookalike.pid);
       await lifecycle.deleteInstance('p1', undefined, signal());
       expect(lookalike.exitCode).toBeNull();
       expect(lookalike.signalCode).toBeNull();
@@ -188,177 +243,154 @@ describe('local proxy lifecycle', () => {
     }
   });
 
-  it('two workers racing on the same name end with one process that both report', async () => {
+  it('two workers racing end with one host that both report, and one listener', async () => {
     const other = createLocalLifecycle({ dataDir, logger: silentLogger(), egressPolicy });
     const [a, b] = await Promise.all([lifecycle.ensureInstance(spec('p1'), signal()), other.ensureInstance(spec('p1'), signal())]);
     expect(b.id).toBe(a.id);
     expect(b.endpoint).toEqual(a.endpoint);
-    // A process the loser spawned may still be loading; it finds the winner and exits without listening.
-    const dir = join(dataDir, 'instances', 'p1');
-    const left = await waitFor('one process left', async () => {
-      const pids = await findProxyProcesses(dir);
-      return pids.length === 1 ? pids : undefined;
-    });
-    expect(left).toEqual([Number(a.id)]);
+    // A host the loser spawned finds the winner and exits without serving.
+    await waitFor('one host left', async () => (await findHostProcesses(dataDir)).length === 1);
+    expect(await findHostProcesses(dataDir)).toEqual([hostPid(a)]);
+    expect(await hostOf(dataDir).served(signal())).toEqual(['p1']);
   });
 
-  it('a restarted worker (new lifecycle on the same data dir) finds the running instance', async () => {
+  it('proxies survive a worker restart: a new lifecycle adopts the running host', async () => {
     const created = await lifecycle.ensureInstance(spec('p1'), signal());
+    lifecycle.close();
     const restarted = createLocalLifecycle({ dataDir, logger: silentLogger(), egressPolicy });
     expect(await restarted.getInstance('p1', undefined, signal())).toMatchObject({ id: created.id, state: 'running', endpoint: created.endpoint });
     expect((await collect(restarted.listInstances('fleet-a', signal()))).map((i) => i.id)).toEqual([created.id]);
     const again = await restarted.ensureInstance(spec('p1'), signal());
     expect(again.id).toBe(created.id);
+    expect(await findHostProcesses(dataDir)).toEqual([hostPid(created)]);
+    expect((await getThrough(again.endpoint!.port, `http://127.0.0.1:${targetPort}/still`, CREDS)).status).toBe(200);
   });
 
-  it('delete stops the process, closes the port and removes the directory; deleting again is a no-op', async () => {
-    const instance = await lifecycle.ensureInstance(spec('p1'), signal());
+  it("delete stops exactly that proxy's listener (closed when the call returns), the others untouched; the last one stops the host", async () => {
+    const [a, b] = await Promise.all([lifecycle.ensureInstance(spec('p1'), signal()), lifecycle.ensureInstance(spec('p2'), signal())]);
     const dir = join(dataDir, 'instances', 'p1');
     await lifecycle.deleteInstance('p1', undefined, signal());
-    expect(await findProxyProcesses(dir)).toEqual([]);
-    expect(await portIsClosed(instance.endpoint!.port)).toBe(true);
+    expect(await portIsClosed(a.endpoint!.port)).toBe(true);
     await expect(stat(dir)).rejects.toMatchObject({ code: 'ENOENT' });
     expect(await lifecycle.getInstance('p1', undefined, signal())).toBeUndefined();
+    expect(await lifecycle.getInstance('p2', undefined, signal())).toMatchObject({ id: b.id, state: 'running' });
+    expect((await getThrough(b.endpoint!.port, `http://127.0.0.1:${targetPort}/p2`, CREDS)).status).toBe(200);
+    expect(await hostOf(dataDir).served(signal())).toEqual(['p2']);
     await lifecycle.deleteInstance('p1', undefined, signal());
     await lifecycle.deleteInstance('never-existed', undefined, signal());
+
+    await lifecycle.deleteInstance('p2', undefined, signal());
+    expect(await portIsClosed(b.endpoint!.port)).toBe(true);
+    await waitFor('host gone', async () => (await findHostProcesses(dataDir)).length === 0);
+    // The next create starts a new host.
+    const c = await lifecycle.ensureInstance(spec('p3'), signal());
+    expect(hostPid(c)).not.toBe(hostPid(a));
   });
 
-  it('a killed process is reported failed, and ensureInstance restarts it on the same port', async () => {
-    const instance = await lifecycle.ensureInstance(spec('p1'), signal());
-    process.kill(Number(instance.id), 'SIGKILL');
-    const failed = await waitFor('failed state', async () => {
-      const i = await lifecycle.getInstance('p1', undefined, signal());
-      return i?.state === 'failed' ? i : undefined;
-    });
-    expect(failed.message).toContain(`proxy process ${instance.id} is no longer running`);
-    expect(failed.endpoint).toBeUndefined();
-
-    const restarted = await lifecycle.ensureInstance(spec('p1'), signal());
-    expect(restarted.state).toBe('running');
-    expect(restarted.id).not.toBe(instance.id);
-    expect(restarted.endpoint).toEqual(instance.endpoint);
-    expect((await getThrough(restarted.endpoint!.port, `http://127.0.0.1:${targetPort}/back`, CREDS)).status).toBe(200);
-  });
-
-  it('reports a process exit at once, without a probe: its own child, one a new lifecycle adopted, one that died while nobody watched; never a deletion', async () => {
-    const own = createLocalLifecycle({ dataDir, logger: silentLogger(), egressPolicy });
+  it('a SIGKILLed host is restarted and its proxies come back on the same ports; the exits are reported meanwhile', async () => {
     const exits: InstanceExit[] = [];
-    const nextExit = () =>
-      new Promise<InstanceExit>((resolveExit) => {
-        const off = own.onInstanceExit((e) => {
-          off();
-          resolveExit(e);
-        });
+    const bothExited = new Promise<void>((resolveExits) => {
+      lifecycle.onInstanceExit((e) => {
+        exits.push(e);
+        if (exits.length === 2) resolveExits();
       });
-    const record = own.onInstanceExit((e) => exits.push(e));
+    });
+    const [a, b] = await Promise.all([lifecycle.ensureInstance(spec('p1'), signal()), lifecycle.ensureInstance(spec('p2'), signal())]);
+    const pid = hostPid(a);
+    process.kill(pid, 'SIGKILL');
+    await bothExited;
+    expect(exits.map((e) => [e.name, e.id, e.message]).sort()).toEqual([
+      ['p1', a.id, `proxy host ${pid} exited`],
+      ['p2', b.id, `proxy host ${pid} exited`],
+    ]);
+    // The lifecycle restarts the host on its own; the host brings every proxy back on its port.
+    const back = await waitFor('p2 back', async () => {
+      const i = await lifecycle.getInstance('p2', undefined, signal());
+      return i?.state === 'running' ? i : undefined;
+    });
+    expect(back.endpoint).toEqual(b.endpoint);
+    expect(hostPid(back)).not.toBe(pid);
+    const again = await lifecycle.ensureInstance(spec('p1'), signal());
+    expect(again.endpoint).toEqual(a.endpoint);
+    expect(again.id).not.toBe(a.id);
+    expect(await findHostProcesses(dataDir)).toEqual([hostPid(back)]);
+    expect((await getThrough(a.endpoint!.port, `http://127.0.0.1:${targetPort}/back`, CREDS)).status).toBe(200);
+    expect((await getThrough(b.endpoint!.port, `http://127.0.0.1:${targetPort}/back`, CREDS)).status).toBe(200);
+  });
+
+  it('a host killed while no worker watched: its proxies are reported when one starts watching, never a deletion', async () => {
+    const a = await lifecycle.ensureInstance(spec('p1'), signal());
+    lifecycle.close();
+    process.kill(hostPid(a), 'SIGKILL');
+    await waitFor('host gone', async () => (await findHostProcesses(dataDir)).length === 0);
+    const late = createLocalLifecycle({ dataDir, logger: silentLogger(), egressPolicy });
     try {
-      const a = await own.ensureInstance(spec('p1'), signal());
-      const exited = nextExit();
-      process.kill(Number(a.id), 'SIGKILL');
-      expect(await exited).toEqual({ name: 'p1', owner: { fleet: 'fleet-a', proxy: 'proxy-p1' }, id: a.id, message: `proxy process ${a.id} exited` });
-
-      // A new lifecycle (a new worker) adopts the running process and still sees it exit.
-      const b = await own.ensureInstance(spec('p1'), signal());
-      const adopter = createLocalLifecycle({ dataDir, logger: silentLogger(), egressPolicy });
-      try {
-        expect((await adopter.getInstance('p1', undefined, signal()))?.id).toBe(b.id);
-        const adopted = new Promise<InstanceExit>((resolveExit) => adopter.onInstanceExit(resolveExit));
-        process.kill(Number(b.id), 'SIGKILL');
-        expect(await adopted).toMatchObject({ name: 'p1', id: b.id });
-      } finally {
-        adopter.close();
-      }
-
-      // A process that died while no lifecycle watched is reported when one starts watching.
-      const c = await own.ensureInstance(spec('p1'), signal());
-      own.close();
-      process.kill(Number(c.id), 'SIGKILL');
-      await waitFor('process gone', async () => (await findProxyProcesses(join(dataDir, 'instances', 'p1'))).length === 0);
-      const late = createLocalLifecycle({ dataDir, logger: silentLogger(), egressPolicy });
-      try {
-        const missed = await new Promise<InstanceExit>((resolveExit) => late.onInstanceExit(resolveExit));
-        expect(missed).toMatchObject({ name: 'p1', id: c.id, message: `proxy process ${c.id} is no longer running` });
-        // A deletion is not an exit.
-        const d = await late.ensureInstance(spec('p1'), signal());
-        const other = await late.ensureInstance(spec('p2'), signal());
-        const seen: InstanceExit[] = [];
-        const otherExited = new Promise<void>((resolveExit) =>
-          late.onInstanceExit((e) => {
-            seen.push(e);
-            if (e.id === other.id) resolveExit();
-          }),
-        );
-        await late.deleteInstance('p1', undefined, signal());
-        expect(await late.getInstance('p1', undefined, signal())).toBeUndefined();
-        // Exits are reported in the order the watch sees them: once p2's is in, a p1 exit would be too.
-        process.kill(Number(other.id), 'SIGKILL');
-        await otherExited;
-        expect(seen.map((e) => e.id)).toEqual([other.id]);
-        expect(d.id).not.toBe(other.id);
-      } finally {
-        late.close();
-      }
-      expect(exits[0]?.id).toBe(a.id);
+      expect(await late.getInstance('p1', undefined, signal())).toMatchObject({
+        state: 'failed',
+        message: expect.stringContaining(`proxy host ${hostPid(a)} is no longer running`),
+      });
+      const missed = await new Promise<InstanceExit>((resolveExit) => late.onInstanceExit(resolveExit));
+      expect(missed).toMatchObject({ name: 'p1', id: a.id, message: `proxy host ${hostPid(a)} is no longer running` });
+      const d = await late.ensureInstance(spec('p1'), signal());
+      const other = await late.ensureInstance(spec('p2'), signal());
+      const seen: InstanceExit[] = [];
+      const otherExited = new Promise<void>((resolveExit) =>
+        late.onInstanceExit((e) => {
+          seen.push(e);
+          if (e.name === 'p2') resolveExit();
+        }),
+      );
+      await late.deleteInstance('p1', undefined, signal());
+      expect(await late.getInstance('p1', undefined, signal())).toBeUndefined();
+      // Exits are reported in the order the watch sees them: once p2's is in, a p1 exit would be too.
+      process.kill(hostPid(other), 'SIGKILL');
+      await otherExited;
+      expect(seen.map((e) => e.name)).toEqual(['p2']);
+      expect(hostPid(d)).toBe(hostPid(other));
     } finally {
-      record();
-      own.close();
+      late.close();
     }
   });
 
-  /** An instance directory holding an intent and no live process (its process SIGKILLed, its instance.json gone); returns the directory. */
-  async function intentWithoutProcess(name: string): Promise<string> {
-    const dir = join(dataDir, 'instances', name);
-    const first = await lifecycle.ensureInstance(spec(name), signal());
-    process.kill(Number(first.id), 'SIGKILL');
-    await waitFor('process gone', async () => (await findProxyProcesses(dir)).length === 0);
+  it('recovers an intent left by a crash before the host served it', async () => {
+    const dir = join(dataDir, 'instances', 'p1');
+    const first = await lifecycle.ensureInstance(spec('p1'), signal());
+    process.kill(hostPid(first), 'SIGKILL');
+    await waitFor('host gone', async () => (await findHostProcesses(dataDir)).length === 0);
     await rm(join(dir, 'instance.json'));
-    return dir;
-  }
-
-  it('recovers an intent left by a crash before the spawn: one process, no second', async () => {
-    // Simulate a worker that recorded the intent and died before its process ever listened.
-    const dir = await intentWithoutProcess('p1');
     expect(await lifecycle.getInstance('p1', undefined, signal())).toMatchObject({ state: 'failed' });
-
     const recovered = await lifecycle.ensureInstance(spec('p1'), signal());
     expect(recovered.state).toBe('running');
-    expect(await findProxyProcesses(dir)).toEqual([Number(recovered.id)]);
+    expect(await findHostProcesses(dataDir)).toEqual([hostPid(recovered)]);
   });
 
-  it('adopts a process a crashed worker spawned instead of starting a second one', async () => {
-    const dir = await intentWithoutProcess('p1');
-    // The crashed worker's child: spawned, but nobody waited for it.
-    const orphan = spawn(process.execPath, ['--import', 'tsx', SCRIPT, dir], { stdio: 'ignore', detached: true });
-    orphan.unref();
-    const adopted = await lifecycle.ensureInstance(spec('p1'), signal());
-    expect(adopted.id).toBe(String(orphan.pid));
-    expect(await findProxyProcesses(dir)).toEqual([orphan.pid]);
-  });
-
-  it('reloads changed credentials without restarting the process', async () => {
+  it('reloads changed credentials without restarting the proxy', async () => {
     const instance = await lifecycle.ensureInstance(spec('p1'), signal());
     const next = { username: 'crawler', password: 'rotated' };
     const again = await lifecycle.ensureInstance(spec('p1', 'fleet-a', next), signal());
     expect(again.id).toBe(instance.id);
     const port = instance.endpoint!.port;
-    await waitFor('new credentials accepted', async () => (await getThrough(port, `http://127.0.0.1:${targetPort}/`, next)).status === 200);
+    expect((await getThrough(port, `http://127.0.0.1:${targetPort}/`, next)).status).toBe(200);
     expect((await getThrough(port, `http://127.0.0.1:${targetPort}/`, CREDS)).status).toBe(407);
   });
 
-  it('never treats or signals a reused pid as its proxy', async () => {
+  it('never treats or signals a pid recorded for the host that now runs another program', async () => {
     const instance = await lifecycle.ensureInstance(spec('p1'), signal());
-    const dir = join(dataDir, 'instances', 'p1');
-    process.kill(Number(instance.id), 'SIGKILL');
-    await waitFor('process gone', async () => (await findProxyProcesses(dir)).length === 0);
-    // Another program now holds the pid recorded in instance.json.
+    process.kill(hostPid(instance), 'SIGKILL');
+    await waitFor('host gone', async () => (await findHostProcesses(dataDir)).length === 0);
     const bystander = spawn('sleep', ['60'], { stdio: 'ignore' });
     const exited = new Promise<NodeJS.Signals | null>((r) => bystander.once('exit', (_code, sig) => r(sig)));
     try {
+      const dir = join(dataDir, 'instances', 'p1');
       const record = JSON.parse(await readFile(join(dir, 'instance.json'), 'utf8'));
       await writeFile(join(dir, 'instance.json'), JSON.stringify({ ...record, pid: bystander.pid }));
+      const host = JSON.parse(await readFile(join(dataDir, 'host', 'host.json'), 'utf8'));
+      await writeFile(join(dataDir, 'host', 'host.json'), JSON.stringify({ ...host, pid: bystander.pid }));
       expect(await lifecycle.getInstance('p1', undefined, signal())).toMatchObject({ state: 'failed' });
+      // A new host is started (the bystander is not taken for one) and serves the proxy again.
+      const back = await lifecycle.ensureInstance(spec('p1'), signal());
+      expect(hostPid(back)).not.toBe(bystander.pid);
       await lifecycle.deleteInstance('p1', undefined, signal());
-      await expect(stat(dir)).rejects.toMatchObject({ code: 'ENOENT' });
       expect(bystander.exitCode).toBeNull();
       expect(bystander.signalCode).toBeNull();
     } finally {
@@ -367,36 +399,25 @@ describe('local proxy lifecycle', () => {
     }
   });
 
-  it('delete falls back to SIGKILL when the process does not stop on SIGTERM', async () => {
-    const quick = createLocalLifecycle({ dataDir, logger: silentLogger(), stopGraceMs: 200, egressPolicy });
-    const instance = await quick.ensureInstance(spec('p1'), signal());
-    const dir = join(dataDir, 'instances', 'p1');
-    // A stopped process cannot act on SIGTERM; only SIGKILL ends it.
-    process.kill(Number(instance.id), 'SIGSTOP');
-    await quick.deleteInstance('p1', undefined, signal());
-    expect(await findProxyProcesses(dir)).toEqual([]);
-    await expect(stat(dir)).rejects.toMatchObject({ code: 'ENOENT' });
-  });
-
-  it('an aborted ensureInstance rejects, and the next call adopts what it started', async () => {
+  it('an aborted ensureInstance rejects, and the next call adopts the host it started', async () => {
     const controller = new AbortController();
-    const dir = join(dataDir, 'instances', 'p1');
-    // The job's deadline ends the moment the process is spawned, before it can listen: the
-    // lifecycle's own log line is the hook (pino writes to this stream synchronously).
+    // The job's deadline ends the moment the host is spawned: the lifecycle's own log line is the
+    // hook (pino writes to this stream synchronously).
     const hook = new Writable({
       write(chunk: Buffer, _enc, done) {
-        if (chunk.toString().includes('local proxy process spawned')) controller.abort(new Error('job deadline'));
+        if (chunk.toString().includes('local proxy host spawned')) controller.abort(new Error('job deadline'));
         done();
       },
     });
     const watched = createLocalLifecycle({ dataDir, logger: pino({ level: 'info' }, hook), egressPolicy });
     try {
       await expect(watched.ensureInstance(spec('p1'), controller.signal)).rejects.toThrow('job deadline');
-      const [started] = await findProxyProcesses(dir);
+      const [started] = await findHostProcesses(dataDir);
       expect(started).toBeDefined();
       const done = await lifecycle.ensureInstance(spec('p1'), signal());
-      expect(done).toMatchObject({ state: 'running', id: String(started) });
-      expect(await findProxyProcesses(dir)).toEqual([started]);
+      expect(done).toMatchObject({ state: 'running' });
+      expect(hostPid(done)).toBe(started);
+      expect(await findHostProcesses(dataDir)).toEqual([started]);
     } finally {
       watched.close();
     }
@@ -406,5 +427,45 @@ describe('local proxy lifecycle', () => {
     await expect(lifecycle.ensureInstance(spec('Bad_Name'), signal())).rejects.toMatchObject({ code: 'ERR_PROVISIONING', retryable: false });
     await lifecycle.ensureInstance(spec('p1', 'fleet-a'), signal());
     await expect(lifecycle.ensureInstance(spec('p1', 'fleet-b'), signal())).rejects.toMatchObject({ code: 'ERR_PROVISIONING' });
+  });
+
+  it('migration: a proxy process of the earlier model is adopted until it exits or is deleted, never served twice', async () => {
+    // An instance as the per-process model left it: intent, credentials, and its own process.
+    const legacyDir = join(dataDir, 'instances', 'old');
+    await lifecycle.ensureInstance(spec('old'), signal());
+    const { port } = JSON.parse(await readFile(join(legacyDir, 'instance.json'), 'utf8'));
+    await lifecycle.deleteInstance('old', undefined, signal());
+    await waitFor('host gone', async () => (await findHostProcesses(dataDir)).length === 0);
+    await mkdir(legacyDir, { recursive: true });
+    await writeFile(
+      join(legacyDir, 'intent.json'),
+      JSON.stringify({ name: 'old', owner: { fleet: 'fleet-a', proxy: 'proxy-old' }, createdAt: new Date().toISOString() }),
+    );
+    await writeFile(join(legacyDir, 'credentials.json'), JSON.stringify(CREDS), { mode: 0o600 });
+    const legacy = spawn(process.execPath, ['--import', 'tsx', SCRIPT, legacyDir, '--port', String(port), '--policy', join(dataDir, 'egress-policy.json')], {
+      stdio: 'ignore',
+      detached: true,
+    });
+    legacy.unref();
+    const legacyRecord = await waitFor('legacy listening', async () => {
+      const r = JSON.parse(await readFile(join(legacyDir, 'instance.json'), 'utf8').catch(() => '{}')) as { pid?: number; port: number };
+      return r.pid === legacy.pid ? r : undefined;
+    });
+
+    const exited = new Promise<InstanceExit>((resolveExit) => lifecycle.onInstanceExit(resolveExit));
+    const adopted = await lifecycle.ensureInstance(spec('old'), signal());
+    expect(adopted).toMatchObject({ id: String(legacy.pid), state: 'running', endpoint: { port: legacyRecord.port } });
+    // A host started for another proxy leaves it to its process.
+    const fresh = await lifecycle.ensureInstance(spec('new'), signal());
+    expect(await hostOf(dataDir).served(signal())).toEqual(['new']);
+    expect((await getThrough(legacyRecord.port, `http://127.0.0.1:${targetPort}/old`, CREDS)).status).toBe(200);
+
+    // When it exits, the next ensure moves it into the host, on the same port.
+    process.kill(legacy.pid!, 'SIGKILL');
+    expect(await exited).toMatchObject({ name: 'old', id: String(legacy.pid), message: `proxy process ${legacy.pid} exited` });
+    const moved = await lifecycle.ensureInstance(spec('old'), signal());
+    expect(moved).toMatchObject({ state: 'running', endpoint: { port: legacyRecord.port } });
+    expect(hostPid(moved)).toBe(hostPid(fresh));
+    expect((await hostOf(dataDir).served(signal())).sort()).toEqual(['new', 'old']);
   });
 });

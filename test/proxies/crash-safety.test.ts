@@ -17,7 +17,7 @@ import type { KvmHostConfig } from '../../src/providers/kvm/config.ts';
 import { createKvmLifecycle } from '../../src/providers/kvm/lifecycle.ts';
 import type { Instance, ProxyLifecycle } from '../../src/providers/lifecycle.ts';
 import { createLocalLifecycle } from '../../src/providers/local/lifecycle.ts';
-import { isProxyProgram } from '../../src/providers/local/process-table.ts';
+import { isProxyHostProgram, isProxyProgram } from '../../src/providers/local/process-table.ts';
 import { podEnv, startFakeKubeApiserver, type FakeKubeApiserver, type KubeRequest } from '../fakes/kube-apiserver/index.ts';
 import { ROOT, type EgressProcess } from '../support/cli.ts';
 import { kvmHostConfigOf, kvmTestHost } from '../support/kvm-host.ts';
@@ -57,7 +57,7 @@ async function deleteAllProxies(c: Cluster, tick: () => void = () => undefined):
   expect(codes.filter((code) => code !== 0 && code !== null)).toEqual([]);
 }
 
-/** Pids of live local forward-proxy processes whose instance directory lies under `dataDir`. */
+/** Pids of live local proxy hosts (and forward-proxy processes of the earlier model) whose data or instance directory lies under `dataDir`. */
 async function proxyProcessesUnder(dataDir: string): Promise<number[]> {
   const pids: number[] = [];
   for (const entry of await readdir('/proc')) {
@@ -69,7 +69,7 @@ async function proxyProcessesUnder(dataDir: string): Promise<number[]> {
     } catch {
       continue;
     }
-    const script = args.findIndex(isProxyProgram);
+    const script = args.findIndex((arg) => isProxyProgram(arg) || isProxyHostProgram(arg));
     if (script >= 0 && args[script + 1]?.startsWith(`${dataDir}/`)) pids.push(pid);
   }
   return pids;
@@ -98,10 +98,10 @@ describe('crash safety on the local provider', () => {
       },
       30_000,
     );
-    // Exactly one forward-proxy process for this run's data directory, and it is the one served.
+    // Exactly one proxy host for this run's data directory, and it serves the proxy (the id is `<host pid>:<port>`).
     const pids = await proxyProcessesUnder(c.dataDir);
     expect(pids).toHaveLength(1);
-    expect(ready.status.instanceId).toBe(String(pids[0]));
+    expect(ready.status.instanceId).toBe(`${pids[0]}:${new URL(ready.status.url ?? '').port}`);
     const lifecycle = createLocalLifecycle({ dataDir: join(c.dataDir, 'local', 'local'), logger: silentLogger() });
     const listed = [];
     for await (const i of lifecycle.listInstances(fleetOf(c.prefix), AbortSignal.timeout(10_000))) listed.push(i);
@@ -111,12 +111,12 @@ describe('crash safety on the local provider', () => {
     return ready;
   }
 
-  test('killed after the proxy process was spawned, before it listened: the next worker adopts it', async () => {
+  test('killed after the proxy host was spawned, before it served the proxy: the next worker adopts the host', async () => {
     const doomed = c.start(['worker', ...c.common, '--queues', 'reconcile', ...LOCKS, '--echo-url', c.echo]);
     await doomed.waitForLog('worker started');
     await c.apply('metadata: { name: spawned-1 }\nspec: { provider: local }\n');
     const job = await activeJobOf(c.reconcile, 'spawned-1');
-    await doomed.waitForLog('local proxy process spawned');
+    await doomed.waitForLog('local proxy host spawned');
     doomed.child.kill('SIGKILL');
     expect(await doomed.exited).toBe(null);
     // It died inside the create: it never concluded anything about the proxy.
@@ -142,8 +142,8 @@ describe('crash safety on the local provider', () => {
 
     const rescuer = c.start([...c.common, '--queues', 'reconcile', ...LOCKS, '--echo-url', c.echo], CRASHING_WORKER);
     const ready = await withLogs(c.workers, () => expectOneInstance('created-1'));
-    // The very process the dead worker started, not a new one.
-    expect(ready.status.instanceId).toBe(String(before[0]));
+    // The very host and listener the dead worker started, not a new one.
+    expect(ready.status.instanceId?.split(':')[0]).toBe(String(before[0]));
     expect(rescuer.logs()).toContain(`"jobId":"${job.id}"`);
     expect((await c.reconcile.getJob(job.id ?? ''))?.stalledCounter).toBe(1);
   });

@@ -86,13 +86,14 @@ describe('eviction on the local provider', () => {
     let stack = await start(config);
     stacks.push(stack);
     const first = await apply(stack.api, 'kill-1');
-    const pid1 = Number(first.status.instanceId);
+    // The instance id is `<proxy host pid>:<port>`: the host serving the proxy is what is killed.
+    const pid1 = Number(first.status.instanceId?.split(':')[0]);
     process.kill(pid1, 'SIGKILL');
     const second = await waitFor(
       'a new process behind kill-1',
       async () => {
         const p = await proxyOf(stack.api, 'kill-1');
-        return p.status.phase === 'Ready' && p.status.instanceId !== String(pid1) ? p : undefined;
+        return p.status.phase === 'Ready' && p.status.instanceId !== first.status.instanceId ? p : undefined;
       },
       30_000,
     );
@@ -107,13 +108,13 @@ describe('eviction on the local provider', () => {
     stack = await start(config);
     stacks.push(stack);
     // The new worker learns of the process from the data directory when it starts watching.
-    const pid2 = Number(second.status.instanceId);
+    const pid2 = Number(second.status.instanceId?.split(':')[0]);
     process.kill(pid2, 'SIGKILL');
     const third = await waitFor(
       'a new process behind kill-1 after adoption',
       async () => {
         const p = await proxyOf(stack.api, 'kill-1');
-        return p.status.phase === 'Ready' && p.status.instanceId !== String(pid2) ? p : undefined;
+        return p.status.phase === 'Ready' && p.status.instanceId !== second.status.instanceId ? p : undefined;
       },
       30_000,
     );
@@ -127,7 +128,7 @@ describe('eviction on the local provider', () => {
     const stack = await start(config);
     stacks.push(stack);
     const ready = await apply(stack.api, 'stop-1');
-    const pid = Number(ready.status.instanceId);
+    const pid = Number(ready.status.instanceId?.split(':')[0]);
     process.kill(pid, 'SIGSTOP');
     stopped.push(pid);
     const evicted = await waitFor(
@@ -135,7 +136,7 @@ describe('eviction on the local provider', () => {
       async () => !(await readyNames(stack.api)).includes('stop-1') && (await proxyOf(stack.api, 'stop-1')),
       30_000,
     );
-    expect(evicted.status).toMatchObject({ phase: 'Provisioning', instanceId: String(pid) });
+    expect(evicted.status).toMatchObject({ phase: 'Provisioning', instanceId: ready.status.instanceId });
     expect(evicted.status.lastError).toMatch(/no answer within 500 ms/);
     const metrics = await (await fetch(`${stack.api}/metrics`)).text();
     expect(metric(metrics, 'proxy_operator_proxy_evictions_total{provider="local",cause="timeout"}')).toBe(1);
@@ -147,6 +148,6 @@ describe('eviction on the local provider', () => {
       30_000,
     );
     // The same process came back (it was never replaced).
-    expect(back.status.instanceId).toBe(String(pid));
+    expect(back.status.instanceId).toBe(ready.status.instanceId);
   });
 });

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { egressPolicySchema } from '../../egress/policy-config.ts';
 import { resourceName } from '../../schema/zod-helpers.ts';
 import { providerGcSchema } from '../gc-settings.ts';
+import { sourceAddressesSchema } from './source-addresses.ts';
 
 export const localProviderSchema = z.strictObject({
   name: resourceName,
@@ -15,6 +16,11 @@ export const localProviderSchema = z.strictObject({
     .strictObject({
       /** Where the proxies may connect (docs/proxies.md#egress-policy); default deny toward the inside. */
       egressPolicy: egressPolicySchema.optional(),
+      /**
+       * Addresses of this machine (IPs or CIDR blocks, IPv4 or IPv6) the proxies send from, one each
+       * (docs/local-provider.md#source-addresses); without it, the kernel picks (127.0.0.1 toward loopback).
+       */
+      sourceAddresses: sourceAddressesSchema.optional(),
     })
     .optional(),
 });

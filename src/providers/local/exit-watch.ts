@@ -1,12 +1,17 @@
 import type { InstanceExit, InstanceOwner } from '../lifecycle.ts';
-import { isProxyProcess } from './process-table.ts';
 
-export interface WatchedProcess {
-  pid: number;
-  /** The instance directory (the argument after the program in its command line). */
-  dir: string;
+/** One proxy whose serving process is watched: the proxy host (shared by many proxies) or a per-instance proxy process of the earlier model. */
+export interface WatchedProxy {
   name: string;
   owner: InstanceOwner;
+  /** The instance id reported with the exit (`Instance.id`). */
+  id: string;
+  /** The process serving it. */
+  pid: number;
+  /** Whether `pid` still runs our program for this data directory or instance (through /proc): a zombie or a reused pid is an exit too. */
+  isOurs: () => Promise<boolean>;
+  /** The message of its exit, e.g. `proxy host 123 exited`. */
+  exitMessage: string;
 }
 
 export interface ExitWatchOptions {
@@ -27,17 +32,19 @@ function alive(pid: number): boolean {
 }
 
 /**
- * Notices at once when a local proxy process exits, whether this worker spawned it or adopted it
- * from an earlier worker run (it cannot `wait()` on those): one timer polls every watched pid with
- * `kill(pid, 0)`, a system call that costs well under a microsecond, and every `confirmEvery` polls
- * checks /proc that the pid still runs our proxy program for the instance (a zombie has no command
+ * Notices at once when the process serving a local proxy exits — the proxy host, which serves every
+ * proxy of the data directory (its exit is an exit of each of them until a new host brings them
+ * back), or a per-instance proxy process of the earlier model — whether this worker spawned it or
+ * adopted it from an earlier worker run (it cannot `wait()` on those): one timer polls every watched
+ * pid once with `kill(pid, 0)`, a system call that costs well under a microsecond, and every
+ * `confirmEvery` polls checks /proc that each pid still runs our program (a zombie has no command
  * line; a pid reused by another program is not ours). A process this worker spawned also reports
  * through its `exit` event (`check`). Deleting an instance unwatches it first, so a deletion is never
  * reported as an exit.
  */
 export class ExitWatch {
-  readonly #watched = new Map<number, WatchedProcess>();
-  readonly #listeners = new Set<(exit: InstanceExit) => void>();
+  readonly #watched = new Map<string, WatchedProxy>();
+  readonly #listeners = new Set<(exit: InstanceExit, proxy: WatchedProxy) => void>();
   readonly #pollMs: number;
   readonly #confirmEvery: number;
   #timer: NodeJS.Timeout | undefined;
@@ -53,7 +60,7 @@ export class ExitWatch {
     return this.#watched.size;
   }
 
-  subscribe(listener: (exit: InstanceExit) => void): () => void {
+  subscribe(listener: (exit: InstanceExit, proxy: WatchedProxy) => void): () => void {
     this.#listeners.add(listener);
     this.#arm();
     return () => {
@@ -62,21 +69,22 @@ export class ExitWatch {
     };
   }
 
-  watch(p: WatchedProcess): void {
-    if (this.#watched.get(p.pid)?.dir === p.dir) return;
-    this.#watched.set(p.pid, p);
+  watch(p: WatchedProxy): void {
+    const current = this.#watched.get(p.name);
+    if (current?.pid === p.pid && current.id === p.id) return;
+    this.#watched.set(p.name, p);
     this.#arm();
   }
 
-  unwatch(pid: number): void {
-    this.#watched.delete(pid);
+  unwatch(name: string): void {
+    this.#watched.delete(name);
     this.#arm();
   }
 
   /** Looks at one pid now (a spawned child's `exit` event). */
   check(pid: number): void {
-    const p = this.#watched.get(pid);
-    if (p && !alive(pid)) this.#exited(p, `proxy process ${pid} exited`);
+    if (alive(pid)) return;
+    for (const p of [...this.#watched.values()]) if (p.pid === pid) this.#exited(p, p.exitMessage);
   }
 
   /** The timer runs only while someone listens and something is watched; it never keeps the process alive. */
@@ -92,18 +100,26 @@ export class ExitWatch {
   }
 
   #poll(): void {
-    for (const p of [...this.#watched.values()]) if (!alive(p.pid)) this.#exited(p, `proxy process ${p.pid} exited`);
+    const verdict = new Map<number, boolean>();
+    for (const p of [...this.#watched.values()]) {
+      let live = verdict.get(p.pid);
+      if (live === undefined) verdict.set(p.pid, (live = alive(p.pid)));
+      if (!live && this.#watched.get(p.name) === p) this.#exited(p, p.exitMessage);
+    }
     if (++this.#round % this.#confirmEvery === 0 && !this.#confirming) void this.#confirm();
   }
 
   async #confirm(): Promise<void> {
     this.#confirming = true;
     try {
+      const verdict = new Map<number, boolean>();
       for (const p of [...this.#watched.values()]) {
-        if (this.#watched.get(p.pid) !== p) continue;
+        if (this.#watched.get(p.name) !== p) continue;
+        let ours = verdict.get(p.pid);
+        if (ours === undefined) verdict.set(p.pid, (ours = await p.isOurs()));
         // A zombie (killed, not yet reaped) or a pid now running another program: ours exited,
         // and is reported as the `exit` event or the kill(0) poll would have (whichever is first).
-        if (!(await isProxyProcess(p.pid, p.dir)) && this.#watched.get(p.pid) === p) this.#exited(p, `proxy process ${p.pid} exited`);
+        if (!ours && this.#watched.get(p.name) === p) this.#exited(p, p.exitMessage);
       }
     } finally {
       this.#confirming = false;
@@ -111,15 +127,15 @@ export class ExitWatch {
   }
 
   /** Reports the exit of a process found dead without having been watched (one that died while no worker ran). */
-  report(p: WatchedProcess, message: string): void {
+  report(p: WatchedProxy, message: string): void {
     this.#exited(p, message);
   }
 
-  #exited(p: WatchedProcess, message: string): void {
-    this.#watched.delete(p.pid);
+  #exited(p: WatchedProxy, message: string): void {
+    if (this.#watched.get(p.name) === p) this.#watched.delete(p.name);
     this.#arm();
-    const exit: InstanceExit = { name: p.name, owner: p.owner, id: String(p.pid), message };
-    for (const listener of this.#listeners) listener(exit);
+    const exit: InstanceExit = { name: p.name, owner: p.owner, id: p.id, message };
+    for (const listener of this.#listeners) listener(exit, p);
   }
 
   close(): void {

@@ -8,11 +8,12 @@ import type { LocalProviderConfig } from './config.ts';
 
 export { localProviderSchema, type LocalProviderConfig } from './config.ts';
 
-/** The local provider: forward-proxy processes on this machine, state under its data directory. */
+/** The local provider: forward proxies served by one proxy host process on this machine, state under its data directory. */
 export function createLocalProvider(config: LocalProviderConfig, deps: ProviderDeps): Provider {
   const dataDir = config.dataDir ?? join(deps.dataDir, 'local', config.name);
   const egressPolicy = proxyEgressPolicy(config.proxies?.egressPolicy, deps.egress);
-  const lifecycle = createLocalLifecycle({ dataDir, logger: deps.logger, egressPolicy });
+  const sourceAddresses = config.proxies?.sourceAddresses;
+  const lifecycle = createLocalLifecycle({ dataDir, logger: deps.logger, egressPolicy, ...(sourceAddresses ? { sourceAddresses } : {}) });
   // At once, not on the first reconcile: proxies adopted from an earlier worker run (whose private
   // Redis port may have changed) pick the new policy up from the file they watch.
   lifecycle

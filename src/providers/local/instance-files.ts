@@ -8,11 +8,14 @@ import type { InstanceOwner, ProxyCredentials } from '../lifecycle.ts';
  *
  * - `intent.json`      written before the process is spawned: name, owner, placement, createdAt.
  * - `credentials.json` mode 0600, the Basic Proxy-Authorization the process requires.
- * - `instance.json`    written by the proxy process itself once it listens: the intent plus pid and port.
+ * - `instance.json`    written by what serves it (the proxy host) once it listens: the intent plus pid and port.
  * - `proxy.log`        the process's standard output and error.
  * - `egress-denials.json` written by the proxy process: its refused destinations by reason (denial-stats.ts).
+ * - `deleting`         written by a deletion before it stops the proxy (DELETING_FILE).
  *
- * Beside `instances/`, `<dataDir>/egress-policy.json` holds the egress policy of every proxy.
+ * Beside `instances/`, `<dataDir>/egress-policy.json` holds the egress policy of every proxy,
+ * `<dataDir>/host/` the proxy host's record, socket and log, and `<dataDir>/addresses/` the
+ * claimed source addresses (source-addresses.ts).
  *
  * Every JSON file is written to a temporary name and renamed into place, so a reader sees
  * either the old or the new content, never half of it.
@@ -27,12 +30,46 @@ export interface IntentRecord {
   owner: InstanceOwner;
   placement?: string;
   createdAt: string;
+  /** The address its outgoing connections bind (`sourceAddresses`), claimed for it. */
+  sourceAddress?: string;
 }
 
 export interface InstanceRecord extends IntentRecord {
+  /** The process serving it: the proxy host (`host: true`), or a per-instance proxy process of the earlier model. */
   pid: number;
   port: number;
   startedAt: string;
+  /** Served by the proxy host of the data directory (absent: a per-instance proxy process, the earlier model). */
+  host?: true;
+}
+
+/**
+ * Written by a deletion before it stops the proxy: a proxy host that restarts meanwhile does not
+ * bring the proxy back, and a create of the same name removes it.
+ */
+export const DELETING_FILE = 'deleting';
+
+/** `<dataDir>/host/`, mode 0700: the proxy host's record, control socket and log. */
+export function hostDir(dataDir: string): string {
+  return join(dataDir, 'host');
+}
+
+/** `host.json`: `{pid, startedAt, socket}`, written by the proxy host once its control socket listens. */
+export const HOST_FILE = 'host.json';
+export const HOST_SOCKET = 'control.sock';
+export const HOST_LOG = 'host.log';
+
+export interface HostRecord {
+  pid: number;
+  startedAt: string;
+  socket: string;
+}
+
+export function asHostRecord(value: unknown): HostRecord | undefined {
+  if (!isRecord(value)) return undefined;
+  const { pid, startedAt, socket } = value;
+  if (typeof pid !== 'number' || typeof startedAt !== 'string' || typeof socket !== 'string') return undefined;
+  return { pid, startedAt, socket };
 }
 
 /** `<dataDir>/egress-policy.json`: the egress policy every proxy of the provider enforces (written by the worker, watched by the proxies). */
@@ -92,6 +129,7 @@ export function asIntent(value: unknown): IntentRecord | undefined {
   if (!owner) return undefined;
   const intent: IntentRecord = { name: value.name, owner, createdAt: value.createdAt };
   if (typeof value.placement === 'string') intent.placement = value.placement;
+  if (typeof value.sourceAddress === 'string') intent.sourceAddress = value.sourceAddress;
   return intent;
 }
 
@@ -100,7 +138,7 @@ export function asInstance(value: unknown): InstanceRecord | undefined {
   if (!intent || !isRecord(value)) return undefined;
   const { pid, port, startedAt } = value;
   if (typeof pid !== 'number' || typeof port !== 'number' || typeof startedAt !== 'string') return undefined;
-  return { ...intent, pid, port, startedAt };
+  return { ...intent, pid, port, startedAt, ...(value.host === true ? { host: true as const } : {}) };
 }
 
 export function asCredentials(value: unknown): ProxyCredentials | undefined {

@@ -1,5 +1,4 @@
-import { spawn } from 'node:child_process';
-import { mkdir, open, readdir, readFile, rm, rmdir } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm, rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { proxyEgressPolicy, type ProxyEgressPolicy } from '../../egress/policy-config.ts';
 import { EgressError } from '../../errors.ts';
@@ -10,44 +9,51 @@ import {
   asInstance,
   asIntent,
   CREDENTIALS_FILE,
+  DELETING_FILE,
   egressPolicyPath,
+  HOST_LOG,
+  hostDir,
   INSTANCE_FILE,
   instanceDir,
   instancesDir,
   INTENT_FILE,
   LOG_FILE,
   readJson,
-  writeJsonAtomic,
   writeFileAtomic,
+  writeJsonAtomic,
   type InstanceRecord,
   type IntentRecord,
 } from './instance-files.ts';
-import { ExitWatch } from './exit-watch.ts';
-import { findProxyProcesses, isProxyProcess, pause, waitUntilGone } from './process-table.ts';
-import { buildProxyProgram } from './proxy-program.ts';
+import { ExitWatch, type WatchedProxy } from './exit-watch.ts';
+import { ProxyHostSupervisor } from './host-client.ts';
+import { findProxyProcesses, isHostProcess, isProxyProcess, waitUntilGone } from './process-table.ts';
+import { buildProxyHostProgram } from './proxy-program.ts';
+import { createSourceAddressPool, type SourceAddressPool } from './source-addresses.ts';
 
 export interface LocalLifecycleOptions {
   /** The provider's data directory; instances live under `<dataDir>/instances/<name>/`. */
   dataDir: string;
   logger: Logger;
-  /** How long a SIGTERM'd proxy gets before SIGKILL (default 5 s). */
+  /** How long a SIGTERM'd proxy process of the earlier model gets before SIGKILL (default 5 s). */
   stopGraceMs?: number;
   /** The egress policy the proxies enforce (default: the default deny alone, nothing guarded). */
   egressPolicy?: ProxyEgressPolicy;
-  /** How often watched proxy processes are looked at for an exit (default 200 ms). */
+  /** How often the processes serving proxies are looked at for an exit (default 200 ms). */
   exitPollMs?: number;
+  /** Addresses or CIDR blocks of this machine the proxies send from, one each (`sourceAddresses`, validated by the config schema). */
+  sourceAddresses?: readonly string[];
 }
 
 export interface LocalLifecycle extends ProxyLifecycle {
   /**
    * Writes the egress policy to `<dataDir>/egress-policy.json` when it differs from what is there
-   * (atomically); running proxies, adopted ones included, watch that file and apply it at once.
+   * (atomically); the proxy host (and proxy processes of the earlier model) watch that file and apply it at once.
    * Done once per lifecycle, before the first proxy starts; a failed write is tried again next time.
    */
   writeEgressPolicy(): Promise<void>;
-  /** Reports the exit of every proxy process of the data directory, adopted ones included (see exit-watch.ts). */
+  /** Reports the exit of every proxy of the data directory, adopted ones included (see exit-watch.ts). */
   onInstanceExit(listener: (exit: InstanceExit) => void): () => void;
-  /** Stops watching processes (they keep running). */
+  /** Stops watching (the proxy host and its proxies keep running). */
   close(): void;
 }
 
@@ -73,20 +79,29 @@ function sameOwner(a: IntentRecord, b: InstanceSpec): boolean {
   return a.owner.fleet === b.owner.fleet && a.owner.proxy === b.owner.proxy;
 }
 
-async function logTail(dir: string): Promise<string> {
+async function logTail(file: string): Promise<string> {
   try {
-    const text = await readFile(join(dir, LOG_FILE), 'utf8');
-    const lines = text.trimEnd().split('\n');
-    return lines.slice(-5).join('\n');
+    const text = await readFile(file, 'utf8');
+    return text.trimEnd().split('\n').slice(-5).join('\n');
   } catch {
     return '';
   }
 }
 
+/** An instance's id: the serving host's pid and the proxy's port (a restarted host or a re-created proxy is a new instance). */
+function hostInstanceId(record: InstanceRecord): string {
+  return `${record.pid}:${record.port}`;
+}
+
 /**
- * Local proxies: one detached forward-proxy process per instance on 127.0.0.1, its state in
- * files under the data directory, so that instances outlive the worker that started them and a
- * new worker finds them again.
+ * Local proxies: one listener each on 127.0.0.1, all served by one detached proxy host per data
+ * directory (proxy-host.ts), their state in files under the data directory, so that proxies
+ * outlive the worker that started them and a new worker finds them (and the host) again.
+ *
+ * Migration: an instance still served by a per-instance proxy process of the earlier model
+ * (its `instance.json` names a live one) is adopted as it is — described, watched, given new
+ * credentials by SIGHUP, stopped by SIGTERM on deletion — until it exits or is deleted; a new
+ * start of it goes to the host, on the same port.
  */
 export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifecycle {
   const { dataDir, logger } = options;
@@ -109,17 +124,29 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
     return policyWritten;
   }
   let built: Promise<string> | undefined;
-  /** The proxy program's path, built on first use; a failed build is tried again next time. */
+  /** The host program's path, built on first use; a failed build is tried again next time. */
   function program(): Promise<string> {
-    built ??= buildProxyProgram(dataDir).catch((err: unknown) => {
+    built ??= buildProxyHostProgram(dataDir).catch((err: unknown) => {
       built = undefined;
       throw err;
     });
     return built;
   }
+  const host = new ProxyHostSupervisor({ dataDir, logger, program, policyFile, onChildExit: (pid) => exits.check(pid) });
+  const addresses: SourceAddressPool | undefined =
+    options.sourceAddresses && options.sourceAddresses.length > 0
+      ? createSourceAddressPool(dataDir, options.sourceAddresses, async (name) =>
+          NAME_PATTERN.test(name) ? asIntent(await readJson(join(instanceDir(dataDir, name), INTENT_FILE)).catch(() => undefined))?.sourceAddress : undefined,
+        )
+      : undefined;
+
+  /**
+   * Deletions begun per name: a look at an instance that started before a deletion of it (a
+   * listing, a describe) must not watch it again once the deletion unwatched it.
+   */
+  const removals = new Map<string, number>();
   /** Serialises the calls on one name inside this process. */
   const locks = new Map<string, Promise<unknown>>();
-
   function withLock<T>(name: string, run: () => Promise<T>): Promise<T> {
     const previous = locks.get(name) ?? Promise.resolve();
     const next = previous.then(run, run);
@@ -137,68 +164,70 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
     return { intent, record };
   }
 
-  async function describe(dir: string, intent: IntentRecord, record: InstanceRecord | undefined): Promise<Instance> {
+  /** A record of the earlier model whose process still runs. */
+  async function legacyAlive(dir: string, record: InstanceRecord | undefined): Promise<boolean> {
+    return record !== undefined && record.host !== true && (await isProxyProcess(record.pid, dir));
+  }
+
+  function watchHosted(intent: IntentRecord, record: InstanceRecord, removal: number | undefined): void {
+    if (removals.get(intent.name) !== removal) return;
+    exits.watch({
+      name: intent.name,
+      owner: intent.owner,
+      id: hostInstanceId(record),
+      pid: record.pid,
+      isOurs: () => isHostProcess(record.pid, dataDir),
+      exitMessage: `proxy host ${record.pid} exited`,
+    });
+  }
+
+  function watchLegacy(dir: string, intent: IntentRecord, record: InstanceRecord, removal: number | undefined): void {
+    if (removals.get(intent.name) !== removal) return;
+    exits.watch({
+      name: intent.name,
+      owner: intent.owner,
+      id: String(record.pid),
+      pid: record.pid,
+      isOurs: () => isProxyProcess(record.pid, dir),
+      exitMessage: `proxy process ${record.pid} exited`,
+    });
+  }
+
+  async function describe(
+    dir: string,
+    intent: IntentRecord,
+    record: InstanceRecord | undefined,
+    removal: number | undefined,
+    hostPid?: number,
+  ): Promise<Instance> {
     const base = {
       name: intent.name,
       owner: intent.owner,
       createdAt: intent.createdAt,
       ...(intent.placement === undefined ? {} : { placement: intent.placement }),
     };
-    if (record && (await isProxyProcess(record.pid, dir))) {
-      // Every running process we describe is watched, so one adopted from an earlier worker is too.
-      exits.watch({ pid: record.pid, dir, name: intent.name, owner: intent.owner });
-      return { ...base, id: String(record.pid), state: 'running', endpoint: { host: '127.0.0.1', port: record.port } };
+    if (record?.host === true && (hostPid === record.pid || (await isHostProcess(record.pid, dataDir)))) {
+      // Every running proxy we describe is watched, so one adopted from an earlier worker is too.
+      watchHosted(intent, record, removal);
+      return { ...base, id: hostInstanceId(record), state: 'running', endpoint: { host: '127.0.0.1', port: record.port } };
+    }
+    if (await legacyAlive(dir, record)) {
+      watchLegacy(dir, intent, record!, removal);
+      return { ...base, id: String(record!.pid), state: 'running', endpoint: { host: '127.0.0.1', port: record!.port } };
     }
     const starting = await findProxyProcesses(dir);
     if (starting[0] !== undefined) return { ...base, id: String(starting[0]), state: 'provisioning' };
-    const tail = await logTail(dir);
+    const running = await host.running(AbortSignal.timeout(5000)).catch(() => undefined);
+    if (running && record) {
+      // The host that served it is gone and a new one runs: it brings the proxy back (or the next ensure asks it to).
+      return { ...base, id: '', state: 'provisioning', message: `proxy host ${record.pid} is no longer running; host ${running.pid} restarts the proxy` };
+    }
+    const tail = await logTail(record?.host === true || !record ? join(hostDir(dataDir), HOST_LOG) : join(dir, LOG_FILE));
+    const what = record?.host === true ? `proxy host ${record.pid}` : `proxy process ${record?.pid ?? ''}`;
     const message = record
-      ? `proxy process ${record.pid} is no longer running${tail ? `; last log lines:\n${tail}` : ''}`
-      : `proxy process was never started (intent recorded at ${intent.createdAt})${tail ? `; last log lines:\n${tail}` : ''}`;
-    return { ...base, id: record ? String(record.pid) : '', state: 'failed', message };
-  }
-
-  /**
-   * Waits until a proxy process for `dir` has recorded itself as listening. `childExited` tells
-   * whether the process we spawned (if any) is gone; we give up only when no process serves `dir`.
-   */
-  async function waitListening(dir: string, childExited: () => boolean, signal: AbortSignal): Promise<InstanceRecord> {
-    for (let every = 5; ; every = Math.min(every * 2, 40)) {
-      signal.throwIfAborted();
-      const record = asInstance(await readJson(join(dir, INSTANCE_FILE)));
-      if (record && (await isProxyProcess(record.pid, dir))) return record;
-      // Our child exits at once when it finds another process serving `dir`: then wait for that one.
-      if (childExited() && (await findProxyProcesses(dir)).length === 0) {
-        const again = asInstance(await readJson(join(dir, INSTANCE_FILE)));
-        if (again && (await isProxyProcess(again.pid, dir))) return again;
-        throw new LocalInstanceError(`local proxy process for ${dir} exited before listening: ${await logTail(dir)}`);
-      }
-      await pause(every, signal);
-    }
-  }
-
-  /** Starts the proxy process for `dir` (detached) and waits until it listens. */
-  async function start(dir: string, previousPort: number | undefined, signal: AbortSignal): Promise<InstanceRecord> {
-    const log = await open(join(dir, LOG_FILE), 'a', 0o600);
-    let exited = false;
-    try {
-      await writeEgressPolicy();
-      const args = [await program(), dir, ...(previousPort ? ['--port', String(previousPort)] : []), '--policy', policyFile];
-      const child = spawn(process.execPath, args, { cwd: dir, detached: true, stdio: ['ignore', log.fd, log.fd] });
-      child.once('exit', () => {
-        exited = true;
-        if (child.pid !== undefined) exits.check(child.pid);
-      });
-      await new Promise<void>((resolveSpawn, reject) => {
-        child.once('spawn', resolveSpawn);
-        child.once('error', reject);
-      });
-      child.unref();
-      logger.info({ pid: child.pid, dir }, 'local proxy process spawned');
-    } finally {
-      await log.close();
-    }
-    return waitListening(dir, () => exited, signal);
+      ? `${what} is no longer running${tail ? `; last log lines:\n${tail}` : ''}`
+      : `proxy was never started (intent recorded at ${intent.createdAt})${tail ? `; last log lines:\n${tail}` : ''}`;
+    return { ...base, id: record ? (record.host === true ? hostInstanceId(record) : String(record.pid)) : '', state: 'failed', message };
   }
 
   async function ensure(spec: InstanceSpec, signal: AbortSignal): Promise<Instance> {
@@ -207,6 +236,7 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
     }
     const dir = instanceDir(dataDir, spec.name);
     const log = logger.child({ instance: spec.name, proxy: spec.owner.proxy });
+    const removal = removals.get(spec.name);
     signal.throwIfAborted();
     await writeEgressPolicy();
     await mkdir(dir, { recursive: true, mode: 0o700 });
@@ -216,6 +246,8 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
         `instance "${spec.name}" belongs to ${intent.owner.fleet}/${intent.owner.proxy}, not ${spec.owner.fleet}/${spec.owner.proxy}`,
       );
     }
+    // A deletion that did not finish (its worker died): the name is wanted again.
+    await rm(join(dir, DELETING_FILE), { force: true });
     if (!intent) {
       intent = {
         name: spec.name,
@@ -223,6 +255,16 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
         createdAt: new Date().toISOString(),
         ...(spec.placement === undefined ? {} : { placement: spec.placement }),
       };
+    }
+    if (addresses) {
+      const address = await addresses.claim(spec.name, intent.sourceAddress, signal);
+      if (address !== intent.sourceAddress) {
+        intent = { ...intent, sourceAddress: address };
+        await writeJsonAtomic(join(dir, INTENT_FILE), intent);
+        log.info({ dir, sourceAddress: address }, 'local instance intent recorded');
+      }
+    }
+    if (!(await readJson(join(dir, INTENT_FILE)))) {
       await writeJsonAtomic(join(dir, INTENT_FILE), intent);
       log.info({ dir }, 'local instance intent recorded');
     }
@@ -230,44 +272,27 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
     const credentialsChanged = !stored || stored.username !== spec.credentials.username || stored.password !== spec.credentials.password;
     if (credentialsChanged) await writeJsonAtomic(join(dir, CREDENTIALS_FILE), spec.credentials, 0o600);
 
-    if (record && (await isProxyProcess(record.pid, dir))) {
+    if (await legacyAlive(dir, record)) {
       if (credentialsChanged) {
-        sendSignal(record.pid, 'SIGHUP');
-        log.info({ pid: record.pid }, 'credentials changed; proxy told to reload them');
+        sendSignal(record!.pid, 'SIGHUP');
+        log.info({ pid: record!.pid }, 'credentials changed; proxy process of the earlier model told to reload them');
       }
-      return describe(dir, intent, record);
+      return describe(dir, intent, record, removal);
     }
-    const running = await findProxyProcesses(dir);
-    if (running.length === 0) {
-      const previousPort = record?.port;
-      if (record) {
-        log.warn({ pid: record.pid }, 'local proxy process is gone; restarting it');
-        await rm(join(dir, INSTANCE_FILE), { force: true });
-      }
-      record = await start(dir, previousPort, signal);
-    } else {
-      // Started by a worker that crashed before it saw the process listen: adopt it.
-      log.info({ pids: running }, 'adopting a proxy process that is already starting');
-      record = await waitListening(dir, () => true, signal);
+    // The host starts the proxy (on its previous port when free) or re-reads its credentials.
+    const answer = await host.call('PUT', `/proxies/${spec.name}`, true, signal);
+    const served = asInstance(answer?.body);
+    if (answer?.status !== 200 || !served) {
+      const error = (answer?.body as { error?: unknown } | undefined)?.error;
+      throw new LocalInstanceError(
+        `the proxy host could not start "${spec.name}": ${typeof error === 'string' ? error : `status ${answer?.status ?? 'none'}`}`,
+      );
     }
-    return describe(dir, intent, record);
+    record = served;
+    return describe(dir, intent, record, removal, record.pid);
   }
 
-  async function remove(name: string, signal: AbortSignal): Promise<void> {
-    if (!NAME_PATTERN.test(name)) return;
-    const dir = instanceDir(dataDir, name);
-    const { intent, record } = await readState(dir);
-    const pids = new Set(await findProxyProcesses(dir));
-    if (record && (await isProxyProcess(record.pid, dir))) pids.add(record.pid);
-    if (!intent && !record && pids.size === 0) {
-      // No intent recorded: not an instance of ours. Only an empty directory (a create that died
-      // right after making it) is removed; anything else there is left as it is.
-      await rmdir(dir).catch(() => undefined);
-      return;
-    }
-    // A deletion is not an exit to report.
-    if (record) exits.unwatch(record.pid);
-    for (const pid of pids) exits.unwatch(pid);
+  async function stopLegacy(name: string, dir: string, pids: Set<number>, signal: AbortSignal): Promise<void> {
     for (const pid of pids) sendSignal(pid, 'SIGTERM');
     for (const pid of pids) {
       if (await waitUntilGone(pid, dir, signal, stopGraceMs)) continue;
@@ -277,13 +302,38 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
         throw new LocalInstanceError(`local proxy process ${pid} of "${name}" did not exit after SIGKILL`);
       }
     }
+  }
+
+  async function remove(name: string, signal: AbortSignal): Promise<void> {
+    if (!NAME_PATTERN.test(name)) return;
+    const dir = instanceDir(dataDir, name);
+    const { intent, record } = await readState(dir);
+    // Processes of the earlier model: only an instance the host has not served yet can have one
+    // (scanning /proc costs a read per process on the machine, too much for every deletion).
+    const pids = new Set(record?.host === true ? [] : await findProxyProcesses(dir));
+    if (record && record.host !== true && (await isProxyProcess(record.pid, dir))) pids.add(record.pid);
+    if (!intent && !record && pids.size === 0) {
+      // No intent recorded: not an instance of ours. Only an empty directory (a create that died
+      // right after making it) is removed; anything else there is left as it is.
+      await rmdir(dir).catch(() => undefined);
+      return;
+    }
+    // A deletion is not an exit to report; a host restarting meanwhile does not bring it back.
+    removals.set(name, (removals.get(name) ?? 0) + 1);
+    exits.unwatch(name);
+    await writeFileAtomic(join(dir, DELETING_FILE), `${new Date().toISOString()}\n`);
+    await stopLegacy(name, dir, pids, signal);
+    // Returns once the host closed the listener (no host running: nothing listens).
+    const answer = await host.call('DELETE', `/proxies/${name}`, false, signal);
+    if (answer && answer.status !== 200) throw new LocalInstanceError(`the proxy host could not stop "${name}": status ${answer.status}`);
     await rm(dir, { recursive: true, force: true });
-    if (pids.size > 0 || record) logger.info({ instance: name, pids: [...pids] }, 'local instance deleted');
+    await addresses?.release(name, intent?.sourceAddress);
+    logger.info({ instance: name, port: record?.port, pids: [...pids] }, 'local instance deleted');
   }
 
   /**
-   * Watches every proxy process already running under the data directory (adopted from an earlier
-   * worker), and reports those recorded but no longer running.
+   * Watches every proxy already running under the data directory (adopted from an earlier worker),
+   * and reports those recorded but no longer running (their host died while no worker watched).
    */
   async function watchRunning(): Promise<void> {
     let names: string[];
@@ -292,22 +342,57 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
     } catch {
       return;
     }
+    const hostAlive = new Map<number, boolean>();
     for (const name of names) {
       const dir = instanceDir(dataDir, name);
+      const removal = removals.get(name);
       const { intent, record } = await readState(dir);
       if (!intent || !record) continue;
-      const watched = { pid: record.pid, dir, name: intent.name, owner: intent.owner };
-      // A process that died while no worker watched is reported now: its proxy is restarted at once.
-      if (await isProxyProcess(record.pid, dir)) exits.watch(watched);
-      else if ((await findProxyProcesses(dir)).length === 0) exits.report(watched, `proxy process ${record.pid} is no longer running`);
+      if (record.host === true) {
+        let live = hostAlive.get(record.pid);
+        if (live === undefined) hostAlive.set(record.pid, (live = await isHostProcess(record.pid, dataDir)));
+        if (live) watchHosted(intent, record, removal);
+        else if (removals.get(name) === removal)
+          exits.report(
+            { name, owner: intent.owner, id: hostInstanceId(record), pid: record.pid, isOurs: () => Promise.resolve(false), exitMessage: '' },
+            `proxy host ${record.pid} is no longer running`,
+          );
+        continue;
+      }
+      const watched: WatchedProxy = {
+        name,
+        owner: intent.owner,
+        id: String(record.pid),
+        pid: record.pid,
+        isOurs: () => isProxyProcess(record.pid, dir),
+        exitMessage: `proxy process ${record.pid} exited`,
+      };
+      if (await isProxyProcess(record.pid, dir)) {
+        if (removals.get(name) === removal) exits.watch(watched);
+      } else if ((await findProxyProcesses(dir)).length === 0 && removals.get(name) === removal) {
+        exits.report(watched, `proxy process ${record.pid} is no longer running`);
+      }
     }
   }
 
+  let closed = false;
+  /** A host that died is started again at once (it brings every proxy back on its port), whether or not a reconcile asks. */
+  const restartHost = (_exit: InstanceExit, p: WatchedProxy): void => {
+    if (closed || !p.exitMessage.startsWith('proxy host')) return;
+    host.ensure(AbortSignal.timeout(30_000)).catch((err: unknown) => logger.warn({ err: (err as Error).message }, 'could not restart the proxy host'));
+  };
+
   return {
     writeEgressPolicy,
-    close: () => exits.close(),
+    close: () => {
+      closed = true;
+      exits.close();
+    },
     onInstanceExit(listener) {
-      const off = exits.subscribe(listener);
+      const off = exits.subscribe((exit, p) => {
+        restartHost(exit, p);
+        listener(exit);
+      });
       watchRunning().catch((err: unknown) => logger.warn({ err: (err as Error).message }, 'could not list running local proxies to watch'));
       return off;
     },
@@ -317,8 +402,9 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
       signal.throwIfAborted();
       if (!NAME_PATTERN.test(name)) return undefined;
       const dir = instanceDir(dataDir, name);
+      const removal = removals.get(name);
       const { intent, record } = await readState(dir);
-      return intent ? describe(dir, intent, record) : undefined;
+      return intent ? describe(dir, intent, record, removal) : undefined;
     },
 
     deleteInstance: (name, _placement, signal) => withLock(name, () => remove(name, signal)),
@@ -335,9 +421,10 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
       for (const name of names.sort()) {
         signal.throwIfAborted();
         const dir = instanceDir(dataDir, name);
+        const removal = removals.get(name);
         const { intent, record } = await readState(dir);
         if (intent?.owner.fleet !== fleet || intent.name !== name) continue;
-        yield await describe(dir, intent, record);
+        yield await describe(dir, intent, record, removal);
       }
     },
   };

@@ -10,10 +10,19 @@ import { basename } from 'node:path';
 export const PROXY_PROGRAM_FILE = 'proxy-process.cjs';
 /** File names a local proxy process runs: the built program, or its source under a TypeScript loader. */
 const PROGRAM_NAMES = new Set([PROXY_PROGRAM_FILE, 'proxy-process.ts']);
+/** The file name of the built proxy-host program (proxy-program.ts writes it). */
+export const PROXY_HOST_PROGRAM_FILE = 'proxy-host.cjs';
+/** File names a proxy host runs: the built program, or its source under a TypeScript loader. */
+const HOST_PROGRAM_NAMES = new Set([PROXY_HOST_PROGRAM_FILE, 'proxy-host.ts']);
 
 /** True when `arg` (an argument of a process's command line) names a local proxy program. */
 export function isProxyProgram(arg: string): boolean {
   return PROGRAM_NAMES.has(basename(arg));
+}
+
+/** True when `arg` names the proxy host program. */
+export function isProxyHostProgram(arg: string): boolean {
+  return HOST_PROGRAM_NAMES.has(basename(arg));
 }
 
 /** Options of node's that take the next argument as their value. */
@@ -52,13 +61,13 @@ async function cmdline(pid: number): Promise<string[] | undefined> {
   }
 }
 
-/** True when `pid` is alive and runs a local proxy program for `instanceDir` (the argument after it). */
-export async function isProxyProcess(pid: number, instanceDir: string): Promise<boolean> {
+/** True when `pid` is alive and node itself runs one of `programs` with `firstArg` as the argument after it. */
+async function runsProgram(pid: number, programs: ReadonlySet<string>, firstArg: string): Promise<boolean> {
   if (!Number.isInteger(pid) || pid <= 0) return false;
   const args = await cmdline(pid);
   if (!args) return false;
-  const i = args.findIndex(isProxyProgram);
-  if (i <= 0 || args[i + 1] !== instanceDir || !isNode(args[0] ?? '')) return false;
+  const i = args.findIndex((arg) => programs.has(basename(arg)));
+  if (i <= 0 || args[i + 1] !== firstArg || !isNode(args[0] ?? '')) return false;
   // Node runs the program itself: everything before it is an option of node's (not `-e CODE` whose
   // arguments merely name it, nor a wrapper such as `time` or `strace`).
   for (let j = 1; j < i; j++) {
@@ -67,6 +76,27 @@ export async function isProxyProcess(pid: number, instanceDir: string): Promise<
     else if (!arg.startsWith('--') || arg === '--eval' || arg === '--print') return false;
   }
   return true;
+}
+
+/** True when `pid` is alive and runs a (per-instance) local proxy program for `instanceDir` (the argument after it). */
+export function isProxyProcess(pid: number, instanceDir: string): Promise<boolean> {
+  return runsProgram(pid, PROGRAM_NAMES, instanceDir);
+}
+
+/** True when `pid` is alive and runs the proxy host of `dataDir` (the argument after the program). */
+export function isHostProcess(pid: number, dataDir: string): Promise<boolean> {
+  return runsProgram(pid, HOST_PROGRAM_NAMES, dataDir);
+}
+
+/** Every live process that runs the proxy host of `dataDir` (normally none or one). */
+export async function findHostProcesses(dataDir: string): Promise<number[]> {
+  const found: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid) || pid === process.pid) continue;
+    if (await isHostProcess(pid, dataDir)) found.push(pid);
+  }
+  return found;
 }
 
 /** Every live process that runs a local proxy program for `instanceDir` (normally none or one). */

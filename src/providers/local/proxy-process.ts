@@ -1,6 +1,8 @@
 /**
- * Entry point of one local forward proxy (HTTP with CONNECT, on proxy-chain), run detached by the
- * local lifecycle as `node <dataDir>/bin/proxy-process.cjs <instanceDir> [--port N] [--policy FILE]`
+ * Entry point of one forward proxy process (HTTP with CONNECT, on proxy-chain): the container and
+ * VM proxy, and — in its instance-directory mode — a local proxy of the earlier one-process-per-proxy
+ * model (local proxies are now served by the proxy host, proxy-host.ts; the lifecycle adopts these
+ * until they exit). That mode was run detached by the local lifecycle as `node <dataDir>/bin/proxy-process.cjs <instanceDir> [--port N] [--policy FILE]`
  * (this file, bundled by proxy-program.ts).
  *
  * It reads its intent and credentials from the instance directory, listens on 127.0.0.1 (the
@@ -21,13 +23,9 @@
  * default deny. Every destination is resolved once, judged, and the connection pinned to the
  * judged addresses; a refused one is answered `403` with the reason, before any connection.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
-import { lookup } from 'node:dns/promises';
-import { Agent } from 'node:http';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { RequestError, Server, type PrepareRequestFunctionOpts, type PrepareRequestFunctionResult } from 'proxy-chain';
-import { checkEgress, EgressDeniedError } from '../../egress/enforce.ts';
+import type { Server } from 'proxy-chain';
 import { startLivePolicy, type LivePolicy } from '../../egress/live-policy.ts';
 import { createLogger, type Logger } from '../../logging.ts';
 import type { ProxyCredentials } from '../lifecycle.ts';
@@ -44,115 +42,20 @@ import {
 } from './instance-files.ts';
 import { createDenialRecorder, type DenialRecorder } from './denial-stats.ts';
 import { findProxyProcesses } from './process-table.ts';
-
-const EXIT_DUPLICATE = 0;
-const EXIT_BAD_STATE = 78;
-const EXIT_BAD_ENV = 2;
-const DEFAULT_CONTAINER_PORT = 3128;
-
-function digest(value: string): Buffer {
-  return createHash('sha256').update(value).digest();
-}
-
-function sameSecret(a: string, b: string): boolean {
-  return timingSafeEqual(digest(a), digest(b));
-}
+import { credentialCheck, listenProxy, type Egress } from './proxy-server.ts';
 
 async function loadCredentials(dir: string): Promise<ProxyCredentials | undefined> {
   return asCredentials(await readJson(join(dir, CREDENTIALS_FILE)));
 }
 
-/** How long a destination's name may take to resolve before the request is refused as unresolvable. */
-const RESOLVE_TIMEOUT_MS = 10_000;
-
-function resolveAll(hostname: string, signal: AbortSignal): Promise<{ address: string; family: number }[]> {
-  // getaddrinfo cannot be cancelled: the signal only stops the wait for it.
-  return new Promise((resolve, reject) => {
-    const onAbort = (): void => reject(new Error('resolution timed out'));
-    signal.addEventListener('abort', onAbort, { once: true });
-    lookup(hostname, { all: true, verbatim: true })
-      .then(resolve, reject)
-      .finally(() => signal.removeEventListener('abort', onAbort));
-  });
+function listen(host: string, port: number, check: (username: string, password: string) => boolean, egress: Egress): Promise<Server> {
+  return listenProxy({ host, port, check, egress });
 }
 
-/** The path and query of a plain-HTTP request's absolute URI (what the echo exception compares). */
-function pathOf(url: string | undefined): string {
-  try {
-    const u = new URL(url ?? '');
-    return `${u.pathname}${u.search}`;
-  } catch {
-    return '';
-  }
-}
-
-interface Egress {
-  policy: LivePolicy;
-  denials: DenialRecorder;
-  logger: Logger;
-}
-
-/** Upstream keep-alive sockets belong to one policy generation: a changed policy never reuses a socket the old one judged. */
-function agentFor(egress: Egress): () => Agent {
-  let generation = egress.policy.generation;
-  let agent = new Agent({ keepAlive: true });
-  return () => {
-    if (egress.policy.generation !== generation) {
-      agent.destroy();
-      agent = new Agent({ keepAlive: true });
-      generation = egress.policy.generation;
-    }
-    return agent;
-  };
-}
-
-/** A hostile client can be refused at line rate: one log line per reason per minute, the metric counts them all. */
-function denialLog(logger: Logger): (reason: string, fields: Record<string, unknown>) => void {
-  const last = new Map<string, number>();
-  return (reason, fields) => {
-    const now = performance.now();
-    const previous = last.get(reason);
-    if (previous !== undefined && now - previous < 60_000) return;
-    last.set(reason, now);
-    logger.info({ ...fields, reason }, 'egress denied (further denials for this reason in the next minute are counted, not logged)');
-  };
-}
-
-async function listen(host: string, port: number, check: (username: string, password: string) => boolean, egress: Egress): Promise<Server> {
-  const httpAgent = agentFor(egress);
-  const logDenial = denialLog(egress.logger);
-  const prepare = async (opts: PrepareRequestFunctionOpts): Promise<PrepareRequestFunctionResult> => {
-    if (!check(opts.username, opts.password)) return { requestAuthentication: true };
-    const request = opts.isHttp ? { method: opts.request.method ?? '', path: pathOf(opts.request.url) } : undefined;
-    try {
-      const dnsLookup = await checkEgress(
-        () => egress.policy.current(),
-        { hostname: opts.hostname, port: opts.port, ...(request ? { request } : {}) },
-        resolveAll,
-        AbortSignal.timeout(RESOLVE_TIMEOUT_MS),
-      );
-      // proxy-chain types it as dns.lookup itself; net and http only call it as a LookupFunction.
-      return {
-        ...(dnsLookup ? { dnsLookup: dnsLookup as unknown as NonNullable<PrepareRequestFunctionResult['dnsLookup']> } : {}),
-        ...(opts.isHttp ? { httpAgent: httpAgent() } : {}),
-      };
-    } catch (err) {
-      if (!(err instanceof EgressDeniedError)) throw err;
-      egress.denials.record(err.reason);
-      logDenial(err.reason, { target: `${opts.hostname}:${opts.port}`, method: opts.isHttp ? request?.method : 'CONNECT' });
-      throw new RequestError(`Forbidden by egress policy: ${err.reason}\n`, 403);
-    }
-  };
-  const server = new Server({
-    host,
-    port,
-    verbose: false,
-    authRealm: 'egress',
-    prepareRequestFunction: prepare,
-  });
-  await server.listen();
-  return server;
-}
+const EXIT_DUPLICATE = 0;
+const EXIT_BAD_STATE = 78;
+const EXIT_BAD_ENV = 2;
+const DEFAULT_CONTAINER_PORT = 3128;
 
 function optionAfter(flag: string): string | undefined {
   const at = process.argv.indexOf(flag);
@@ -198,7 +101,7 @@ async function mainFromEnv(): Promise<void> {
   const password = process.env.PROXY_PASSWORD ?? '';
   if (!username) fail('PROXY_USER: required (the user name clients send in Proxy-Authorization)');
   if (!password) fail('PROXY_PASSWORD: required (the password clients send in Proxy-Authorization)');
-  const check = (u: string, p: string): boolean => sameSecret(u, username) && sameSecret(p, password);
+  const check = credentialCheck(() => ({ username, password }));
 
   const policy = await startPolicy(logger);
   // Counts are logged (denialLog); there is no instance directory to keep them in.
@@ -232,8 +135,7 @@ async function main(): Promise<void> {
     logger.error('intent.json or credentials.json is missing or malformed');
     process.exit(EXIT_BAD_STATE);
   }
-  const check = (username: string, password: string): boolean =>
-    credentials !== undefined && sameSecret(username, credentials.username) && sameSecret(password, credentials.password);
+  const check = credentialCheck(() => credentials);
 
   const policy = await startPolicy(logger);
   const startedAt = new Date().toISOString();

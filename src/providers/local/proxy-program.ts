@@ -5,13 +5,18 @@ import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { EgressError } from '../../errors.ts';
 import { writeFileAtomic } from './instance-files.ts';
-import { PROXY_PROGRAM_FILE } from './process-table.ts';
+import { PROXY_HOST_PROGRAM_FILE, PROXY_PROGRAM_FILE } from './process-table.ts';
 
 /** The forward-proxy process's entry: its TypeScript source, or in the compiled tree (dist/) its compiled JavaScript. */
 const SOURCE =
   [new URL('./proxy-process.ts', import.meta.url), new URL('./proxy-process.js', import.meta.url)]
     .map((url) => fileURLToPath(url))
     .find((path) => existsSync(path)) ?? fileURLToPath(new URL('./proxy-process.ts', import.meta.url));
+/** The proxy host's entry, likewise. */
+const HOST_SOURCE =
+  [new URL('./proxy-host.ts', import.meta.url), new URL('./proxy-host.js', import.meta.url)]
+    .map((url) => fileURLToPath(url))
+    .find((path) => existsSync(path)) ?? fileURLToPath(new URL('./proxy-host.ts', import.meta.url));
 
 /** The proxy program could not be built; nothing else can start before that is fixed. */
 export class ProxyProgramError extends EgressError {
@@ -24,16 +29,27 @@ export class ProxyProgramError extends EgressError {
  * Builds the forward-proxy process into one self-contained CommonJS file,
  * `<dataDir>/bin/proxy-process.cjs` (PROXY_PROGRAM_FILE), and returns its path.
  *
- * Each local proxy is its own process; started from this file with plain `node` it needs no
- * TypeScript loader, which cuts its start from ~0.3 s of CPU to ~0.1 s and its memory by a
- * third (docs/benchmarks.md). The file is rewritten (atomically, so a process starting at that
+ * This program is what container and VM proxies run (Dockerfile.proxy, src/providers/boot/), and
+ * what local proxies of the earlier one-process-per-proxy model run; local proxies are now served
+ * by the proxy host (buildProxyHostProgram). Started with plain `node` it needs no TypeScript
+ * loader, which cuts its start from ~0.3 s of CPU to ~0.1 s and its memory by a third
+ * (docs/benchmarks.md). The file is rewritten (atomically, so a process starting at that
  * moment reads either version whole) only when the build differs from what is there, so workers
  * sharing a data directory agree on it and running proxies are never disturbed.
  */
-export async function buildProxyProgram(dataDir: string): Promise<string> {
+export function buildProxyProgram(dataDir: string): Promise<string> {
+  return writeProgram(dataDir, PROXY_PROGRAM_FILE, bundleProxyProgram());
+}
+
+/** The proxy host's program, `<dataDir>/bin/proxy-host.cjs` (PROXY_HOST_PROGRAM_FILE), built and written like buildProxyProgram. */
+export function buildProxyHostProgram(dataDir: string): Promise<string> {
+  return writeProgram(dataDir, PROXY_HOST_PROGRAM_FILE, bundleProgram(HOST_SOURCE, 'local proxy host program'));
+}
+
+async function writeProgram(dataDir: string, file: string, bundled: Promise<Uint8Array>): Promise<string> {
   const dir = join(dataDir, 'bin');
-  const target = join(dir, PROXY_PROGRAM_FILE);
-  const code = await bundleProxyProgram();
+  const target = join(dir, file);
+  const code = await bundled;
   const existing = await readFile(target).catch(() => undefined);
   if (existing && Buffer.compare(existing, code) === 0) return target;
   await mkdir(dir, { recursive: true, mode: 0o700 });

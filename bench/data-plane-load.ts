@@ -1,0 +1,163 @@
+/**
+ * The data-plane benchmark's load generator: `concurrency` keep-alive connections, each sending
+ * one request at a time (no pipelining) until `requests` have been answered in all, timing each.
+ * Raw sockets and a minimal HTTP/1.1 response reader (Content-Length bodies), so the generator is
+ * not what limits the rate. The same code drives every row: direct to the origin, plain HTTP
+ * through a proxy (absolute URI + Proxy-Authorization), and CONNECT (one tunnel per connection,
+ * then origin-form requests inside it).
+ */
+import { connect, type Socket } from 'node:net';
+import { summarize } from './stats.ts';
+
+export type LoadMode = 'direct' | 'proxy' | 'connect';
+
+export interface LoadOptions {
+  mode: LoadMode;
+  /** Where the connections go: the origin (direct) or the proxy. */
+  host: string;
+  port: number;
+  origin: { host: string; port: number };
+  /** `user:password` for Proxy-Authorization (proxy and connect modes). */
+  auth?: string;
+  concurrency: number;
+  requests: number;
+}
+
+export interface LoadResult {
+  requests: number;
+  errors: number;
+  /** Connections the server closed after a response (it does not keep client connections alive), opened again. */
+  reconnects: number;
+  seconds: number;
+  rps: number;
+  p50Ms: number;
+  p99Ms: number;
+}
+
+interface Answer {
+  status: number;
+  /** The server closes the connection after this response (`Connection: close`, HTTP/1.0): the next request opens a new one. */
+  close: boolean;
+}
+
+/** Reads whole HTTP responses off a socket, one at a time. */
+class ResponseReader {
+  #buffer: Buffer = Buffer.alloc(0);
+  /** The server closed the connection (or said it would). */
+  closed = false;
+  #waiting: { resolve: (answer: Answer) => void; reject: (err: Error) => void; headOnly: boolean } | undefined;
+
+  constructor(socket: Socket) {
+    socket.on('data', (chunk: Buffer) => {
+      this.#buffer = this.#buffer.length === 0 ? chunk : Buffer.concat([this.#buffer, chunk]);
+      this.#drain();
+    });
+    const fail = (err: Error): void => {
+      const w = this.#waiting;
+      this.#waiting = undefined;
+      w?.reject(err);
+    };
+    socket.on('error', fail);
+    socket.on('close', () => {
+      this.closed = true;
+      fail(new Error('connection closed'));
+    });
+  }
+
+  /** The next response's status, and whether the server closes after it; `headOnly` for a CONNECT answer (no body follows). */
+  next(headOnly = false): Promise<Answer> {
+    return new Promise((resolve, reject) => {
+      this.#waiting = { resolve, reject, headOnly };
+      this.#drain();
+    });
+  }
+
+  #drain(): void {
+    const w = this.#waiting;
+    if (!w) return;
+    const end = this.#buffer.indexOf('\r\n\r\n');
+    if (end < 0) return;
+    const head = this.#buffer.subarray(0, end).toString('latin1');
+    const status = Number(head.slice(9, 12));
+    const length = w.headOnly ? 0 : Number(/\r\ncontent-length:\s*(\d+)/i.exec(head)?.[1] ?? '0');
+    const total = end + 4 + length;
+    if (this.#buffer.length < total) return;
+    this.#buffer = this.#buffer.subarray(total);
+    this.#waiting = undefined;
+    w.resolve({ status, close: /\r\n(proxy-)?connection:\s*close/i.test(head) || head.startsWith('HTTP/1.0') });
+  }
+}
+
+function open(host: string, port: number): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host, port, noDelay: true });
+    socket.once('connect', () => resolve(socket));
+    socket.once('error', reject);
+  });
+}
+
+export async function runLoad(o: LoadOptions): Promise<LoadResult> {
+  const originHost = `${o.origin.host}:${o.origin.port}`;
+  const auth = o.auth ? `Proxy-Authorization: Basic ${Buffer.from(o.auth).toString('base64')}\r\n` : '';
+  const request =
+    o.mode === 'proxy'
+      ? `GET http://${originHost}/bench HTTP/1.1\r\nHost: ${originHost}\r\n${auth}Proxy-Connection: keep-alive\r\n\r\n`
+      : `GET /bench HTTP/1.1\r\nHost: ${originHost}\r\n\r\n`;
+  const latencies: number[] = [];
+  let issued = 0;
+  let errors = 0;
+  let reconnects = 0;
+  /** A new connection (through its CONNECT tunnel in connect mode). */
+  const connection = async (): Promise<{ socket: Socket; reader: ResponseReader }> => {
+    const socket = await open(o.host, o.port);
+    const reader = new ResponseReader(socket);
+    if (o.mode === 'connect') {
+      socket.write(`CONNECT ${originHost} HTTP/1.1\r\nHost: ${originHost}\r\n${auth}\r\n`);
+      const { status } = await reader.next(true);
+      if (status !== 200) throw new Error(`CONNECT answered ${status}`);
+    }
+    return { socket, reader };
+  };
+  const worker = async (): Promise<void> => {
+    let conn: { socket: Socket; reader: ResponseReader } | undefined;
+    let served = 0;
+    while (issued < o.requests) {
+      issued++;
+      const t0 = performance.now();
+      try {
+        for (let attempt = 0; ; attempt++) {
+          if (!conn || conn.reader.closed) {
+            if (conn) reconnects++;
+            conn?.socket.destroy();
+            conn = await connection();
+            served = 0;
+          }
+          conn.socket.write(request);
+          try {
+            const { status, close } = await conn.reader.next();
+            if (status !== 200) throw new Error(`answered ${status}`);
+            served++;
+            if (close) conn.reader.closed = true;
+            break;
+          } catch (err) {
+            // A server that closes idle client connections without saying so (tinyproxy does after every
+            // response): a request on a connection that already served one is sent again on a new one, as HTTP clients do.
+            if (served === 0 || attempt > 0) throw err;
+            conn.reader.closed = true;
+          }
+        }
+        latencies.push(performance.now() - t0);
+      } catch {
+        errors++;
+        conn?.socket.destroy();
+        conn = undefined;
+      }
+    }
+    conn?.socket.destroy();
+  };
+  const started = performance.now();
+  await Promise.all(Array.from({ length: o.concurrency }, worker));
+  const seconds = (performance.now() - started) / 1000;
+  const { p50, p99 } = summarize(latencies);
+  return { requests: latencies.length, errors, reconnects, seconds, rps: latencies.length / seconds, p50Ms: p50, p99Ms: p99 };
+}
