@@ -19,6 +19,17 @@ import { createApiApp } from './app.ts';
 import { HostAllowList } from '../http/request-guards.ts';
 import type { EventStore } from '../events/event-sink.ts';
 import type { Telemetry } from 'bullmq';
+import { DEFAULT_PICK_SETTINGS } from '../config/app.ts';
+import { createFeedbackMetrics } from '../metrics/feedback-metrics.ts';
+import { FeedbackRecorder } from '../pools/feedback-service.ts';
+import { FeedbackRateLimit } from '../pools/feedback-rate-limit.ts';
+import type { MemberReplacements } from '../pools/member-replacements.ts';
+import { PickKeys } from '../pools/pick-keys.ts';
+import { PoolMemberCache } from '../pools/pick-members.ts';
+import { PoolPicker } from '../pools/pick-service.ts';
+import { requestPoolReconcile } from '../pools/request-pool-reconcile.ts';
+import type { PoolReader } from '../store/pool-store.ts';
+import type { EventSink } from '../events/event-sink.ts';
 
 export interface ApiRoleDeps {
   config: AppConfig;
@@ -31,6 +42,9 @@ export interface ApiRoleDeps {
   logger: Logger;
   /** The fleet's events: read by `GET /v1/events`, written by applies and deletions. */
   events: EventStore;
+  /** ProxyPools and member replacement requests: with both, picks and ban feedback are served. */
+  pools?: PoolReader;
+  replacements?: MemberReplacements;
   /** BullMQ telemetry for the API's producers (ad-hoc checks, reconciles); undefined when tracing is off. */
   telemetry?: Telemetry | undefined;
 }
@@ -87,6 +101,8 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
       config.providers.map((p) => p.name),
     );
     const hosts = new HostAllowList([...config.api.allowedHosts, ...echoHost(config.echoUrl)]);
+    const eventSink = deps.events.sink('api');
+    const reconcile = queues.find((q) => q.name === QUEUES.reconcile);
     const app = createApiApp({
       store: deps.store,
       proxies,
@@ -99,7 +115,10 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
       tokens: config.api.tokens,
       ...(config.api.tokenNames ? { tokenNames: config.api.tokenNames } : {}),
       events: deps.events,
-      eventSink: deps.events.sink('api'),
+      eventSink,
+      ...(deps.pools && deps.replacements && reconcile
+        ? { picks: buildPicks(deps, deps.pools, deps.replacements, (pool) => requestPoolReconcile(reconcile, pool), eventSink) }
+        : {}),
       maxBodyBytes: config.api.maxBodyBytes,
       hosts,
       ping: async (signal) => {
@@ -149,6 +168,35 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
       })();
       return closing;
     },
+  };
+}
+
+/** The pick and feedback services of one API process: one member cache, the Redis scripts, the counters. */
+function buildPicks(
+  deps: ApiRoleDeps,
+  pools: PoolReader,
+  replacements: MemberReplacements,
+  reconcilePool: (pool: string) => Promise<void>,
+  events: EventSink,
+): { picker: PoolPicker; feedback: FeedbackRecorder; rateLimit: FeedbackRateLimit } {
+  const settings = deps.config.picks ?? DEFAULT_PICK_SETTINGS;
+  const keys = new PickKeys(deps.config.redis.prefix);
+  const metrics = createFeedbackMetrics(deps.registry);
+  const members = new PoolMemberCache(pools, deps.proxies, settings.memberCacheMs);
+  return {
+    picker: new PoolPicker({ redis: deps.redis, keys, members, sessionTtlMs: settings.sessionTtlMs, counter: metrics }),
+    feedback: new FeedbackRecorder({
+      redis: deps.redis,
+      keys,
+      proxies: deps.proxies,
+      pools,
+      replacements,
+      requestPoolReconcile: reconcilePool,
+      settings,
+      counter: metrics,
+      events,
+    }),
+    rateLimit: new FeedbackRateLimit(deps.redis, keys, settings.feedbackRate, settings.feedbackBurst),
   };
 }
 

@@ -16,6 +16,11 @@ import { proxyRoutes } from './routes/proxies.ts';
 import { eventRoutes } from './routes/events.ts';
 import { noEvents, type EventReader, type EventSink } from '../events/event-sink.ts';
 import type { ProxyApiStore } from '../store/proxy-store.ts';
+import { pickRoutes } from './routes/pick.ts';
+import { feedbackRoutes } from './routes/feedback.ts';
+import type { PoolPicker } from '../pools/pick-service.ts';
+import type { FeedbackRecorder } from '../pools/feedback-service.ts';
+import type { FeedbackRateLimit } from '../pools/feedback-rate-limit.ts';
 
 export interface ApiDeps {
   store: StatusStore;
@@ -45,6 +50,8 @@ export interface ApiDeps {
   /** Deadline of every GET/HEAD but /healthz and /readyz (default 3 s). */
   readDeadlineMs?: number;
   checkWaitMs: number;
+  /** Picks from pools and ban feedback (`/v1/pools/{name}/pick`, `…/feedback`); absent: not served. */
+  picks?: { picker: PoolPicker; feedback: FeedbackRecorder; rateLimit: FeedbackRateLimit };
   logger: Logger;
 }
 
@@ -84,6 +91,10 @@ export function createApiApp(deps: ApiDeps): Hono {
   const reconcile = deps.queues.find((q) => q.name === 'reconcile');
   if (reconcile) app.route('/v1', proxyRoutes({ proxies: deps.proxies, providers: deps.providers, reconcile, events: deps.eventSink ?? noEvents }));
   app.route('/v1', eventRoutes({ events: deps.events }));
+  if (deps.picks) {
+    app.route('/v1', pickRoutes(deps.picks));
+    app.route('/v1', feedbackRoutes(deps.picks));
+  }
   mountBullBoard(app, deps.queues, { storeConnected: deps.storeConnected, logger: deps.logger });
   return app;
 }

@@ -124,6 +124,8 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
           redis,
           store,
           proxies: stores.proxies,
+          pools: stores.pools,
+          replacements: stores.replacements,
           registry,
           events,
           logger: logger.child({ role: 'api' }),

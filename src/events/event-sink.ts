@@ -30,6 +30,9 @@ export const EVENT_REASONS = [
   'NotReady',
   'Failed',
   'Deleted',
+  // Proxy, from ban feedback (a pool member blocked for a domain; its replacement asked of the pool)
+  'Blocked',
+  'ReplacementRequested',
   // ProviderHealth, from the publisher and the GC
   'CheckReasonChanged',
   'GcSweep',
