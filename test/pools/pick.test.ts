@@ -145,7 +145,7 @@ describe('picks from a pool', () => {
     [`session=${'s'.repeat(129)}`, 'session: expected at most 128 characters, got 129'],
     ['session=a%20b', 'session: expected letters, digits and _ . ~ : - only'],
     ['session=a/b', 'session: expected letters, digits and _ . ~ : - only'],
-    ['session=a&session=b', 'query parameter "session" is given 2 times; give it once'],
+    ['session=a&session=b', 'query parameter "session" may be given once, got 2'],
     ['domain=', 'domain: must not be empty'],
     ['domain=exa_mple.com', 'domain: expected a host name such as example.com, got "exa_mple.com"'],
     ['domain=-bad.com', 'domain: expected a host name such as example.com, got "-bad.com"'],

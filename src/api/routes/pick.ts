@@ -11,7 +11,7 @@ export interface PickRouteDeps {
 export function singleQuery(c: Context, name: string): string | undefined {
   const all = c.req.queries(name);
   if (all === undefined || all.length === 0) return undefined;
-  if (all.length > 1) throw new BadRequestError(`query parameter "${name}" is given ${all.length} times; give it once`);
+  if (all.length > 1) throw new BadRequestError(`query parameter "${name}" may be given once, got ${all.length}`);
   return all[0];
 }
 
