@@ -11,6 +11,7 @@ const benches: Record<string, () => Promise<unknown>> = {
   eviction: async () => (await import('./eviction.bench.ts')).runEvictionBench(),
   cli: async () => (await import('./cli.bench.ts')).runCliBench(),
   'gc-scale': async () => (await import('./gc-scale.bench.ts')).runGcScaleBench(),
+  pick: async () => (await import('./pick.bench.ts')).runPickBench(),
 };
 
 const name = process.argv[2];
