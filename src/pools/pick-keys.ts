@@ -2,7 +2,8 @@
  * The Redis keys of picking and feedback, all under the fleet's hash-tagged prefix (`{egress}`),
  * so every key of every script hashes to one Redis Cluster slot.
  *
- * - `<prefix>:pick:<pool>:lru` sorted set, member → the sequence number of its last pick (round-robin);
+ * - `<prefix>:pick:<pool>:lru` sorted set of the pool's Ready members, member → the sequence number of its last pick (round-robin; 0: never);
+ * - `<prefix>:pick:<pool>:members` string, the version (a hash) of the member list the sorted set holds;
  * - `<prefix>:pick:<pool>:session:<session>` string, the member a session holds, expiring after the session TTL;
  * - `<prefix>:pick:<pool>:blocked:<domain>` sorted set, member → until (epoch ms) it is not picked for that domain;
  * - `<prefix>:feedback:<proxy>:domains` sorted set, domain → when the proxy was last reported blocked there (the replacement window);
@@ -13,6 +14,10 @@ export class PickKeys {
 
   lru(pool: string): string {
     return `${this.prefix}:pick:${pool}:lru`;
+  }
+
+  memberVersion(pool: string): string {
+    return `${this.prefix}:pick:${pool}:members`;
   }
 
   session(pool: string, session: string): string {

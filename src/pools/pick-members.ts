@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { toError } from '../errors.ts';
 import { urlWithCredentials } from '../model/proxy-credentials.ts';
 import { POOL_LABEL, type Pool } from '../model/pool-resource.ts';
@@ -26,6 +27,11 @@ export interface PickableMember {
 export interface PoolSnapshot {
   pool: Pool;
   members: readonly PickableMember[];
+  /** The members by name. */
+  byName: ReadonlyMap<string, PickableMember>;
+  /** The member names, one a line, and a hash of them: the pick script syncs Redis to a list only when the hash changes. */
+  names: string;
+  version: string;
 }
 
 /** How long one listing of pools and proxies may take before the picks waiting on it fail. */
@@ -105,7 +111,9 @@ export class PoolMemberCache {
     for (const pool of pools) {
       if (pool.metadata.deletionRequestedAt) continue;
       const members = (byPool.get(pool.name) ?? []).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-      result.set(pool.name, { pool, members });
+      const names = members.map((m) => m.name).join('\n');
+      const version = createHash('sha1').update(names).digest('base64url');
+      result.set(pool.name, { pool, members, byName: new Map(members.map((m) => [m.name, m])), names, version });
     }
     this.#snapshot = { at, pools: result };
     return result;

@@ -47,65 +47,76 @@ export interface Pick {
 
 /**
  * The choice, atomic in Redis so that two API replicas never split a session. KEYS: the pool's
- * round-robin sorted set, the session's key, the pool's blocked set for the domain (names of keys
- * nobody writes when there is no session or domain). ARGV: has-session, has-domain, session TTL
- * (ms), then the Ready members.
+ * round-robin sorted set (exactly its Ready members), the version of the member list that set
+ * holds, the session's key, the pool's blocked set for the domain (names of keys nobody writes when
+ * there is no session or domain). ARGV: has-session, has-domain, session TTL (ms), the caller's
+ * member-list version, and (only when the script asked for it) the member names, one a line.
  *
- * A session keeps its member while the member is among the Ready ones and not blocked for the
- * domain (its TTL renewed); otherwise the least recently picked eligible member is chosen (ties:
- * by name) and the session bound to it. Every pick moves the member to the back of the round
- * robin, sticky ones included, so new sessions go to the least used members.
+ * When the stored version differs from the caller's, the script answers `stale` unless it was given
+ * the list, in which case it makes the sorted set hold exactly those members (new ones at 0, the
+ * front of the round robin; gone ones removed). Member changes cost one extra round trip and a
+ * pass over the pool; every other pick is O(log n): a session keeps its member while the member is
+ * in the set and not blocked for the domain (its TTL renewed); otherwise the least recently picked
+ * member not blocked for the domain is chosen (ties: by name) and the session bound to it. Every
+ * pick moves the member to the back of the round robin, sticky ones included, so new sessions go
+ * to the least used members.
  */
 const PICK = new LuaScript(
   `${LUA_NOW_MS}
 local has_session = ARGV[1] == '1'
 local has_domain = ARGV[2] == '1'
 local ttl = tonumber(ARGV[3])
-local first = 4
-if #ARGV < first then return {'', 'none-ready'} end
-local ready = {}
-for i = first, #ARGV do ready[ARGV[i]] = true end
+local version = ARGV[4]
+local day = 86400000
+if redis.call('GET', KEYS[2]) ~= version then
+  if ARGV[5] == nil then return {'', 'stale'} end
+  local ready = {}
+  for m in string.gmatch(ARGV[5], '[^\\n]+') do
+    ready[m] = true
+    redis.call('ZADD', KEYS[1], 'NX', 0, m)
+  end
+  for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+    if not ready[m] then redis.call('ZREM', KEYS[1], m) end
+  end
+  redis.call('SET', KEYS[2], version, 'PX', day)
+end
+redis.call('PEXPIRE', KEYS[1], day)
+redis.call('PEXPIRE', KEYS[2], day)
+if redis.call('ZCARD', KEYS[1]) == 0 then return {'', 'none-ready'} end
 local blocked = {}
 if has_domain then
-  local now = now_ms()
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-  for _, m in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do blocked[m] = true end
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now_ms())
+  for _, m in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do blocked[m] = true end
 end
 local function bump(m)
   local top = redis.call('ZREVRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-  local seq = (top[2] and tonumber(top[2]) or 0) + 1
-  redis.call('ZADD', KEYS[1], seq, m)
-  redis.call('PEXPIRE', KEYS[1], 86400000)
+  redis.call('ZADD', KEYS[1], tonumber(top[2]) + 1, m)
 end
 local previous = false
 if has_session then
-  previous = redis.call('GET', KEYS[2])
-  if previous and ready[previous] and not blocked[previous] then
-    redis.call('PEXPIRE', KEYS[2], ttl)
+  previous = redis.call('GET', KEYS[3])
+  if previous and redis.call('ZSCORE', KEYS[1], previous) and not blocked[previous] then
+    redis.call('PEXPIRE', KEYS[3], ttl)
     bump(previous)
     return {previous, 'kept'}
   end
 end
-local rows = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
-local scores = {}
-for i = 1, #rows, 2 do scores[rows[i]] = tonumber(rows[i + 1]) end
-local best, best_score = nil, nil
-for i = first, #ARGV do
-  local m = ARGV[i]
-  if not blocked[m] then
-    local s = scores[m] or 0
-    if best == nil or s < best_score then best, best_score = m, s end
+local best = nil
+local start = 0
+while best == nil do
+  local chunk = redis.call('ZRANGE', KEYS[1], start, start + 63)
+  if #chunk == 0 then break end
+  for _, m in ipairs(chunk) do
+    if not blocked[m] then best = m break end
   end
+  start = start + 64
 end
 if best == nil then return {'', 'all-blocked'} end
-if #rows / 2 > 2 * (#ARGV - first + 1) + 16 then
-  for i = 1, #rows, 2 do if not ready[rows[i]] then redis.call('ZREM', KEYS[1], rows[i]) end end
-end
 bump(best)
-if has_session then redis.call('SET', KEYS[2], best, 'PX', ttl) end
+if has_session then redis.call('SET', KEYS[3], best, 'PX', ttl) end
 if previous then return {best, 'moved'} end
 return {best, 'new'}`,
-  3,
+  4,
 );
 
 export interface PoolPickerDeps {
@@ -128,18 +139,16 @@ export class PoolPicker {
     const { redis, keys, members, sessionTtlMs, counter } = this.#deps;
     const snapshot = await members.get(pool, signal);
     if (!snapshot) throw new NotFoundError('pool', pool);
-    const reply = (await PICK.run(
-      redis,
-      [keys.lru(pool), keys.session(pool, request.session ?? ''), keys.blocked(pool, request.domain ?? '')],
-      [request.session ? '1' : '0', request.domain ? '1' : '0', sessionTtlMs, ...snapshot.members.map((m) => m.name)],
-      signal,
-    )) as [string, string];
-    const [name, result] = reply;
+    const keyList = [keys.lru(pool), keys.memberVersion(pool), keys.session(pool, request.session ?? ''), keys.blocked(pool, request.domain ?? '')];
+    const args = [request.session ? '1' : '0', request.domain ? '1' : '0', sessionTtlMs, snapshot.version];
+    let [name, result] = (await PICK.run(redis, keyList, args, signal)) as [string, string];
+    // The stored member list is another version: send ours (a member joined or left, or another replica saw it first).
+    if (result === 'stale') [name, result] = (await PICK.run(redis, keyList, [...args, snapshot.names], signal)) as [string, string];
     if (result === 'none-ready' || result === 'all-blocked') {
       counter.picked(pool, result);
       throw new NoEligibleMemberError(pool, result, request.domain);
     }
-    const member = snapshot.members.find((m) => m.name === name);
+    const member = snapshot.byName.get(name);
     if (!member) throw new Error(`pick script chose "${name}", not a member it was given`);
     const outcome = result as PickOutcome;
     counter.picked(pool, outcome);

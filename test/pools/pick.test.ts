@@ -86,6 +86,19 @@ describe('picks from a pool', () => {
     }
   });
 
+  test('a member that joins is in the next round of the round robin; one that leaves is never handed out', async () => {
+    await fixture.member('web', 'web-ddddd', 'http://127.0.0.1:4104');
+    try {
+      const round: string[] = [];
+      for (let i = 0; i < 4; i++) round.push((await pick('')).proxy);
+      expect(round.sort()).toEqual(['web-aaaaa', 'web-bbbbb', 'web-ccccc', 'web-ddddd']);
+      await fixture.unready('web-ddddd');
+      for (let i = 0; i < 4; i++) expect((await pick('')).proxy).not.toBe('web-ddddd');
+    } finally {
+      await fixture.proxies.requestDeletion('web-ddddd');
+    }
+  });
+
   test('concurrent first picks of one session on two replicas all get the same member', async () => {
     const bases = [api, other.api?.url ?? ''];
     const picks = await Promise.all(Array.from({ length: 24 }, (_, i) => pick('session=race-1', bases[i % 2])));
