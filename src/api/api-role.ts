@@ -30,6 +30,7 @@ import { PoolPicker } from '../pools/pick-service.ts';
 import { requestPoolReconcile } from '../pools/request-pool-reconcile.ts';
 import type { PoolReader } from '../store/pool-store.ts';
 import type { EventSink } from '../events/event-sink.ts';
+import { memberBlocked, replacementRequested } from '../events/feedback-events.ts';
 
 export interface ApiRoleDeps {
   config: AppConfig;
@@ -194,7 +195,10 @@ function buildPicks(
       requestPoolReconcile: reconcilePool,
       settings,
       counter: metrics,
-      events,
+      notices: {
+        blocked: (proxy, pool, outcome, domain, by, until) => events.record(memberBlocked(proxy, pool, outcome, domain, by, until)),
+        replacementRequested: (proxy, pool, reason, by) => events.record(replacementRequested(proxy, pool, reason, by)),
+      },
     }),
     rateLimit: new FeedbackRateLimit(deps.redis, keys, settings.feedbackRate, settings.feedbackBurst),
   };

@@ -1,6 +1,4 @@
 import { NotFoundError } from '../errors.ts';
-import type { EventSink } from '../events/event-sink.ts';
-import { memberBlocked, replacementRequested } from '../events/feedback-events.ts';
 import { POOL_LABEL, type Pool } from '../model/pool-resource.ts';
 import type { Proxy } from '../model/proxy-resource.ts';
 import type { RedisClient } from '../redis/connections.ts';
@@ -31,6 +29,15 @@ export interface FeedbackResult {
 export interface FeedbackCounter {
   reported(pool: string, outcome: FeedbackOutcome): void;
   replacementRequested(pool: string): void;
+}
+
+/**
+ * What feedback tells the rest of the fleet (events, in the API: src/events/feedback-events.ts):
+ * a block that started and a replacement asked of a pool. Never throws.
+ */
+export interface FeedbackNotices {
+  blocked(proxy: Proxy, pool: string | undefined, outcome: 'blocked' | 'captcha', domain: string, by: string, blockedUntil: string | undefined): void;
+  replacementRequested(proxy: Proxy, pool: string, reason: string, by: string): void;
 }
 
 export interface FeedbackSettings {
@@ -91,7 +98,7 @@ export interface FeedbackRecorderDeps {
   requestPoolReconcile: (pool: string) => Promise<void>;
   settings: FeedbackSettings;
   counter: FeedbackCounter;
-  events: EventSink;
+  notices: FeedbackNotices;
 }
 
 /** `POST /v1/proxies/{name}/feedback` and `POST /v1/pools/{name}/feedback`: ban feedback. */
@@ -131,7 +138,7 @@ export class FeedbackRecorder {
     const base = { proxy: proxy.name, ...(poolName ? { pool: poolName } : {}), outcome, domain, blockedDomains };
     if (outcome === 'ok') return { ...base, replacement: poolName ? 'below-threshold' : 'not-in-pool' };
     const blockedUntil = untilMs > 0 ? new Date(untilMs).toISOString() : undefined;
-    if (newly === 1) this.#deps.events.record(memberBlocked(proxy, poolName, outcome, domain, by, blockedUntil));
+    if (newly === 1) this.#deps.notices.blocked(proxy, poolName, outcome, domain, by, blockedUntil);
     const result = { ...base, ...(blockedUntil ? { blockedUntil } : {}) };
     if (!poolName) return { ...result, replacement: 'not-in-pool' };
     if (blockedDomains < settings.replaceDomains) return { ...result, replacement: 'below-threshold' };
@@ -140,7 +147,7 @@ export class FeedbackRecorder {
     if (!fresh) return { ...result, replacement: 'already-requested' };
     await this.#deps.requestPoolReconcile(poolName);
     this.#deps.counter.replacementRequested(poolName);
-    this.#deps.events.record(replacementRequested(proxy, poolName, reason, by));
+    this.#deps.notices.replacementRequested(proxy, poolName, reason, by);
     return { ...result, replacement: 'requested' };
   }
 }
