@@ -6,7 +6,9 @@
  * `BENCH_SECONDS`, default 8) whatever the answers do, over keep-alive connections; each pick names
  * one of 2,000 sessions and one of 50 domains, and 1 % of the sends are `blocked` feedback through
  * the pool's session, so sessions move and blocks are consulted. Latency is from each request's
- * send to its last byte. Target (issue 14): ≥ 1,000 picks/s at p99 < 5 ms.
+ * send to its last byte. A baseline row sends `GET /readyz` (the token check and one Redis PING, no
+ * pick) at the same rate first: the floor of this machine under its load at that moment. Target
+ * (issue 14): ≥ 1,000 picks/s at p99 < 5 ms.
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -32,7 +34,8 @@ const SESSIONS = 2000;
 const DOMAINS = 50;
 
 interface Row {
-  members: number;
+  /** The pool's size, or `GET /readyz` for the baseline row. */
+  members: number | string;
   offeredPerSecond: number;
   picksPerSecond: number;
   p50: number;
@@ -84,7 +87,7 @@ async function populate(redis: Redis, pool: string, members: number): Promise<vo
 }
 
 /** Sends picks (and 1 % feedback) on a fixed schedule for `seconds`; measured unless `warmUp`. */
-async function load(port: number, pool: string, members: number, seconds: number): Promise<Row> {
+async function load(port: number, pool: string, members: number | string, seconds: number, baseline = false): Promise<Row> {
   const agent = new Agent({ keepAlive: true, maxSockets: 64 });
   const latencies: number[] = [];
   const statuses = new Map<string, number>();
@@ -110,11 +113,11 @@ async function load(port: number, pool: string, members: number, seconds: number
     else behindMs = Math.max(behindMs, -wait);
     const session = `s-${random(SESSIONS)}`;
     const domain = `site-${random(DOMAINS)}.example`;
-    const isFeedback = random(100) === 0;
+    const isFeedback = random(100) === 0 && !baseline;
     const start = performance.now();
     const p = isFeedback
       ? send(agent, port, 'POST', `/v1/pools/${pool}/feedback`, JSON.stringify({ outcome: 'blocked', domain, session })).then(() => void feedback++)
-      : send(agent, port, 'GET', `/v1/pools/${pool}/pick?session=${session}&domain=${domain}`).then((status) => {
+      : send(agent, port, 'GET', baseline ? '/readyz' : `/v1/pools/${pool}/pick?session=${session}&domain=${domain}`).then((status) => {
           latencies.push(performance.now() - start);
           if (status !== 200) count(String(status));
         });
@@ -173,6 +176,9 @@ export async function runPickBench(): Promise<void> {
       await new Promise((r) => setTimeout(r, 50));
     }
     const port = Number(/"url":"http:\/\/127\.0\.0\.1:(\d+)"/.exec(logs)?.[1]);
+    // The floor on this machine at this moment: the same process answering a token check and one Redis PING.
+    await load(port, '', 'GET /readyz', WARM_UP_SECONDS, true);
+    rows.push(await load(port, '', 'GET /readyz (baseline)', SECONDS, true));
     for (const size of SIZES) {
       const pool = `bench-${size}`;
       await populate(redis, pool, size);
