@@ -13,6 +13,7 @@ const benches: Record<string, () => Promise<unknown>> = {
   'gc-scale': async () => (await import('./gc-scale.bench.ts')).runGcScaleBench(),
   'local-scale': async () => (await import('./local-scale.bench.ts')).runLocalScaleBench(),
   'data-plane': async () => (await import('./data-plane.bench.ts')).runDataPlaneBench(),
+  pick: async () => (await import('./pick.bench.ts')).runPickBench(),
 };
 
 const name = process.argv[2];

@@ -22,6 +22,16 @@ import { createApiApp } from './app.ts';
 import { HostAllowList } from '../http/request-guards.ts';
 import type { EventStore } from '../events/event-sink.ts';
 import type { Telemetry } from 'bullmq';
+import { DEFAULT_PICK_SETTINGS } from '../config/app.ts';
+import { createFeedbackMetrics } from '../metrics/feedback-metrics.ts';
+import { FeedbackRecorder } from '../pools/feedback-service.ts';
+import { FeedbackRateLimit } from '../pools/feedback-rate-limit.ts';
+import { PickKeys } from '../pools/pick-keys.ts';
+import { PoolMemberCache } from '../pools/pick-members.ts';
+import { PoolPicker } from '../pools/pick-service.ts';
+import { requestPoolReconcile } from '../pools/request-pool-reconcile.ts';
+import type { EventSink } from '../events/event-sink.ts';
+import { memberBlocked, replacementRequested } from '../events/feedback-events.ts';
 
 export interface ApiRoleDeps {
   config: AppConfig;
@@ -30,7 +40,7 @@ export interface ApiRoleDeps {
   store: StatusStore;
   /** Proxy objects (the process's store, Redis or Kubernetes); the caller closes it. */
   proxies: ProxyStore;
-  /** ProxyPools (the caller closes the store) and their members' replacement requests. */
+  /** ProxyPools (the caller closes the store) and their members' replacement requests (for picks and ban feedback too). */
   pools: PoolStore;
   replacements: MemberReplacements;
   registry: Registry;
@@ -94,6 +104,8 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
     );
     registerPoolGauges(deps.registry, deps.pools);
     const hosts = new HostAllowList([...config.api.allowedHosts, ...echoHost(config.echoUrl)]);
+    const eventSink = deps.events.sink('api');
+    const reconcile = queues.find((q) => q.name === QUEUES.reconcile);
     const app = createApiApp({
       store: deps.store,
       proxies,
@@ -108,7 +120,10 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
       tokens: config.api.tokens,
       ...(config.api.tokenNames ? { tokenNames: config.api.tokenNames } : {}),
       events: deps.events,
-      eventSink: deps.events.sink('api'),
+      eventSink,
+      ...(reconcile
+        ? { picks: buildPicks(deps, deps.pools, deps.replacements, (pool) => requestPoolReconcile(reconcile, pool), eventSink) }
+        : {}),
       maxBodyBytes: config.api.maxBodyBytes,
       hosts,
       ping: async (signal) => {
@@ -158,6 +173,38 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
       })();
       return closing;
     },
+  };
+}
+
+/** The pick and feedback services of one API process: one member cache, the Redis scripts, the counters. */
+function buildPicks(
+  deps: ApiRoleDeps,
+  pools: PoolStore,
+  replacements: MemberReplacements,
+  reconcilePool: (pool: string) => Promise<void>,
+  events: EventSink,
+): { picker: PoolPicker; feedback: FeedbackRecorder; rateLimit: FeedbackRateLimit } {
+  const settings = deps.config.picks ?? DEFAULT_PICK_SETTINGS;
+  const keys = new PickKeys(deps.config.redis.prefix);
+  const metrics = createFeedbackMetrics(deps.registry);
+  const members = new PoolMemberCache(pools, deps.proxies, settings.memberCacheMs);
+  return {
+    picker: new PoolPicker({ redis: deps.redis, keys, members, sessionTtlMs: settings.sessionTtlMs, counter: metrics }),
+    feedback: new FeedbackRecorder({
+      redis: deps.redis,
+      keys,
+      proxies: deps.proxies,
+      pools,
+      replacements,
+      requestPoolReconcile: reconcilePool,
+      settings,
+      counter: metrics,
+      notices: {
+        blocked: (proxy, pool, outcome, domain, by, until) => events.record(memberBlocked(proxy, pool, outcome, domain, by, until)),
+        replacementRequested: (proxy, pool, reason, by) => events.record(replacementRequested(proxy, pool, reason, by)),
+      },
+    }),
+    rateLimit: new FeedbackRateLimit(deps.redis, keys, settings.feedbackRate, settings.feedbackBurst),
   };
 }
 

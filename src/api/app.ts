@@ -19,6 +19,11 @@ import type { ProxyApiStore } from '../store/proxy-store.ts';
 import type { PoolApiStore } from '../store/pool-store.ts';
 import type { MemberReplacements } from '../pools/member-replacements.ts';
 import { poolRoutes } from './routes/pools.ts';
+import { pickRoutes } from './routes/pick.ts';
+import { feedbackRoutes } from './routes/feedback.ts';
+import type { PoolPicker } from '../pools/pick-service.ts';
+import type { FeedbackRecorder } from '../pools/feedback-service.ts';
+import type { FeedbackRateLimit } from '../pools/feedback-rate-limit.ts';
 
 export interface ApiDeps {
   store: StatusStore;
@@ -51,6 +56,8 @@ export interface ApiDeps {
   /** Deadline of every GET/HEAD but /healthz and /readyz (default 3 s). */
   readDeadlineMs?: number;
   checkWaitMs: number;
+  /** Picks from pools and ban feedback (`/v1/pools/{name}/pick`, `…/feedback`); absent: not served. */
+  picks?: { picker: PoolPicker; feedback: FeedbackRecorder; rateLimit: FeedbackRateLimit };
   logger: Logger;
 }
 
@@ -103,6 +110,10 @@ export function createApiApp(deps: ApiDeps): Hono {
     );
   }
   app.route('/v1', eventRoutes({ events: deps.events }));
+  if (deps.picks) {
+    app.route('/v1', pickRoutes(deps.picks));
+    app.route('/v1', feedbackRoutes(deps.picks));
+  }
   mountBullBoard(app, deps.queues, { storeConnected: deps.storeConnected, logger: deps.logger });
   return app;
 }

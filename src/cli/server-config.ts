@@ -53,6 +53,13 @@ export interface ServerFlags extends Partial<StoreFlags> {
   replaceAfter: string;
   eventsMaxCount: string;
   eventsMaxAge: string;
+  pickSessionTtl?: string;
+  pickCache?: string;
+  feedbackBlockCooldown?: string;
+  feedbackReplaceDomains?: string;
+  feedbackReplaceWindow?: string;
+  feedbackRate?: string;
+  feedbackBurst?: string;
   /** The process environment's OTEL_* variables (tracing); not a flag. */
   otelEnv?: OtelEnv;
 }
@@ -84,6 +91,13 @@ export const SERVER_FLAG_DEFAULTS = {
   lease: '15s',
   eventsMaxCount: '10000',
   eventsMaxAge: '24h',
+  pickSessionTtl: '30m',
+  pickCache: '1s',
+  feedbackBlockCooldown: '30m',
+  feedbackReplaceDomains: '3',
+  feedbackReplaceWindow: '10m',
+  feedbackRate: '20',
+  feedbackBurst: '100',
 } as const;
 
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
@@ -238,6 +252,43 @@ function eventRetention(flags: ServerFlags): AppConfig['events'] {
   return { maxCount: integer('--events-max-count', flags.eventsMaxCount, 100, 1_000_000), maxAgeMs };
 }
 
+/** A duration from `min` to `max` milliseconds; the message names the flag and the range (`words`). */
+function boundedDuration(flag: string, text: string, min: number, max: number, words: string): number {
+  const ms = parseDuration(text);
+  if (ms === undefined || ms < min || ms > max) throw new ConfigError(flag, `expected a duration from ${words}, got "${text}"`);
+  return ms;
+}
+
+/** `--pick-*` and `--feedback-*`: sessions, the member cache, blocks, the replacement rule and the feedback rate limit. */
+function pickSettings(flags: ServerFlags): NonNullable<AppConfig['picks']> {
+  const d = SERVER_FLAG_DEFAULTS;
+  const rateText = flags.feedbackRate ?? d.feedbackRate;
+  const rate = Number(rateText);
+  if (rateText.trim() === '' || !Number.isFinite(rate) || rate < 0.01 || rate > 10_000)
+    throw new ConfigError('--feedback-rate', `expected reports per second from 0.01 to 10000 (such as 20 or 0.5), got "${rateText}"`);
+  return {
+    sessionTtlMs: boundedDuration('--pick-session-ttl', flags.pickSessionTtl ?? d.pickSessionTtl, 10_000, 7 * 86_400_000, '10s to 168h such as 30m'),
+    memberCacheMs: boundedDuration('--pick-cache', flags.pickCache ?? d.pickCache, 0, 10_000, '0 to 10s such as 1s'),
+    blockCooldownMs: boundedDuration(
+      '--feedback-block-cooldown',
+      flags.feedbackBlockCooldown ?? d.feedbackBlockCooldown,
+      1000,
+      7 * 86_400_000,
+      '1s to 168h such as 30m',
+    ),
+    replaceDomains: integer('--feedback-replace-domains', flags.feedbackReplaceDomains ?? d.feedbackReplaceDomains, 1, 1000),
+    replaceWindowMs: boundedDuration(
+      '--feedback-replace-window',
+      flags.feedbackReplaceWindow ?? d.feedbackReplaceWindow,
+      1000,
+      7 * 86_400_000,
+      '1s to 168h such as 10m',
+    ),
+    feedbackRate: rate,
+    feedbackBurst: integer('--feedback-burst', flags.feedbackBurst ?? d.feedbackBurst, 1, 100_000),
+  };
+}
+
 /** `host:port,host:port,…` (IPv6 as `[::1]:7000`) of `--redis-cluster-nodes`. */
 function parseClusterNodes(text: string): { host: string; port: number }[] {
   const items = text
@@ -378,6 +429,7 @@ export async function buildServerConfig(flags: ServerFlags, options: { defaultPr
     backoffMs: 1000,
     retention: { completed: 1000, failed: 5000 },
     events: eventRetention(flags),
+    picks: pickSettings(flags),
     telemetry: telemetryFromEnv(flags.otelEnv ?? {}),
   };
   return freezeConfig(config);

@@ -84,6 +84,37 @@ export type StoreSettings =
       namespace: string;
     };
 
+/**
+ * Picking from pools and ban feedback (`--pick-*`, `--feedback-*`; docs/crawlers.md). Absent:
+ * the defaults of `DEFAULT_PICK_SETTINGS` (configurations built before pools existed).
+ */
+export interface PickSettings {
+  /** A session not picked for this long is forgotten (`--pick-session-ttl`); each pick renews it. */
+  sessionTtlMs: number;
+  /** How long an API process keeps a pool's Ready members before listing again (`--pick-cache`): the staleness bound of picks. */
+  memberCacheMs: number;
+  /** A member reported blocked (or captcha) for a domain is not picked for that domain for this long (`--feedback-block-cooldown`). */
+  blockCooldownMs: number;
+  /** A member blocked on this many distinct domains within `replaceWindowMs` is replaced (`--feedback-replace-domains`). */
+  replaceDomains: number;
+  /** The window of the replacement rule (`--feedback-replace-window`). */
+  replaceWindowMs: number;
+  /** Feedback reports per second per token (`--feedback-rate`), refilled continuously. */
+  feedbackRate: number;
+  /** Reports a token may send at once above the rate (`--feedback-burst`). */
+  feedbackBurst: number;
+}
+
+export const DEFAULT_PICK_SETTINGS: PickSettings = Object.freeze({
+  sessionTtlMs: 30 * 60_000,
+  memberCacheMs: 1000,
+  blockCooldownMs: 30 * 60_000,
+  replaceDomains: 3,
+  replaceWindowMs: 10 * 60_000,
+  feedbackRate: 20,
+  feedbackBurst: 100,
+});
+
 export interface AppConfig {
   providers: readonly ProviderConfig[];
   /** Absent: Redis (configurations built before `--store` existed). */
@@ -119,6 +150,8 @@ export interface AppConfig {
   retention: { completed: number; failed: number };
   /** How many events, and how old, the fleet's event stream keeps (`--events-max-count`, `--events-max-age`). */
   events: EventRetention;
+  /** Picks and ban feedback; absent: DEFAULT_PICK_SETTINGS. */
+  picks?: PickSettings;
   /** Tracing (OTLP export), from the standard OTEL_* variables; absent: off, and no SDK is loaded. */
   telemetry?: TelemetryConfig | undefined;
 }

@@ -33,6 +33,9 @@ export const EVENT_REASONS = [
   // ProxyPool, from the pool reconcile (Applied, DeletionRequested and Deleted apply to pools too)
   'MemberCreated',
   'MemberDeleted',
+  // Proxy, from ban feedback (a pool member blocked for a domain; its replacement asked of the pool)
+  'Blocked',
+  'ReplacementRequested',
   // ProviderHealth, from the publisher and the GC
   'CheckReasonChanged',
   'GcSweep',

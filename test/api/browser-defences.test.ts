@@ -67,7 +67,17 @@ describe('cross-site requests and DNS rebinding, API without tokens (loopback)',
   });
 
   test('a rebinding page (any other Host) is refused on every route, reads included', async () => {
-    for (const path of ['/v1/proxies', '/v1/providerhealths', '/metrics', '/readyz', '/healthz', '/admin/queues', '/admin/queues/api/queues', '/v1/echo']) {
+    for (const path of [
+      '/v1/proxies',
+      '/v1/providerhealths',
+      '/metrics',
+      '/readyz',
+      '/healthz',
+      '/admin/queues',
+      '/admin/queues/api/queues',
+      '/v1/echo',
+      '/v1/pools/web/pick',
+    ]) {
       const res = await rawRequest(api + path, { headers: { host: `rebind.evil.example:${port}` } });
       expect(res.status, path).toBe(403);
       expect(res.json()).toEqual({ error: 'ERR_HOST_NOT_ALLOWED', message: expect.stringContaining('Host "rebind.evil.example:') as unknown });

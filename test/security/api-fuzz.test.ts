@@ -10,6 +10,7 @@ import { silentLogger } from '../../src/logging.ts';
 import { spawnEgress, type EgressProcess } from '../support/cli.ts';
 import { uniquePrefix } from '../support/config.ts';
 import { rawRequest } from '../support/raw-http.ts';
+import { PoolFixture } from '../pools/pick-support.ts';
 
 /**
  * Malformed requests to every route of the API, generated from its route table (Bull Board's
@@ -64,6 +65,7 @@ async function routeTable(): Promise<Route[]> {
       ping: never,
       storeConnected: () => true,
       checkWaitMs: 1,
+      picks: { picker: never as never, feedback: never as never, rateLimit: never as never },
       logger: silentLogger(),
     });
     const seen = new Set<string>();
@@ -78,6 +80,7 @@ async function routeTable(): Promise<Route[]> {
 
 const SEGMENTS = [
   'local',
+  'x-aaaaa',
   'checks',
   'results',
   'x',
@@ -124,6 +127,9 @@ const QUERY_KEYS = [
   'since',
   // POST /v1/proxies and /v1/pools
   'dryRun',
+  // GET /v1/pools/:name/pick
+  'session',
+  'domain',
   '%ZZ',
   '',
 ];
@@ -152,6 +158,17 @@ const QUERY_VALUES = [
   '2026-13-45T99:99:99Z',
   '-10m',
   'Warning',
+  // session and domain: too long, bad characters, IDN, IP, a URL, a trailing dot
+  's'.repeat(129),
+  'a%20b',
+  'session_AbC12~x:y',
+  'B%C3%BCcher.example',
+  'xn--',
+  '127.0.0.1',
+  'http://example.com/',
+  'Example.COM.',
+  `${'a.'.repeat(130)}com`,
+  '%E2%80%AE',
 ];
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'PROPFIND', 'TRACE'];
 const MEDIA_TYPES = [
@@ -195,6 +212,14 @@ const BODIES = [
   '{"kind":"ProxyPool","metadata":{"name":"fuzz-pool"},"spec":{"replicas":99999999,"spread":[{"provider":"nowhere","weight":0},{"provider":"nowhere","weight":1e309}],"template":{"spec":{}}}}',
   `kind: ProxyPool\nmetadata: { name: ${'p'.repeat(70)} }\nspec: { replicas: 1, template: { spec: { provider: local } }, spread: ${JSON.stringify(Array.from({ length: 40 }, () => ({ provider: 'local', weight: 1 })))} }`,
   '{"kind":"Proxy","metadata":{"name":"fuzz-member","labels":{"egress-proxies.io/pool":"fuzz-pool"}},"spec":{"provider":"local"}}',
+  // feedback: good, unknown outcome, extra field, bad domain and session, wrong types
+  '{"outcome":"blocked","domain":"example.com"}',
+  '{"outcome":"blocked","domain":"example.com","session":"s1"}',
+  '{"outcome":"banned","domain":"example.com"}',
+  '{"outcome":"ok","domain":"example.com","extra":true}',
+  '{"outcome":"captcha","domain":"exa mple..com","session":"a b"}',
+  '{"outcome":["blocked"],"domain":{"a":1},"session":7}',
+  JSON.stringify({ outcome: 'blocked', domain: 'a'.repeat(5000) }),
 ];
 
 interface Sent {
@@ -248,13 +273,23 @@ describe('the API against malformed requests on every route', () => {
   let proc: EgressProcess;
   let base: URL;
   let routes: Route[];
+  let memberPassword: string;
+  let picked: string;
 
   beforeAll(async () => {
     routes = await routeTable();
-    proc = spawnEgress(['api', '--port', '0', '--prefix', uniquePrefix()], { REDIS_URL: inject('redisUrl'), EGRESS_LOG_LEVEL: 'info' });
+    // A pool named like a fuzzed path segment ('x') with a Ready member, so picks and feedback get past the 404.
+    const prefix = uniquePrefix();
+    const fixture = new PoolFixture(prefix);
+    await fixture.pool('x', 1);
+    await fixture.member('x', 'x-aaaaa', 'http://127.0.0.1:4999');
+    memberPassword = (await fixture.proxies.credentials('x-aaaaa'))?.password ?? 'no password read';
+    await fixture.close();
+    proc = spawnEgress(['api', '--port', '0', '--prefix', prefix], { REDIS_URL: inject('redisUrl'), EGRESS_LOG_LEVEL: 'info' });
     await proc.waitForLog('"msg":"api listening"');
     const match = /"url":"(http:\/\/[^"]+)","auth":false,"msg":"api listening"/.exec(proc.logs());
     base = new URL(match?.[1] ?? 'http://invalid');
+    picked = (await rawRequest(new URL('/v1/pools/x/pick?format=text&session=s1', base).href)).text;
   });
   afterAll(async () => {
     await proc.stop();
@@ -269,6 +304,9 @@ describe('the API against malformed requests on every route', () => {
         'DELETE /v1/proxies/:name',
         'GET /admin/queues/api/queues',
         'PUT /admin/queues/api/queues/:queueName/:jobId/retry',
+        'GET /v1/pools/:name/pick',
+        'POST /v1/proxies/:name/feedback',
+        'POST /v1/pools/:name/feedback',
       ]),
     );
   });
@@ -371,5 +409,8 @@ describe('the API against malformed requests on every route', () => {
 
     expect((await rawRequest(new URL('/healthz', base).href)).status).toBe(200);
     expect((await rawRequest(new URL('/readyz', base).href)).status).toBe(200);
+    // Picks handed out the member's credentials (before the fuzz could delete it); the log never shows them.
+    expect(picked).toContain(memberPassword);
+    expect(proc.logs()).not.toContain(memberPassword);
   });
 });

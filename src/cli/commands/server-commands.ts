@@ -77,7 +77,22 @@ export function addServerOptions(cmd: Command, env: ServerEnv, role: string): Co
         'a Host name (optionally name:port) the API serves while it has no tokens, besides its address and localhost; repeatable',
         collect,
         [],
-      );
+      )
+      .option('--pick-session-ttl <duration>', 'a pick session not used for this long is forgotten (10s to 168h)', d.pickSessionTtl)
+      .option(
+        '--pick-cache <duration>',
+        'how long the API keeps each pool’s Ready members before listing again (0 to 10s): the staleness of picks',
+        d.pickCache,
+      )
+      .option('--feedback-block-cooldown <duration>', 'a member reported blocked for a domain is not picked for it for this long', d.feedbackBlockCooldown)
+      .option(
+        '--feedback-replace-domains <n>',
+        'a member blocked on this many distinct domains within --feedback-replace-window is replaced',
+        d.feedbackReplaceDomains,
+      )
+      .option('--feedback-replace-window <duration>', 'the window of the replacement rule', d.feedbackReplaceWindow)
+      .option('--feedback-rate <n>', 'feedback reports per second each token may send (fractions allowed); more: 429', d.feedbackRate)
+      .option('--feedback-burst <n>', 'feedback reports a token may send at once above the rate', d.feedbackBurst);
   }
   if (role === 'up' || role === 'worker') {
     cmd

@@ -1,0 +1,54 @@
+import { Hono, type Context } from 'hono';
+import { NoEligibleMemberError, type PoolPicker } from '../../pools/pick-service.ts';
+import { parseDomain, parseSession } from '../../pools/session-id.ts';
+import { BadRequestError } from '../http-errors.ts';
+
+export interface PickRouteDeps {
+  picker: PoolPicker;
+}
+
+/** The optional query parameter `name`, refused when given twice (a client bug, not a choice). */
+export function singleQuery(c: Context, name: string): string | undefined {
+  const all = c.req.queries(name);
+  if (all === undefined || all.length === 0) return undefined;
+  if (all.length > 1) throw new BadRequestError(`query parameter "${name}" may be given once, got ${all.length}`);
+  return all[0];
+}
+
+/**
+ * `GET /v1/pools/{name}/pick?session=&domain=&format=json|text`: one Ready member's proxy URL with
+ * its credentials (the permission discovery needs). JSON also names the member, how the pick went
+ * and where to send feedback about it. 404 for an unknown pool, 503 (with Retry-After) when no
+ * member can be picked, saying why.
+ */
+export function pickRoutes(deps: PickRouteDeps): Hono {
+  const app = new Hono();
+  app.get('/pools/:name/pick', async (c) => {
+    const pool = c.req.param('name');
+    const sessionText = singleQuery(c, 'session');
+    const domainText = singleQuery(c, 'domain');
+    const format = singleQuery(c, 'format') ?? 'json';
+    if (format !== 'json' && format !== 'text') throw new BadRequestError(`query parameter "format" must be json or text, got "${format.slice(0, 40)}"`);
+    const session = sessionText === undefined ? undefined : parseSession(sessionText);
+    const domain = domainText === undefined ? undefined : parseDomain(domainText);
+    c.header('Cache-Control', 'no-store');
+    try {
+      const pick = await deps.picker.pick(pool, { session, domain }, c.req.raw.signal);
+      if (format === 'text') return c.body(`${pick.member.proxyUrl}\n`, 200, { 'Content-Type': 'text/plain; charset=utf-8' });
+      return c.json({
+        pool: pick.pool,
+        proxy: pick.member.name,
+        proxyUrl: pick.member.proxyUrl,
+        outcome: pick.outcome,
+        ...(pick.session ? { session: pick.session.id, sessionTtlSeconds: pick.session.ttlMs / 1000 } : {}),
+        ...(domain ? { domain } : {}),
+        feedbackUrl: `/v1/proxies/${pick.member.name}/feedback`,
+      });
+    } catch (err) {
+      if (!(err instanceof NoEligibleMemberError)) throw err;
+      c.header('Retry-After', '1');
+      return c.json({ error: err.code, reason: err.reason, message: err.message }, 503);
+    }
+  });
+  return app;
+}

@@ -1,0 +1,164 @@
+import { EgressError, NotFoundError } from '../errors.ts';
+import type { RedisClient } from '../redis/connections.ts';
+import type { PickableMember, PoolMemberCache } from './pick-members.ts';
+import type { PickKeys } from './pick-keys.ts';
+import { LUA_NOW_MS, LuaScript } from './pick-script.ts';
+
+/** How a pick went: the session kept its member, a new session (or none) got one, or a session moved. */
+export type PickOutcome = 'kept' | 'new' | 'moved';
+/** Why no member could be picked. */
+export type NoMemberReason = 'none-ready' | 'all-blocked';
+
+/** No member of the pool can be handed out now: answered 503 with the reason. */
+export class NoEligibleMemberError extends EgressError {
+  constructor(
+    readonly pool: string,
+    readonly reason: NoMemberReason,
+    domain: string | undefined,
+  ) {
+    super(
+      'ERR_POOL_NO_MEMBER',
+      reason === 'none-ready'
+        ? `pool "${pool}" has no Ready member`
+        : `every Ready member of pool "${pool}" is blocked for ${domain ?? 'this domain'} (reported through feedback; blocks end after --feedback-block-cooldown)`,
+      { retryable: true },
+    );
+  }
+}
+
+/** Counts picks per pool and result (kept, new, moved, none-ready, all-blocked). */
+export interface PickCounter {
+  picked(pool: string, result: PickOutcome | NoMemberReason): void;
+}
+
+export interface PickRequest {
+  session?: string | undefined;
+  /** Normalised host name: members blocked for it are skipped. */
+  domain?: string | undefined;
+}
+
+export interface Pick {
+  pool: string;
+  member: PickableMember;
+  outcome: PickOutcome;
+  /** The session and how long it lives without another pick. */
+  session?: { id: string; ttlMs: number };
+}
+
+/**
+ * The choice, atomic in Redis so that two API replicas never split a session. KEYS: the pool's
+ * round-robin sorted set (exactly its Ready members), the version of the member list that set
+ * holds, the session's key, the pool's blocked set for the domain (names of keys nobody writes when
+ * there is no session or domain). ARGV: has-session, has-domain, session TTL (ms), the caller's
+ * member-list version, and (only when the script asked for it) the member names, one a line.
+ *
+ * When the stored version differs from the caller's, the script answers `stale` unless it was given
+ * the list, in which case it makes the sorted set hold exactly those members (new ones at 0, the
+ * front of the round robin; gone ones removed). Member changes cost one extra round trip and a
+ * pass over the pool; every other pick is O(log n): a session keeps its member while the member is
+ * in the set and not blocked for the domain (its TTL renewed); otherwise the least recently picked
+ * member not blocked for the domain is chosen (ties: by name) and the session bound to it. Every
+ * pick moves the member to the back of the round robin, sticky ones included, so new sessions go
+ * to the least used members.
+ */
+const PICK = new LuaScript(
+  `${LUA_NOW_MS}
+local has_session = ARGV[1] == '1'
+local has_domain = ARGV[2] == '1'
+local ttl = tonumber(ARGV[3])
+local version = ARGV[4]
+local day = 86400000
+if redis.call('GET', KEYS[2]) ~= version then
+  if ARGV[5] == nil then return {'', 'stale'} end
+  local ready = {}
+  for m in string.gmatch(ARGV[5], '[^\\n]+') do
+    ready[m] = true
+    redis.call('ZADD', KEYS[1], 'NX', 0, m)
+  end
+  for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+    if not ready[m] then redis.call('ZREM', KEYS[1], m) end
+  end
+  redis.call('SET', KEYS[2], version, 'PX', day)
+end
+redis.call('PEXPIRE', KEYS[1], day)
+redis.call('PEXPIRE', KEYS[2], day)
+if redis.call('ZCARD', KEYS[1]) == 0 then return {'', 'none-ready'} end
+local blocked = {}
+if has_domain then
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now_ms())
+  for _, m in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do blocked[m] = true end
+end
+local function bump(m)
+  local top = redis.call('ZREVRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  redis.call('ZADD', KEYS[1], tonumber(top[2]) + 1, m)
+end
+local previous = false
+if has_session then
+  previous = redis.call('GET', KEYS[3])
+  if previous and redis.call('ZSCORE', KEYS[1], previous) and not blocked[previous] then
+    redis.call('PEXPIRE', KEYS[3], ttl)
+    bump(previous)
+    return {previous, 'kept'}
+  end
+end
+local best = nil
+local start = 0
+while best == nil do
+  local chunk = redis.call('ZRANGE', KEYS[1], start, start + 63)
+  if #chunk == 0 then break end
+  for _, m in ipairs(chunk) do
+    if not blocked[m] then best = m break end
+  end
+  start = start + 64
+end
+if best == nil then return {'', 'all-blocked'} end
+bump(best)
+if has_session then redis.call('SET', KEYS[3], best, 'PX', ttl) end
+if previous then return {best, 'moved'} end
+return {best, 'new'}`,
+  4,
+);
+
+export interface PoolPickerDeps {
+  redis: RedisClient;
+  keys: PickKeys;
+  members: PoolMemberCache;
+  sessionTtlMs: number;
+  counter: PickCounter;
+}
+
+/** `GET /v1/pools/{name}/pick`: one Ready member per call, sticky per session, round-robin otherwise. */
+export class PoolPicker {
+  readonly #deps: PoolPickerDeps;
+  constructor(deps: PoolPickerDeps) {
+    this.#deps = deps;
+  }
+
+  /** NotFoundError for an unknown pool (or one being deleted); NoEligibleMemberError when none can be picked. */
+  async pick(pool: string, request: PickRequest, signal?: AbortSignal): Promise<Pick> {
+    const { redis, keys, members, sessionTtlMs, counter } = this.#deps;
+    const snapshot = await members.get(pool, signal);
+    if (!snapshot) throw new NotFoundError('pool', pool);
+    const keyList = [keys.lru(pool), keys.memberVersion(pool), keys.session(pool, request.session ?? ''), keys.blocked(pool, request.domain ?? '')];
+    const args = [request.session ? '1' : '0', request.domain ? '1' : '0', sessionTtlMs, snapshot.version];
+    let [name, result] = (await PICK.run(redis, keyList, args, signal)) as [string, string];
+    // The stored member list is another version: send ours (a member joined or left, or another replica saw it first).
+    if (result === 'stale') [name, result] = (await PICK.run(redis, keyList, [...args, snapshot.names], signal)) as [string, string];
+    if (result === 'none-ready' || result === 'all-blocked') {
+      counter.picked(pool, result);
+      throw new NoEligibleMemberError(pool, result, request.domain);
+    }
+    const member = snapshot.byName.get(name);
+    if (!member) throw new Error(`pick script chose "${name}", not a member it was given`);
+    const outcome = result as PickOutcome;
+    counter.picked(pool, outcome);
+    return { pool, member, outcome, ...(request.session ? { session: { id: request.session, ttlMs: sessionTtlMs } } : {}) };
+  }
+
+  /** The member a session holds now (for feedback through the pool), or undefined when it has none; NotFoundError for an unknown pool. */
+  async memberOf(pool: string, session: string, signal?: AbortSignal): Promise<string | undefined> {
+    if (!(await this.#deps.members.get(pool, signal))) throw new NotFoundError('pool', pool);
+    signal?.throwIfAborted();
+    return (await this.#deps.redis.get(this.#deps.keys.session(pool, session))) ?? undefined;
+  }
+}
