@@ -121,9 +121,7 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
       ...(config.api.tokenNames ? { tokenNames: config.api.tokenNames } : {}),
       events: deps.events,
       eventSink,
-      ...(reconcile
-        ? { picks: buildPicks(deps, deps.pools, deps.replacements, (pool) => requestPoolReconcile(reconcile, pool), eventSink) }
-        : {}),
+      ...(reconcile ? { picks: buildPicks(deps, deps.pools, deps.replacements, (pool) => requestPoolReconcile(reconcile, pool), eventSink) } : {}),
       maxBodyBytes: config.api.maxBodyBytes,
       hosts,
       ping: async (signal) => {
