@@ -10,13 +10,10 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import { promisify } from 'node:util';
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { runRoles, type RunningRoles } from '../../src/cli/run-roles.ts';
 import { silentLogger } from '../../src/logging.ts';
-import { POOL_LABEL } from '../../src/model/pool-resource.ts';
 import type { ProxyView } from '../../src/proxies/discovery.ts';
-import { RedisPoolStore } from '../../src/store/redis-pool-store.ts';
 import { ROOT } from '../support/cli.ts';
 import { testConfig, uniquePrefix } from '../support/config.ts';
 import { tempDir } from '../support/temp-dirs.ts';
@@ -24,7 +21,6 @@ import { waitFor } from '../support/wait.ts';
 import { freezeConfig, DEFAULT_PICK_SETTINGS } from '../../src/config/app.ts';
 
 const TOKEN = 'crawlers-doc-token-0123456789';
-const MEMBERS = ['crawl-aaaaa', 'crawl-bbbbb'];
 
 /** The fenced blocks of a Markdown page with their info string, in order. */
 function codeBlocks(markdown: string): { lang: string; code: string }[] {
@@ -67,18 +63,9 @@ describe('docs/crawlers.md, run', () => {
     });
     roles = await runRoles(freezeConfig({ ...base, picks: { ...DEFAULT_PICK_SETTINGS, memberCacheMs: 0 } }), ['worker', 'api'], silentLogger());
     api = roles.api?.url ?? '';
-    const redis = new Redis(inject('redisUrl'));
-    const pools = new RedisPoolStore(redis, prefix);
-    await pools.apply({
-      kind: 'ProxyPool',
-      metadata: { name: 'crawl', labels: {} },
-      spec: { replicas: 2, template: { metadata: { labels: {} }, spec: { provider: 'local' } }, maxSurge: 1 },
-    });
-    await pools.close();
-    await redis.quit();
-    // The members, as the pool reconcile would apply them.
-    const docs = MEMBERS.map((name) => ({ kind: 'Proxy', metadata: { name, labels: { [POOL_LABEL]: 'crawl' } }, spec: { provider: 'local' } }));
-    const applied = await fetch(`${api}/v1/proxies`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify(docs) });
+    // The pool, as a user applies it; its reconcile makes the two members.
+    const pool = { kind: 'ProxyPool', metadata: { name: 'crawl' }, spec: { replicas: 2, template: { spec: { provider: 'local' } } } };
+    const applied = await fetch(`${api}/v1/pools`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify(pool) });
     expect(applied.status).toBe(200);
     await waitFor(
       'both members Ready',
@@ -90,7 +77,7 @@ describe('docs/crawlers.md, run', () => {
     );
   });
   afterAll(async () => {
-    for (const name of MEMBERS) await fetch(`${api}/v1/proxies/${name}`, { method: 'DELETE', headers: auth });
+    await fetch(`${api}/v1/pools/crawl`, { method: 'DELETE', headers: auth });
     await waitFor(
       'members gone',
       async () => ((await (await fetch(`${api}/v1/proxies`, { headers: auth })).json()) as { items: unknown[] }).items.length === 0,
