@@ -148,9 +148,9 @@ describe('lifecycle decisions become events', () => {
     await ready('web-2');
   });
 
-  it('a killed proxy process: NotReady (Warning), then a new instance (recreate) and Ready again', async () => {
+  it('a killed proxy host: NotReady (Warning), then a new instance (recreate) and Ready again', async () => {
     const before = await ready('web-2');
-    const pid = Number(before.status.instanceId);
+    const pid = Number(before.status.instanceId?.split(':')[0]);
     const cursor = (await events('proxy=web-2')).at(-1)?.id ?? '0-0';
     process.kill(pid, 'SIGKILL');
     const back = await eventually('web-2 Ready again', `proxy=web-2&since=${cursor}`, (e) => e.reason === 'Ready');

@@ -18,7 +18,7 @@ import { silentLogger } from '../../src/logging.ts';
 import type { ProxyCredentials } from '../../src/providers/lifecycle.ts';
 import { createLocalProvider } from '../../src/providers/local/index.ts';
 import { asInstance, INSTANCE_FILE, readJson } from '../../src/providers/local/instance-files.ts';
-import { findProxyProcesses } from '../../src/providers/local/process-table.ts';
+import { findHostProcesses } from '../../src/providers/local/process-table.ts';
 import { buildProxyProgram } from '../../src/providers/local/proxy-program.ts';
 import { freePort } from '../../src/redis/redis-server.ts';
 import type { Provider } from '../../src/providers/types.ts';
@@ -232,11 +232,10 @@ describe('the denied counter', () => {
     await waitFor('one guarded-listener denial counted', async () => (await value('guarded-listener')) === 1);
     expect(await proxy.registry.metrics()).toContain('proxy_operator_proxy_denied_total{provider="ssrf-metric",reason="metadata"} 2');
 
-    // The process dies and is started again: its own counts start over, the exported counter does not.
-    const dir = join(proxy.dataDir, 'instances', 'ep-ssrf-metric');
-    const [pid] = await findProxyProcesses(dir);
+    // The proxy host dies and is started again: its own counts start over, the exported counter does not.
+    const [pid] = await findHostProcesses(proxy.dataDir);
     process.kill(pid!, 'SIGKILL');
-    await waitFor('the proxy process gone', async () => (await findProxyProcesses(dir)).length === 0);
+    await waitFor('the proxy host gone', async () => !(await findHostProcesses(proxy.dataDir)).includes(pid!));
     const again = await proxy.provider.lifecycle!.ensureInstance(
       { name: 'ep-ssrf-metric', owner: { fleet: 'ssrf', proxy: 'ssrf-metric' }, credentials: CREDS },
       signal(),
@@ -288,7 +287,8 @@ describe('policy changes and sources', () => {
   it('a running proxy adopted by a new worker picks up the new policy without a restart', async () => {
     const first = await proxyWith('ssrf-reload', { allow: ['127.0.0.1/32'], deny: [] });
     expect(await get(first.port, `http://127.0.0.1:${origin.port}/before`)).toMatchObject({ status: 200 });
-    const pids = await findProxyProcesses(join(first.dataDir, 'instances', 'ep-ssrf-reload'));
+    const pids = await findHostProcesses(first.dataDir);
+    expect(pids).toHaveLength(1);
     // A later worker run: same data directory, another policy (here: loopback no longer allowed).
     const later = createLocalProvider(
       { name: 'ssrf-reload', type: 'local', dataDir: first.dataDir },
@@ -299,7 +299,8 @@ describe('policy changes and sources', () => {
       signal(),
     );
     expect(adopted.endpoint?.port).toBe(first.port);
-    expect(await findProxyProcesses(join(first.dataDir, 'instances', 'ep-ssrf-reload'))).toEqual(pids);
+    // Adopted, not restarted: the same proxy host serves it.
+    expect(await findHostProcesses(first.dataDir)).toEqual(pids);
     const before = origin.connections();
     await waitFor('the proxy to refuse loopback', async () => (await get(first.port, `http://127.0.0.1:${origin.port}/after`)).status === 403);
     expect(origin.connections()).toBe(before);
