@@ -1,4 +1,5 @@
 import { parseAllDocuments } from 'yaml';
+import type { z } from 'zod';
 import { EgressError } from '../errors.ts';
 import { safeParseWorded } from '../schema/zod-helpers.ts';
 import { proxyDocumentSchema, type ProxyDocument } from '../model/proxy-resource.ts';
@@ -9,7 +10,7 @@ export const MAX_ERROR_LINES = 20;
 /** At most this many documents in one request or file. */
 export const MAX_DOCUMENTS = 1000;
 
-function capped(errors: readonly string[]): string[] {
+export function capped(errors: readonly string[]): string[] {
   if (errors.length <= MAX_ERROR_LINES) return [...errors];
   return [...errors.slice(0, MAX_ERROR_LINES), `… and ${errors.length - MAX_ERROR_LINES} more errors`];
 }
@@ -39,14 +40,30 @@ export function located(number: number, several: boolean, path: string, message:
   return [several ? documentName(number) : '', path].filter(Boolean).join(': ') + `: ${message}`;
 }
 
-/** Validates documents numbered as the user wrote them (all or nothing). */
-function validateNumbered(docs: readonly { value: unknown; number: number }[], options: ProxyDocumentOptions): ProxyDocument[] {
+/** How one kind of document is validated: its schema, its own checks, its error. */
+export interface DocumentKind<T extends { metadata: { name: string } }> {
+  /** `Proxy`, `ProxyPool`: in "no Proxy documents". */
+  kind: string;
+  schema: z.ZodType<T>;
+  /** Checks beyond the schema; `problem(path, message)` reports one. */
+  check?: (doc: T, problem: (path: string, message: string) => void) => void;
+  invalid: (errors: readonly string[]) => Error;
+}
+
+/**
+ * Validates documents numbered as the user wrote them, all or nothing: every error of every
+ * document (schema, duplicate names, the kind's own checks), each naming its document and field.
+ */
+export function validateNumberedDocuments<T extends { metadata: { name: string } }>(
+  docs: readonly { value: unknown; number: number }[],
+  kind: DocumentKind<T>,
+): T[] {
   const several = docs.length > 1;
   const errors: string[] = [];
-  const parsed: ProxyDocument[] = [];
+  const parsed: T[] = [];
   const seen = new Map<string, number>();
   for (const { value, number } of docs) {
-    const result = safeParseWorded(proxyDocumentSchema, value);
+    const result = safeParseWorded(kind.schema, value);
     if (!result.ok) {
       for (const line of result.lines) errors.push(several ? `${documentName(number)}: ${line}` : line);
       continue;
@@ -55,23 +72,39 @@ function validateNumbered(docs: readonly { value: unknown; number: number }[], o
     const first = seen.get(doc.metadata.name);
     if (first !== undefined) errors.push(located(number, several, 'metadata.name', `"${doc.metadata.name}" appears twice (also ${documentName(first)})`));
     else seen.set(doc.metadata.name, number);
-    if (doc.metadata.labels[POOL_LABEL] !== undefined)
-      errors.push(located(number, several, `metadata.labels.${POOL_LABEL}`, 'is set only by a ProxyPool on its members; apply a ProxyPool instead'));
-    if (options.providers && !options.providers.includes(doc.spec.provider)) {
-      errors.push(
-        located(
-          number,
-          several,
-          'spec.provider',
-          `"${doc.spec.provider}" is not a configured provider (configured: ${options.providers.join(', ') || 'none'})`,
-        ),
-      );
-    }
+    kind.check?.(doc, (path, message) => errors.push(located(number, several, path, message)));
     parsed.push(doc);
   }
-  if (docs.length === 0) errors.push('no Proxy documents');
-  if (errors.length > 0) throw new InvalidProxyDocumentsError(errors);
+  if (docs.length === 0) errors.push(`no ${kind.kind} documents`);
+  if (errors.length > 0) throw kind.invalid(errors);
   return parsed;
+}
+
+/** A provider name checked against the configured ones (when known). */
+export function checkProvider(
+  providers: readonly string[] | undefined,
+  provider: string,
+  path: string,
+  problem: (path: string, message: string) => void,
+): void {
+  if (providers && !providers.includes(provider)) problem(path, `"${provider}" is not a configured provider (configured: ${providers.join(', ') || 'none'})`);
+}
+
+function proxyKind(options: ProxyDocumentOptions): DocumentKind<ProxyDocument> {
+  return {
+    kind: 'Proxy',
+    schema: proxyDocumentSchema,
+    check: (doc, problem) => {
+      if (doc.metadata.labels[POOL_LABEL] !== undefined)
+        problem(`metadata.labels.${POOL_LABEL}`, 'is set only by a ProxyPool on its members; apply a ProxyPool instead');
+      checkProvider(options.providers, doc.spec.provider, 'spec.provider', problem);
+    },
+    invalid: (errors) => new InvalidProxyDocumentsError(errors),
+  };
+}
+
+function validateNumbered(docs: readonly { value: unknown; number: number }[], options: ProxyDocumentOptions): ProxyDocument[] {
+  return validateNumberedDocuments(docs, proxyKind(options));
 }
 
 /**

@@ -12,7 +12,7 @@ import { poolOf } from '../../pools/reconcile-pool.ts';
 import { requestPoolReconcile } from '../../pools/request-pool-reconcile.ts';
 import { PoolTerminatingError, type PoolApiStore } from '../../store/pool-store.ts';
 import type { ProxyReader } from '../../store/proxy-store.ts';
-import { BadRequestError } from '../http-errors.ts';
+import { readDocumentBody } from '../document-body.ts';
 import { dryRun } from './proxies.ts';
 
 export interface PoolRouteDeps {
@@ -36,19 +36,12 @@ class PoolsTerminatingError extends EgressError {
   }
 }
 
-async function readDocuments(c: Context, providers: readonly string[]): Promise<PoolDocument[]> {
-  const type = c.req.header('content-type') ?? '';
-  const text = await c.req.text();
-  if (type.includes('json')) {
-    let value: unknown;
-    try {
-      value = JSON.parse(text);
-    } catch (err) {
-      throw new BadRequestError(`the body is not valid JSON: ${(err as Error).message}`);
-    }
-    return validatePoolDocuments(value, { providers });
-  }
-  return parsePoolDocuments(text, { providers });
+function readDocuments(c: Context, providers: readonly string[]): Promise<PoolDocument[]> {
+  return readDocumentBody(
+    c,
+    (value) => validatePoolDocuments(value, { providers }),
+    (text) => parsePoolDocuments(text, { providers }),
+  );
 }
 
 /** `/v1/pools`: apply, list, get (with a member summary), delete, rotate. Same guards as `/v1/proxies`. */

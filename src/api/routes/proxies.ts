@@ -6,6 +6,7 @@ import { parseProxyDocuments, validateProxyDocuments } from '../../proxies/parse
 import type { ProxyDocument } from '../../model/proxy-resource.ts';
 import { ProxyTerminatingError, type ProxyApiStore } from '../../store/proxy-store.ts';
 import { BadRequestError } from '../http-errors.ts';
+import { readDocumentBody } from '../document-body.ts';
 import { requestReconcile } from '../../proxies/request-reconcile.ts';
 import { noEvents, type EventSink } from '../../events/event-sink.ts';
 import { callerName } from '../../http/auth.ts';
@@ -38,19 +39,12 @@ export function dryRun(c: Context): boolean {
   return value === 'true';
 }
 
-async function readDocuments(c: Context, providers: readonly string[]): Promise<ProxyDocument[]> {
-  const type = c.req.header('content-type') ?? '';
-  const text = await c.req.text();
-  if (type.includes('json')) {
-    let value: unknown;
-    try {
-      value = JSON.parse(text);
-    } catch (err) {
-      throw new BadRequestError(`the body is not valid JSON: ${(err as Error).message}`);
-    }
-    return validateProxyDocuments(value, { providers });
-  }
-  return parseProxyDocuments(text, { providers });
+function readDocuments(c: Context, providers: readonly string[]): Promise<ProxyDocument[]> {
+  return readDocumentBody(
+    c,
+    (value) => validateProxyDocuments(value, { providers }),
+    (text) => parseProxyDocuments(text, { providers }),
+  );
 }
 
 /** `/v1/proxies`: apply, list (discovery), get, delete. */
