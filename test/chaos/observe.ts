@@ -8,6 +8,8 @@ import { PROXY_LABEL as GCE_PROXY_LABEL } from '../../src/providers/gcp/lifecycl
 import { PROXY_LABEL as KUBE_PROXY_LABEL } from '../../src/providers/kubernetes/lifecycle.ts';
 import { NAMESPACE, type ChaosCluster } from './cluster.ts';
 import { localProxyProcesses } from './faults.ts';
+import { isHostProcess } from '../../src/providers/local/process-table.ts';
+import { servedByHost } from '../support/local-host.ts';
 import type { ObservedInstance, ObservedJob, ObservedProxy } from './invariants.ts';
 
 /** What the chaos suite reads of the cluster: the providers' own inventories, the API, the queues. */
@@ -22,10 +24,14 @@ export async function inventory(c: ChaosCluster): Promise<ObservedInstance[]> {
     .listInstances()
     .filter((i) => i.status !== 'STOPPING')
     .map((i) => ({ provider: 'gce', name: i.name, proxy: i.labels?.[GCE_PROXY_LABEL] ?? '(unlabelled)' }));
-  const local = (await localProxyProcesses(c.dataDir)).map(({ instanceDir }) => {
-    const name = basename(instanceDir);
-    return { provider: 'local', name, proxy: /^ep-(.+)-[0-9a-f]{8}$/.exec(name)?.[1] ?? name };
-  });
+  // A proxy host serves every local proxy of its data directory (asked over its socket); a proxy
+  // process of the earlier model serves the one instance its directory names.
+  const names: string[] = [];
+  for (const { pid, instanceDir } of await localProxyProcesses(c.dataDir)) {
+    if (await isHostProcess(pid, instanceDir)) names.push(...(await servedByHost(instanceDir, AbortSignal.timeout(5000))));
+    else names.push(basename(instanceDir));
+  }
+  const local = names.map((name) => ({ provider: 'local', name, proxy: /^ep-(.+)-[0-9a-f]{8}$/.exec(name)?.[1] ?? name }));
   return [...pods, ...vms, ...local];
 }
 

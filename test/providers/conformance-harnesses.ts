@@ -21,11 +21,11 @@ import { createKvmProvider, kvmProviderSchema, type KvmHostConfig, type KvmProvi
 import { orUndefined } from '../../src/providers/kvm/lifecycle-ops.ts';
 import { localProviderSchema } from '../../src/providers/local/index.ts';
 import { instanceDir } from '../../src/providers/local/instance-files.ts';
-import { ProxyHostSupervisor } from '../../src/providers/local/host-client.ts';
 import { findHostProcesses, findProxyProcesses } from '../../src/providers/local/process-table.ts';
 import type { Provider, ProviderDeps } from '../../src/providers/types.ts';
 import { startFakeCompute, type FakeCompute } from '../fakes/compute/index.ts';
 import { startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';
+import { servedByHost } from '../support/local-host.ts';
 import { kvmHostConfigOf, kvmTestHost, removeDomainAndVolumes, type KvmTestHost } from '../support/kvm-host.ts';
 import type { ProviderHarness } from './conformance.ts';
 import { waitFor } from '../support/wait.ts';
@@ -63,10 +63,6 @@ async function deleteListed(p: Provider | undefined, fleets: Iterable<string>, p
   for (const fleet of fleets) {
     for await (const i of p.lifecycle.listInstances(fleet, sig())) await p.lifecycle.deleteInstance(i.name, i.placement ?? placement, sig());
   }
-}
-
-function hostOf(dataDir: string): ProxyHostSupervisor {
-  return new ProxyHostSupervisor({ dataDir, logger: silentLogger(), program: () => Promise.reject(new Error('never started here')), policyFile: '' });
 }
 
 export function localHarness(): ProviderHarness {
@@ -111,7 +107,7 @@ export function localHarness(): ProviderHarness {
       built.add(await createProvider(localProviderSchema.parse({ name: 'local', type: 'local', dataDir: join(base, TOO_LONG) }), deps())),
     // A listener the proxy host serves for it, or a proxy process of the earlier model.
     backendObjects: async (name) => [
-      ...(await hostOf(dataDir).served(sig())).filter((served) => served === name).map((served) => `listener ${served}`),
+      ...(await servedByHost(dataDir, sig())).filter((served) => served === name).map((served) => `listener ${served}`),
       ...(await findProxyProcesses(instanceDir(dataDir, name))).map((pid) => `process ${pid}`),
     ],
     // A directory under instances/ without our intent file, and a plain file beside it: someone else's files.
