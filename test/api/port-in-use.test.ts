@@ -42,7 +42,7 @@ describe('a second API on a busy port', () => {
       EGRESS_LOG_LEVEL: 'warn',
     });
     started.push(proc);
-    expect(await exitWithin(proc, 20_000)).toBe(2);
+    expect(await exitWithin(proc, 45_000)).toBe(2);
     expect(proc.logs()).toContain(`error: --port: 127.0.0.1:${port} is already in use (EADDRINUSE): another process listens there; choose another --port\n`);
   });
 });
