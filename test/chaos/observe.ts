@@ -8,7 +8,7 @@ import { PROXY_LABEL as GCE_PROXY_LABEL } from '../../src/providers/gcp/lifecycl
 import { PROXY_LABEL as KUBE_PROXY_LABEL } from '../../src/providers/kubernetes/lifecycle.ts';
 import { NAMESPACE, type ChaosCluster } from './cluster.ts';
 import { localProxyProcesses } from './faults.ts';
-import { isHostProcess } from '../../src/providers/local/process-table.ts';
+import { isHostProcess, isProxyProcess } from '../../src/providers/local/process-table.ts';
 import { servedByHost } from '../support/local-host.ts';
 import type { ObservedInstance, ObservedJob, ObservedProxy } from './invariants.ts';
 
@@ -16,6 +16,10 @@ import type { ObservedInstance, ObservedJob, ObservedProxy } from './invariants.
 
 /** Every instance the providers hold: Pods and VMs not being deleted, live local proxy processes. */
 export async function inventory(c: ChaosCluster): Promise<ObservedInstance[]> {
+  // The cloud fakes are read in one tick; local instances take socket round trips. So that every
+  // instance counted existed at the cloud snapshot's moment (a move finishing meanwhile would show
+  // one proxy on two providers), local instances are those seen both before and after it.
+  const before = new Set(await localInstances(c.dataDir));
   const pods = c.kube
     .listPods(NAMESPACE)
     .filter((p) => !p.metadata.deletionTimestamp)
@@ -24,15 +28,27 @@ export async function inventory(c: ChaosCluster): Promise<ObservedInstance[]> {
     .listInstances()
     .filter((i) => i.status !== 'STOPPING')
     .map((i) => ({ provider: 'gce', name: i.name, proxy: i.labels?.[GCE_PROXY_LABEL] ?? '(unlabelled)' }));
-  // A proxy host serves every local proxy of its data directory (asked over its socket); a proxy
-  // process of the earlier model serves the one instance its directory names.
-  const names: string[] = [];
-  for (const { pid, instanceDir } of await localProxyProcesses(c.dataDir)) {
-    if (await isHostProcess(pid, instanceDir)) names.push(...(await servedByHost(instanceDir, AbortSignal.timeout(5000))));
-    else names.push(basename(instanceDir));
-  }
-  const local = names.map((name) => ({ provider: 'local', name, proxy: /^ep-(.+)-[0-9a-f]{8}$/.exec(name)?.[1] ?? name }));
+  const after = await localInstances(c.dataDir);
+  const local = after.filter((name) => before.has(name)).map((name) => ({ provider: 'local', name, proxy: /^ep-(.+)-[0-9a-f]{8}$/.exec(name)?.[1] ?? name }));
   return [...pods, ...vms, ...local];
+}
+
+/**
+ * The local instances served now: a proxy host serves every local proxy of its data directory
+ * (asked over its socket, once per directory: a second host starting there exits at once); a
+ * proxy process of the earlier model serves the one instance its directory names.
+ */
+async function localInstances(root: string): Promise<string[]> {
+  const names = new Set<string>();
+  const asked = new Set<string>();
+  for (const { pid, instanceDir } of await localProxyProcesses(root)) {
+    if (await isHostProcess(pid, instanceDir)) {
+      if (asked.has(instanceDir)) continue;
+      asked.add(instanceDir);
+      for (const name of await servedByHost(instanceDir, AbortSignal.timeout(5000))) names.add(name);
+    } else if (await isProxyProcess(pid, instanceDir)) names.add(basename(instanceDir));
+  }
+  return [...names];
 }
 
 /** The proxies' Secrets on kubernetes (credentials and policy, one per Pod), as instances of their own. */
