@@ -121,3 +121,21 @@ export class RedisJsonCollection<T> {
     throw new StoreConflictError(key);
   }
 }
+
+/** Writes the status of a stored object (and nothing else) through `update` (undefined: leave it); one that is gone stays gone. */
+export function updateStatusIn<T extends { status: unknown }>(
+  collection: RedisJsonCollection<T>,
+  name: string,
+  update: (current: T) => T['status'] | undefined,
+  signal?: AbortSignal,
+): Promise<T | undefined> {
+  return collection.update(
+    name,
+    (current) => {
+      if (!current) return undefined;
+      const status = update(current);
+      return status ? { ...current, status } : undefined;
+    },
+    signal,
+  );
+}

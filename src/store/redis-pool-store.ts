@@ -4,7 +4,7 @@ import { emptyPoolStatus, type Pool, type PoolDocument } from '../model/pool-res
 import type { RedisClient } from '../redis/connections.ts';
 import { PoolTerminatingError, type PoolStore } from './pool-store.ts';
 import type { ApplyOutcome } from './proxy-store.ts';
-import { RedisJsonCollection } from './redis-json-collection.ts';
+import { RedisJsonCollection, updateStatusIn } from './redis-json-collection.ts';
 
 /** ProxyPools in Redis: `<prefix>:pool:<name>` JSON objects and the index `<prefix>:pools`. */
 export class RedisPoolStore implements PoolStore {
@@ -71,15 +71,7 @@ export class RedisPoolStore implements PoolStore {
   }
 
   updateStatus(name: string, update: (current: Pool) => Pool['status'] | undefined, signal?: AbortSignal): Promise<Pool | undefined> {
-    return this.#pools.update(
-      name,
-      (current) => {
-        if (!current) return undefined;
-        const status = update(current);
-        return status ? { ...current, status } : undefined;
-      },
-      signal,
-    );
+    return updateStatusIn(this.#pools, name, update, signal);
   }
 
   async remove(name: string, signal?: AbortSignal): Promise<void> {

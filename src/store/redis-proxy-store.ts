@@ -5,7 +5,7 @@ import type { ProxyCredentials } from '../providers/lifecycle.ts';
 import { generateCredentials } from '../model/proxy-credentials.ts';
 import type { Proxy, ProxyDocument } from '../model/proxy-resource.ts';
 import { ProxyTerminatingError, type ApplyOutcome, type ProxyStore } from './proxy-store.ts';
-import { RedisJsonCollection } from './redis-json-collection.ts';
+import { RedisJsonCollection, updateStatusIn } from './redis-json-collection.ts';
 
 /**
  * Proxies and their credentials in Redis. Proxy objects are JSON in a RedisJsonCollection;
@@ -114,15 +114,7 @@ export class RedisProxyStore implements ProxyStore {
 
   /** Writes status (and nothing else) through `update`; a proxy that is gone stays gone. */
   updateStatus(name: string, update: (current: Proxy) => Proxy['status'] | undefined, signal?: AbortSignal): Promise<Proxy | undefined> {
-    return this.#proxies.update(
-      name,
-      (current) => {
-        if (!current) return undefined;
-        const status = update(current);
-        return status ? { ...current, status } : undefined;
-      },
-      signal,
-    );
+    return updateStatusIn(this.#proxies, name, update, signal);
   }
 
   /** Forgets a proxy whose instance is gone, and its credentials. */
