@@ -15,6 +15,20 @@ export interface PoolLister {
 export interface MemberSource {
   list(signal?: AbortSignal): Promise<Proxy[]>;
   credentialsOf(names: readonly string[], signal?: AbortSignal): Promise<(ProxyCredentials | undefined)[]>;
+  /**
+   * Where the store keeps a change feed (Redis): the proxies written and the names removed since
+   * `revision`, or every proxy (`full`) when `revision` is undefined or older than the feed.
+   * Without it the cache lists every proxy at each refresh.
+   */
+  changesSince?(revision: number | undefined, signal?: AbortSignal): Promise<MemberChanges>;
+}
+
+/** What changed among the proxies since a revision (the shape of the Redis store's change feed). */
+export interface MemberChanges {
+  revision: number;
+  full: boolean;
+  written: Proxy[];
+  removed: string[];
 }
 
 /** A Ready member as picks hand it out: its name and its URL with credentials. */
@@ -39,10 +53,12 @@ const LIST_DEADLINE_MS = 5000;
 
 /**
  * The Ready members of every pool, kept in the API process for `ttlMs` (`--pick-cache`) so that a
- * pick costs one Redis round trip (the choice) instead of a listing. One listing of pools and
- * proxies refreshes every pool at once, and concurrent picks share it; a pick therefore sees
- * members at most `ttlMs` plus one listing old. Credentials are read once per member (by name and
- * uid: a re-created proxy has new ones) and forgotten when the member leaves.
+ * pick costs one Redis round trip (the choice) instead of a listing. One refresh serves every pool
+ * at once, and concurrent picks share it; a pick therefore sees members at most `ttlMs` plus one
+ * refresh old. Where the store has a change feed, a refresh reads only the proxies written since
+ * the last one (a round trip when none was), so its cost follows the fleet's changes, not its
+ * size; otherwise it lists every proxy. Credentials are read once per member (by name and uid: a
+ * re-created proxy has new ones) and forgotten when the member leaves.
  *
  * A member is pickable when its Proxy is `Ready`, not being deleted, has a URL and credentials.
  * A pool being deleted is not served (unknown, as far as picks go).
@@ -52,9 +68,14 @@ export class PoolMemberCache {
   readonly #proxies: MemberSource;
   readonly #ttlMs: number;
   readonly #clock: () => number;
-  #snapshot: { at: number; pools: Map<string, PoolSnapshot> } | undefined;
+  #snapshot: { at: number; pools: Map<string, PoolSnapshot>; poolsText: string } | undefined;
   #refreshing: Promise<Map<string, PoolSnapshot>> | undefined;
   #credentials = new Map<string, ProxyCredentials>();
+  /** The pickable proxies as of `#revision` (the change feed's), by name. */
+  #pickable = new Map<string, Proxy>();
+  #revision: number | undefined;
+  /** Some pickable proxy had no credentials or URL at the last refresh: the next one builds again even if nothing changed. */
+  #incomplete = false;
 
   constructor(pools: PoolLister, proxies: MemberSource, ttlMs: number, clock: () => number = () => performance.now()) {
     this.#pools = pools;
@@ -78,11 +99,30 @@ export class PoolMemberCache {
     return this.#refreshing;
   }
 
+  /** The proxies changed since the last refresh (all of them where the store has no change feed). */
+  async #changes(signal: AbortSignal): Promise<MemberChanges> {
+    if (this.#proxies.changesSince) return this.#proxies.changesSince(this.#revision, signal);
+    return { revision: 0, full: true, written: await this.#proxies.list(signal), removed: [] };
+  }
+
   async #load(): Promise<Map<string, PoolSnapshot>> {
     const at = this.#clock();
     const signal = AbortSignal.timeout(LIST_DEADLINE_MS);
-    const [pools, proxies] = await Promise.all([this.#pools.list(signal), this.#proxies.list(signal)]);
-    const ready = proxies.filter(isPickable);
+    const [pools, changes] = await Promise.all([this.#pools.list(signal), this.#changes(signal)]);
+    const poolsText = JSON.stringify(pools);
+    const previous = this.#snapshot;
+    const unchanged = !changes.full && changes.written.length === 0 && changes.removed.length === 0;
+    if (unchanged && !this.#incomplete && previous?.poolsText === poolsText) {
+      this.#snapshot = { ...previous, at };
+      return previous.pools;
+    }
+    const pickable = changes.full ? new Map<string, Proxy>() : new Map(this.#pickable);
+    for (const name of changes.removed) pickable.delete(name);
+    for (const p of changes.written) {
+      if (isPickable(p)) pickable.set(p.name, p);
+      else pickable.delete(p.name);
+    }
+    const ready = [...pickable.values()];
     const key = (p: Proxy): string => `${p.name}\0${p.metadata.uid}`;
     const missing = ready.filter((p) => !this.#credentials.has(key(p)));
     if (missing.length > 0) {
@@ -115,7 +155,10 @@ export class PoolMemberCache {
       const version = createHash('sha1').update(names).digest('base64url');
       result.set(pool.name, { pool, members, byName: new Map(members.map((m) => [m.name, m])), names, version });
     }
-    this.#snapshot = { at, pools: result };
+    this.#pickable = pickable;
+    this.#revision = this.#proxies.changesSince ? changes.revision : undefined;
+    this.#incomplete = ready.some((p) => !kept.has(key(p)));
+    this.#snapshot = { at, pools: result, poolsText };
     return result;
   }
 }

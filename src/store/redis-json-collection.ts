@@ -14,15 +14,22 @@ export class StoreConflictError extends EgressError {
 export type Updater<T> = (current: T | undefined) => T | undefined | null;
 
 /**
- * Compare-and-set of one object and its index entry, atomically.
- * KEYS[1] the object, KEYS[2] the index set. ARGV[1] the expected current text, ARGV[2] 1 when
- * the object is expected to be absent, ARGV[3] the new text, ARGV[4] 1 to delete, ARGV[5] the name.
- * Returns 1 when written, 0 when the object changed meanwhile.
+ * Compare-and-set of one object and its index entry, atomically, recorded in the change feed.
+ * KEYS[1] the object, KEYS[2] the index set, KEYS[3] the revision counter, KEYS[4] the changes
+ * sorted set, KEYS[5] the feed's floor. ARGV[1] the expected current text, ARGV[2] 1 when the
+ * object is expected to be absent, ARGV[3] the new text, ARGV[4] 1 to delete (ARGV[2] 2: delete
+ * whatever is there), ARGV[5] the name, ARGV[6] how many changes the feed keeps.
+ * Returns 1 when written, 0 when the object changed meanwhile (or, for a delete, was absent).
  */
 const COMPARE_AND_SET = `
 local cur = redis.call('GET', KEYS[1])
 if ARGV[2] == '1' then
   if cur then return 0 end
+elseif ARGV[2] == '2' then
+  if not cur then
+    redis.call('SREM', KEYS[2], ARGV[5])
+    return 0
+  end
 elseif cur ~= ARGV[1] then
   return 0
 end
@@ -33,7 +40,39 @@ else
   redis.call('SET', KEYS[1], ARGV[3])
   redis.call('SADD', KEYS[2], ARGV[5])
 end
+local rev = redis.call('INCR', KEYS[3])
+redis.call('ZADD', KEYS[4], rev, ARGV[5])
+local excess = redis.call('ZCARD', KEYS[4]) - tonumber(ARGV[6])
+if excess > 0 then
+  local cut = redis.call('ZRANGE', KEYS[4], excess - 1, excess - 1, 'WITHSCORES')
+  redis.call('ZREMRANGEBYRANK', KEYS[4], 0, excess - 1)
+  redis.call('SET', KEYS[5], cut[2])
+end
 return 1`;
+
+/**
+ * The names written since revision ARGV[1] (-1: none asked), with the current revision and the
+ * feed's floor: KEYS[1] the revision counter, KEYS[2] the changes, KEYS[3] the floor.
+ */
+const CHANGES_SINCE = `
+local rev = redis.call('GET', KEYS[1]) or '0'
+local floor = redis.call('GET', KEYS[3]) or '0'
+if ARGV[1] == '-1' or tonumber(ARGV[1]) < tonumber(floor) then return {rev, floor} end
+local names = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], rev)
+return {rev, floor, unpack(names)}`;
+
+/** How many names the change feed remembers (one entry per name, at its last write): a reader further behind lists everything. */
+const DEFAULT_FEED_LENGTH = 50_000;
+
+/** What changed in a collection since a revision: every object (`full`), or the objects written since and the names removed. */
+export interface CollectionChanges<T> {
+  /** The revision these changes bring a reader to. */
+  revision: number;
+  /** True when `written` is the whole collection (the first read, or a reader the feed no longer covers). */
+  full: boolean;
+  written: T[];
+  removed: string[];
+}
 
 /**
  * A named collection of JSON objects in Redis: `<prefix>:<kind>:<name>` strings and an index
@@ -50,10 +89,13 @@ export class RedisJsonCollection<T> {
   /** Per object: one write at a time, the updates that queue up meanwhile folded into the next. */
   readonly #batcher = new UpdateBatcher<T, Updater<T>>((name, updates) => this.#transact(name, updates));
 
-  constructor(redis: RedisClient, prefix: string, kind: string) {
+  readonly #feedLength: string;
+
+  constructor(redis: RedisClient, prefix: string, kind: string, options: { feedLength?: number } = {}) {
     this.#redis = redis;
     this.#prefix = prefix;
     this.#kind = kind;
+    this.#feedLength = String(options.feedLength ?? DEFAULT_FEED_LENGTH);
   }
 
   key(name: string): string {
@@ -62,6 +104,12 @@ export class RedisJsonCollection<T> {
 
   get #index(): string {
     return `${this.#prefix}:${this.#kind}s`;
+  }
+
+  /** The change feed's keys: the revision counter, the changes (name → revision of its last write), the floor. */
+  get #feed(): [string, string, string] {
+    const base = `${this.#prefix}:${this.#kind}s`;
+    return [`${base}:revision`, `${base}:changes`, `${base}:feed-floor`];
   }
 
   async get(name: string, signal?: AbortSignal): Promise<T | undefined> {
@@ -87,6 +135,31 @@ export class RedisJsonCollection<T> {
     return texts.flatMap((t) => (t === null ? [] : [JSON.parse(t) as T]));
   }
 
+  /**
+   * What was written or removed since `revision` (undefined: everything there is). Every write
+   * moves the collection's revision and records the name in a change feed of the last
+   * `feedLength` names, so a reader that polls reads only what changed (one round trip when
+   * nothing did) instead of the whole collection; a reader the feed no longer covers gets `full`.
+   */
+  async changesSince(revision: number | undefined, signal?: AbortSignal): Promise<CollectionChanges<T>> {
+    signal?.throwIfAborted();
+    const reply = (await this.#redis.eval(CHANGES_SINCE, 3, ...this.#feed, String(revision ?? -1))) as string[];
+    const [current = '0', floor = '0', ...names] = reply;
+    if (revision === undefined || revision < Number(floor)) {
+      // The revision is read before the listing: a write in between is listed and read again next time, never missed.
+      return { revision: Number(current), full: true, written: await this.list(signal), removed: [] };
+    }
+    const objects = await this.getMany(names, signal);
+    const written: T[] = [];
+    const removed: string[] = [];
+    names.forEach((name, i) => {
+      const object = objects[i];
+      if (object === undefined) removed.push(name);
+      else written.push(object);
+    });
+    return { revision: Number(current), full: false, written, removed };
+  }
+
   /** Applies `update` to the stored object atomically; resolves with what is stored afterwards. */
   update(name: string, update: Updater<T>, signal?: AbortSignal): Promise<T | undefined> {
     return this.#batcher.update(name, update, signal);
@@ -94,7 +167,7 @@ export class RedisJsonCollection<T> {
 
   async delete(name: string, signal?: AbortSignal): Promise<boolean> {
     signal?.throwIfAborted();
-    const [[, removed] = [null, 0]] = (await this.#redis.multi().del(this.key(name)).srem(this.#index, name).exec()) ?? [];
+    const removed = await this.#redis.eval(COMPARE_AND_SET, 5, this.key(name), this.#index, ...this.#feed, '', '2', '', '1', name, this.#feedLength);
     return removed === 1;
   }
 
@@ -116,7 +189,7 @@ export class RedisJsonCollection<T> {
       const nextText = current === undefined ? null : JSON.stringify(current);
       if (nextText === text) return states;
       const args = [text ?? '', text === null ? '1' : '0', nextText ?? '', nextText === null ? '1' : '0', name];
-      if ((await this.#redis.eval(COMPARE_AND_SET, 2, key, this.#index, ...args)) === 1) return states;
+      if ((await this.#redis.eval(COMPARE_AND_SET, 5, key, this.#index, ...this.#feed, ...args, this.#feedLength)) === 1) return states;
     }
     throw new StoreConflictError(key);
   }

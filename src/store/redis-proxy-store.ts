@@ -5,7 +5,7 @@ import type { ProxyCredentials } from '../providers/lifecycle.ts';
 import { generateCredentials } from '../model/proxy-credentials.ts';
 import type { Proxy, ProxyDocument } from '../model/proxy-resource.ts';
 import { ProxyTerminatingError, type ApplyOutcome, type ProxyStore } from './proxy-store.ts';
-import { RedisJsonCollection, updateStatusIn } from './redis-json-collection.ts';
+import { RedisJsonCollection, updateStatusIn, type CollectionChanges } from './redis-json-collection.ts';
 
 /**
  * Proxies and their credentials in Redis. Proxy objects are JSON in a RedisJsonCollection;
@@ -34,6 +34,11 @@ export class RedisProxyStore implements ProxyStore {
 
   list(signal?: AbortSignal): Promise<Proxy[]> {
     return this.#proxies.list(signal);
+  }
+
+  /** The proxies written and removed since `revision` (all of them when undefined): see RedisJsonCollection.changesSince. */
+  changesSince(revision: number | undefined, signal?: AbortSignal): Promise<CollectionChanges<Proxy>> {
+    return this.#proxies.changesSince(revision, signal);
   }
 
   credentials(name: string, signal?: AbortSignal): Promise<ProxyCredentials | undefined> {
