@@ -12,7 +12,7 @@
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { Agent, request } from 'node:http';
+import type { Socket } from 'node:net';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -22,6 +22,7 @@ import { startRedisChild } from '../src/redis/redis-server.ts';
 import { RedisPoolStore } from '../src/store/redis-pool-store.ts';
 import { RedisProxyStore } from '../src/store/redis-proxy-store.ts';
 import { fmt, summarize } from './stats.ts';
+import { open, ResponseReader } from './support/raw-http-client.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const RATE = Number(process.env.BENCH_RATE ?? 1200);
@@ -48,25 +49,47 @@ interface Row {
   behindMs: number;
 }
 
-function send(agent: Agent, port: number, method: string, path: string, body?: string): Promise<number> {
-  return new Promise((resolvePromise, reject) => {
-    const req = request(
-      {
-        host: '127.0.0.1',
-        port,
-        method,
-        path,
-        agent,
-        headers: { authorization: `Bearer ${TOKEN}`, ...(body ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {}) },
-      },
-      (res) => {
-        res.resume();
-        res.on('end', () => resolvePromise(res.statusCode ?? 0));
-      },
+/**
+ * Keep-alive connections to the API through the raw client (node:http's own cost per request is
+ * of the order of the pick's, and the generator shares the machine's two cores with the API and
+ * Redis): each carries one request at a time, and one more opens when all are busy.
+ */
+class Connections {
+  readonly #port: number;
+  readonly #idle: { socket: Socket; reader: ResponseReader }[] = [];
+  readonly #all = new Set<Socket>();
+
+  constructor(port: number) {
+    this.#port = port;
+  }
+
+  async send(method: string, path: string, body?: string): Promise<number> {
+    let conn = this.#idle.pop();
+    while (conn?.reader.closed) conn = this.#idle.pop();
+    if (!conn) {
+      const socket = await open('127.0.0.1', this.#port);
+      this.#all.add(socket);
+      socket.once('close', () => this.#all.delete(socket));
+      conn = { socket, reader: new ResponseReader(socket) };
+    }
+    const head = `${method} ${path} HTTP/1.1\r\nHost: 127.0.0.1:${this.#port}\r\nAuthorization: Bearer ${TOKEN}\r\n`;
+    conn.socket.write(
+      body === undefined ? `${head}\r\n` : `${head}Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
     );
-    req.on('error', reject);
-    req.end(body);
-  });
+    try {
+      const { status, close } = await conn.reader.next();
+      if (close) conn.socket.destroy();
+      else this.#idle.push(conn);
+      return status;
+    } catch (err) {
+      conn.socket.destroy();
+      throw err;
+    }
+  }
+
+  destroy(): void {
+    for (const socket of this.#all) socket.destroy();
+  }
 }
 
 async function populate(redis: Redis, pool: string, members: number): Promise<void> {
@@ -88,13 +111,16 @@ async function populate(redis: Redis, pool: string, members: number): Promise<vo
 
 /** Sends picks (and 1 % feedback) on a fixed schedule for `seconds`; measured unless `warmUp`. */
 async function load(port: number, pool: string, members: number | string, seconds: number, baseline = false): Promise<Row> {
-  const agent = new Agent({ keepAlive: true, maxSockets: 64 });
+  const connections = new Connections(port);
   const latencies: number[] = [];
   const statuses = new Map<string, number>();
   let feedback = 0;
   let behindMs = 0;
   const total = Math.round(RATE * seconds);
-  const inflight: Promise<void>[] = [];
+  // Requests in flight are counted, not kept: holding every promise until the end made the generator's own
+  // garbage collections (and so the latencies it measures) grow with the run.
+  let inflight = 0;
+  let drained = (): void => undefined;
   // mulberry32, seeded per run: the same sequence of sessions, domains and reports every time.
   let seed = seconds === WARM_UP_SECONDS ? 1 : 2;
   const random = (n: number): number => {
@@ -116,16 +142,21 @@ async function load(port: number, pool: string, members: number | string, second
     const isFeedback = random(100) === 0 && !baseline;
     const start = performance.now();
     const p = isFeedback
-      ? send(agent, port, 'POST', `/v1/pools/${pool}/feedback`, JSON.stringify({ outcome: 'blocked', domain, session })).then(() => void feedback++)
-      : send(agent, port, 'GET', baseline ? '/readyz' : `/v1/pools/${pool}/pick?session=${session}&domain=${domain}`).then((status) => {
+      ? connections.send('POST', `/v1/pools/${pool}/feedback`, JSON.stringify({ outcome: 'blocked', domain, session })).then(() => void feedback++)
+      : connections.send('GET', baseline ? '/readyz' : `/v1/pools/${pool}/pick?session=${session}&domain=${domain}`).then((status) => {
           latencies.push(performance.now() - start);
           if (status !== 200) count(String(status));
         });
-    inflight.push(p.catch((err: Error) => count(err.message.slice(0, 40))));
+    inflight++;
+    void p
+      .catch((err: Error) => count(err.message.slice(0, 40)))
+      .finally(() => {
+        if (--inflight === 0) drained();
+      });
   }
-  await Promise.all(inflight);
+  if (inflight > 0) await new Promise<void>((r) => (drained = r));
   const elapsed = (performance.now() - t0) / 1000;
-  agent.destroy();
+  connections.destroy();
   const s = summarize(latencies);
   const sorted = [...latencies].sort((a, b) => a - b);
   return {

@@ -7,6 +7,7 @@ import type { StatusStore } from '../store/status-store.ts';
 import { requireToken } from '../http/auth.ts';
 import { mountBullBoard } from './bull-board.ts';
 import { errorResponse } from './http-errors.ts';
+import { withDeadline } from '../abort.ts';
 import { raceSignal, readDeadline } from './read-deadline.ts';
 import { limitBody, requireAllowedHost, requireMutationMediaType, requireSameOrigin, type HostAllowList } from '../http/request-guards.ts';
 import { jobRoutes } from './routes/jobs.ts';
@@ -77,8 +78,7 @@ export function createApiApp(deps: ApiDeps): Hono {
   app.get('/healthz', (c) => c.text('ok'));
   app.get('/readyz', async (c) => {
     try {
-      const deadline = AbortSignal.timeout(2000);
-      await raceSignal(deps.ping(deadline), deadline, () => new Error('no answer within 2s'));
+      await withDeadline(undefined, 2000, (signal) => raceSignal(deps.ping(signal), signal, () => new Error('no answer within 2s')));
       return c.text('ok');
     } catch (err) {
       return c.json({ error: 'NotReady', message: `redis is not reachable: ${(err as Error).message}` }, 503);

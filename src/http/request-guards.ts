@@ -21,12 +21,18 @@ export function refuse(c: Context, status: ClientErrorStatusCode, error: string,
   return c.json({ error, message }, status);
 }
 
-/** Answers 413 as soon as the declared length, or the bytes read so far of a chunked body, pass `maxBytes`. */
+/**
+ * Answers 413 as soon as the declared length, or the bytes read so far of a chunked body, pass
+ * `maxBytes`. A GET or HEAD passes untouched: no route reads their body (an unread body is drained
+ * within the server's bound, as after a refusal), and looking at it would build a full Fetch
+ * Request for every read — on the pick route, a measurable part of each pick.
+ */
 export function limitBody(maxBytes: number): MiddlewareHandler {
-  return bodyLimit({
+  const limit = bodyLimit({
     maxSize: maxBytes,
     onError: (c) => refuse(c, 413, 'ERR_BODY_TOO_LARGE', `the request body is larger than ${maxBytes} bytes (--max-body-size)`),
   });
+  return (c, next) => (c.req.method === 'GET' || c.req.method === 'HEAD' ? next() : limit(c, next));
 }
 
 /**

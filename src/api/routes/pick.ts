@@ -2,6 +2,7 @@ import { Hono, type Context } from 'hono';
 import { NoEligibleMemberError, type PoolPicker } from '../../pools/pick-service.ts';
 import { parseDomain, parseSession } from '../../pools/session-id.ts';
 import { BadRequestError } from '../http-errors.ts';
+import { readSignalOf } from '../read-deadline.ts';
 
 export interface PickRouteDeps {
   picker: PoolPicker;
@@ -33,7 +34,7 @@ export function pickRoutes(deps: PickRouteDeps): Hono {
     const domain = domainText === undefined ? undefined : parseDomain(domainText);
     c.header('Cache-Control', 'no-store');
     try {
-      const pick = await deps.picker.pick(pool, { session, domain }, c.req.raw.signal);
+      const pick = await deps.picker.pick(pool, { session, domain }, readSignalOf(c));
       if (format === 'text') return c.body(`${pick.member.proxyUrl}\n`, 200, { 'Content-Type': 'text/plain; charset=utf-8' });
       return c.json({
         pool: pick.pool,
