@@ -20,7 +20,7 @@ import { ProvisioningError, type InstanceSpec } from '../../src/providers/lifecy
 import type { KvmHostConfig } from '../../src/providers/kvm/config.ts';
 import { createKvmLifecycle, type KvmLifecycleOptions } from '../../src/providers/kvm/lifecycle.ts';
 import { orUndefined } from '../../src/providers/kvm/lifecycle-ops.ts';
-import { seedImage } from '../../src/providers/kvm/seed.ts';
+import { seedImage, writeSeed } from '../../src/providers/kvm/seed.ts';
 import { kvmProviderSchema } from '../../src/providers/kvm/index.ts';
 import { kvmHostConfigOf, kvmTestHost, removeDomainAndVolumes, type KvmTestHost } from '../support/kvm-host.ts';
 import { readIso9660 } from '../support/iso9660-reader.ts';
@@ -153,6 +153,28 @@ describe('KVM cloud-init seed on the real test host', () => {
     );
     await lifecycle().deleteInstance(orphan.name, host.name, sig());
     expect(await poolVolumes(orphan.name)).toEqual([]);
+  });
+
+  it('two workers writing one seed at once both succeed, and the volume holds the image', async () => {
+    const s = spec(unique('race'));
+    const seedName = `${s.name}.seed.iso`;
+    // Large enough that the two uploads overlap; the bytes are deterministic, like a seed's.
+    const image = Buffer.alloc(24 * 1024 * 1024);
+    for (let i = 0; i < image.length; i += 4096) image.writeUInt32LE(i, i);
+    // Two workers: two connections to the host.
+    const other = createKvmHostPool({ logger, metrics: createKvmPoolMetrics(new Registry()), idleTimeoutMs: 0 });
+    const write = (p: KvmHostPool): Promise<void> =>
+      p.call(
+        host,
+        async (conn: HostConnection, sg) => writeSeed(conn.libvirt, await conn.libvirt.storagePoolLookupByName(host.pool, sg), seedName, image, sg),
+        sig(),
+      );
+    try {
+      await Promise.all([write(pool), write(other)]);
+    } finally {
+      await other.close();
+    }
+    expect((await readFile(join(testHost.poolDir, seedName))).equals(image)).toBe(true);
   });
 
   it('a definition that can never work leaves neither the overlay nor the seed', async () => {

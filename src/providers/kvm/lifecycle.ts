@@ -174,7 +174,14 @@ export function createKvmLifecycle(deps: KvmLifecycleDeps): ProxyLifecycle {
     const { created } = await ensureVolume(c, storagePool, volume, src, hlog, signal);
     const seed = options.bootUserData ? seedVolumeName(spec.name) : undefined;
     if (seed) {
-      await writeSeed(c, storagePool, seed, await seedImage(spec, port, policy), signal);
+      try {
+        await writeSeed(c, storagePool, seed, await seedImage(spec, port, policy), signal);
+      } catch (err) {
+        // A concurrent ensure of this instance got further (defined and started its domain on this seed) meanwhile: continue from what it made.
+        const raced = await findDomain(c, spec.name, signal).catch(() => undefined);
+        if (raced) return owned(raced);
+        throw err;
+      }
       hlog.info({ volume: seed }, 'cloud-init seed volume written');
     }
     const tag = { fleet: spec.owner.fleet, proxy: spec.owner.proxy, createdAt: new Date().toISOString() };

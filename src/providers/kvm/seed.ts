@@ -11,7 +11,15 @@
 import { renderMetaData, renderUserData } from '../boot/cloud-init.ts';
 import { nocloudSeed } from '../boot/nocloud-seed.ts';
 import { bootPrograms } from '../boot/programs.ts';
-import { isLibvirtExists, isLibvirtNotFound, type LibvirtConnection, type StoragePoolRef, type StorageVolRef } from '../../kvm/libvirt/index.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  isLibvirtExists,
+  isLibvirtInvalidState,
+  isLibvirtNotFound,
+  type LibvirtConnection,
+  type StoragePoolRef,
+  type StorageVolRef,
+} from '../../kvm/libvirt/index.ts';
 import type { InstanceSpec } from '../lifecycle.ts';
 import { escapeXml } from './domain-xml.ts';
 import { orUndefined } from './lifecycle-ops.ts';
@@ -30,7 +38,10 @@ export async function seedImage(spec: InstanceSpec, port: number, policy: string
   return nocloudSeed(userData, renderMetaData(spec.name, spec.name));
 }
 
-/** Makes (or rewrites) the seed volume with `image`. A half-written volume is removed, never left for a boot. */
+/**
+ * Makes (or rewrites) the seed volume with `image`. A half-written volume is removed, never left for a
+ * boot; one libvirt holds for another operation is waited for, never removed.
+ */
 export async function writeSeed(c: LibvirtConnection, pool: StoragePoolRef, name: string, image: Buffer, signal: AbortSignal): Promise<void> {
   let vol: StorageVolRef | undefined = await orUndefined(c.storageVolLookupByName(pool, name, signal));
   if (vol && (await c.storageVolGetInfo(vol, signal)).capacity !== image.length) {
@@ -47,13 +58,28 @@ export async function writeSeed(c: LibvirtConnection, pool: StoragePoolRef, name
       vol = await c.storageVolLookupByName(pool, name, signal);
     }
   }
-  try {
-    await c.storageVolUpload(vol, [image], { offset: 0, length: image.length }, signal);
-  } catch (err) {
-    await deleteSeedVolume(c, vol, signal).catch(() => undefined);
-    throw err;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await c.storageVolUpload(vol, [image], { offset: 0, length: image.length }, signal);
+      return;
+    } catch (err) {
+      if (isLibvirtInvalidState(err)) {
+        // "volume … is still in use": libvirt holds it for another operation (a concurrent ensure of this
+        // instance writing the same bytes, a clone reading it). Nothing was written, and the volume is not ours
+        // to delete while another uses it: wait for it, then write.
+        if (attempt >= IN_USE_ATTEMPTS) throw err;
+        await sleep(IN_USE_PAUSE_MS * attempt, undefined, { signal });
+        continue;
+      }
+      await deleteSeedVolume(c, vol, signal).catch(() => undefined);
+      throw err;
+    }
   }
 }
+
+/** How often, and how patiently, a seed upload refused because the volume is in use is tried again (about 5 s in all). */
+const IN_USE_ATTEMPTS = 10;
+const IN_USE_PAUSE_MS = 100;
 
 async function deleteSeedVolume(c: LibvirtConnection, vol: StorageVolRef, signal: AbortSignal): Promise<void> {
   try {
