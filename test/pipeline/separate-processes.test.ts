@@ -82,9 +82,20 @@ describe('the roles as separate processes', () => {
       // The first worker hangs in every check of `slow`, with a short lock so its death is noticed soon.
       const doomed = start([...common, '--lock-duration', '1s', '--stalled-interval', '500ms'], HANGING_WORKER, { HANG_PROVIDERS: 'slow' });
       await doomed.waitForLog('worker started');
+      // The doomed worker must hold this very job when it dies: the scheduler's own checks of `slow` hang in it too,
+      // so a CHECK_STARTED line alone may be another job's (this job then waits, and the rescuer takes it fresh).
+      const active = new Set<string>();
+      let sawActive = (): void => undefined;
+      events.on('active', (args) => {
+        active.add(args.jobId);
+        sawActive();
+      });
       const enqueue = await runCli(['check', 'slow', '--api-url', api, '-o', 'json']);
       const { jobId } = JSON.parse(enqueue.out) as { jobId: string };
-      await doomed.waitForLog('CHECK_STARTED slow');
+      await new Promise<void>((resolveActive) => {
+        sawActive = () => active.has(jobId) && resolveActive();
+        sawActive();
+      });
       doomed.child.kill('SIGKILL');
       expect(await doomed.exited).toBe(null);
 
