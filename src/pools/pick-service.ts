@@ -155,6 +155,16 @@ export class PoolPicker {
     return { pool, member, outcome, ...(request.session ? { session: { id: request.session, ttlMs: sessionTtlMs } } : {}) };
   }
 
+  /**
+   * What a pick would answer, without picking (HEAD): the number of Ready members; NotFoundError
+   * for an unknown pool. Sessions, the round-robin order and blocks are neither read nor moved.
+   */
+  async readyMembers(pool: string, signal?: AbortSignal): Promise<number> {
+    const snapshot = await this.#deps.members.get(pool, signal);
+    if (!snapshot) throw new NotFoundError('pool', pool);
+    return snapshot.members.length;
+  }
+
   /** The member a session holds now (for feedback through the pool), or undefined when it has none; NotFoundError for an unknown pool. */
   async memberOf(pool: string, session: string, signal?: AbortSignal): Promise<string | undefined> {
     if (!(await this.#deps.members.get(pool, signal))) throw new NotFoundError('pool', pool);

@@ -71,6 +71,21 @@ describe('picks from a pool', () => {
     expect(await text.text()).toMatch(/^http:\/\/egress-web-[a-z]{5}:[^@]+@127\.0\.0\.1:41\d\d\n$/);
   });
 
+  test('HEAD answers whether a pick would find a member, without consuming one', async () => {
+    const head = (path: string): Promise<Response> => fetch(api + path, { method: 'HEAD', headers: { authorization: `Bearer ${TOKEN}` } });
+    const first = (await pick('')).proxy;
+    for (let i = 0; i < 2; i++) expect((await head('/v1/pools/web/pick')).status).toBe(200);
+    // Three members in round-robin: had the two HEADs picked, the next pick would be `first` again.
+    const next = [(await pick('')).proxy, (await pick('')).proxy, (await pick('')).proxy];
+    expect(new Set([first, next[0], next[1]]).size).toBe(3);
+    expect(next[2]).toBe(first);
+    const none = await head('/v1/pools/empty/pick?session=s1');
+    expect(none.status).toBe(503);
+    expect(none.headers.get('retry-after')).toBe('1');
+    expect((await head('/v1/pools/nowhere/pick')).status).toBe(404);
+    expect((await head('/v1/pools/web/pick?format=xml')).status).toBe(400);
+  });
+
   test('a session keeps its member, on either API replica, until the member leaves Ready', async () => {
     const first = await pick('session=crawler_1');
     expect(first).toMatchObject({ outcome: 'new', session: 'crawler_1', sessionTtlSeconds: 60 });

@@ -20,7 +20,7 @@ export function singleQuery(c: Context, name: string): string | undefined {
  * `GET /v1/pools/{name}/pick?session=&domain=&format=json|text`: one Ready member's proxy URL with
  * its credentials (the permission discovery needs). JSON also names the member, how the pick went
  * and where to send feedback about it. 404 for an unknown pool, 503 (with Retry-After) when no
- * member can be picked, saying why.
+ * member can be picked, saying why. HEAD answers the same statuses without picking.
  */
 export function pickRoutes(deps: PickRouteDeps): Hono {
   const app = new Hono();
@@ -33,6 +33,14 @@ export function pickRoutes(deps: PickRouteDeps): Hono {
     const session = sessionText === undefined ? undefined : parseSession(sessionText);
     const domain = domainText === undefined ? undefined : parseDomain(domainText);
     c.header('Cache-Control', 'no-store');
+    if (c.req.method === 'HEAD') {
+      // Hono answers HEAD with the GET route; a HEAD must not consume a pick (a monitor's probe would move sessions'
+      // neighbours in the round-robin), so it only says whether a pick would find a Ready member.
+      const ready = await deps.picker.readyMembers(pool, readSignalOf(c));
+      if (ready > 0) return c.body(null, 200);
+      c.header('Retry-After', '1');
+      return c.body(null, 503);
+    }
     try {
       const pick = await deps.picker.pick(pool, { session, domain }, readSignalOf(c));
       if (format === 'text') return c.body(`${pick.member.proxyUrl}\n`, 200, { 'Content-Type': 'text/plain; charset=utf-8' });

@@ -81,7 +81,7 @@ export function addServerOptions(cmd: Command, env: ServerEnv, role: string): Co
       .option('--pick-session-ttl <duration>', 'a pick session not used for this long is forgotten (10s to 168h)', d.pickSessionTtl)
       .option(
         '--pick-cache <duration>',
-        'how long the API keeps each pool’s Ready members before listing again (0 to 10s): the staleness of picks',
+        'how long the API keeps each pool’s Ready members before refreshing them (0 to 10s): the staleness of picks',
         d.pickCache,
       )
       .option('--feedback-block-cooldown <duration>', 'a member reported blocked for a domain is not picked for it for this long', d.feedbackBlockCooldown)
