@@ -52,6 +52,12 @@ export async function teardown(): Promise<void> {
   // that were left, so that a test that forgets is noticed rather than swept silently. The
   // run's redis and tsx's cache of the spawned processes belong to the run itself.
   const leftDirs = (await readdir(runDir).catch(() => [] as string[])).filter((e) => e !== 'redis' && !e.startsWith('tsx-'));
-  if (leftDirs.length > 0) process.stderr.write(`test run: left in the run's temporary directory by tests that did not remove them: ${leftDirs.join(', ')}\n`);
+  if (leftDirs.length > 0) {
+    // What each holds says who made it (a data directory's files name the part of the program that wrote them).
+    const described = await Promise.all(
+      leftDirs.map(async (d) => `${d} [${(await readdir(join(runDir ?? '', d)).catch(() => [] as string[])).slice(0, 10).join(' ')}]`),
+    );
+    process.stderr.write(`test run: left in the run's temporary directory by tests that did not remove them: ${described.join(', ')}\n`);
+  }
   await rm(runDir, { recursive: true, force: true });
 }
