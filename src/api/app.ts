@@ -7,7 +7,7 @@ import type { StatusStore } from '../store/status-store.ts';
 import { requireToken } from '../http/auth.ts';
 import { mountBullBoard } from './bull-board.ts';
 import { errorResponse } from './http-errors.ts';
-import { withDeadline } from '../abort.ts';
+import { SharedDeadlines } from '../abort.ts';
 import { raceSignal, readDeadline } from './read-deadline.ts';
 import { limitBody, requireAllowedHost, requireMutationMediaType, requireSameOrigin, type HostAllowList } from '../http/request-guards.ts';
 import { jobRoutes } from './routes/jobs.ts';
@@ -76,9 +76,11 @@ export function createApiApp(deps: ApiDeps): Hono {
   app.use('*', readDeadline(deps.readDeadlineMs ?? 3000, ['/healthz', '/readyz']));
 
   app.get('/healthz', (c) => c.text('ok'));
+  const readinessDeadlines = new SharedDeadlines(2000);
   app.get('/readyz', async (c) => {
     try {
-      await withDeadline(undefined, 2000, (signal) => raceSignal(deps.ping(signal), signal, () => new Error('no answer within 2s')));
+      const signal = readinessDeadlines.signal();
+      await raceSignal(deps.ping(signal), signal, () => new Error('no answer within 2s'));
       return c.text('ok');
     } catch (err) {
       return c.json({ error: 'NotReady', message: `redis is not reachable: ${(err as Error).message}` }, 503);

@@ -1,5 +1,5 @@
 import type { Context, MiddlewareHandler } from 'hono';
-import { deadline } from '../abort.ts';
+import { SharedDeadlines } from '../abort.ts';
 import { EgressError } from '../errors.ts';
 
 /** The status store (Redis) did not answer in time or is not connected: answered 503. */
@@ -39,26 +39,25 @@ export function readSignalOf(c: Context): AbortSignal | undefined {
  * Gives every read (GET/HEAD) a deadline: a handler still waiting on Redis after `deadlineMs`
  * (an outage: ioredis queues commands while it reconnects) is answered 503 ERR_STORE_UNAVAILABLE
  * instead of hanging. The handler's late result is dropped; `readSignalOf(c)` hands its Redis
- * calls the same deadline. The timer is released with the answer (AbortSignal.timeout's would
- * live, tracked for garbage collection, until it fired: at a thousand picks a second that is
- * thousands of live timers and the API's young-generation collections grew to 5–10 ms).
+ * calls the same deadline. Reads that start within 50 ms share one signal (SharedDeadlines): a
+ * controller and a timer per request were most of what survived the API's young-generation
+ * collections at a thousand picks a second.
  */
 export function readDeadline(deadlineMs: number, exempt: readonly string[]): MiddlewareHandler {
+  const deadlines = new SharedDeadlines(deadlineMs);
   return async (c, next) => {
     if ((c.req.method !== 'GET' && c.req.method !== 'HEAD') || exempt.includes(c.req.path)) return next();
-    const limit = deadline(undefined, deadlineMs);
-    readSignals.set(c, limit.signal);
+    const signal = deadlines.signal();
+    readSignals.set(c, signal);
     try {
       await raceSignal(
         next(),
-        limit.signal,
+        signal,
         () => new StoreUnavailableError(`no answer from the store within ${deadlineMs / 1000}s: Redis is unreachable or overloaded; try again`),
       );
     } catch (err) {
       if (!(err instanceof StoreUnavailableError)) throw err;
       c.res = c.json({ error: err.code, message: err.message }, 503);
-    } finally {
-      limit.clear();
     }
   };
 }

@@ -1,6 +1,6 @@
 import { once } from 'node:events';
 import { describe, expect, test } from 'vitest';
-import { deadline, withDeadline } from '../../src/abort.ts';
+import { deadline, SharedDeadlines, withDeadline } from '../../src/abort.ts';
 import { DeadlineError } from '../../src/errors.ts';
 
 describe('deadline(parent, ms)', () => {
@@ -49,5 +49,36 @@ describe('deadline(parent, ms)', () => {
       return signal.reason as unknown;
     });
     expect(timedOut).toBeInstanceOf(DeadlineError);
+  });
+});
+
+describe('SharedDeadlines(ms, granularity)', () => {
+  test('operations starting within one window share a signal; the next window gets its own', () => {
+    let now = 1000;
+    const deadlines = new SharedDeadlines(60_000, 50, () => now);
+    const first = deadlines.signal();
+    now += 49;
+    expect(deadlines.signal()).toBe(first);
+    now += 1;
+    const second = deadlines.signal();
+    expect(second).not.toBe(first);
+    expect(first.aborted || second.aborted).toBe(false);
+  });
+
+  test('a window ends with a DeadlineError naming the deadline, and many may listen to it without a warning', async () => {
+    const warnings: Error[] = [];
+    const onWarning = (w: Error): void => void warnings.push(w);
+    process.on('warning', onWarning);
+    try {
+      const signal = new SharedDeadlines(5, 5).signal();
+      for (let i = 0; i < 50; i++) signal.addEventListener('abort', () => undefined, { once: true });
+      await once(signal, 'abort');
+      expect(signal.reason).toBeInstanceOf(DeadlineError);
+      expect((signal.reason as DeadlineError).message).toBe('deadline of 5 ms passed');
+      await new Promise((r) => setImmediate(r));
+      expect(warnings.filter((w) => w.name === 'MaxListenersExceededWarning')).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
   });
 });
