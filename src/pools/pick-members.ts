@@ -18,9 +18,11 @@ export interface MemberSource {
   /**
    * Where the store keeps a change feed (Redis): the proxies written and the names removed since
    * `revision`, or every proxy (`full`) when `revision` is undefined or older than the feed.
-   * Without it the cache lists every proxy at each refresh.
+   * Without it the cache lists the pools' proxies (`listPoolMembers`), or every proxy, at each refresh.
    */
   changesSince?(revision: number | undefined, signal?: AbortSignal): Promise<MemberChanges>;
+  /** Where the store selects by label (Kubernetes): the proxies of pools, listed instead of every proxy. */
+  listPoolMembers?(signal?: AbortSignal): Promise<Proxy[]>;
 }
 
 /** What changed among the proxies since a revision (the shape of the Redis store's change feed). */
@@ -102,7 +104,8 @@ export class PoolMemberCache {
   /** The proxies changed since the last refresh (all of them where the store has no change feed). */
   async #changes(signal: AbortSignal): Promise<MemberChanges> {
     if (this.#proxies.changesSince) return this.#proxies.changesSince(this.#revision, signal);
-    return { revision: 0, full: true, written: await this.#proxies.list(signal), removed: [] };
+    const written = this.#proxies.listPoolMembers ? await this.#proxies.listPoolMembers(signal) : await this.#proxies.list(signal);
+    return { revision: 0, full: true, written, removed: [] };
   }
 
   async #load(): Promise<Map<string, PoolSnapshot>> {

@@ -41,6 +41,22 @@ export interface ProxyReader {
   getMany(names: readonly string[], signal?: AbortSignal): Promise<(Proxy | undefined)[]>;
   /** Every proxy, sorted by name. */
   list(signal?: AbortSignal): Promise<Proxy[]>;
+  /**
+   * Where the store keeps a change feed (Redis): the proxies written and the names removed since
+   * `revision`, or every proxy (`full`) when `revision` is undefined or older than the feed. For
+   * readers that poll (the pick member cache).
+   */
+  changesSince?(revision: number | undefined, signal?: AbortSignal): Promise<ProxyChanges>;
+  /** Where the store selects by label (Kubernetes): the proxies of pools, for readers that poll and may be a moment behind. */
+  listPoolMembers?(signal?: AbortSignal): Promise<Proxy[]>;
+}
+
+/** What changed among the proxies since a revision. */
+export interface ProxyChanges {
+  revision: number;
+  full: boolean;
+  written: Proxy[];
+  removed: string[];
 }
 
 /** Reads the credentials a proxy's forward proxy requires. */

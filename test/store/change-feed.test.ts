@@ -1,7 +1,8 @@
 /**
  * The Redis collections' change feed (RedisJsonCollection.changesSince): a reader that polls gets
  * what was written and removed since its revision, every object when it is new or the feed no
- * longer covers it, and nothing when nothing changed. The pick member cache refreshes from it.
+ * longer covers it, and nothing when nothing changed. The pick member cache refreshes from it
+ * (and, with the Kubernetes store, from a list of the pools' Proxies only).
  */
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -11,6 +12,10 @@ import { PoolMemberCache, type MemberSource } from '../../src/pools/pick-members
 import { RedisJsonCollection } from '../../src/store/redis-json-collection.ts';
 import { RedisPoolStore } from '../../src/store/redis-pool-store.ts';
 import { RedisProxyStore } from '../../src/store/redis-proxy-store.ts';
+import { proxyCrd, proxyPoolCrd } from '../../src/crds/definitions.ts';
+import { KubernetesPoolStore } from '../../src/store/kubernetes/pool-store.ts';
+import { KubernetesProxyStore } from '../../src/store/kubernetes/proxy-store.ts';
+import { startFakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';
 import { uniquePrefix } from '../support/config.ts';
 
 interface Thing {
@@ -129,5 +134,48 @@ describe('the pick member cache on the change feed', () => {
     expect(reads.filter((r) => r === 'list')).toEqual([]);
     await proxies.close();
     await pools.close();
+  });
+});
+
+describe('the pick member cache on the Kubernetes store', () => {
+  it('lists only the pools’ Proxies, and follows a member leaving Ready', async () => {
+    const fake = await startFakeKubeApiserver();
+    try {
+      fake.registerCrd(proxyCrd());
+      fake.registerCrd(proxyPoolCrd());
+      const proxies = new KubernetesProxyStore(fake.kubeConfig(), 'default');
+      const pools = new KubernetesPoolStore(fake.kubeConfig(), 'default');
+      await pools.apply({
+        kind: 'ProxyPool',
+        metadata: { name: 'p', labels: {} },
+        spec: { replicas: 2, template: { metadata: { labels: {} }, spec: { provider: 'local' } }, maxSurge: 1 },
+      });
+      for (const [name, labels] of [
+        ['p-aaaaa', { [POOL_LABEL]: 'p' }],
+        ['p-bbbbb', { [POOL_LABEL]: 'p' }],
+        ['loner', {}],
+      ] as const) {
+        await proxies.apply({ metadata: { name, labels }, spec: { provider: 'local' } });
+        await proxies.credentials(name);
+        await proxies.updateStatus(name, (x) => ({ ...x.status, phase: 'Ready', url: 'http://127.0.0.1:4999' }));
+      }
+      const listed: string[][] = [];
+      const source: MemberSource = {
+        list: () => Promise.reject(new Error('the cache must not list every Proxy')),
+        credentialsOf: (names, signal) => proxies.credentialsOf(names, signal),
+        listPoolMembers: async (signal) => {
+          const members = await proxies.listPoolMembers(signal);
+          listed.push(members.map((p) => p.name));
+          return members;
+        },
+      };
+      const cache = new PoolMemberCache(pools, source, 0);
+      expect((await cache.get('p'))?.members.map((m) => m.name)).toEqual(['p-aaaaa', 'p-bbbbb']);
+      expect(listed).toEqual([['p-aaaaa', 'p-bbbbb']]);
+      await proxies.updateStatus('p-aaaaa', (x) => ({ ...x.status, phase: 'Provisioning' }));
+      expect((await cache.get('p'))?.members.map((m) => m.name)).toEqual(['p-bbbbb']);
+    } finally {
+      await fake.close();
+    }
   });
 });

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { proxyCrd } from '../../src/crds/definitions.ts';
 import { INSTANCE_FINALIZER, ORPHAN_ANNOTATION } from '../../src/crds/resources.ts';
 import { NotFoundError } from '../../src/errors.ts';
+import { POOL_LABEL } from '../../src/model/pool-resource.ts';
 import type { ProxyDocument } from '../../src/model/proxy-resource.ts';
 import { KubernetesProxyStore } from '../../src/store/kubernetes/proxy-store.ts';
 import { ProxyTerminatingError, type ProxyStore } from '../../src/store/proxy-store.ts';
@@ -229,6 +230,15 @@ describe('ProxyStore on Kubernetes: the objects as kubectl sees them', () => {
     expect(secret.metadata?.ownerReferences).toEqual([
       expect.objectContaining({ apiVersion: 'egress-proxies.io/v1alpha1', kind: 'Proxy', name: 'owned', uid: proxy.metadata.uid, controller: true }),
     ]);
+  });
+
+  it('listPoolMembers: only the Proxies labelled with a pool, sorted, as the pick member cache polls them', async () => {
+    await store.apply(doc('pm-b', { provider: 'local' }, { [POOL_LABEL]: 'p' }));
+    await store.apply(doc('pm-loner'));
+    await store.apply(doc('pm-a', { provider: 'local' }, { [POOL_LABEL]: 'q' }));
+    const members = (await store.listPoolMembers()).map((p) => p.name).filter((n) => n.startsWith('pm-'));
+    expect(members).toEqual(['pm-a', 'pm-b']);
+    expect((await store.list()).map((p) => p.name)).toContain('pm-loner');
   });
 
   it('a Proxy written with kubectl (no finalizer, Secret or status) reads as Pending; reconcile’s credentials() adopts it: finalizer, then Secret', async () => {

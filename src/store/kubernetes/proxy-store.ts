@@ -2,6 +2,7 @@ import type { KubeConfig, V1Secret } from '@kubernetes/client-node';
 import type { ProxyCredentials } from '../../providers/lifecycle.ts';
 import { generateCredentials } from '../../model/proxy-credentials.ts';
 import type { Proxy, ProxyDocument, ProxySpec } from '../../model/proxy-resource.ts';
+import { POOL_LABEL } from '../../model/pool-resource.ts';
 import { INSTANCE_FINALIZER, ORPHAN_ANNOTATION } from '../../crds/resources.ts';
 import { ProxyTerminatingError, type ApplyOutcome, type ProxyStore } from '../proxy-store.ts';
 import { httpStatus, storeError } from './errors.ts';
@@ -73,6 +74,16 @@ export class KubernetesProxyStore implements ProxyStore {
 
   async list(signal: AbortSignal = never): Promise<Proxy[]> {
     const { items } = await this.#proxies.list(signal);
+    return items.map(toProxy).sort(byName);
+  }
+
+  /**
+   * The Proxies that belong to a pool (labelled `egress-proxies.io/pool`), from the API server's
+   * watch cache: what the API's pick member cache polls, so each API replica does not read every
+   * Proxy from etcd every `--pick-cache`.
+   */
+  async listPoolMembers(signal: AbortSignal = never): Promise<Proxy[]> {
+    const { items } = await this.#proxies.list(signal, { labelSelector: POOL_LABEL, resourceVersion: '0' });
     return items.map(toProxy).sort(byName);
   }
 

@@ -67,14 +67,21 @@ export class ResourceClient<Spec, Status> {
     }
   }
 
-  /** Every object and the list's resourceVersion (where a watch starts). */
-  async list(signal: AbortSignal): Promise<{ items: CustomObject<Spec, Status>[]; resourceVersion: string }> {
+  /**
+   * Every object (those `query.labelSelector` selects) and the list's resourceVersion (where a
+   * watch starts). `query.resourceVersion: '0'` lets the server answer from its watch cache, for
+   * readers that poll and may be a moment behind.
+   */
+  async list(
+    signal: AbortSignal,
+    query: { labelSelector?: string; resourceVersion?: string } = {},
+  ): Promise<{ items: CustomObject<Spec, Status>[]; resourceVersion: string }> {
     signal.throwIfAborted();
     try {
       const ns = this.#ref.namespace;
       const list = (await (ns
-        ? this.#api.listNamespacedCustomObject({ ...this.#params(), namespace: ns }, withSignal(signal))
-        : this.#api.listClusterCustomObject({ ...this.#params() }, withSignal(signal)))) as {
+        ? this.#api.listNamespacedCustomObject({ ...this.#params(), ...query, namespace: ns }, withSignal(signal))
+        : this.#api.listClusterCustomObject({ ...this.#params(), ...query }, withSignal(signal)))) as {
         items?: CustomObject<Spec, Status>[];
         metadata?: { resourceVersion?: string };
       };
