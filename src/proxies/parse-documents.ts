@@ -1,4 +1,5 @@
 import { parseAllDocuments } from 'yaml';
+import { yamlNestingExceeds } from './yaml-nesting.ts';
 import type { z } from 'zod';
 import { EgressError } from '../errors.ts';
 import { safeParseWorded } from '../schema/zod-helpers.ts';
@@ -124,6 +125,9 @@ function firstLine(message: string): string {
   return (message.split('\n')[0] ?? '').replace(/:\s*$/, '').slice(0, 300);
 }
 
+/** How deeply a YAML body may nest collections (a Proxy or ProxyPool document needs fewer than ten). */
+export const MAX_NESTING = 64;
+
 /** The values of a YAML text, numbered by their place in it; or, for one document holding a list or `{items}`, that set. */
 export type YamlValues = { kind: 'numbered'; values: { value: unknown; number: number }[] } | { kind: 'set'; value: unknown };
 
@@ -131,9 +135,11 @@ export type YamlValues = { kind: 'numbered'; values: { value: unknown; number: n
  * Splits YAML (one or many documents) or JSON text into values numbered from 1 by their place in
  * the text (an empty one, such as after a trailing `---`, still counts). Malformed YAML, an alias
  * to nothing (`x: *nope`) or too many aliases (the library's `maxAliasCount`, against "billion
- * laughs") become `fail(lines)` naming the document, never exceptions of the library.
+ * laughs") become `fail(lines)` naming the document, never exceptions of the library; a text nested
+ * deeper than MAX_NESTING is refused before the library sees it (yaml-nesting.ts).
  */
 export function yamlValues(text: string, fail: (lines: string[]) => Error): YamlValues {
+  if (yamlNestingExceeds(text, MAX_NESTING)) throw fail([`the YAML nests collections deeper than ${MAX_NESTING} levels: no document of ours does`]);
   const docs = parseAllDocuments(text);
   const list = Array.isArray(docs) ? docs : [docs];
   if (list.length > MAX_DOCUMENTS) throw fail([`${list.length} YAML documents: at most ${MAX_DOCUMENTS} are accepted at once`]);

@@ -87,6 +87,16 @@ describe('request limits against a hostile client', () => {
     expect(await res.json()).toMatchObject({ error: 'ERR_INVALID_PROXY', errors: ['no Proxy documents'] });
   });
 
+  test('YAML nested thousands deep is a 400 naming the limit, for Proxies and ProxyPools alike, and the API goes on', async () => {
+    const deep = '{"a":'.repeat(3000) + '1' + '}'.repeat(3000);
+    for (const path of ['/v1/proxies', '/v1/pools']) {
+      const res = await fetch(`${api}${path}`, { method: 'POST', headers: { 'content-type': 'application/yaml' }, body: deep });
+      expect(res.status).toBe(400);
+      expect(JSON.stringify(await res.json())).toContain('the YAML nests collections deeper than 64 levels');
+    }
+    await healthzAnswers(api);
+  });
+
   test('a large invalid document set returns the first 20 errors and a count of the rest', async () => {
     const res = await fetch(`${api}/v1/proxies`, {
       method: 'POST',
