@@ -318,6 +318,18 @@ describe('local proxy lifecycle (one proxy host per data directory)', () => {
     expect((await getThrough(b.endpoint!.port, `http://127.0.0.1:${targetPort}/back`, CREDS)).status).toBe(200);
   });
 
+  it('a restarted host that can bring none of its proxies back exits on its own instead of serving nothing forever', async () => {
+    const exited = new Promise<void>((resolveExit) => lifecycle.onInstanceExit(() => resolveExit()));
+    const a = await lifecycle.ensureInstance(spec('p1'), signal());
+    // The proxy's credentials are unreadable now: the host that restarts cannot serve it.
+    await writeFile(join(dataDir, 'instances', 'p1', 'credentials.json'), 'not json');
+    process.kill(hostPid(a), 'SIGKILL');
+    await exited;
+    // The lifecycle restarts the host; it fails to restore p1, serves nothing, and goes.
+    await waitFor('a new host started', async () => (await findHostProcesses(dataDir)).some((pid) => pid !== hostPid(a)));
+    await waitFor('the idle host gone', async () => (await findHostProcesses(dataDir)).length === 0, 20_000);
+  });
+
   it('a host killed while no worker watched: its proxies are reported when one starts watching, never a deletion', async () => {
     const a = await lifecycle.ensureInstance(spec('p1'), signal());
     lifecycle.close();

@@ -51,7 +51,7 @@ import { credentialCheck, listenProxy } from './proxy-server.ts';
 
 const EXIT_DUPLICATE = 0;
 const NAME_PATTERN = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
-/** A host that has served nothing this long since it started exits (a worker that spawned it and died). */
+/** A host that has served nothing this long (since it started, or since its last proxy went) exits. */
 const IDLE_AT_START_MS = 3_000;
 /** Proxies started at once when the host starts. */
 const BOOT_CONCURRENCY = 32;
@@ -219,11 +219,24 @@ async function main(): Promise<void> {
   }
 
   let idleTimer: NodeJS.Timeout | undefined = setTimeout(() => {
+    idleTimer = undefined;
     if (served.size === 0 && locks.size === 0) void shutdown('nothing to serve since it started', 0);
   }, IDLE_AT_START_MS);
   const busy = (): void => {
     if (idleTimer) clearTimeout(idleTimer);
     idleTimer = undefined;
+  };
+  /**
+   * Nothing served and nothing in progress: exit after the same grace unless a request comes. The
+   * last-delete rule alone missed a host whose ensures failed, or whose last deletes overlapped
+   * (each saw the other's lock): it served nothing and ran on (a chaos run found one left behind).
+   */
+  const exitWhenIdle = (): void => {
+    if (closing || idleTimer || served.size > 0 || locks.size > 0) return;
+    idleTimer = setTimeout(() => {
+      idleTimer = undefined;
+      if (!closing && served.size === 0 && locks.size === 0) void shutdown('nothing left to serve', 0);
+    }, IDLE_AT_START_MS);
   };
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -263,10 +276,12 @@ async function main(): Promise<void> {
   // A socket left by a host that was killed: no host runs for this directory (checked above).
   await rm(socket, { force: true });
   const control = createServer((req, res) => {
-    handle(req, res).catch((err: unknown) => {
-      logger.error({ err: (err as Error).message }, 'control request failed');
-      if (!res.headersSent) res.writeHead(500).end();
-    });
+    handle(req, res)
+      .catch((err: unknown) => {
+        logger.error({ err: (err as Error).message }, 'control request failed');
+        if (!res.headersSent) res.writeHead(500).end();
+      })
+      .finally(exitWhenIdle);
   });
   control.headersTimeout = 10_000;
   control.requestTimeout = 60_000;
@@ -309,6 +324,7 @@ async function main(): Promise<void> {
     }),
   );
   if (restored > 0) logger.info({ restored }, 'proxies restored');
+  exitWhenIdle();
 }
 
 main().catch((err: unknown) => {
