@@ -4,34 +4,19 @@ import { urlWithCredentials } from '../model/proxy-credentials.ts';
 import { POOL_LABEL, type Pool } from '../model/pool-resource.ts';
 import type { Proxy } from '../model/proxy-resource.ts';
 import type { ProxyCredentials } from '../providers/lifecycle.ts';
+import type { ProxyChanges, ProxyCredentialsReader, ProxyReader } from '../store/proxy-store.ts';
 
-/**
- * What the cache reads: the parts of the PoolStore and ProxyStore ports it uses (declared here,
- * structurally, because src/store depends on src/pools for MemberReplacements).
- */
+/** What the cache reads of the PoolStore port. */
 export interface PoolLister {
   list(signal?: AbortSignal): Promise<Pool[]>;
 }
-export interface MemberSource {
-  list(signal?: AbortSignal): Promise<Proxy[]>;
-  credentialsOf(names: readonly string[], signal?: AbortSignal): Promise<(ProxyCredentials | undefined)[]>;
-  /**
-   * Where the store keeps a change feed (Redis): the proxies written and the names removed since
-   * `revision`, or every proxy (`full`) when `revision` is undefined or older than the feed.
-   * Without it the cache lists the pools' proxies (`listPoolMembers`), or every proxy, at each refresh.
-   */
-  changesSince?(revision: number | undefined, signal?: AbortSignal): Promise<MemberChanges>;
-  /** Where the store selects by label (Kubernetes): the proxies of pools, listed instead of every proxy. */
-  listPoolMembers?(signal?: AbortSignal): Promise<Proxy[]>;
-}
 
-/** What changed among the proxies since a revision (the shape of the Redis store's change feed). */
-export interface MemberChanges {
-  revision: number;
-  full: boolean;
-  written: Proxy[];
-  removed: string[];
-}
+/**
+ * What the cache reads of the ProxyStore port: where the store keeps a change feed (Redis,
+ * `changesSince`), only what changed; else the pools' proxies (Kubernetes, `listPoolMembers`); else
+ * every proxy.
+ */
+export type MemberSource = Pick<ProxyReader, 'list' | 'changesSince' | 'listPoolMembers'> & Pick<ProxyCredentialsReader, 'credentialsOf'>;
 
 /** A Ready member as picks hand it out: its name and its URL with credentials. */
 export interface PickableMember {
@@ -102,7 +87,7 @@ export class PoolMemberCache {
   }
 
   /** The proxies changed since the last refresh (all of them where the store has no change feed). */
-  async #changes(signal: AbortSignal): Promise<MemberChanges> {
+  async #changes(signal: AbortSignal): Promise<ProxyChanges> {
     if (this.#proxies.changesSince) return this.#proxies.changesSince(this.#revision, signal);
     const written = this.#proxies.listPoolMembers ? await this.#proxies.listPoolMembers(signal) : await this.#proxies.list(signal);
     return { revision: 0, full: true, written, removed: [] };
