@@ -5,8 +5,7 @@
  * the same with `--store kubernetes`. Then what kubectl sees of the Kubernetes store's pools.
  */
 import { CustomObjectsApi } from '@kubernetes/client-node';
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { proxyPoolCrd } from '../../src/crds/definitions.ts';
 import { MEMBERS_FINALIZER } from '../../src/crds/resources.ts';
 import { NotFoundError } from '../../src/errors.ts';
@@ -15,8 +14,7 @@ import { KubernetesPoolStore } from '../../src/store/kubernetes/pool-store.ts';
 import { PoolTerminatingError, type PoolStore } from '../../src/store/pool-store.ts';
 import { RedisPoolStore } from '../../src/store/redis-pool-store.ts';
 import { startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';
-import { uniquePrefix } from '../support/config.ts';
-import { useStores, type StoreHarness } from './store-harness.ts';
+import { kubernetesStoreHarness, redisStoreHarness, useStores, type StoreHarness } from './store-harness.ts';
 
 type Harness = StoreHarness<PoolStore> & {
   /** Whether a change of labels alone moves the generation (Redis: yes; Kubernetes moves it on spec changes only). */
@@ -24,37 +22,11 @@ type Harness = StoreHarness<PoolStore> & {
 };
 
 function redisHarness(): Harness {
-  let redis: Redis;
-  return {
-    name: 'redis',
-    labelsMoveGeneration: true,
-    setUp: async () => {
-      redis = new Redis(inject('redisUrl'));
-    },
-    tearDown: async () => {
-      await redis.quit();
-    },
-    make: async () => new RedisPoolStore(redis, uniquePrefix()),
-  };
+  return { ...redisStoreHarness((redis, prefix) => new RedisPoolStore(redis, prefix)), labelsMoveGeneration: true };
 }
 
-const fakes: FakeKubeApiserver[] = [];
-
 function kubernetesHarness(): Harness {
-  return {
-    name: 'kubernetes',
-    labelsMoveGeneration: false,
-    setUp: async () => undefined,
-    tearDown: async () => {
-      for (const fake of fakes.splice(0)) await fake.close();
-    },
-    make: async () => {
-      const fake = await startFakeKubeApiserver();
-      fakes.push(fake);
-      fake.registerCrd(proxyPoolCrd());
-      return new KubernetesPoolStore(fake.kubeConfig(), 'default');
-    },
-  };
+  return { ...kubernetesStoreHarness(proxyPoolCrd(), (kc) => new KubernetesPoolStore(kc, 'default')), labelsMoveGeneration: false };
 }
 
 /** A pool document as the API hands it to the store: parsed, defaults filled in. */

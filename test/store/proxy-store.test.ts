@@ -5,8 +5,7 @@
  * behaves for reconcile and the API as the Redis store does.
  */
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { proxyCrd } from '../../src/crds/definitions.ts';
 import { INSTANCE_FINALIZER, ORPHAN_ANNOTATION } from '../../src/crds/resources.ts';
 import { NotFoundError } from '../../src/errors.ts';
@@ -16,41 +15,16 @@ import { KubernetesProxyStore } from '../../src/store/kubernetes/proxy-store.ts'
 import { ProxyTerminatingError, type ProxyStore } from '../../src/store/proxy-store.ts';
 import { RedisProxyStore } from '../../src/store/redis-proxy-store.ts';
 import { startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';
-import { uniquePrefix } from '../support/config.ts';
-import { useStores, type StoreHarness } from './store-harness.ts';
+import { kubernetesStoreHarness, redisStoreHarness, useStores, type StoreHarness } from './store-harness.ts';
 
 type Harness = StoreHarness<ProxyStore>;
 
 function redisHarness(): Harness {
-  let redis: Redis;
-  return {
-    name: 'redis',
-    setUp: async () => {
-      redis = new Redis(inject('redisUrl'));
-    },
-    tearDown: async () => {
-      await redis.quit();
-    },
-    make: async () => new RedisProxyStore(redis, uniquePrefix()),
-  };
+  return redisStoreHarness((redis, prefix) => new RedisProxyStore(redis, prefix));
 }
 
-const fakes: FakeKubeApiserver[] = [];
-
 function kubernetesHarness(): Harness {
-  return {
-    name: 'kubernetes',
-    setUp: async () => undefined,
-    tearDown: async () => {
-      for (const fake of fakes.splice(0)) await fake.close();
-    },
-    make: async () => {
-      const fake = await startFakeKubeApiserver();
-      fakes.push(fake);
-      fake.registerCrd(proxyCrd());
-      return new KubernetesProxyStore(fake.kubeConfig(), 'default');
-    },
-  };
+  return kubernetesStoreHarness(proxyCrd(), (kc) => new KubernetesProxyStore(kc, 'default'));
 }
 
 function doc(name: string, spec: ProxyDocument['spec'] = { provider: 'local' }, labels: Record<string, string> = {}): ProxyDocument {

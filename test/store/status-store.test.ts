@@ -4,32 +4,19 @@
  * one the pure tests use, and the Kubernetes store (ProviderHealth custom resources, the generated
  * CRD registered in the fake kube-apiserver) — so a test passing on one means the same on the others.
  */
-import { Redis } from 'ioredis';
-import { describe, expect, inject, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { ProviderHealth } from '../../src/health/provider-health.ts';
 import { MemoryStatusStore } from '../../src/store/memory-status-store.ts';
 import { RedisStatusStore } from '../../src/store/redis-status-store.ts';
 import type { StatusStore } from '../../src/store/status-store.ts';
-import { uniquePrefix } from '../support/config.ts';
-import { useStores, type StoreHarness } from './store-harness.ts';
+import { kubernetesStoreHarness, redisStoreHarness, useStores, type StoreHarness } from './store-harness.ts';
 import { providerHealthCrd } from '../../src/crds/definitions.ts';
 import { KubernetesStatusStore } from '../../src/store/kubernetes/status-store.ts';
-import { startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';
 
 type Harness = StoreHarness<StatusStore & { close(): Promise<void> }>;
 
 function redisHarness(): Harness {
-  let redis: Redis;
-  return {
-    name: 'redis',
-    setUp: async () => {
-      redis = new Redis(inject('redisUrl'));
-    },
-    tearDown: async () => {
-      await redis.quit();
-    },
-    make: async () => new RedisStatusStore(redis, uniquePrefix()),
-  };
+  return redisStoreHarness((redis, prefix) => new RedisStatusStore(redis, prefix));
 }
 
 function memoryHarness(): Harness {
@@ -38,20 +25,7 @@ function memoryHarness(): Harness {
 
 /** Each store on a fake kube-apiserver of its own (ProviderHealth is cluster-scoped: nothing else keeps two apart). */
 function kubernetesHarness(): Harness {
-  const fakes: FakeKubeApiserver[] = [];
-  return {
-    name: 'kubernetes',
-    setUp: async () => undefined,
-    tearDown: async () => {
-      for (const fake of fakes.splice(0)) await fake.close();
-    },
-    make: async () => {
-      const fake = await startFakeKubeApiserver();
-      fakes.push(fake);
-      fake.registerCrd(providerHealthCrd());
-      return new KubernetesStatusStore(fake.kubeConfig());
-    },
-  };
+  return kubernetesStoreHarness(providerHealthCrd(), (kc) => new KubernetesStatusStore(kc));
 }
 
 const T0 = '2026-11-01T10:00:00.000Z';
