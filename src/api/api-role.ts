@@ -118,6 +118,7 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
       inspector: new JobInspector(queues),
       registry: deps.registry,
       tokens: config.api.tokens,
+      ...(config.api.hostCheck ? { hostCheck: true } : {}),
       ...(config.api.tokenNames ? { tokenNames: config.api.tokenNames } : {}),
       events: deps.events,
       eventSink,

@@ -50,6 +50,8 @@ export interface ApiDeps {
   maxBodyBytes: number;
   /** The `Host` names served while there are no tokens (DNS rebinding defence). */
   hosts: HostAllowList;
+  /** Check `Host` against `hosts` although there are tokens (the data directory's own token on loopback). */
+  hostCheck?: boolean;
   /** Answers whether Redis is reachable, for /readyz. */
   ping: (signal: AbortSignal) => Promise<void>;
   /** True while the Redis connection is up: an unexpected error while it is down is a 503. */
@@ -68,7 +70,7 @@ export function createApiApp(deps: ApiDeps): Hono {
   app.onError((err, c) => errorResponse(err, c, { logger: deps.logger, storeConnected: deps.storeConnected }));
   app.notFound((c) => c.json({ error: 'ERR_NOT_FOUND', message: `no route for ${c.req.method} ${c.req.path.slice(0, 200)}` }, 404));
   // Order matters: who may talk to us (Host, token, Origin) before what they send (media type, size).
-  if (deps.tokens.length === 0) app.use('*', requireAllowedHost(deps.hosts));
+  if (deps.tokens.length === 0 || deps.hostCheck) app.use('*', requireAllowedHost(deps.hosts));
   app.use('*', requireToken(deps.tokens, deps.tokenNames));
   app.use('*', requireSameOrigin());
   app.use('*', requireMutationMediaType());

@@ -1,4 +1,3 @@
-import { readFile } from 'node:fs/promises';
 import { EgressError } from '../errors.ts';
 
 export class ApiRequestError extends EgressError {
@@ -27,17 +26,9 @@ export interface ApiClientOptions {
   token?: string;
 }
 
-/** Reads a token for the CLI: from a file (first non-comment line) or as given. */
-export async function resolveToken(tokenFile: string | undefined, token: string | undefined): Promise<string | undefined> {
-  if (tokenFile) {
-    const text = await readFile(tokenFile, 'utf8');
-    return text
-      .split('\n')
-      .map((l) => l.trim())
-      .find((l) => l && !l.startsWith('#'));
-  }
-  return token || undefined;
-}
+/** Added to a 401 when the CLI sent no token: where a token comes from. */
+const NO_TOKEN_HINT =
+  ' (no token was sent: run the CLI in the directory of `egress up`, whose .egress/ holds its token, or pass --data-dir, --token-file or EGRESS_API_TOKEN)';
 
 /** The CLI's small client of the HTTP API. */
 export class ApiClient {
@@ -77,7 +68,8 @@ export class ApiClient {
     }
     if (!res.ok) {
       const reply = parsed as { error?: string; message?: string; errors?: string[] } | undefined;
-      const message = reply?.errors?.length ? `rejected, nothing applied:\n  ${reply.errors.join('\n  ')}` : (reply?.message ?? (text || res.statusText));
+      let message = reply?.errors?.length ? `rejected, nothing applied:\n  ${reply.errors.join('\n  ')}` : (reply?.message ?? (text || res.statusText));
+      if (res.status === 401 && !this.#token) message += NO_TOKEN_HINT;
       const errors = Array.isArray(reply?.errors) ? reply.errors.filter((e): e is string => typeof e === 'string') : [];
       throw new ApiRequestError(res.status, message, typeof reply?.error === 'string' && reply.error.startsWith('ERR_') ? reply.error : undefined, errors);
     }

@@ -1,6 +1,7 @@
 import { Command, CommanderError, Option } from 'commander';
 import { ConfigError, EgressError, UsageError } from '../errors.ts';
-import { ApiClient, resolveToken } from './api-client.ts';
+import { ApiClient } from './api-client.ts';
+import { localTokenOf, resolveApiAccess } from './api-access.ts';
 import { checkProvider, getProviderHealth, listJobs, retryJobs } from './commands/client-commands.ts';
 import { applyProxies, deleteProxy, getProxies } from './commands/proxy-commands.ts';
 import { deletePool, getPools, POOL_TYPES, rotatePool } from './commands/pool-commands.ts';
@@ -20,6 +21,8 @@ export interface CliEnv {
   EGRESS_API_URL?: string;
   EGRESS_API_TOKEN?: string;
   EGRESS_API_TOKEN_FILE?: string;
+  /** The data directory of the `egress up` the client commands talk to (default `.egress`). */
+  EGRESS_DATA_DIR?: string;
   /** OpenTelemetry's standard variables: tracing is on when an OTLP endpoint is set (src/telemetry/config.ts). */
   [otel: `OTEL_${string}`]: string | undefined;
 }
@@ -35,23 +38,28 @@ export interface MainOptions {
 }
 
 interface ClientFlags {
-  apiUrl: string;
+  apiUrl?: string;
   tokenFile?: string;
+  dataDir: string;
 }
 
 function addClientOptions(cmd: Command, env: CliEnv): Command {
   return cmd
-    .option('--api-url <url>', 'the egress API (env EGRESS_API_URL)', env.EGRESS_API_URL ?? 'http://127.0.0.1:8080')
-    .option('--token-file <file>', 'file holding an API token (env EGRESS_API_TOKEN_FILE; or EGRESS_API_TOKEN)', env.EGRESS_API_TOKEN_FILE);
+    .option(
+      '--api-url <url>',
+      'the egress API (env EGRESS_API_URL; default: the running `egress up` of --data-dir, else http://127.0.0.1:8080)',
+      env.EGRESS_API_URL,
+    )
+    .option(
+      '--token-file <file>',
+      'file holding an API token (env EGRESS_API_TOKEN_FILE; or EGRESS_API_TOKEN; default: that of --data-dir)',
+      env.EGRESS_API_TOKEN_FILE,
+    )
+    .option('--data-dir <dir>', 'the data directory of the `egress up` to talk to (env EGRESS_DATA_DIR)', env.EGRESS_DATA_DIR ?? '.egress');
 }
 
 async function clientOf(flags: ClientFlags, env: CliEnv): Promise<ApiClient> {
-  try {
-    new URL(flags.apiUrl);
-  } catch {
-    throw new UsageError(`--api-url: not a URL: "${flags.apiUrl}"`);
-  }
-  return new ApiClient({ baseUrl: flags.apiUrl, token: await resolveToken(flags.tokenFile, env.EGRESS_API_TOKEN) });
+  return new ApiClient(await resolveApiAccess({ apiUrl: flags.apiUrl, tokenFile: flags.tokenFile, token: env.EGRESS_API_TOKEN, dataDir: flags.dataDir }));
 }
 
 /** The resource types of `egress get`, as its usage errors list them. */
@@ -90,6 +98,14 @@ function buildProgram(env: CliEnv, io: CliIO, result: { code: number }, options:
       result.code = await runServerCommand(name, { ...flags, otelEnv: env }, io);
     });
   }
+
+  program
+    .command('token')
+    .description('print the API token of a data directory (`curl -H "Authorization: Bearer $(npx egress token)"`)')
+    .option('--data-dir <dir>', 'the data directory of `egress up` (env EGRESS_DATA_DIR)', env.EGRESS_DATA_DIR ?? '.egress')
+    .action(async (flags: { dataDir: string }) => {
+      io.out(`${await localTokenOf(flags.dataDir)}\n`);
+    });
 
   addClientOptions(program.command('check').description('enqueue an ad-hoc health check of a provider'), env)
     .argument('<provider>', 'provider name')

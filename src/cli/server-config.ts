@@ -1,7 +1,7 @@
 import { X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { parseAuthority } from '../http/host-authority.ts';
 import { DEFAULT_PREFIX } from '../../queues/names.ts';
 import { freezeConfig, QUEUE_SET, type AppConfig, type RedisSettings, type WorkQueue } from '../config/app.ts';
@@ -12,6 +12,7 @@ import { DEFAULT_CONFIG_FILE, loadConfigFile } from '../config/file.ts';
 import { ConfigError } from '../errors.ts';
 import { MAX_GC_DELETES_PER_SECOND } from '../providers/gc-settings.ts';
 import { telemetryFromEnv, type OtelEnv } from '../telemetry/config.ts';
+import { checkTokenFileMode, LOCAL_TOKEN_FILE } from './local-api-access.ts';
 import { parseStoreSettings, type StoreFlags } from './store-config.ts';
 
 /** Options shared by the long-running commands, as commander hands them over (strings). */
@@ -31,6 +32,10 @@ export interface ServerFlags extends Partial<StoreFlags> {
   host: string;
   port: string;
   apiTokenFile?: string;
+  /** False with `--no-auth` (commander's negated option): no token at all, loopback only. */
+  auth?: boolean;
+  /** `--allow-open-token-file`: use a token file other users can read, with a warning. */
+  allowOpenTokenFile?: boolean;
   maxBodySize: string;
   /** Repeatable `--allowed-host`. */
   allowedHost?: string[];
@@ -144,7 +149,8 @@ const NAMED_TOKEN = /^([A-Za-z][A-Za-z0-9._-]{0,62}):(.+)$/;
  * Names appear in events as who applied or deleted a proxy; the tokens themselves never leave here
  * but for the API's comparison.
  */
-async function readTokens(file: string): Promise<{ tokens: string[]; names: string[] }> {
+async function readTokens(file: string, allowOpen: boolean): Promise<{ tokens: string[]; names: string[]; warning?: string }> {
+  const warning = await checkTokenFileMode(file, '--api-token-file', allowOpen);
   let text: string;
   try {
     text = await readFile(file, 'utf8');
@@ -167,7 +173,7 @@ async function readTokens(file: string): Promise<{ tokens: string[]; names: stri
     tokens.push(token);
     names.push(name);
   }
-  return { tokens, names };
+  return { tokens, names, ...(warning ? { warning } : {}) };
 }
 
 const MIN_BODY = 1024;
@@ -386,10 +392,20 @@ export async function buildServerConfig(flags: ServerFlags, options: { defaultPr
   if (!LOG_LEVELS.includes(flags.logLevel)) throw new ConfigError('--log-level', `expected one of ${LOG_LEVELS.join(', ')}, got "${flags.logLevel}"`);
   if (!/^\{[^{}]+\}/.test(flags.prefix))
     throw new ConfigError('--prefix', `must start with a hash tag such as {egress} so that Redis Cluster keeps every key in one slot, got "${flags.prefix}"`);
-  const { tokens, names: tokenNames } = flags.apiTokenFile ? await readTokens(flags.apiTokenFile) : { tokens: [], names: [] };
+  const noAuth = flags.auth === false;
+  if (noAuth && flags.apiTokenFile) throw new ConfigError('--no-auth', 'contradicts --api-token-file: give one of them');
+  if (noAuth && !isLoopback(flags.host))
+    throw new ConfigError('--no-auth', `only on a loopback bind: --host ${flags.host} would open the API to the network without a token`);
+  const {
+    tokens,
+    names: tokenNames,
+    warning: tokenFileWarning,
+  } = flags.apiTokenFile ? await readTokens(flags.apiTokenFile, flags.allowOpenTokenFile === true) : { tokens: [], names: [], warning: undefined };
   if (options.servesApi && !isLoopback(flags.host) && tokens.length === 0) {
     throw new ConfigError('--host', `binding ${flags.host} (not loopback) requires --api-token-file`);
   }
+  // An API without --api-token-file or --no-auth requires the data directory's own token (made at start).
+  const localTokenFile = options.servesApi && tokens.length === 0 && !noAuth ? join(resolve(flags.dataDir), LOCAL_TOKEN_FILE) : undefined;
   const metricsPort = flags.metricsPort === undefined ? undefined : integer('--metrics-port', flags.metricsPort, 0, 65535);
   if (!options.servesApi && metricsPort !== undefined && !isLoopback(flags.host) && tokens.length === 0) {
     throw new ConfigError('--host', `binding the --metrics-port listener on ${flags.host} (not loopback) requires --api-token-file`);
@@ -407,6 +423,10 @@ export async function buildServerConfig(flags: ServerFlags, options: { defaultPr
       tokenNames,
       maxBodyBytes: parseMaxBody(flags.maxBodySize),
       allowedHosts: parseAllowedHosts(flags.allowedHost ?? []),
+      ...(localTokenFile ? { localTokenFile } : {}),
+      ...(noAuth ? { noAuth: true } : {}),
+      ...(flags.allowOpenTokenFile ? { allowOpenTokenFile: true } : {}),
+      ...(tokenFileWarning ? { tokenFileWarning } : {}),
     },
     echoUrl: flags.echoUrl === undefined ? undefined : parseHttpUrl('--echo-url', flags.echoUrl),
     recheckMs: 2000,

@@ -39,6 +39,19 @@ export interface ApiSettings {
    * tokens; the bound address and `localhost` are always allowed.
    */
   allowedHosts: readonly string[];
+  /**
+   * Set when the API has neither `--api-token-file` nor `--no-auth`: the data directory's token
+   * file, made (or read) at start (src/cli/local-api-access.ts), whose token the API then requires.
+   * The Host allow list stays on with it, as without tokens (the API is on loopback).
+   */
+  localTokenFile?: string;
+  /** `--no-auth`: no token on a loopback API, by choice (warned at start). */
+  noAuth?: boolean;
+  /** `--allow-open-token-file`: a token file others can read is used, with `tokenFileWarning` logged. */
+  allowOpenTokenFile?: boolean;
+  tokenFileWarning?: string;
+  /** Keep the Host allow list on although there are tokens (the local token of a loopback API). */
+  hostCheck?: boolean;
 }
 
 export interface WorkerSettings {

@@ -36,7 +36,7 @@ describe('the --metrics-port listener of a separate role', () => {
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'egress-metrics-'));
     tokenFile = join(dir, 'tokens');
-    await writeFile(tokenFile, `${TOKEN}\n`);
+    await writeFile(tokenFile, `${TOKEN}\n`, { mode: 0o600 });
   });
   afterAll(async () => {
     await rm(dir, { recursive: true, force: true });

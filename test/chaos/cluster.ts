@@ -142,7 +142,8 @@ export async function startChaosCluster(dir: string, timings: ClusterTimings = D
   ];
   const env = { REDIS_URL: redisUrl, EGRESS_LOG_LEVEL: 'info', EGRESS_FROM_SOURCE: '1' };
   const argsOf = (name: RoleName): string[] => {
-    if (name === 'api') return ['api', ...common, '--port', String(apiPort)];
+    // Tokenless (--no-auth, loopback): the chaos run is about faults, not authentication.
+    if (name === 'api') return ['api', ...common, '--port', String(apiPort), '--no-auth'];
     if (name === 'publisher') return ['publisher', ...common];
     if (name.startsWith('scheduler'))
       return ['scheduler', ...common, '--lease', timings.lease, '--resync-interval', timings.resyncInterval, '--gc-interval', timings.gcInterval];

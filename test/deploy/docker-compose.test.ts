@@ -33,7 +33,7 @@ describe('docker-compose.yml', () => {
     const services = egressServices(compose);
     expect(services.map(([name]) => name).sort()).toEqual(['api', 'publisher', 'scheduler', 'worker']);
     const tokens = join(await tempDir(), 'tokens');
-    await writeFile(tokens, `${TOKEN}\n`);
+    await writeFile(tokens, `${TOKEN}\n`, { mode: 0o600 });
 
     for (const [name, service] of services) {
       const mounts = mountsOf(service, tokens);
@@ -95,7 +95,7 @@ describe('docker-compose.yml', () => {
   test('the services as separate processes: healthy, a check published, a Proxy Ready through the compose echo URL', async () => {
     const compose = await readCompose();
     const tokens = join(await tempDir(), 'tokens');
-    await writeFile(tokens, `${TOKEN}\n`);
+    await writeFile(tokens, `${TOKEN}\n`, { mode: 0o600 });
     const prefix = uniquePrefix();
     const apiPort = await freePort();
     const api = `http://127.0.0.1:${apiPort}`;
@@ -155,7 +155,7 @@ describe('docker-compose.yml', () => {
       // probe fetched the echo URL of the compose file through it.
       const dir = await tempDir();
       await writeFile(join(dir, 'proxy.yaml'), 'kind: Proxy\nmetadata: { name: compose-1 }\nspec: { provider: local }\n');
-      await writeFile(join(dir, 'token'), `${TOKEN}\n`);
+      await writeFile(join(dir, 'token'), `${TOKEN}\n`, { mode: 0o600 });
       const applied = await runCli(['apply', '-f', join(dir, 'proxy.yaml'), '--api-url', api, '--token-file', join(dir, 'token')]);
       expect(applied, applied.err).toMatchObject({ code: 0, out: 'proxy/compose-1 created\n' });
       const ready = await waitFor(

@@ -127,10 +127,10 @@ describe('the dashboard and the alerts against a running egress up', () => {
       REDIS_URL: inject('redisUrl'),
       EGRESS_LOG_LEVEL: 'info',
     });
-    const { apiUrl } = await waitUpAndLocalReady(up);
+    const { apiUrl, headers } = await waitUpAndLocalReady(up);
     // The kvm check ran (a dial and libvirt calls), so the pool's metrics have samples too.
-    await waitFor('the kvm provider to be checked', async () => (await fetch(`${apiUrl}/v1/providerhealths/kvm-test`)).status === 200, 60_000);
-    metricsText = await (await fetch(`${apiUrl}/metrics`)).text();
+    await waitFor('the kvm provider to be checked', async () => (await fetch(`${apiUrl}/v1/providerhealths/kvm-test`, { headers })).status === 200, 60_000);
+    metricsText = await (await fetch(`${apiUrl}/metrics`, { headers })).text();
   }, 120_000);
   afterAll(async () => {
     await up?.stop();

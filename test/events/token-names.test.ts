@@ -11,7 +11,7 @@ import { tempDir } from '../support/temp-dirs.ts';
 
 async function tokenFile(text: string): Promise<string> {
   const file = join(await tempDir('egress-event-tokens-'), 'tokens');
-  await writeFile(file, text);
+  await writeFile(file, text, { mode: 0o600 });
   return file;
 }
 

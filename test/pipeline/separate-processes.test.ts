@@ -24,6 +24,7 @@ describe('the roles as separate processes', () => {
   const procs: EgressProcess[] = [];
   let api: string;
   let common: string[];
+  let dataDir: string;
   const env = { REDIS_URL: inject('redisUrl') };
 
   function start(args: string[], script?: string, extraEnv: Record<string, string> = {}): EgressProcess {
@@ -34,7 +35,7 @@ describe('the roles as separate processes', () => {
 
   beforeAll(async () => {
     const file = await configFile(['local', 'slow']);
-    const dataDir = await tempDir('egress-e2e-data-');
+    dataDir = await tempDir('egress-e2e-data-');
     common = ['--config', file, '--prefix', uniquePrefix(), '--data-dir', dataDir];
     const port = await freePort();
     api = `http://127.0.0.1:${port}`;
@@ -59,12 +60,12 @@ describe('the roles as separate processes', () => {
     const worker = start(['worker', ...common, '--lock-duration', '1s', '--stalled-interval', '500ms', '--metrics-port', String(metricsPort)]);
     await worker.waitForLog('worker started');
     const ph = await waitFor('local to be Ready', async () => {
-      const run = await runCli(['get', 'ph', 'local', '-o', 'json', '--api-url', api]);
+      const run = await runCli(['get', 'ph', 'local', '-o', 'json', '--api-url', api, '--data-dir', dataDir]);
       const parsed = run.code === 0 ? (JSON.parse(run.out) as ProviderHealth) : undefined;
       return parsed?.status.ready ? parsed : undefined;
     });
     expect(ph.status.targets[0]).toMatchObject({ name: 'localhost', reason: 'Ok' });
-    const check = await runCli(['check', 'local', '--wait', '--api-url', api]);
+    const check = await runCli(['check', 'local', '--wait', '--data-dir', dataDir]);
     expect(check, check.err).toMatchObject({ code: 0 });
     expect(check.out).toMatch(/\nlocalhost\s+true\s+Ok\s/);
     // The worker's own job metrics are scraped from its own port.
@@ -90,7 +91,7 @@ describe('the roles as separate processes', () => {
         active.add(args.jobId);
         sawActive();
       });
-      const enqueue = await runCli(['check', 'slow', '--api-url', api, '-o', 'json']);
+      const enqueue = await runCli(['check', 'slow', '--data-dir', dataDir, '-o', 'json']);
       const { jobId } = JSON.parse(enqueue.out) as { jobId: string };
       await new Promise<void>((resolveActive) => {
         sawActive = () => active.has(jobId) && resolveActive();

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, test } from 'vitest';
-import { ROOT, spawnEgress, type EgressProcess } from '../support/cli.ts';
+import { ROOT, spawnEgress, type EgressProcess, localApiHeaders } from '../support/cli.ts';
 import { waitFor } from '../support/wait.ts';
 
 // `egress up` processes with their own private Redis: REDIS_URL empty means "start one".
@@ -33,6 +33,8 @@ async function setup(config = 'providers: []\n'): Promise<{ dataDir: string; con
 interface Up {
   proc: EgressProcess;
   api: string;
+  /** The Authorization header of the data directory's own API token. */
+  headers: { authorization: string };
 }
 
 /** Starts `egress up` (or a harness taking its flags) and waits until it says it is up. */
@@ -49,7 +51,7 @@ async function up(s: { dataDir: string; config: string }, extra: string[] = [], 
   await proc.waitForLog('egress is up: API ');
   const api = /egress is up: API (http:\/\/\S+?),/.exec(proc.logs())?.[1];
   if (!api) throw new Error(`no API URL in:\n${proc.logs()}`);
-  return { proc, api };
+  return { proc, api, headers: await localApiHeaders(s.dataDir) };
 }
 
 interface ServerRecord {
@@ -102,10 +104,10 @@ async function filesUnder(dir: string): Promise<string[]> {
   return out;
 }
 
-async function applyProxy(api: string, name: string): Promise<void> {
+async function applyProxy({ api, headers }: Up, name: string): Promise<void> {
   const res = await fetch(`${api}/v1/proxies`, {
     method: 'POST',
-    headers: { 'content-type': 'application/yaml' },
+    headers: { 'content-type': 'application/yaml', ...headers },
     body: `kind: Proxy\nmetadata: { name: ${name} }\nspec: { provider: local }\n`,
   });
   expect(res.status, await res.clone().text()).toBe(200);
@@ -117,7 +119,8 @@ describe('the private Redis of `egress up`', () => {
     // A data directory an earlier release left readable by everyone.
     await mkdir(join(s.dataDir, 'redis', 'appendonlydir'), { recursive: true, mode: 0o755 });
     await writeFile(join(s.dataDir, 'redis', 'appendonlydir', 'old.aof'), 'x', { mode: 0o644 });
-    const { proc, api } = await up(s);
+    const started = await up(s);
+    const { proc, api } = started;
     const record = await serverRecord(s.dataDir);
     const password = (await readFile(join(s.dataDir, 'redis', 'password'), 'utf8')).trim();
     expect(password.length).toBeGreaterThanOrEqual(32);
@@ -130,12 +133,12 @@ describe('the private Redis of `egress up`', () => {
     expect(await authed.config('GET', 'appendonly')).toEqual(['appendonly', 'yes']);
 
     // Every role of the process uses it: the API answers from Redis, the scheduler led.
-    const ready = await fetch(`${api}/readyz`);
+    const ready = await fetch(`${api}/readyz`, { headers: started.headers });
     expect(ready.status).toBe(200);
     await proc.waitForLog('scheduler synced');
 
     // Written data reaches the append-only file, which only this user can read.
-    await applyProxy(api, 'web-1');
+    await applyProxy(started, 'web-1');
     // A rewrite makes redis-server create new files (base, incremental, manifest): they get its umask too.
     await authed.bgrewriteaof();
     await waitFor(
@@ -163,7 +166,7 @@ describe('the private Redis of `egress up`', () => {
   test('kill -9 of `egress up`: its redis-server goes too; a second up on a live data dir exits 2 naming the pid; the next start keeps data and port', async () => {
     const s = await setup('providers:\n  - { name: local, type: local }\n');
     const first = await up(s);
-    await applyProxy(first.api, 'kept');
+    await applyProxy(first, 'kept');
     const before = await serverRecord(s.dataDir);
     const password = (await readFile(join(s.dataDir, 'redis', 'password'), 'utf8')).trim();
 
@@ -182,7 +185,7 @@ describe('the private Redis of `egress up`', () => {
     const after = await serverRecord(s.dataDir);
     expect(after.port).toBe(before.port);
     expect(after.pid).not.toBe(before.pid);
-    const res = await fetch(`${third.api}/v1/proxies/kept`);
+    const res = await fetch(`${third.api}/v1/proxies/kept`, { headers: third.headers });
     expect(res.status).toBe(200);
     // The password is the one made at the first start.
     expect((await readFile(join(s.dataDir, 'redis', 'password'), 'utf8')).trim()).toBe(password);

@@ -38,7 +38,9 @@ describe('egress up against rediss:// with --redis-ca-file', () => {
   }, 90_000);
 
   test('a server whose certificate the given CA did not sign is refused, and said so', async () => {
-    const api = spawnEgress(['api', '--port', '0', '--prefix', uniquePrefix(), '--redis-ca-file', redis.otherCaFile], { REDIS_URL: redis.url });
+    const api = spawnEgress(['api', '--port', '0', '--data-dir', join(dir, 'api-data'), '--prefix', uniquePrefix(), '--redis-ca-file', redis.otherCaFile], {
+      REDIS_URL: redis.url,
+    });
     try {
       await api.waitForLog('redis connection error');
       const line =

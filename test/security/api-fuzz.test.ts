@@ -8,6 +8,7 @@ import { createApiApp } from '../../src/api/app.ts';
 import { HostAllowList } from '../../src/http/request-guards.ts';
 import { silentLogger } from '../../src/logging.ts';
 import { spawnEgress, type EgressProcess } from '../support/cli.ts';
+import { tempDir } from '../support/temp-dirs.ts';
 import { uniquePrefix } from '../support/config.ts';
 import { rawRequest } from '../support/raw-http.ts';
 import { PoolFixture } from '../pools/pick-support.ts';
@@ -321,7 +322,11 @@ describe('the API against malformed requests on every route', () => {
     await fixture.member('x', 'x-aaaaa', 'http://127.0.0.1:4999');
     memberPassword = (await fixture.proxies.credentials('x-aaaaa'))?.password ?? 'no password read';
     await fixture.close();
-    proc = spawnEgress(['api', '--port', '0', '--prefix', prefix], { REDIS_URL: inject('redisUrl'), EGRESS_LOG_LEVEL: 'info' });
+    // The tokenless loopback API (--no-auth): its Host, Origin and media-type defences are what this fuzzes.
+    proc = spawnEgress(['api', '--port', '0', '--no-auth', '--data-dir', await tempDir('egress-fuzz-data-'), '--prefix', prefix], {
+      REDIS_URL: inject('redisUrl'),
+      EGRESS_LOG_LEVEL: 'info',
+    });
     await proc.waitForLog('"msg":"api listening"');
     const match = /"url":"(http:\/\/[^"]+)","auth":false,"msg":"api listening"/.exec(proc.logs());
     base = new URL(match?.[1] ?? 'http://invalid');

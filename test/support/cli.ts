@@ -2,6 +2,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { resolve } from 'node:path';
 import { main, type CliEnv } from '../../src/cli/main.ts';
+import { localTokenOf } from '../../src/cli/api-access.ts';
+import { readTokenFile } from '../../src/cli/local-api-access.ts';
 import type { ProviderHealth } from '../../src/health/provider-health.ts';
 import { waitFor } from './wait.ts';
 
@@ -85,17 +87,29 @@ export function spawnEgress(args: string[], env: Record<string, string> = {}, sc
   };
 }
 
+/** The Authorization header of the API token `egress up` (or `egress api`) keeps in `dataDir`. */
+export async function localApiHeaders(dataDir: string): Promise<{ authorization: string }> {
+  return { authorization: `Bearer ${await localTokenOf(dataDir)}` };
+}
+
 /**
  * Waits for a spawned `egress up` to say it is up, then for its `local` provider to be published
- * Ready; returns the API's base URL and that ProviderHealth.
+ * Ready; returns the API's base URL, that ProviderHealth, and the headers that authenticate to the
+ * API (its data directory's own token, as the banner names it; none under `--api-token-file`).
  */
-export async function waitUpAndLocalReady(up: EgressProcess, timeoutMs = 60_000): Promise<{ apiUrl: string; ph: ProviderHealth }> {
+export async function waitUpAndLocalReady(
+  up: EgressProcess,
+  timeoutMs = 60_000,
+): Promise<{ apiUrl: string; ph: ProviderHealth; headers: Record<string, string> }> {
   await up.waitForLog('egress is up: API ', timeoutMs);
   const apiUrl = /egress is up: API (\S+),/.exec(up.logs())?.[1] ?? '';
+  const tokenFile = /API token: (\S+) /.exec(up.logs())?.[1];
+  const token = tokenFile === undefined ? undefined : await readTokenFile(tokenFile);
+  const headers: Record<string, string> = token === undefined ? {} : { authorization: `Bearer ${token}` };
   const ph = await waitFor('local to be Ready', async () => {
-    const res = await fetch(`${apiUrl}/v1/providerhealths/local`);
+    const res = await fetch(`${apiUrl}/v1/providerhealths/local`, { headers });
     const body = res.status === 200 ? ((await res.json()) as ProviderHealth) : undefined;
     return body?.status.ready ? body : undefined;
   });
-  return { apiUrl, ph };
+  return { apiUrl, ph, headers };
 }

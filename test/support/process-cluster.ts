@@ -50,7 +50,8 @@ export async function startProcessCluster(configYaml: string): Promise<ProcessCl
   };
   const port = await freePort();
   const api = `http://127.0.0.1:${port}`;
-  await spawnOne(['api', ...common, '--port', String(port)]).waitForLog('api listening');
+  // Tokenless (--no-auth, loopback): these clusters are about crashes, not authentication.
+  await spawnOne(['api', ...common, '--port', String(port), '--no-auth']).waitForLog('api listening');
   const reconcile = new Queue(QUEUES.reconcile, { connection: redisOptions(env.REDIS_URL, 'producer'), prefix });
   return {
     workers,

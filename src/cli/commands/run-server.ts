@@ -1,4 +1,8 @@
+import { freezeConfig, type AppConfig } from '../../config/app.ts';
+import { ConfigError } from '../../errors.ts';
 import { createLogger, type Logger } from '../../logging.ts';
+import { ensurePrivateDir } from '../../redis/private-files.ts';
+import { ensureLocalToken, LOCAL_TOKEN_NAME, recordRunningApi, type LocalToken } from '../local-api-access.ts';
 import type { CliIO } from '../output.ts';
 import { runRoles, type RunRolesOptions } from '../run-roles.ts';
 import { buildServerConfig, SERVER_FLAG_DEFAULTS, type ServerFlags } from '../server-config.ts';
@@ -23,23 +27,68 @@ function waitForSignal(logger: Logger): Promise<NodeJS.Signals> {
   });
 }
 
+/**
+ * An API without `--api-token-file` or `--no-auth` requires the data directory's own token: made
+ * (or read) here, before anything listens, and given to the API as its one token, named `local`.
+ */
+async function withLocalToken(config: AppConfig): Promise<{ config: AppConfig; local?: LocalToken }> {
+  if (config.api.localTokenFile === undefined) return { config };
+  try {
+    await ensurePrivateDir(config.dataDir);
+  } catch (err) {
+    // A data directory that cannot be made private is a configuration problem (exit 2), named as such.
+    throw new ConfigError('--data-dir', (err as Error).message, { cause: err });
+  }
+  const local = await ensureLocalToken(config.dataDir, config.api.allowOpenTokenFile === true);
+  const api = { ...config.api, tokens: [local.token], tokenNames: [LOCAL_TOKEN_NAME], hostCheck: true };
+  return { config: freezeConfig({ ...config, api }), local };
+}
+
+const NO_RECORD = (): Promise<void> => Promise.resolve();
+
+/**
+ * Records where the API listens in the data directory, for the CLI of the same user (`up` always;
+ * `api` when it has no `--api-token-file`, i.e. on loopback). Returns the record's remover.
+ */
+async function recordApi(role: string, config: AppConfig, url: string, local: LocalToken | undefined, logger: Logger): Promise<() => Promise<void>> {
+  if (role !== 'up' && local === undefined && !config.api.noAuth) return NO_RECORD;
+  try {
+    await ensurePrivateDir(config.dataDir);
+    return await recordRunningApi(config.dataDir, { url, pid: process.pid, ...(local ? { tokenFile: local.file } : {}) });
+  } catch (err) {
+    if (local) throw err;
+    logger.warn({ err: (err as Error).message, dataDir: config.dataDir }, 'cannot record where the API listens: the CLI needs --api-url');
+    return NO_RECORD;
+  }
+}
+
 /** Runs a long-running command until SIGINT/SIGTERM, then shuts down within bounds and exits 0. */
 export async function runServerCommand(role: string, flags: ServerFlags, io: CliIO, options: RunRolesOptions = {}): Promise<number> {
   const roles = ROLES_OF[role] ?? [];
-  const config = await buildServerConfig({ ...SERVER_FLAG_DEFAULTS, ...flags }, { defaultProviders: role === 'up', servesApi: roles.includes('api') });
+  const built = await buildServerConfig({ ...SERVER_FLAG_DEFAULTS, ...flags }, { defaultProviders: role === 'up', servesApi: roles.includes('api') });
   if (flags.checkConfig) {
+    const config = built;
     io.out(
       `configuration OK: ${role}, providers ${config.providers.map((p) => `${p.name} (${p.type})`).join(', ') || 'none'}${config.store?.kind === 'kubernetes' ? `, store kubernetes (namespace ${config.store.namespace})` : ''}\n`,
     );
     return 0;
   }
+  const { config, local } = await withLocalToken(built);
   const logger = createLogger({ level: config.logLevel });
+  for (const warning of [config.api.tokenFileWarning, local?.warning]) if (warning) logger.warn(warning);
+  if (config.api.noAuth && roles.includes('api'))
+    logger.warn('--no-auth: the API requires no token: every user of this machine can read every proxy password and apply or delete proxies');
   const running = await runRoles(config, roles, logger, options);
+  const removeRecord = running.api ? await recordApi(role, config, running.api.url, local, logger) : NO_RECORD;
   // Listen before saying "up": whoever reads that line may send SIGTERM at once, and a signal
   // before the handler exists kills the process without a shutdown (its children orphaned).
   const signalled = waitForSignal(logger);
   if (role === 'up' && running.api) {
-    io.err(`egress is up: API ${running.api.url}, Bull Board ${running.api.url}/admin/queues, metrics ${running.api.url}/metrics\n`);
+    // One write: whoever waits for the first line reads the token's line with it.
+    const tokenLine = local
+      ? `API token: ${local.file} (the CLI run with this data directory uses it; curl -H @${local.headerFile} ${running.api.url}/v1/proxies)\n`
+      : '';
+    io.err(`egress is up: API ${running.api.url}, Bull Board ${running.api.url}/admin/queues, metrics ${running.api.url}/metrics\n${tokenLine}`);
   }
   const signal = await signalled;
   logger.info({ signal }, 'shutting down');
@@ -52,6 +101,7 @@ export async function runServerCommand(role: string, flags: ServerFlags, io: Cli
   );
   hardStop.unref();
   await running.close();
+  await removeRecord().catch((err: unknown) => logger.warn({ err: (err as Error).message }, 'cannot remove the API record'));
   clearTimeout(hardStop);
   logger.info('stopped');
   return 0;

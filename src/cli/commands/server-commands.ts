@@ -64,17 +64,20 @@ export function addServerOptions(cmd: Command, env: ServerEnv, role: string): Co
     cmd
       .option('--metrics-port <n>', 'serve /metrics and /healthz of this process on this port')
       .option('--host <address>', 'address the metrics listener binds; a non-loopback one requires --api-token-file', d.host)
-      .option('--api-token-file <file>', 'file of bearer tokens the metrics listener accepts, one a line (as the API’s)');
+      .option('--api-token-file <file>', 'file of bearer tokens the metrics listener accepts, one a line (as the API’s)')
+      .option('--allow-open-token-file', 'use an --api-token-file that other users can read (warned in the log)');
   }
   if (role === 'up' || role === 'api') {
     cmd
       .option('--host <address>', 'address the API binds; a non-loopback one requires --api-token-file', d.host)
       .option('--port <n>', 'API port', d.port)
-      .option('--api-token-file <file>', 'file of bearer tokens the API accepts, one a line')
+      .option('--api-token-file <file>', 'file of bearer tokens the API accepts, one a line (default: the data directory’s own api-token, made at start)')
+      .option('--no-auth', 'no token at all, loopback only: every local user may then read proxy passwords and write (warned in the log)')
+      .option('--allow-open-token-file', 'use a token file that other users can read (warned in the log)')
       .option('--max-body-size <size>', 'largest request body the API accepts (larger: 413), e.g. 1MiB, 512KiB', d.maxBodySize)
       .option(
         '--allowed-host <name>',
-        'a Host name (optionally name:port) the API serves while it has no tokens, besides its address and localhost; repeatable',
+        'a Host name (optionally name:port) a loopback API serves (without --api-token-file), besides its address and localhost; repeatable',
         collect,
         [],
       )
