@@ -59,7 +59,8 @@ async function round(workers: number, redisUrl: string, dir: string): Promise<nu
   const common = ['--config', file, '--prefix', prefix, '--log-level', 'info'];
   const children: ChildProcess[] = [];
   try {
-    children.push(await start(['api', ...common, '--port', String(port)], env, 'api listening'));
+    // Tokenless on loopback (--no-auth): the bench times reconciles, not authentication.
+    children.push(await start(['api', ...common, '--port', String(port), '--no-auth', '--data-dir', join(dir, 'api-data')], env, 'api listening'));
     // The proxies are applied before any worker runs, so the timing is the reconciles alone.
     const yaml = Array.from({ length: N }, (_, i) => `metadata: { name: p${i} }\nspec: { provider: k8s }\n`).join('---\n');
     const res = await fetch(`http://127.0.0.1:${port}/v1/proxies`, { method: 'POST', headers: { 'content-type': 'application/yaml' }, body: yaml });
