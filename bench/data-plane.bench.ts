@@ -162,7 +162,7 @@ export async function runDataPlaneBench(): Promise<void> {
     else await measure('tinyproxy (Basic auth), CONNECT', 'connect', tiny.port);
     egressRss = await rssMb(hostPid);
     if (typeof tiny !== 'string') tinyRss = await rssMb(tiny.child.pid);
-    await lifecycle.deleteInstance('bench-1', undefined, AbortSignal.timeout(60_000));
+    await lifecycle.deleteInstance('bench-1', undefined, { owner: { fleet: 'bench', proxy: 'bench-1' }, nameIsOurs: true }, AbortSignal.timeout(60_000));
   } finally {
     lifecycle.close();
     if (typeof tiny !== 'string') {

@@ -39,6 +39,7 @@ export const EVENT_REASONS = [
   // ProviderHealth, from the publisher and the GC
   'CheckReasonChanged',
   'GcSweep',
+  'GcRefused',
   // Scheduler
   'LeaderElected',
   'LeaderLost',

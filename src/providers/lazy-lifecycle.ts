@@ -7,7 +7,7 @@ export function lazyLifecycle(build: () => ProxyLifecycle): ProxyLifecycle {
   return {
     ensureInstance: (spec, signal) => get().ensureInstance(spec, signal),
     getInstance: (name, placement, signal) => get().getInstance(name, placement, signal),
-    deleteInstance: (name, placement, signal) => get().deleteInstance(name, placement, signal),
+    deleteInstance: (name, placement, target, signal) => get().deleteInstance(name, placement, target, signal),
     listInstances: (fleet, signal) => get().listInstances(fleet, signal),
   };
 }

@@ -64,12 +64,31 @@ export interface InstanceExit {
   message: string;
 }
 
+/** Whose instance a delete expects to find, and whether its name alone may be trusted. */
+export interface DeleteTarget {
+  /** The object must carry this owner (fleet and proxy), or nothing is deleted. */
+  owner: InstanceOwner;
+  /**
+   * True when the caller derived the name itself from its fleet and the proxy's uid (a reconcile of
+   * the proxy), so that leftovers carrying no owner of their own (a kvm volume whose domain define
+   * never happened) may go by that name. False for a name an inventory answered (GC): such parts
+   * then go only with the tagged object that owns them.
+   */
+  nameIsOurs: boolean;
+}
+
 export interface ProxyLifecycle {
   /** Creates the instance unless it exists; returns its current state either way. */
   ensureInstance(spec: InstanceSpec, signal: AbortSignal): Promise<Instance>;
   getInstance(name: string, placement: string | undefined, signal: AbortSignal): Promise<Instance | undefined>;
-  /** Starts deleting the instance if it exists (no error when it does not). `getInstance` tells when it is gone. */
-  deleteInstance(name: string, placement: string | undefined, signal: AbortSignal): Promise<void>;
+  /**
+   * Starts deleting the instance if it exists (no error when it does not). `getInstance` tells when it
+   * is gone. What is about to be deleted is read first and must carry `owner` — this fleet and this
+   * proxy — or nothing is deleted and `ForeignInstanceError` says whose it is: an inventory or a name
+   * is never enough on its own. Parts that carry no owner of their own (kvm volumes) go only with the
+   * object that owns them.
+   */
+  deleteInstance(name: string, placement: string | undefined, target: DeleteTarget, signal: AbortSignal): Promise<void>;
   /**
    * The full inventory of instances carrying the owner identity of `fleet`, paged through. When any
    * part cannot be listed (a page fails, a zone or host is unreachable), the iteration throws, after
@@ -82,6 +101,29 @@ export interface ProxyLifecycle {
    * ones included). Returns the unsubscribe function.
    */
   onInstanceExit?(listener: (exit: InstanceExit) => void): () => void;
+}
+
+/**
+ * A delete found an object that is not the expected owner's: without our labels or tag, or another
+ * fleet's or another proxy's. Nothing was deleted; a retry would find the same.
+ */
+export class ForeignInstanceError extends EgressError {
+  readonly instance: string;
+  constructor(instance: string, whose: string, options: EgressErrorOptions = {}) {
+    super('ERR_FOREIGN_INSTANCE', `not deleting "${instance}": ${whose}`, { ...options, retryable: false });
+    this.instance = instance;
+  }
+}
+
+/**
+ * Why `found` (the owner an object carries; undefined: no owner labels or tag at all) is not
+ * `expected`'s, or undefined when it is.
+ */
+export function foreignOwner(found: Partial<InstanceOwner> | undefined, expected: InstanceOwner): string | undefined {
+  if (found?.fleet === undefined || found.proxy === undefined) return 'it carries no owner labels or tag of egress-proxies';
+  if (found.fleet !== expected.fleet) return `it belongs to fleet "${found.fleet}", not "${expected.fleet}"`;
+  if (found.proxy !== expected.proxy) return `it belongs to proxy "${found.proxy}", not "${expected.proxy}"`;
+  return undefined;
 }
 
 /** A create that a retry cannot fix: quota exhausted, an invalid image or template. */

@@ -1,5 +1,5 @@
 import type { Logger } from '../logging.ts';
-import type { Instance, ProxyLifecycle } from '../providers/lifecycle.ts';
+import { ForeignInstanceError, type Instance, type ProxyLifecycle } from '../providers/lifecycle.ts';
 import type { ProxyReader } from '../store/proxy-store.ts';
 import { instanceNameFor } from './instance-name.ts';
 import { formatDuration } from '../schema/duration.ts';
@@ -47,6 +47,8 @@ export interface SweepResult {
   deleted: { name: string; reason: GcReason }[];
   /** Orphans past the grace period this sweep had no time for (`deleteBudgetMs` at the pace): the next sweep's. */
   left: number;
+  /** Listed as this fleet's, but the object read before deleting said otherwise (ForeignInstanceError): left alone. */
+  refused: number;
 }
 
 /**
@@ -67,7 +69,7 @@ export async function sweepProvider(provider: string, lifecycle: ProxyLifecycle,
   const proxies = await deps.proxies.list(signal);
   const owned = new Set(proxies.filter((p) => p.spec.provider === provider).map((p) => instanceNameFor(deps.fleet, p)));
   const byName = new Set(proxies.map((p) => p.name));
-  const result: SweepResult = { provider, seen: 0, kept: 0, young: 0, deleted: [], left: 0 };
+  const result: SweepResult = { provider, seen: 0, kept: 0, young: 0, deleted: [], left: 0, refused: 0 };
   const orphans: { instance: Instance; reason: GcReason }[] = [];
   for await (const instance of lifecycle.listInstances(deps.fleet, signal)) {
     result.seen++;
@@ -92,7 +94,27 @@ export async function sweepProvider(provider: string, lifecycle: ProxyLifecycle,
     due,
     pace,
     async ({ instance, reason }, s) => {
-      await lifecycle.deleteInstance(instance.name, instance.placement, s);
+      try {
+        // The inventory's word is not enough: the delete reads the object again and deletes it only
+        // if it still carries this fleet and this proxy; volumes go only with their tagged domain.
+        await lifecycle.deleteInstance(instance.name, instance.placement, { owner: instance.owner, nameIsOurs: false }, s);
+      } catch (err) {
+        if (!(err instanceof ForeignInstanceError)) throw err;
+        result.refused++;
+        deps.logger.warn(
+          { instance: instance.name, placement: instance.placement, err: err.message },
+          'the inventory listed an instance that is not ours: left alone',
+        );
+        deps.events?.record({
+          type: 'Warning',
+          reason: 'GcRefused',
+          object: { kind: 'ProviderHealth', name: provider },
+          provider,
+          message: `${err.message}: listed as this fleet's by the provider's inventory, left alone`,
+          details: { instance: instance.name, provider, ...(instance.placement ? { location: instance.placement } : {}) },
+        });
+        return;
+      }
       deps.logger.info(
         { instance: instance.name, proxy: instance.owner.proxy, placement: instance.placement, createdAt: instance.createdAt, reason },
         'garbage-collected an instance no proxy owns',
@@ -127,8 +149,15 @@ export async function sweepProvider(provider: string, lifecycle: ProxyLifecycle,
     provider,
     message: `swept ${result.seen} instance(s): ${result.deleted.length} deleted, ${result.kept} owned, ${result.young} too young to collect${
       result.left ? `, ${result.left} left for the next sweep (at ${deps.deletesPerSecond} deletions per second)` : ''
-    }`,
-    details: { seen: result.seen, deleted: result.deleted.length, kept: result.kept, young: result.young, ...(result.left ? { left: result.left } : {}) },
+    }${result.refused ? `, ${result.refused} refused (not ours when read again)` : ''}`,
+    details: {
+      seen: result.seen,
+      deleted: result.deleted.length,
+      kept: result.kept,
+      young: result.young,
+      ...(result.left ? { left: result.left } : {}),
+      ...(result.refused ? { refused: result.refused } : {}),
+    },
   });
   return result;
 }

@@ -1,4 +1,5 @@
-import type { ProxyLifecycle } from '../providers/lifecycle.ts';
+import type { InstanceOwner, ProxyLifecycle } from '../providers/lifecycle.ts';
+import { deleteOwnInstance } from './delete-own-instance.ts';
 import type { InstanceLocation, Proxy } from '../model/proxy-resource.ts';
 
 /** Where a proxy's instance is (the provider and placement), and what a reconcile may conclude from it. */
@@ -28,12 +29,13 @@ export async function movedAwayMeanwhile(
   current: Proxy | undefined,
   here: InstanceLocation,
   instanceName: string,
+  owner: InstanceOwner,
   lifecycle: ProxyLifecycle,
   signal: AbortSignal,
 ): Promise<string | undefined> {
   if (current && !current.metadata.deletionRequestedAt && sameLocation(locationOf(current), here)) return undefined;
   const recorded = current?.status.instanceLocation;
   const pointedAt = current !== undefined && ((recorded !== undefined && sameLocation(recorded, here)) || sameLocation(locationOf(current), here));
-  if (!pointedAt) await lifecycle.deleteInstance(instanceName, here.placement, signal);
+  if (!pointedAt) await deleteOwnInstance(lifecycle, instanceName, here.placement, owner, signal);
   return `the proxy changed while instance ${instanceName} was being made on ${describeLocation(here)}; looking again`;
 }

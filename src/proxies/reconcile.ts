@@ -1,5 +1,6 @@
 import { findCause } from '../errors.ts';
-import { ProvisioningError, type Instance, type ProxyCredentials, type ProxyLifecycle } from '../providers/lifecycle.ts';
+import { ProvisioningError, type Instance, type InstanceOwner, type ProxyCredentials, type ProxyLifecycle } from '../providers/lifecycle.ts';
+import { deleteOwnInstance } from './delete-own-instance.ts';
 import type { ReconcileStore } from '../store/proxy-store.ts';
 import { withReadyCondition } from './conditions.ts';
 import { afterFailure, evictionCauseOf, passesNeeded, readySeconds, type EvictionCause, type ReadinessRules } from './eviction.ts';
@@ -110,7 +111,7 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
   if (!credentials) return { kind: 'retry-later', why: 'credentials not written yet' };
 
   if (moving) {
-    const removal = await removeFrom(recorded, instanceName, deps, signal);
+    const removal = await removeFrom(recorded, instanceName, { fleet: deps.fleet, proxy: name }, deps, signal);
     if (removal.kind !== 'removed') {
       const why =
         removal.kind === 'unreachable' ? removal.why : `moving from ${describeLocation(recorded)}: instance ${instanceName} there is still being deleted`;
@@ -147,7 +148,7 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
     deps.events?.record(ev.failed(proxy, provisioning.message));
     return { kind: 'failed', message: provisioning.message };
   }
-  const stale = await movedAwayMeanwhile(await deps.proxies.get(name, signal), here, instanceName, lifecycle, signal);
+  const stale = await movedAwayMeanwhile(await deps.proxies.get(name, signal), here, instanceName, { fleet: deps.fleet, proxy: name }, lifecycle, signal);
   if (stale) return { kind: 'retry-later', why: stale };
   if (proxy.status.instanceId !== instance.id) deps.events?.record(ev.instanceCreated(proxy, instance, here, creationCause(proxy, moving)));
   if (instance.state === 'failed') {
@@ -218,7 +219,7 @@ function withoutEndpoint(s: ProxyStatus): ProxyStatus {
 type Removal = { kind: 'removed' } | { kind: 'pending' } | { kind: 'unreachable'; why: string };
 
 /** Deletes the instance at `where` and says whether it is gone. */
-async function removeFrom(where: InstanceLocation, instanceName: string, deps: ReconcileDeps, signal: AbortSignal): Promise<Removal> {
+async function removeFrom(where: InstanceLocation, instanceName: string, owner: InstanceOwner, deps: ReconcileDeps, signal: AbortSignal): Promise<Removal> {
   const lifecycle = deps.lifecycles.get(where.provider);
   if (!lifecycle) {
     return {
@@ -226,7 +227,9 @@ async function removeFrom(where: InstanceLocation, instanceName: string, deps: R
       why: `instance ${instanceName} is on ${describeLocation(where)}, which is not configured in this worker or cannot host proxies, so it cannot be removed; configure the provider again, or delete the proxy with --orphan to forget it and leave the instance`,
     };
   }
-  await lifecycle.deleteInstance(instanceName, where.placement, signal);
+  const deleted = await deleteOwnInstance(lifecycle, instanceName, where.placement, owner, signal);
+  // Another owner's object at this proxy's name is left alone: nothing of the proxy's is there.
+  if (deleted.kind === 'foreign') return { kind: 'removed' };
   return (await lifecycle.getInstance(instanceName, where.placement, signal)) ? { kind: 'pending' } : { kind: 'removed' };
 }
 
@@ -244,7 +247,7 @@ async function deleteProxy(
 ): Promise<ReconcileOutcome> {
   if (!proxy.metadata.orphanInstance) {
     for (const where of places) {
-      const removal = await removeFrom(where, instanceName, deps, signal);
+      const removal = await removeFrom(where, instanceName, { fleet: deps.fleet, proxy: proxy.name }, deps, signal);
       if (removal.kind === 'pending') return { kind: 'retry-later', why: `instance ${instanceName} is still being deleted` };
       if (removal.kind === 'unreachable') {
         await writeStatus(deps, proxy.name, (p) => (p.status.lastError === removal.why ? undefined : { ...p.status, lastError: removal.why }), signal);
@@ -289,7 +292,8 @@ async function probeFailed(
   }
   const replace = unreadySince !== undefined && now.getTime() - Date.parse(unreadySince) >= policy.replaceAfterMs;
   if (replace) {
-    await deps.lifecycles.get(proxy.spec.provider)?.deleteInstance(instance.name, proxy.spec.placement, signal);
+    const lifecycle = deps.lifecycles.get(proxy.spec.provider);
+    if (lifecycle) await deleteOwnInstance(lifecycle, instance.name, proxy.spec.placement, { fleet: deps.fleet, proxy: proxy.name }, signal);
     deps.onReplace?.(proxy.spec.provider);
     deps.events?.record(ev.instanceDeleted(proxy, instance.name, locationOf(proxy), 'replace', `unready since ${unreadySince}`));
   }

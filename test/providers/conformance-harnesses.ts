@@ -61,7 +61,8 @@ class Built {
 async function deleteListed(p: Provider | undefined, fleets: Iterable<string>, placement?: string): Promise<void> {
   if (!p?.lifecycle) return;
   for (const fleet of fleets) {
-    for await (const i of p.lifecycle.listInstances(fleet, sig())) await p.lifecycle.deleteInstance(i.name, i.placement ?? placement, sig());
+    for await (const i of p.lifecycle.listInstances(fleet, sig()))
+      await p.lifecycle.deleteInstance(i.name, i.placement ?? placement, { owner: i.owner, nameIsOurs: true }, sig());
   }
 }
 

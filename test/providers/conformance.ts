@@ -12,8 +12,9 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { MAX_MESSAGE } from '../../src/health/message.ts';
 import type { ProviderType } from '../../src/providers/config.ts';
-import type { Instance, InstanceSpec, ProxyLifecycle } from '../../src/providers/lifecycle.ts';
+import { ForeignInstanceError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../../src/providers/lifecycle.ts';
 import type { Provider } from '../../src/providers/types.ts';
+import { waitFor } from '../support/wait.ts';
 
 export interface ProviderHarness {
   readonly type: ProviderType;
@@ -151,9 +152,42 @@ export function providerConformance(harnesses: readonly ProviderHarness[]): void
 
         expect(await lc.getInstance(foreign, h.placement, signal())).toBeUndefined();
         expect((await collect(lc.listInstances(fleet, signal()))).map((i) => i.name)).toEqual([ours.name]);
-        await lc.deleteInstance(foreign, h.placement, signal());
+        // A delete naming it, even as this fleet's, reads it first and leaves it (ForeignInstanceError where it carries nothing of ours).
+        const refused = await lc.deleteInstance(foreign, h.placement, { owner: { fleet, proxy: `proxy-${foreign}` }, nameIsOurs: true }, signal()).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        if (refused !== undefined) expect(refused).toBeInstanceOf(ForeignInstanceError);
         expect(await h.foreignExists(foreign)).toBe(true);
         if (writes !== undefined) expect(h.writes?.()).toBe(writes);
+      });
+
+      it('a delete re-checks the whole owner on the object: another fleet’s or another proxy’s instance is left running (ForeignInstanceError)', async () => {
+        const lc = lifecycleOf(await h.provider());
+        const fleet = h.uniqueName('fleet');
+        const s = spec(h, h.uniqueName('owned'), fleet);
+        const made = await lc.ensureInstance(s, signal());
+        for (const owner of [
+          { fleet: h.uniqueName('other-fleet'), proxy: s.owner.proxy },
+          { fleet, proxy: `${s.owner.proxy}-other` },
+        ]) {
+          for (const nameIsOurs of [false, true]) {
+            const err = await lc.deleteInstance(s.name, h.placement, { owner, nameIsOurs }, signal()).catch((e: unknown) => e);
+            expect(err).toBeInstanceOf(ForeignInstanceError);
+            expect((err as Error).message).toContain(owner.fleet === fleet ? `belongs to proxy "${s.owner.proxy}"` : `belongs to fleet "${fleet}"`);
+          }
+        }
+        expect(await lc.getInstance(s.name, h.placement, signal())).toMatchObject({ id: made.id, owner: s.owner });
+        // Its own owner, as an inventory would name it (nameIsOurs false), deletes it.
+        // (Called again while parts remain, as a reconcile does: a kubernetes Secret goes after its Pod.)
+        await waitFor(
+          'the instance to be gone',
+          async () => {
+            await lc.deleteInstance(s.name, h.placement, { owner: s.owner, nameIsOurs: false }, signal());
+            return (await lc.getInstance(s.name, h.placement, signal())) === undefined;
+          },
+          60_000,
+        );
       });
 
       it('listing keeps to the fleet: another fleet’s instances are not listed', async () => {

@@ -205,17 +205,17 @@ describe('gcp lifecycle: delete', () => {
     const lc = lifecycle();
     await lc.ensureInstance(spec(), signal());
     compute.setOperationPolls(1);
-    await lc.deleteInstance('ep-alpha-1234abcd', undefined, signal());
+    await lc.deleteInstance('ep-alpha-1234abcd', undefined, { owner: spec().owner, nameIsOurs: true }, signal());
     expect(compute.getInstance(ZONE, 'ep-alpha-1234abcd')).toBeUndefined();
     expect(await lc.getInstance('ep-alpha-1234abcd', undefined, signal())).toBeUndefined();
-    await expect(lc.deleteInstance('ep-alpha-1234abcd', undefined, signal())).resolves.toBeUndefined();
+    await expect(lc.deleteInstance('ep-alpha-1234abcd', undefined, { owner: spec().owner, nameIsOurs: true }, signal())).resolves.toBeUndefined();
   });
 
   it('fails with a retryable error when the delete operation fails', async () => {
     compute.seedInstance(ZONE, { name: 'ep-d', labels: ours('fleet-a', 'd') });
     compute.failNextOperation({ code: 'RESOURCE_IN_USE_BY_ANOTHER_RESOURCE' });
     const err = await lifecycle()
-      .deleteInstance('ep-d', undefined, signal())
+      .deleteInstance('ep-d', undefined, { owner: { fleet: 'fleet-a', proxy: 'd' }, nameIsOurs: true }, signal())
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(GcpRequestError);
     expect(err).toMatchObject({ retryable: true, reason: 'RESOURCE_IN_USE_BY_ANOTHER_RESOURCE' });
@@ -660,7 +660,7 @@ describe('gcp lifecycle: the managed firewall rule', () => {
   it('never removes the rule when proxies are deleted', async () => {
     const lc = withFirewall();
     await lc.ensureInstance(spec(), signal());
-    await lc.deleteInstance('ep-alpha-1234abcd', undefined, signal());
+    await lc.deleteInstance('ep-alpha-1234abcd', undefined, { owner: spec().owner, nameIsOurs: true }, signal());
     expect(compute.getInstance(ZONE, 'ep-alpha-1234abcd')).toBeUndefined();
     expect(compute.getFirewall(RULE)).toBeDefined();
     expect(compute.requests.some((r) => r.method === 'DELETE' && r.path.includes('/firewalls/'))).toBe(false);

@@ -142,7 +142,7 @@ describe('kubernetes lifecycle: ensure', () => {
     const err = await lc.ensureInstance(changed, signal()).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(KubernetesRequestError);
     await lc.ensureInstance(changed, signal());
-    await lc.deleteInstance('ep-alpha-1234abcd', undefined, signal());
+    await lc.deleteInstance('ep-alpha-1234abcd', undefined, { owner: spec().owner, nameIsOurs: true }, signal());
     expect(lines.length).toBeGreaterThan(0);
     const everything = lines.join('') + String((err as Error).message) + JSON.stringify(err);
     for (const value of ['s3cret-pw', 'n3w-secret-pw', b64('s3cret-pw'), b64('n3w-secret-pw')]) expect(everything).not.toContain(value);
@@ -186,13 +186,13 @@ describe('kubernetes lifecycle: state', () => {
     expect(running).toMatchObject({ state: 'running', endpoint: { host: '10.1.2.3', port: 3128 } });
 
     // Bound to a node now, so the fake deletes it gracefully (deletionTimestamp set).
-    await lc.deleteInstance('ep-alpha-1234abcd', undefined, signal());
+    await lc.deleteInstance('ep-alpha-1234abcd', undefined, { owner: spec().owner, nameIsOurs: true }, signal());
     expect((await lc.getInstance('ep-alpha-1234abcd', undefined, signal()))?.state).toBe('stopping');
     // The terminating Pod still runs with its Secret: the Secret stays until the Pod is gone.
     expect(kube.getSecret('proxies', 'ep-alpha-1234abcd')).toBeDefined();
     kube.finishPodDeletion('proxies', 'ep-alpha-1234abcd');
     expect(await lc.getInstance('ep-alpha-1234abcd', undefined, signal())).toMatchObject({ state: 'stopped', message: 'the Pod is gone; its Secret is left' });
-    await lc.deleteInstance('ep-alpha-1234abcd', undefined, signal());
+    await lc.deleteInstance('ep-alpha-1234abcd', undefined, { owner: spec().owner, nameIsOurs: true }, signal());
     expect(kube.getSecret('proxies', 'ep-alpha-1234abcd')).toBeUndefined();
     expect(await lc.getInstance('ep-alpha-1234abcd', undefined, signal())).toBeUndefined();
   });
@@ -225,20 +225,20 @@ describe('kubernetes lifecycle: delete', () => {
   it('deletes the Pod and then the Secret, and deleting a missing one is no error', async () => {
     const lc = lifecycle();
     await lc.ensureInstance(spec(), signal());
-    await lc.deleteInstance('ep-alpha-1234abcd', undefined, signal());
+    await lc.deleteInstance('ep-alpha-1234abcd', undefined, { owner: spec().owner, nameIsOurs: true }, signal());
     expect(kube.getPod('proxies', 'ep-alpha-1234abcd')).toBeUndefined();
     expect(kube.getSecret('proxies', 'ep-alpha-1234abcd')).toBeUndefined();
     const deletes = kube.requests.filter((r) => r.method === 'DELETE').map((r) => r.path.split('/').at(-2));
     expect(deletes).toEqual(['pods', 'secrets']);
     expect(await lc.getInstance('ep-alpha-1234abcd', undefined, signal())).toBeUndefined();
-    await expect(lc.deleteInstance('ep-alpha-1234abcd', undefined, signal())).resolves.toBeUndefined();
+    await expect(lc.deleteInstance('ep-alpha-1234abcd', undefined, { owner: spec().owner, nameIsOurs: true }, signal())).resolves.toBeUndefined();
   });
 
   it('treats a 404 from the delete itself (gone in between) as done', async () => {
     const lc = lifecycle();
     await lc.ensureInstance(spec(), signal());
     kube.injectFault({ status: 404, match: { method: 'DELETE', path: /\/secrets\// } });
-    await expect(lc.deleteInstance('ep-alpha-1234abcd', undefined, signal())).resolves.toBeUndefined();
+    await expect(lc.deleteInstance('ep-alpha-1234abcd', undefined, { owner: spec().owner, nameIsOurs: true }, signal())).resolves.toBeUndefined();
     expect(kube.getPod('proxies', 'ep-alpha-1234abcd')).toBeUndefined();
   });
 });
@@ -604,11 +604,13 @@ describe('kubernetes lifecycle: Service', () => {
     const lc = lifecycle({ service: { type: 'ClusterIP' } });
     await lc.ensureInstance(spec(), signal());
     kube.injectFault({ status: 503, match: { method: 'DELETE', path: /\/secrets\// } });
-    await expect(lc.deleteInstance('ep-alpha-1234abcd', undefined, signal())).rejects.toBeInstanceOf(KubernetesRequestError);
+    await expect(lc.deleteInstance('ep-alpha-1234abcd', undefined, { owner: spec().owner, nameIsOurs: true }, signal())).rejects.toBeInstanceOf(
+      KubernetesRequestError,
+    );
     expect(kube.getPod('proxies', 'ep-alpha-1234abcd')).toBeUndefined();
     expect(kube.getService('proxies', 'ep-alpha-1234abcd')).toBeUndefined();
     expect(await lc.getInstance('ep-alpha-1234abcd', undefined, signal())).toMatchObject({ state: 'stopped' });
-    await lc.deleteInstance('ep-alpha-1234abcd', undefined, signal());
+    await lc.deleteInstance('ep-alpha-1234abcd', undefined, { owner: spec().owner, nameIsOurs: true }, signal());
     expect(kube.listSecrets()).toEqual([]);
     expect(await lc.getInstance('ep-alpha-1234abcd', undefined, signal())).toBeUndefined();
     expect(kube.requests.filter((r) => r.method === 'DELETE').map((r) => r.path.split('/').at(-2))).toEqual(['pods', 'services', 'secrets', 'secrets']);
@@ -632,7 +634,9 @@ describe('kubernetes lifecycle: Service', () => {
       'a Service named "ep-alpha-1234abcd" exists in namespace "proxies" without our labels',
     );
     expect(creates()).toHaveLength(0);
-    await lifecycle({ service: { type: 'ClusterIP' } }).deleteInstance('ep-alpha-1234abcd', undefined, signal());
+    await expect(
+      lifecycle({ service: { type: 'ClusterIP' } }).deleteInstance('ep-alpha-1234abcd', undefined, { owner: spec().owner, nameIsOurs: true }, signal()),
+    ).rejects.toThrow('not deleting "ep-alpha-1234abcd": Service in namespace "proxies": it carries no owner labels or tag of egress-proxies');
     expect(kube.getService('proxies', 'ep-alpha-1234abcd')).toBeDefined();
   });
 

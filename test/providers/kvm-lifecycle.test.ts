@@ -215,12 +215,12 @@ describe('KVM proxy lifecycle on the real test host', () => {
     const lc = lifecycle();
     const s = spec(unique('del'));
     await lc.ensureInstance(s, sig());
-    await lc.deleteInstance(s.name, host.name, sig());
+    await lc.deleteInstance(s.name, host.name, { owner: s.owner, nameIsOurs: true }, sig());
     expect(await domainState(s.name)).toBeUndefined();
     expect(await volumeExists(`${s.name}.qcow2`)).toBe(false);
     expect(await lc.getInstance(s.name, host.name, sig())).toBeUndefined();
-    await lc.deleteInstance(s.name, host.name, sig());
-    await lc.deleteInstance(s.name, undefined, sig());
+    await lc.deleteInstance(s.name, host.name, { owner: s.owner, nameIsOurs: true }, sig());
+    await lc.deleteInstance(s.name, undefined, { owner: s.owner, nameIsOurs: true }, sig());
   });
 
   it('a volume left by a crashed create is reused, not duplicated', async () => {
@@ -316,7 +316,7 @@ describe('KVM proxy lifecycle on the real test host', () => {
       );
       expect(info.capacity).toBe(32 * 1024 * 1024);
       // Delete the instance before its base (the base outlives proxies).
-      await lc.deleteInstance(s.name, host.name, sig());
+      await lc.deleteInstance(s.name, host.name, { owner: s.owner, nameIsOurs: true }, sig());
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
@@ -399,7 +399,7 @@ describe('KVM proxy lifecycle on the real test host', () => {
       const made = await lc.ensureInstance({ name, owner: { fleet: 'fleet-td', proxy: 'p1' }, credentials: { username: 'u', password: 'pw' } }, sig());
       expect(made).toMatchObject({ state: 'running', placement: td.name, endpoint: { port: 8888 } });
       expect(made.endpoint?.host).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
-      await lc.deleteInstance(name, undefined, sig());
+      await lc.deleteInstance(name, undefined, { owner: { fleet: 'fleet-td', proxy: 'p1' }, nameIsOurs: true }, sig());
       expect(await lc.getInstance(name, undefined, sig())).toBeUndefined();
       const left = await tdCall(async (c, s) => (await c.storagePoolListAllVolumes(await c.storagePoolLookupByName(td.pool, s), s)).map((v) => v.name));
       expect(left).not.toContain(`${name}.qcow2`);

@@ -119,7 +119,7 @@ describe('KVM cloud-init seed on the real test host', () => {
     expect(disks[1]).toContain('<readonly/>');
     expect(await lib(async (c, sg) => (await c.domainGetState(await c.domainLookupByName(s.name, sg), sg)).state)).toBe(1);
 
-    await lc.deleteInstance(s.name, host.name, sig());
+    await lc.deleteInstance(s.name, host.name, { owner: s.owner, nameIsOurs: true }, sig());
     expect(await poolVolumes(s.name)).toEqual([]);
     expect(logText).not.toContain(PASSWORD);
   });
@@ -151,7 +151,7 @@ describe('KVM cloud-init seed on the real test host', () => {
         sg,
       ),
     );
-    await lifecycle().deleteInstance(orphan.name, host.name, sig());
+    await lifecycle().deleteInstance(orphan.name, host.name, { owner: orphan.owner, nameIsOurs: true }, sig());
     expect(await poolVolumes(orphan.name)).toEqual([]);
   });
 

@@ -137,7 +137,7 @@ describe('local proxy lifecycle (one proxy host per data directory)', () => {
   afterEach(async () => {
     lifecycle.close();
     const names = await readdir(join(dataDir, 'instances')).catch(() => [] as string[]);
-    for (const name of names) await lifecycle.deleteInstance(name, undefined, signal());
+    for (const name of names) await lifecycle.deleteInstance(name, undefined, { owner: spec(name).owner, nameIsOurs: true }, signal());
     for (const name of names) expect(await findProxyProcesses(join(dataDir, 'instances', name))).toEqual([]);
     // The host stops with its last proxy.
     await waitFor('no proxy host left', async () => (await findHostProcesses(dataDir)).length === 0);
@@ -234,7 +234,7 @@ describe('local proxy lifecycle (one proxy host per data directory)', () => {
     try {
       await new Promise((resolveSpawn) => lookalike.once('spawn', resolveSpawn));
       expect(await findHostProcesses(dataDir)).not.toContain(lookalike.pid);
-      await lifecycle.deleteInstance('p1', undefined, signal());
+      await lifecycle.deleteInstance('p1', undefined, { owner: spec('p1').owner, nameIsOurs: true }, signal());
       expect(lookalike.exitCode).toBeNull();
       expect(lookalike.signalCode).toBeNull();
       expect(() => process.kill(lookalike.pid ?? 0, 0)).not.toThrow();
@@ -269,17 +269,17 @@ describe('local proxy lifecycle (one proxy host per data directory)', () => {
   it("delete stops exactly that proxy's listener (closed when the call returns), the others untouched; the last one stops the host", async () => {
     const [a, b] = await Promise.all([lifecycle.ensureInstance(spec('p1'), signal()), lifecycle.ensureInstance(spec('p2'), signal())]);
     const dir = join(dataDir, 'instances', 'p1');
-    await lifecycle.deleteInstance('p1', undefined, signal());
+    await lifecycle.deleteInstance('p1', undefined, { owner: spec('p1').owner, nameIsOurs: true }, signal());
     expect(await portIsClosed(a.endpoint!.port)).toBe(true);
     await expect(stat(dir)).rejects.toMatchObject({ code: 'ENOENT' });
     expect(await lifecycle.getInstance('p1', undefined, signal())).toBeUndefined();
     expect(await lifecycle.getInstance('p2', undefined, signal())).toMatchObject({ id: b.id, state: 'running' });
     expect((await getThrough(b.endpoint!.port, `http://127.0.0.1:${targetPort}/p2`, CREDS)).status).toBe(200);
     expect(await hostOf(dataDir).served(signal())).toEqual(['p2']);
-    await lifecycle.deleteInstance('p1', undefined, signal());
-    await lifecycle.deleteInstance('never-existed', undefined, signal());
+    await lifecycle.deleteInstance('p1', undefined, { owner: spec('p1').owner, nameIsOurs: true }, signal());
+    await lifecycle.deleteInstance('never-existed', undefined, { owner: spec('never-existed').owner, nameIsOurs: true }, signal());
 
-    await lifecycle.deleteInstance('p2', undefined, signal());
+    await lifecycle.deleteInstance('p2', undefined, { owner: spec('p2').owner, nameIsOurs: true }, signal());
     expect(await portIsClosed(b.endpoint!.port)).toBe(true);
     await waitFor('host gone', async () => (await findHostProcesses(dataDir)).length === 0);
     // The next create starts a new host.
@@ -352,7 +352,7 @@ describe('local proxy lifecycle (one proxy host per data directory)', () => {
           if (e.name === 'p2') resolveExit();
         }),
       );
-      await late.deleteInstance('p1', undefined, signal());
+      await late.deleteInstance('p1', undefined, { owner: spec('p1').owner, nameIsOurs: true }, signal());
       expect(await late.getInstance('p1', undefined, signal())).toBeUndefined();
       // Exits are reported in the order the watch sees them: once p2's is in, a p1 exit would be too.
       process.kill(hostPid(other), 'SIGKILL');
@@ -402,7 +402,7 @@ describe('local proxy lifecycle (one proxy host per data directory)', () => {
       // A new host is started (the bystander is not taken for one) and serves the proxy again.
       const back = await lifecycle.ensureInstance(spec('p1'), signal());
       expect(hostPid(back)).not.toBe(bystander.pid);
-      await lifecycle.deleteInstance('p1', undefined, signal());
+      await lifecycle.deleteInstance('p1', undefined, { owner: spec('p1').owner, nameIsOurs: true }, signal());
       expect(bystander.exitCode).toBeNull();
       expect(bystander.signalCode).toBeNull();
     } finally {
@@ -446,7 +446,7 @@ describe('local proxy lifecycle (one proxy host per data directory)', () => {
     const legacyDir = join(dataDir, 'instances', 'old');
     await lifecycle.ensureInstance(spec('old'), signal());
     const { port } = JSON.parse(await readFile(join(legacyDir, 'instance.json'), 'utf8'));
-    await lifecycle.deleteInstance('old', undefined, signal());
+    await lifecycle.deleteInstance('old', undefined, { owner: spec('old').owner, nameIsOurs: true }, signal());
     await waitFor('host gone', async () => (await findHostProcesses(dataDir)).length === 0);
     await mkdir(legacyDir, { recursive: true });
     await writeFile(

@@ -96,7 +96,8 @@ describe('sourceAddresses: each local proxy sends from its own address', () => {
 
   afterEach(async () => {
     lifecycle.close();
-    for await (const i of lifecycle.listInstances('fleet-s', signal())) await lifecycle.deleteInstance(i.name, undefined, signal());
+    for await (const i of lifecycle.listInstances('fleet-s', signal()))
+      await lifecycle.deleteInstance(i.name, undefined, { owner: i.owner, nameIsOurs: true }, signal());
     await waitFor('no proxy host left', async () => (await findHostProcesses(dataDir)).length === 0);
   });
 
@@ -133,7 +134,7 @@ describe('sourceAddresses: each local proxy sends from its own address', () => {
     expect(await Promise.all(again.map(egressIp))).toEqual(['127.0.0.2', '127.0.0.3', '127.0.0.4']);
 
     // A delete frees its address for the next proxy.
-    await lifecycle.deleteInstance('s2', undefined, signal());
+    await lifecycle.deleteInstance('s2', undefined, { owner: spec('s2').owner, nameIsOurs: true }, signal());
     const s4 = await lifecycle.ensureInstance(spec('s4'), signal());
     expect(await recorded('s4')).toBe('127.0.0.3');
     expect(await egressIp(s4)).toBe('127.0.0.3');

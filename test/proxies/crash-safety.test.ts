@@ -294,7 +294,7 @@ describe('crash safety on the kvm provider (the real test host)', () => {
     await c?.close();
     if (pool) {
       // Whatever a failed test left behind: this run's domains (by our fleet tag) and volumes.
-      for (const i of await mine()) await lifecycle.deleteInstance(i.name, i.placement, sig()).catch(() => undefined);
+      for (const i of await mine()) await lifecycle.deleteInstance(i.name, i.placement, { owner: i.owner, nameIsOurs: true }, sig()).catch(() => undefined);
       if (baseVolume) {
         await lib(async (conn, s) => {
           const p = await conn.storagePoolLookupByName(host.pool, s);

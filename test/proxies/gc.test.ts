@@ -35,7 +35,8 @@ describe('garbage collection', () => {
   });
   afterAll(async () => {
     for (const fl of [fleet, 'someone-else'])
-      for await (const i of lifecycle.listInstances(fl, signal)) await lifecycle.deleteInstance(i.name, i.placement, signal);
+      for await (const i of lifecycle.listInstances(fl, signal))
+        await lifecycle.deleteInstance(i.name, i.placement, { owner: i.owner, nameIsOurs: true }, signal);
     await store.close();
     redis.disconnect();
   });

@@ -211,7 +211,12 @@ describe('probeProxy against a local provider instance', () => {
     dataDir = await mkdtemp(join(tmpdir(), 'egress-probe-'));
   });
   afterEach(async () => {
-    await createLocalLifecycle({ dataDir, logger: silentLogger() }).deleteInstance('probe-1', undefined, AbortSignal.timeout(20_000));
+    await createLocalLifecycle({ dataDir, logger: silentLogger() }).deleteInstance(
+      'probe-1',
+      undefined,
+      { owner: { fleet: 'f', proxy: 'p' }, nameIsOurs: true },
+      AbortSignal.timeout(20_000),
+    );
     await rm(dataDir, { recursive: true, force: true });
   });
 

@@ -138,7 +138,7 @@ async function proxyWith(
   );
   const instance = await provider.lifecycle!.ensureInstance({ name: `ep-${name}`, owner: { fleet: 'ssrf', proxy: name }, credentials: CREDS }, signal());
   cleanups.push(async () => {
-    await provider.lifecycle!.deleteInstance(`ep-${name}`, undefined, signal());
+    await provider.lifecycle!.deleteInstance(`ep-${name}`, undefined, { owner: { fleet: 'ssrf', proxy: name }, nameIsOurs: true }, signal());
     await provider.close();
     await rm(dataDir, { recursive: true, force: true });
   });

@@ -24,7 +24,7 @@ function pausing(provider: Provider, lifecycle: ProxyLifecycle): Provider {
       return new Promise<Instance>(() => undefined);
     },
     getInstance: (name, placement, signal) => lifecycle.getInstance(name, placement, signal),
-    deleteInstance: (name, placement, signal) => lifecycle.deleteInstance(name, placement, signal),
+    deleteInstance: (name, placement, target, signal) => lifecycle.deleteInstance(name, placement, target, signal),
     listInstances: (fleet, signal) => lifecycle.listInstances(fleet, signal),
   };
   return {

@@ -14,7 +14,7 @@
 import type { protos } from '@google-cloud/compute';
 import { proxyEgressPolicy, type ProxyEgressPolicy } from '../../egress/policy-config.ts';
 import type { Logger } from '../../logging.ts';
-import { ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../lifecycle.ts';
+import { ForeignInstanceError, foreignOwner, ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../lifecycle.ts';
 import type { ComputeClients } from './clients.ts';
 import { httpStatus } from './classify.ts';
 import { createFirewallEnsurer, proxyNetworkTag, type FirewallEnsurer } from './firewall.ts';
@@ -336,13 +336,15 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
       return inst && isManaged(inst) ? toInstance(inst, port) : undefined;
     },
 
-    async deleteInstance(name, placement, signal) {
+    async deleteInstance(name, placement, { owner }, signal) {
       const zone = zoneOf(placement);
       const inst = await read(name, zone, signal);
       if (!inst) return;
-      if (!isManaged(inst)) {
-        log.warn({ instance: name, zone }, 'instance has no labels of ours; not deleting it');
-        return;
+      const labels = inst.labels ?? {};
+      const foreign = isManaged(inst) ? foreignOwner({ fleet: labels[FLEET_LABEL], proxy: labels[PROXY_LABEL] }, owner) : foreignOwner(undefined, owner);
+      if (foreign) {
+        log.warn({ instance: name, zone, reason: foreign }, 'instance is not ours; not deleting it');
+        throw new ForeignInstanceError(name, `instance in zone "${zone}": ${foreign}`);
       }
       const what = `deleting instance "${name}" in zone "${zone}"`;
       let op: Operation;

@@ -5,10 +5,10 @@
  */
 import type { CoreV1Api, V1ObjectMeta, V1Secret, V1Service } from '@kubernetes/client-node';
 import type { Logger } from '../../logging.ts';
-import { ProvisioningError } from '../lifecycle.ts';
+import { ForeignInstanceError, ProvisioningError, type InstanceOwner } from '../lifecycle.ts';
 import type { ForbiddenCreateExplainer } from './access-review.ts';
 import { apiStatus, mapKubeError } from './lifecycle-errors.ts';
-import { isManagedObject } from './lifecycle-owner.ts';
+import { notOwnedBy } from './lifecycle-owner.ts';
 import { raceAbort, withSignal } from './request-options.ts';
 
 export type Kind = 'Pod' | 'Secret' | 'Service';
@@ -73,18 +73,23 @@ export function objectCalls(api: CoreV1Api, explainForbidden: ForbiddenCreateExp
     }
   }
 
-  /** Deletes the object if it is ours; 404 counts as done. */
-  async function removeIfOurs(kind: 'Secret' | 'Service', name: string, namespace: string, signal: AbortSignal): Promise<void> {
+  /**
+   * Deletes the object if it is `owner`'s (this fleet's and this proxy's); 404 counts as done. The
+   * delete carries the uid it checked as a precondition, so an object replaced in between is not hit.
+   */
+  async function removeIfOurs(kind: 'Secret' | 'Service', name: string, namespace: string, owner: InstanceOwner, signal: AbortSignal): Promise<void> {
     const found = await read<V1Secret | V1Service>(kind, name, namespace, signal);
     if (!found) return;
-    if (!isManagedObject(found)) {
-      log.warn({ instance: name, namespace, kind }, 'object has no labels of ours; not deleting it');
-      return;
+    const foreign = notOwnedBy(found, owner);
+    if (foreign) {
+      log.warn({ instance: name, namespace, kind, reason: foreign }, 'object is not ours; not deleting it');
+      throw new ForeignInstanceError(name, `${kind} in namespace "${namespace}": ${foreign}`);
     }
     try {
       const o = withSignal(signal);
+      const body = found.metadata?.uid ? { preconditions: { uid: found.metadata.uid } } : undefined;
       const sent: Promise<unknown> =
-        kind === 'Secret' ? api.deleteNamespacedSecret({ name, namespace }, o) : api.deleteNamespacedService({ name, namespace }, o);
+        kind === 'Secret' ? api.deleteNamespacedSecret({ name, namespace, body }, o) : api.deleteNamespacedService({ name, namespace, body }, o);
       await raceAbort(sent, signal);
       log.info({ instance: name, namespace, kind }, `proxy ${kind} deleted`);
     } catch (err) {

@@ -1,6 +1,6 @@
 /** The owner labels every object of a kubernetes proxy instance carries (Pod, Secret, Service), and how to check them. */
 import type { V1ObjectMeta } from '@kubernetes/client-node';
-import type { InstanceOwner } from '../lifecycle.ts';
+import { foreignOwner, type InstanceOwner } from '../lifecycle.ts';
 import { MANAGED_LABELS } from './labels.ts';
 
 /** Owner labels stamped next to MANAGED_LABELS. */
@@ -30,4 +30,9 @@ export function foreignReason(kind: string, obj: { metadata?: V1ObjectMeta }, na
     return `${kind} "${name}" in namespace "${namespace}" belongs to proxy "${found.proxy}" of fleet "${found.fleet}", not "${owner.proxy}" of "${owner.fleet}"`;
   }
   return undefined;
+}
+
+/** Why a delete must leave `obj` alone (no labels of ours, another fleet's or proxy's), or undefined when it is `owner`'s. */
+export function notOwnedBy(obj: { metadata?: V1ObjectMeta }, owner: InstanceOwner): string | undefined {
+  return foreignOwner(isManagedObject(obj) ? ownerOf(obj) : undefined, owner);
 }

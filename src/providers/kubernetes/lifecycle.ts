@@ -14,13 +14,13 @@
 import { CoreV1Api, type KubeConfig, type V1ObjectMeta, type V1Pod, type V1Secret, type V1Service } from '@kubernetes/client-node';
 import { proxyEgressPolicy, type ProxyEgressPolicy } from '../../egress/policy-config.ts';
 import type { Logger } from '../../logging.ts';
-import { ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../lifecycle.ts';
+import { ForeignInstanceError, ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../lifecycle.ts';
 import { forbiddenCreateExplainer } from './access-review.ts';
 import { describeCall, objectCalls, type Kind } from './lifecycle-calls.ts';
 import type { KubernetesServiceConfig } from './config.ts';
 import { MANAGED_LABEL_SELECTOR } from './labels.ts';
 import { KubernetesRequestError, apiStatus, mapKubeError } from './lifecycle-errors.ts';
-import { FLEET_LABEL, foreignReason, isManagedObject, ownerOf } from './lifecycle-owner.ts';
+import { FLEET_LABEL, foreignReason, isManagedObject, notOwnedBy, ownerOf } from './lifecycle-owner.ts';
 import { fleetSelector, iso, madeForSecret, podManifest, podToInstance } from './lifecycle-pod.ts';
 import { holdsContents, secretManifest, withContents } from './lifecycle-secret.ts';
 import { serviceEndpoint, serviceManifest } from './lifecycle-service.ts';
@@ -248,15 +248,20 @@ export function createKubernetesLifecycle(options: KubernetesLifecycleOptions): 
       return secret && isManagedObject(secret) ? leftover('Secret', secret) : undefined;
     },
 
-    async deleteInstance(name, placement, signal) {
+    async deleteInstance(name, placement, { owner }, signal) {
       const namespace = namespaceOf(placement);
       const pod = await read<V1Pod>('Pod', name, namespace, signal);
-      if (pod && !isManagedObject(pod)) {
-        log.warn({ instance: name, namespace }, 'Pod has no labels of ours; not deleting it');
-      } else if (pod) {
+      const foreign = pod ? notOwnedBy(pod, owner) : undefined;
+      if (foreign) {
+        // Its Secret and Service are left too: they are the Pod's owner's business, whoever that is.
+        log.warn({ instance: name, namespace, reason: foreign }, 'Pod is not ours; not deleting it');
+        throw new ForeignInstanceError(name, `Pod in namespace "${namespace}": ${foreign}`);
+      }
+      if (pod) {
         if (!pod.metadata?.deletionTimestamp) {
           try {
-            await raceAbort(api.deleteNamespacedPod({ name, namespace }, withSignal(signal)), signal);
+            const body = pod.metadata?.uid ? { preconditions: { uid: pod.metadata.uid } } : undefined;
+            await raceAbort(api.deleteNamespacedPod({ name, namespace, body }, withSignal(signal)), signal);
             log.info({ instance: name, namespace }, 'proxy Pod deleted');
           } catch (err) {
             if (signal.aborted || apiStatus(err) !== 404) throw mapKubeError(err, describeCall('deleting', 'Pod', name, namespace), signal);
@@ -266,8 +271,8 @@ export function createKubernetesLifecycle(options: KubernetesLifecycleOptions): 
         const still = await read<V1Pod>('Pod', name, namespace, signal);
         if (still) return;
       }
-      if (serviceConfig) await removeIfOurs('Service', name, namespace, signal);
-      await removeIfOurs('Secret', name, namespace, signal);
+      if (serviceConfig) await removeIfOurs('Service', name, namespace, owner, signal);
+      await removeIfOurs('Secret', name, namespace, owner, signal);
     },
 
     async *listInstances(fleet, signal) {

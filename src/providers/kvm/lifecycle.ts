@@ -14,7 +14,7 @@ import { DomainState, LibvirtError, isLibvirtExists, isLibvirtUnsupported, type 
 import type { KvmHostPool } from '../../kvm/pool/index.ts';
 import { proxyEgressPolicy, type ProxyEgressPolicy } from '../../egress/policy-config.ts';
 import type { Logger } from '../../logging.ts';
-import { ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../lifecycle.ts';
+import { ForeignInstanceError, foreignOwner, ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../lifecycle.ts';
 import type { KvmHostConfig } from './config.ts';
 import { seedImage, seedVolumeName, writeSeed } from './seed.ts';
 import { DEFAULT_DOMAIN_TEMPLATE, REQUIRED_PLACEHOLDERS, domainXml, escapeXml } from './domain-xml.ts';
@@ -240,7 +240,7 @@ export function createKvmLifecycle(deps: KvmLifecycleDeps): ProxyLifecycle {
       return undefined;
     },
 
-    async deleteInstance(name, placement, signal) {
+    async deleteInstance(name, placement, { owner, nameIsOurs }, signal) {
       for (const host of hostsFor(placement)) {
         await run(
           host,
@@ -248,12 +248,19 @@ export function createKvmLifecycle(deps: KvmLifecycleDeps): ProxyLifecycle {
           async (c, s) => {
             const hlog = log.child({ host: host.name, instance: name });
             const found = await findDomain(c, name, s);
-            if (found && !found.tag) {
-              hlog.warn('domain has no ownership tag of ours; not deleting it or its volume');
+            const foreign = found ? foreignOwner(found.tag, owner) : undefined;
+            if (foreign) {
+              hlog.warn({ reason: foreign }, 'domain is not ours; not deleting it or its volumes');
+              throw new ForeignInstanceError(name, `domain on host "${host.name}": ${foreign}`);
+            }
+            // Volumes carry no owner of their own: they go with the tagged domain that owned them, or —
+            // a crashed create's leftovers, with no domain — by a name the caller derived itself (never
+            // by a name an inventory answered: the domain may have been another fleet's all along).
+            if (!found && !nameIsOurs) {
+              hlog.info('domain already gone; its volumes are left to the reconcile of their proxy');
               return;
             }
             if (found) await removeDomain(c, found.dom, s);
-            // The volume goes with its domain; without one it is a crashed create's leftover (found by name).
             const storagePool = await c.storagePoolLookupByName(host.pool, s);
             const removed = await deleteVolume(c, storagePool, volumeName(name), s);
             // The seed too, whether or not this lifecycle writes seeds (the setting may have changed since).

@@ -3,7 +3,16 @@ import { join } from 'node:path';
 import { proxyEgressPolicy, type ProxyEgressPolicy } from '../../egress/policy-config.ts';
 import { EgressError } from '../../errors.ts';
 import type { Logger } from '../../logging.ts';
-import { ProvisioningError, type Instance, type InstanceExit, type InstanceSpec, type ProxyLifecycle } from '../lifecycle.ts';
+import {
+  ForeignInstanceError,
+  foreignOwner,
+  ProvisioningError,
+  type DeleteTarget,
+  type Instance,
+  type InstanceExit,
+  type InstanceSpec,
+  type ProxyLifecycle,
+} from '../lifecycle.ts';
 import {
   asCredentials,
   asInstance,
@@ -304,10 +313,15 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
     }
   }
 
-  async function remove(name: string, signal: AbortSignal): Promise<void> {
+  async function remove(name: string, target: DeleteTarget, signal: AbortSignal): Promise<void> {
     if (!NAME_PATTERN.test(name)) return;
     const dir = instanceDir(dataDir, name);
     const { intent, record } = await readState(dir);
+    const foreign = intent ? foreignOwner(intent.owner, target.owner) : undefined;
+    if (foreign) {
+      logger.warn({ instance: name, reason: foreign }, 'local instance is not ours; not deleting it');
+      throw new ForeignInstanceError(name, `local instance: ${foreign}`);
+    }
     // Processes of the earlier model: only an instance the host has not served yet can have one
     // (scanning /proc costs a read per process on the machine, too much for every deletion).
     const pids = new Set(record?.host === true ? [] : await findProxyProcesses(dir));
@@ -407,7 +421,7 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
       return intent ? describe(dir, intent, record, removal) : undefined;
     },
 
-    deleteInstance: (name, _placement, signal) => withLock(name, () => remove(name, signal)),
+    deleteInstance: (name, _placement, target, signal) => withLock(name, () => remove(name, target, signal)),
 
     async *listInstances(fleet, signal) {
       let names: string[];

@@ -43,3 +43,12 @@ export function storeError(err: unknown, what: string, signal?: AbortSignal): un
   }
   return new KubernetesStoreError(`${what}: ${err instanceof Error ? err.message : String(err)}`, undefined, undefined, { cause: err });
 }
+
+/**
+ * A list the server answered that is not a complete, well-formed inventory (no `items`, a repeated
+ * `continue` token, no end of pages). Nothing may be concluded from it — least of all that an object
+ * is absent — so it fails the caller; retried, as a later answer may be whole.
+ */
+export function malformedList(what: string, problem: string): KubernetesStoreError {
+  return new KubernetesStoreError(`${what}: ${problem}; nothing is concluded from an incomplete list`, undefined, 'MalformedList', { retryable: true });
+}

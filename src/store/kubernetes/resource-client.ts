@@ -1,7 +1,7 @@
 import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
 import { withSignal } from '../../providers/kubernetes/request-options.ts';
 import { API_GROUP, API_VERSION } from '../../crds/resources.ts';
-import { httpStatus, storeError } from './errors.ts';
+import { httpStatus, malformedList, storeError } from './errors.ts';
 
 /** The metadata the stores read and write; the rest of an object's metadata passes through untouched. */
 export interface ObjectMeta {
@@ -31,6 +31,9 @@ interface ResourceRef {
   /** Undefined for a cluster-scoped resource. */
   namespace: string | undefined;
 }
+
+/** Pages one listing may take before it is refused as a server paging for ever. */
+export const LIST_PAGE_LIMIT = 10_000;
 
 /**
  * The calls the Kubernetes stores make, on one resource of our API group: get (undefined when absent),
@@ -71,21 +74,49 @@ export class ResourceClient<Spec, Status> {
    * Every object (those `query.labelSelector` selects) and the list's resourceVersion (where a
    * watch starts). `query.resourceVersion: '0'` lets the server answer from its watch cache, for
    * readers that poll and may be a moment behind.
+   *
+   * The list is complete and well-formed or it is an error: an answer without an `items` array is
+   * refused (GC reads "no Proxy" as "delete its instance"), a `continue` token is followed (the
+   * server may page any list), and a token that repeats, or more than LIST_PAGE_LIMIT pages, fails
+   * the listing instead of looping for ever.
    */
   async list(
     signal: AbortSignal,
     query: { labelSelector?: string; resourceVersion?: string } = {},
   ): Promise<{ items: CustomObject<Spec, Status>[]; resourceVersion: string }> {
     signal.throwIfAborted();
+    const items: CustomObject<Spec, Status>[] = [];
+    const seen = new Set<string>();
+    let token: string | undefined;
+    let resourceVersion = '';
+    for (let page = 0; ; page++) {
+      if (page >= LIST_PAGE_LIMIT) throw malformedList(this.#what('listing'), `more than ${LIST_PAGE_LIMIT} pages`);
+      const list = await this.#listPage(signal, token === undefined ? query : { ...query, _continue: token });
+      if (!Array.isArray(list.items)) throw malformedList(this.#what('listing'), 'the answer has no items list');
+      items.push(...(list.items as CustomObject<Spec, Status>[]));
+      resourceVersion = list.metadata?.resourceVersion ?? resourceVersion;
+      const next = list.metadata?.continue;
+      if (next === undefined || next === '') return { items, resourceVersion };
+      if (typeof next !== 'string' || seen.has(next)) throw malformedList(this.#what('listing'), 'the server repeated a continue token');
+      seen.add(next);
+      token = next;
+    }
+  }
+
+  async #listPage(
+    signal: AbortSignal,
+    query: { labelSelector?: string; resourceVersion?: string; _continue?: string },
+  ): Promise<{ items?: unknown; metadata?: { resourceVersion?: string; continue?: unknown } }> {
     try {
       const ns = this.#ref.namespace;
       const list = (await (ns
         ? this.#api.listNamespacedCustomObject({ ...this.#params(), ...query, namespace: ns }, withSignal(signal))
         : this.#api.listClusterCustomObject({ ...this.#params(), ...query }, withSignal(signal)))) as {
         items?: CustomObject<Spec, Status>[];
-        metadata?: { resourceVersion?: string };
-      };
-      return { items: list.items ?? [], resourceVersion: list.metadata?.resourceVersion ?? '' };
+        metadata?: { resourceVersion?: string; continue?: unknown };
+      } | null;
+      if (typeof list !== 'object' || list === null) return {};
+      return list;
     } catch (err) {
       throw storeError(err, this.#what('listing'), signal);
     }

@@ -362,6 +362,10 @@ export class FakeKubeApiserver extends EventEmitter {
       });
       return;
     }
+    if (fault?.body !== undefined) {
+      this.send(res, entry, 200, fault.body);
+      return;
+    }
     if (fault?.status) {
       const s = fault.status;
       this.send(res, entry, s, status(s, fault.reason ?? defaultReason(s), fault.message ?? `fault injected: ${s}`));

@@ -36,6 +36,8 @@ export interface KubeFault {
   status?: number;
   reason?: string;
   message?: string;
+  /** Answer 200 with exactly this JSON body instead (a broken or hostile server: a list without items, a repeated continue). */
+  body?: unknown;
 }
 
 /** The ObjectMeta every stored object has: what the client sent plus what the apiserver sets. */
