@@ -3,6 +3,7 @@ import type { CliIO } from '../output.ts';
 import { runRoles, type RunRolesOptions } from '../run-roles.ts';
 import { buildServerConfig, SERVER_FLAG_DEFAULTS, type ServerFlags } from '../server-config.ts';
 import { ROLES_OF } from './server-commands.ts';
+import { prepareTrustedDirs } from '../trusted-dirs.ts';
 
 function waitForSignal(logger: Logger): Promise<NodeJS.Signals> {
   return new Promise((resolve) => {
@@ -26,7 +27,9 @@ function waitForSignal(logger: Logger): Promise<NodeJS.Signals> {
 /** Runs a long-running command until SIGINT/SIGTERM, then shuts down within bounds and exits 0. */
 export async function runServerCommand(role: string, flags: ServerFlags, io: CliIO, options: RunRolesOptions = {}): Promise<number> {
   const roles = ROLES_OF[role] ?? [];
-  const config = await buildServerConfig({ ...SERVER_FLAG_DEFAULTS, ...flags }, { defaultProviders: role === 'up', servesApi: roles.includes('api') });
+  const built = await buildServerConfig({ ...SERVER_FLAG_DEFAULTS, ...flags }, { defaultProviders: role === 'up', servesApi: roles.includes('api') });
+  // Before anything starts: the directories this process will execute from or trust (exit 2 when one may not be trusted).
+  const config = await prepareTrustedDirs(built, roles, !flags.checkConfig);
   if (flags.checkConfig) {
     io.out(
       `configuration OK: ${role}, providers ${config.providers.map((p) => `${p.name} (${p.type})`).join(', ') || 'none'}${config.store?.kind === 'kubernetes' ? `, store kubernetes (namespace ${config.store.namespace})` : ''}\n`,
