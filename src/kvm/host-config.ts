@@ -1,10 +1,12 @@
 import { z } from 'zod';
+import { hostAddress } from '../schema/host-address.ts';
 import { resourceName } from '../schema/zod-helpers.ts';
 
 /** One KVM host as configured: where its sshd is, how to authenticate, and libvirt's socket and pool there. */
 export const kvmHostSchema = z.strictObject({
   name: resourceName,
-  address: z.string().min(1),
+  /** An IPv4 or IPv6 address or a DNS host name (src/schema/host-address.ts). */
+  address: hostAddress,
   port: z.number().int().min(1).max(65535).default(22),
   user: z.string().min(1).default('root'),
   /** Path of the SSH private key file. Read at dial time, never logged. */

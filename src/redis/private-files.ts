@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { chmod, lstat, mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
+import { chmod, lstat, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { EgressError } from '../errors.ts';
+import { resolveTrustedDir } from '../fs/private-path.ts';
 
 /**
  * Files only this user may read: the data directory holds the private Redis's password and
@@ -11,19 +12,13 @@ export const PRIVATE_DIR_MODE = 0o700;
 export const PRIVATE_FILE_MODE = 0o600;
 
 /**
- * Creates `dir` (and missing parents) 0700, and tightens it to 0700 if it already existed wider.
- * A directory shared by design (sticky, like /tmp) or owned by another user is refused rather
- * than changed.
+ * Creates `dir` (and missing parents) 0700, and tightens it to 0700 if it already existed with
+ * group or other read bits. A directory that cannot be trusted — another user's, writable by
+ * group or others (sticky, like /tmp, included), or below a directory that is (src/fs/private-path.ts)
+ * — is refused (UnsafePathError) rather than changed.
  */
 export async function ensurePrivateDir(dir: string): Promise<void> {
-  await mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
-  const st = await lstat(dir);
-  if (!st.isDirectory()) throw new EgressError('ERR_DATA_DIR', `${dir} is not a directory`);
-  if ((st.mode & 0o1000) !== 0)
-    throw new EgressError('ERR_DATA_DIR', `${dir} is a shared directory (sticky bit, like /tmp): use a directory of its own inside it`);
-  const uid = process.getuid?.();
-  if (uid !== undefined && st.uid !== uid) throw new EgressError('ERR_DATA_DIR', `${dir} belongs to uid ${st.uid}, not to this user (uid ${uid})`);
-  if ((st.mode & 0o777) !== PRIVATE_DIR_MODE) await chmod(dir, PRIVATE_DIR_MODE);
+  await resolveTrustedDir(dir, { create: true });
 }
 
 /**

@@ -48,6 +48,10 @@ describe('configuration file messages', () => {
     [kvm('', ', idleTimeout: true'), 'providers[0].idleTimeout: expected a number or a string, got true'],
     [kvm('', ', proxies: { baseImageVolume: b, cloneMode: x }'), 'providers[0].proxies.cloneMode: expected one of overlay, copy, got "x"'],
     [kvm('', ', proxies: { baseImageVolume: b, memoryMiB: 16 }'), 'providers[0].proxies.memoryMiB: expected at least 32, got 16'],
+    ...['999.1.1.1', '-bad-', 'a..b', '10.0.0.5:22', 'host_name', '1.2.3'].map((address) => [
+      kvm('').replace('address: 10.0.0.5', `address: "${address}"`),
+      `providers[0].hosts[0].address: expected an IPv4 or IPv6 address or a DNS host name, got "${address}"`,
+    ]),
     ['providers: {}\n', 'providers: expected an array, got an object'],
     ['providers:\n  - [1]\n', 'providers[0]: expected an object, got an array'],
     ['providers:\n  - { name: x, type: aws }\n', 'providers[0].type: expected one of local, kvm, kubernetes, gcp, got "aws"'],
@@ -69,6 +73,15 @@ describe('configuration file messages', () => {
     expect(text).toBe(`egress.yaml: ${message}`);
     expect(text).not.toMatch(ZOD_WORDING);
   });
+
+  test.each(['10.0.0.5', '::1', '2001:db8::7', 'host.example', 'beelink', 'kvm-1.lab.example.', '10.0.0.5.nip.io'])(
+    'kvm host address %j is accepted',
+    (address) => {
+      const config = parseConfigDocument(parseYaml(kvm('').replace('address: 10.0.0.5', `address: "${address}"`), 'egress.yaml'), 'egress.yaml');
+      const provider = config.providers[0];
+      expect(provider?.type === 'kvm' && provider.hosts[0]?.address).toBe(address);
+    },
+  );
 
   test('through the CLI: exit 2 and the same one line', async () => {
     // --check-config validates and exits before anything connects anywhere.

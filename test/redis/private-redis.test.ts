@@ -267,7 +267,9 @@ describe('the private Redis of `egress up`', () => {
     await chmod(s.dataDir, 0o1777);
     const run = spawnEgress(['up', '--data-dir', s.dataDir, '--config', s.config, '--port', '0'], OWN_REDIS);
     expect(await run.exited).toBe(2);
-    expect(run.logs()).toBe(`error: --data-dir: ${s.dataDir} is a shared directory (sticky bit, like /tmp): use a directory of its own inside it\n`);
+    expect(run.logs()).toBe(
+      `error: --data-dir: ${s.dataDir} is owned by uid ${process.getuid?.()} with mode 1777; it must be owned by uid ${process.getuid?.()} and not writable by group or others (a shared directory, like /tmp: use a directory of its own inside it)\n`,
+    );
     expect((await stat(s.dataDir)).mode & 0o7777).toBe(0o1777);
   });
 

@@ -7,6 +7,7 @@ import type { CliIO } from '../output.ts';
 import { runRoles, type RunRolesOptions } from '../run-roles.ts';
 import { buildServerConfig, SERVER_FLAG_DEFAULTS, type ServerFlags } from '../server-config.ts';
 import { ROLES_OF } from './server-commands.ts';
+import { prepareTrustedDirs } from '../trusted-dirs.ts';
 
 function waitForSignal(logger: Logger): Promise<NodeJS.Signals> {
   return new Promise((resolve) => {
@@ -66,14 +67,16 @@ async function recordApi(role: string, config: AppConfig, url: string, local: Lo
 export async function runServerCommand(role: string, flags: ServerFlags, io: CliIO, options: RunRolesOptions = {}): Promise<number> {
   const roles = ROLES_OF[role] ?? [];
   const built = await buildServerConfig({ ...SERVER_FLAG_DEFAULTS, ...flags }, { defaultProviders: role === 'up', servesApi: roles.includes('api') });
+  // Before anything starts: the directories this process will execute from or trust (exit 2 when one may not be trusted).
+  const trusted = await prepareTrustedDirs(built, roles, !flags.checkConfig);
   if (flags.checkConfig) {
-    const config = built;
+    const config = trusted;
     io.out(
       `configuration OK: ${role}, providers ${config.providers.map((p) => `${p.name} (${p.type})`).join(', ') || 'none'}${config.store?.kind === 'kubernetes' ? `, store kubernetes (namespace ${config.store.namespace})` : ''}\n`,
     );
     return 0;
   }
-  const { config, local } = await withLocalToken(built);
+  const { config, local } = await withLocalToken(trusted);
   const logger = createLogger({ level: config.logLevel });
   for (const warning of [config.api.tokenFileWarning, local?.warning]) if (warning) logger.warn(warning);
   if (config.api.noAuth && roles.includes('api'))

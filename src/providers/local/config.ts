@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import { z } from 'zod';
 import { egressPolicySchema } from '../../egress/policy-config.ts';
 import { resourceName } from '../../schema/zod-helpers.ts';
@@ -26,3 +27,8 @@ export const localProviderSchema = z.strictObject({
 });
 
 export type LocalProviderConfig = z.infer<typeof localProviderSchema>;
+
+/** A local provider's data directory: its `dataDir`, else `<dataDir>/local/<name>` under the process's `--data-dir`. */
+export function localDataDir(config: Pick<LocalProviderConfig, 'name' | 'dataDir'>, rootDataDir: string): string {
+  return config.dataDir ?? join(rootDataDir, 'local', config.name);
+}

@@ -1,9 +1,10 @@
 import { spawn } from 'node:child_process';
-import { mkdir, open, readFile } from 'node:fs/promises';
+import { open, readFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import type { Logger } from '../../logging.ts';
 import { EgressError } from '../../errors.ts';
+import { ensureOwnedDir, verifyTrustedDir } from '../../fs/private-path.ts';
 import { asHostRecord, HOST_FILE, HOST_LOG, HOST_SOCKET, hostDir, readJson, type HostRecord } from './instance-files.ts';
 import { findHostProcesses, isHostProcess, pause } from './process-table.ts';
 
@@ -59,7 +60,7 @@ function hostGone(err: unknown): boolean {
 export interface ProxyHostSupervisorOptions {
   dataDir: string;
   logger: Logger;
-  /** The host program's path (built on demand). */
+  /** The host program's path, asked right before each spawn (the lifecycle writes our own build there and verifies it). */
   program: () => Promise<string>;
   policyFile: string;
   /** A host this worker spawned exited (its `exit` event). */
@@ -141,7 +142,9 @@ export class ProxyHostSupervisor {
 
   async #spawn(): Promise<void> {
     const dir = hostDir(this.#o.dataDir);
-    await mkdir(dir, { recursive: true, mode: 0o700 });
+    // Checked again right before each exec, not only at start: directories may change meanwhile.
+    await verifyTrustedDir(this.#o.dataDir);
+    await ensureOwnedDir(dir);
     const program = await this.#o.program();
     const log = await open(join(dir, HOST_LOG), 'a', 0o600);
     try {

@@ -1,16 +1,15 @@
-import { join } from 'node:path';
 import { proxyEgressPolicy } from '../../egress/policy-config.ts';
 import type { Provider, ProviderDeps } from '../types.ts';
 import { checkLocal, LOCAL_TARGET } from './check.ts';
 import { exportDenials } from './denied-metric.ts';
 import { createLocalLifecycle } from './lifecycle.ts';
-import type { LocalProviderConfig } from './config.ts';
+import { localDataDir, type LocalProviderConfig } from './config.ts';
 
 export { localProviderSchema, type LocalProviderConfig } from './config.ts';
 
 /** The local provider: forward proxies served by one proxy host process on this machine, state under its data directory. */
 export function createLocalProvider(config: LocalProviderConfig, deps: ProviderDeps): Provider {
-  const dataDir = config.dataDir ?? join(deps.dataDir, 'local', config.name);
+  const dataDir = localDataDir(config, deps.dataDir);
   const egressPolicy = proxyEgressPolicy(config.proxies?.egressPolicy, deps.egress);
   const sourceAddresses = config.proxies?.sourceAddresses;
   const lifecycle = createLocalLifecycle({ dataDir, logger: deps.logger, egressPolicy, ...(sourceAddresses ? { sourceAddresses } : {}) });

@@ -36,7 +36,7 @@ import {
 import { ExitWatch, type WatchedProxy } from './exit-watch.ts';
 import { ProxyHostSupervisor } from './host-client.ts';
 import { findProxyProcesses, isHostProcess, isProxyProcess, waitUntilGone } from './process-table.ts';
-import { buildProxyHostProgram } from './proxy-program.ts';
+import { hostProgramInstaller } from './proxy-program.ts';
 import { createSourceAddressPool, type SourceAddressPool } from './source-addresses.ts';
 
 export interface LocalLifecycleOptions {
@@ -132,15 +132,7 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
     });
     return policyWritten;
   }
-  let built: Promise<string> | undefined;
-  /** The host program's path, built on first use; a failed build is tried again next time. */
-  function program(): Promise<string> {
-    built ??= buildProxyHostProgram(dataDir).catch((err: unknown) => {
-      built = undefined;
-      throw err;
-    });
-    return built;
-  }
+  const program = hostProgramInstaller(dataDir, logger);
   const host = new ProxyHostSupervisor({ dataDir, logger, program, policyFile, onChildExit: (pid) => exits.check(pid) });
   const addresses: SourceAddressPool | undefined =
     options.sourceAddresses && options.sourceAddresses.length > 0

@@ -1,9 +1,11 @@
 import { existsSync } from 'node:fs';
-import { mkdir, readFile } from 'node:fs/promises';
+import { lstat, mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { EgressError } from '../../errors.ts';
+import { ensureOwnedDir, verifyOwnedFile, verifyTrustedDir } from '../../fs/private-path.ts';
+import type { Logger } from '../../logging.ts';
 import { writeFileAtomic } from './instance-files.ts';
 import { PROXY_HOST_PROGRAM_FILE, PROXY_PROGRAM_FILE } from './process-table.ts';
 
@@ -31,7 +33,7 @@ export class ProxyProgramError extends EgressError {
  *
  * This program is what container and VM proxies run (Dockerfile.proxy, src/providers/boot/), and
  * what local proxies of the earlier one-process-per-proxy model run; local proxies are now served
- * by the proxy host (buildProxyHostProgram). Started with plain `node` it needs no TypeScript
+ * by the proxy host (bundleProxyHostProgram, installProgram). Started with plain `node` it needs no TypeScript
  * loader, which cuts its start from ~0.3 s of CPU to ~0.1 s and its memory by a third
  * (docs/benchmarks.md). The file is rewritten (atomically, so a process starting at that
  * moment reads either version whole) only when the build differs from what is there, so workers
@@ -41,9 +43,60 @@ export function buildProxyProgram(dataDir: string): Promise<string> {
   return writeProgram(dataDir, PROXY_PROGRAM_FILE, bundleProxyProgram());
 }
 
-/** The proxy host's program, `<dataDir>/bin/proxy-host.cjs` (PROXY_HOST_PROGRAM_FILE), built and written like buildProxyProgram. */
-export function buildProxyHostProgram(dataDir: string): Promise<string> {
-  return writeProgram(dataDir, PROXY_HOST_PROGRAM_FILE, bundleProgram(HOST_SOURCE, 'local proxy host program'));
+/** The proxy host's program as one self-contained CommonJS file: the orchestrator's own copy, which installProgram writes. */
+export function bundleProxyHostProgram(): Promise<Uint8Array> {
+  return bundleProgram(HOST_SOURCE, 'local proxy host program');
+}
+
+/**
+ * Puts `code` (the orchestrator's own build, held in memory) at `<dataDir>/bin/<file>` right before
+ * it is executed, and returns its path; `replaced` says a different file was there (anything but
+ * exactly our build, ours and not writable by group or others: it is rewritten, atomically).
+ * The data directory is checked again first (src/fs/private-path.ts: every component ours or
+ * root's and not writable by others), so once written nobody else can swap the file before node
+ * opens it. Throws UnsafePathError when the directory or bin/ may not be trusted.
+ */
+export async function installProgram(dataDir: string, file: string, code: Uint8Array): Promise<{ path: string; replaced: boolean }> {
+  await verifyTrustedDir(dataDir);
+  const dir = join(dataDir, 'bin');
+  await ensureOwnedDir(dir);
+  const target = join(dir, file);
+  const present = await lstat(target).then(
+    () => true,
+    () => false,
+  );
+  const intact =
+    present &&
+    (await verifyOwnedFile(target).then(
+      async () => Buffer.compare(await readFile(target), code) === 0,
+      () => false,
+    ));
+  if (!intact) await writeFileAtomic(target, code, 0o600);
+  await verifyOwnedFile(target);
+  return { path: target, replaced: present && !intact };
+}
+
+/**
+ * The proxy host program's path, asked right before each start of the host: our own build (made
+ * on first use and kept in memory; a failed build is tried again next time) written over whatever
+ * is in `<dataDir>/bin/` unless it is exactly that (installProgram), so a replaced file is never
+ * executed. A replaced file is logged as a warning.
+ */
+export function hostProgramInstaller(dataDir: string, logger: Logger): () => Promise<string> {
+  let bundled: Promise<Uint8Array> | undefined;
+  return async () => {
+    bundled ??= bundleProxyHostProgram().catch((err: unknown) => {
+      bundled = undefined;
+      throw err;
+    });
+    const installed = await installProgram(dataDir, PROXY_HOST_PROGRAM_FILE, await bundled);
+    if (installed.replaced)
+      logger.warn(
+        { file: installed.path },
+        'the proxy host program on disk was not the one this orchestrator built: rewritten from its own build before starting it',
+      );
+    return installed.path;
+  };
 }
 
 async function writeProgram(dataDir: string, file: string, bundled: Promise<Uint8Array>): Promise<string> {
