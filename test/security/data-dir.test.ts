@@ -128,7 +128,7 @@ describe('the proxy host program is verified right before each exec', () => {
     lifecycle.onInstanceExit(() => undefined);
     cleanups.push(async () => {
       lifecycle.close();
-      await lifecycle.deleteInstance('p1', undefined, signal());
+      await lifecycle.deleteInstance('p1', undefined, { owner: spec.owner, nameIsOurs: true }, signal());
       await waitFor('no proxy host left', async () => (await findHostProcesses(dataDir)).length === 0);
     });
     const first = await lifecycle.ensureInstance(spec, signal());
