@@ -5,6 +5,7 @@ import { serveStatic } from '@hono/node-server/serve-static';
 import type { Queue } from 'bullmq';
 import type { Hono, MiddlewareHandler } from 'hono';
 import type { Logger } from '../logging.ts';
+import { storeUnavailableResponse } from './store-unavailable.ts';
 
 export const BULL_BOARD_PATH = '/admin/queues';
 
@@ -58,7 +59,7 @@ function guardBoard(deps: BullBoardDeps): MiddlewareHandler {
       })
       .catch(() => '');
     if (!deps.storeConnected()) {
-      c.res = c.json({ error: 'ERR_STORE_UNAVAILABLE', message: 'Redis is unreachable; try again' }, 503);
+      c.res = storeUnavailableResponse(c, 'Redis is unreachable; try again');
       return;
     }
     deps.logger.info({ path: c.req.path.slice(0, 200), status: c.res.status, detail }, 'bull board could not serve a request');
