@@ -16,15 +16,24 @@ import { setWriteScope, storeUnavailableResponse, StoreUnavailableError, writeSc
 export function writeDeadline(deadlineMs: number, fenceMarginMs: number, exempt: readonly string[]): MiddlewareHandler {
   return async (c, next) => {
     if (c.req.method === 'GET' || c.req.method === 'HEAD' || exempt.includes(c.req.path)) return next();
-    // The body first (Hono keeps it for the handler): a slow upload is the client's time, not the store's.
-    // One that fails (too large, cut short) fails the handler's read the same way, answered as before.
-    if (
-      !(await c.req.arrayBuffer().then(
-        () => true,
-        () => false,
-      ))
-    )
+    // The body first: a slow upload is the client's time, not the store's. One that fails (too
+    // large, cut short) stays in Hono's cache as that failure, for the handler's read to fail as it
+    // always has. One that arrives is handed on as a fresh body (and the cache forgotten), so a
+    // route's own body limit (feedback's 1 KiB) still reads it through its stream.
+    const body = await c.req.arrayBuffer().then(
+      (bytes) => bytes,
+      () => undefined,
+    );
+    if (body === undefined) return next();
+    let fresh: Request;
+    try {
+      fresh = new Request(c.req.raw, { body });
+    } catch {
+      // A method fetch's Request refuses (TRACE): no route serves it; the body stays cached.
       return next();
+    }
+    c.req.raw = fresh;
+    delete c.req.bodyCache.arrayBuffer;
     const controller = new AbortController();
     fenceWrites(controller.signal, Date.now() + deadlineMs - fenceMarginMs);
     const message = `no answer from the store within ${deadlineMs / 1000}s: Redis is unreachable or overloaded`;
