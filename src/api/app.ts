@@ -9,6 +9,8 @@ import { mountBullBoard } from './bull-board.ts';
 import { errorResponse } from './http-errors.ts';
 import { SharedDeadlines } from '../abort.ts';
 import { raceSignal, readDeadline } from './read-deadline.ts';
+import { writeDeadline } from './write-deadline.ts';
+import { STORE_RETRY_AFTER_SECONDS } from './store-unavailable.ts';
 import { limitBody, requireAllowedHost, requireMutationMediaType, requireSameOrigin, type HostAllowList } from '../http/request-guards.ts';
 import { jobRoutes } from './routes/jobs.ts';
 import { echoRoute } from '../readiness/echo.ts';
@@ -58,6 +60,11 @@ export interface ApiDeps {
   storeConnected: () => boolean;
   /** Deadline of every GET/HEAD but /healthz and /readyz (default 3 s). */
   readDeadlineMs?: number;
+  /**
+   * Deadline of every other request (default 10 s): answered 503 ERR_STORE_UNAVAILABLE when Redis
+   * does not answer by then; its store writes are fenced a fifth of it earlier (src/api/write-deadline.ts).
+   */
+  writeDeadlineMs?: number;
   checkWaitMs: number;
   /** Picks from pools and ban feedback (`/v1/pools/{name}/pick`, `…/feedback`); absent: not served. */
   picks?: { picker: PoolPicker; feedback: FeedbackRecorder; rateLimit: FeedbackRateLimit };
@@ -76,6 +83,8 @@ export function createApiApp(deps: ApiDeps): Hono {
   app.use('*', requireMutationMediaType());
   app.use('*', limitBody(deps.maxBodyBytes));
   app.use('*', readDeadline(deps.readDeadlineMs ?? 3000, ['/healthz', '/readyz']));
+  const writeMs = deps.writeDeadlineMs ?? 10_000;
+  app.use('*', writeDeadline(writeMs, writeMs / 5, []));
 
   app.get('/healthz', (c) => c.text('ok'));
   const readinessDeadlines = new SharedDeadlines(2000);
@@ -85,6 +94,7 @@ export function createApiApp(deps: ApiDeps): Hono {
       await raceSignal(deps.ping(signal), signal, () => new Error('no answer within 2s'));
       return c.text('ok');
     } catch (err) {
+      c.header('Retry-After', String(STORE_RETRY_AFTER_SECONDS));
       return c.json({ error: 'NotReady', message: `redis is not reachable: ${(err as Error).message}` }, 503);
     }
   });

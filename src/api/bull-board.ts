@@ -3,8 +3,9 @@ import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { HonoAdapter } from '@bull-board/hono';
 import { serveStatic } from '@hono/node-server/serve-static';
 import type { Queue } from 'bullmq';
-import type { Hono, MiddlewareHandler } from 'hono';
+import type { Context, Hono, MiddlewareHandler } from 'hono';
 import type { Logger } from '../logging.ts';
+import { storeUnavailableResponse } from './store-unavailable.ts';
 
 export const BULL_BOARD_PATH = '/admin/queues';
 
@@ -38,15 +39,40 @@ function safeName(name: string): string {
   return name.replace(/[^\w.-]/g, '?').slice(0, 40);
 }
 
+/** Bull Board's add-job route: `POST /admin/queues/api/queues/{queue}/add` `{name, data, options}`. */
+const ADD_JOB = /\/api\/queues\/[^/]+\/add$/;
+
 /**
- * Bull Board answers 500 to requests it cannot parse (`?status=%00`, `?activeQueue=%ZZ`): refuse
- * malformed ones up front, and turn what it still fails on into a 400 while Redis is up (503 while
+ * What is wrong with a body Bull Board would act on, if anything. Its adapter reads a body that
+ * does not parse as `{}`: a truncated `{"name":"x"` would add a job with no name. Empty bodies are
+ * fine (the UI sends none with most requests) but for the add-job route, which needs a job name.
+ */
+async function badBody(c: Context): Promise<string | undefined> {
+  const text = await c.req.text();
+  const addsJob = c.req.method === 'POST' && ADD_JOB.test(c.req.path);
+  if (text.trim() === '') return addsJob ? 'the body must be a JSON object naming the job ("name")' : undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    return `the body is not valid JSON: ${(err as Error).message.slice(0, 200)}`;
+  }
+  if (!addsJob) return undefined;
+  const name = typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as { name?: unknown }).name : undefined;
+  return typeof name === 'string' && name.trim() !== '' ? undefined : 'field "name": a job needs a non-empty name';
+}
+
+/**
+ * Bull Board answers 500 to requests it cannot parse (`?status=%00`, `?activeQueue=%ZZ`) and acts
+ * on bodies it cannot parse as if they were empty: refuse malformed ones up front, and turn what it still fails on into a 400 while Redis is up (503 while
  * it is down), never a 5xx that blames us for a client's bytes.
  */
 function guardBoard(deps: BullBoardDeps): MiddlewareHandler {
   return async (c, next) => {
     const malformed = malformedPart(c.req.url);
     if (malformed) return c.json({ error: 'ERR_BAD_REQUEST', message: `Bull Board request refused: ${malformed}` }, 400);
+    const body = c.req.method === 'GET' || c.req.method === 'HEAD' ? undefined : await badBody(c);
+    if (body) return c.json({ error: 'ERR_BAD_REQUEST', message: `Bull Board request refused, nothing done: ${body}` }, 400);
     await next();
     if (c.res.status < 500) return;
     const detail = await c.res
@@ -58,7 +84,7 @@ function guardBoard(deps: BullBoardDeps): MiddlewareHandler {
       })
       .catch(() => '');
     if (!deps.storeConnected()) {
-      c.res = c.json({ error: 'ERR_STORE_UNAVAILABLE', message: 'Redis is unreachable; try again' }, 503);
+      c.res = storeUnavailableResponse(c, 'Redis is unreachable; try again');
       return;
     }
     deps.logger.info({ path: c.req.path.slice(0, 200), status: c.res.status, detail }, 'bull board could not serve a request');

@@ -3,6 +3,7 @@ import { HTTPException } from 'hono/http-exception';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { EgressError } from '../errors.ts';
 import type { Logger } from '../logging.ts';
+import { storeUnavailableResponse } from './store-unavailable.ts';
 
 /** A request the server cannot act on: answered 400 with a message. */
 export class BadRequestError extends EgressError {
@@ -23,7 +24,6 @@ const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
   ERR_POOL_TERMINATING: 409,
   ERR_CHECK_FAILED: 502,
   ERR_CHECK_WAIT_TIMEOUT: 504,
-  ERR_STORE_UNAVAILABLE: 503,
 };
 
 export interface ErrorContext {
@@ -42,6 +42,15 @@ export function errorResponse(err: Error, c: Context, { logger, storeConnected }
     return c.json({ error: 'ERR_CLIENT_GONE', message: 'the client closed the connection' }, 400);
   }
   if (err instanceof HTTPException) return c.json({ error: 'HTTPError', message: err.message }, err.status);
+  // A store wait that ran out (a read's or the pick cache's deadline, a fenced write Redis refused):
+  // the store's fault, not ours nor the client's.
+  if (err instanceof EgressError && (err.code === 'ERR_STORE_UNAVAILABLE' || err.code === 'ERR_DEADLINE')) {
+    logger.warn({ code: err.code, err: err.message }, 'request failed: the store did not answer in time');
+    return storeUnavailableResponse(
+      c,
+      err.code === 'ERR_DEADLINE' ? `the store did not answer in time (${err.message}): Redis is unreachable or overloaded` : err.message,
+    );
+  }
   if (err instanceof EgressError) {
     const status = STATUS_BY_CODE[err.code] ?? 500;
     if (status >= 500) logger.warn({ code: err.code, err: err.message }, 'request failed');
@@ -50,7 +59,7 @@ export function errorResponse(err: Error, c: Context, { logger, storeConnected }
   }
   if (!storeConnected()) {
     logger.warn({ err: err.message }, 'request failed while Redis is unreachable');
-    return c.json({ error: 'ERR_STORE_UNAVAILABLE', message: 'Redis is unreachable; try again' }, 503);
+    return storeUnavailableResponse(c, 'Redis is unreachable; try again');
   }
   logger.error({ err: err.message, stack: err.stack }, 'unexpected error serving a request');
   return c.json({ error: 'Internal', message: 'internal error; see the server log' }, 500);

@@ -1,13 +1,8 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import { SharedDeadlines } from '../abort.ts';
-import { EgressError } from '../errors.ts';
+import { storeUnavailableResponse, StoreUnavailableError } from './store-unavailable.ts';
 
-/** The status store (Redis) did not answer in time or is not connected: answered 503. */
-export class StoreUnavailableError extends EgressError {
-  constructor(message: string, options: { cause?: unknown } = {}) {
-    super('ERR_STORE_UNAVAILABLE', message, { retryable: true, ...options });
-  }
-}
+export { StoreUnavailableError } from './store-unavailable.ts';
 
 /** Rejects with `onAbort()` when `signal` aborts first; `work` is left to finish (or fail) on its own. */
 export function raceSignal<T>(work: Promise<T>, signal: AbortSignal, onAbort: () => Error): Promise<T> {
@@ -38,7 +33,7 @@ export function readSignalOf(c: Context): AbortSignal | undefined {
 /**
  * Gives every read (GET/HEAD) a deadline: a handler still waiting on Redis after `deadlineMs`
  * (an outage: ioredis queues commands while it reconnects) is answered 503 ERR_STORE_UNAVAILABLE
- * instead of hanging. The handler's late result is dropped; `readSignalOf(c)` hands its Redis
+ * with Retry-After instead of hanging. The handler's late result is dropped; `readSignalOf(c)` hands its Redis
  * calls the same deadline. Reads that start within 50 ms share one signal (SharedDeadlines): a
  * controller and a timer per request were most of what survived the API's young-generation
  * collections at a thousand picks a second.
@@ -57,7 +52,7 @@ export function readDeadline(deadlineMs: number, exempt: readonly string[]): Mid
       );
     } catch (err) {
       if (!(err instanceof StoreUnavailableError)) throw err;
-      c.res = c.json({ error: err.code, message: err.message }, 503);
+      c.res = storeUnavailableResponse(c, err.message);
     }
   };
 }

@@ -22,6 +22,7 @@ redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(math.max(
 redis.call('PEXPIRE', KEYS[1], math.ceil(burst * 1000 / rate) + 1000)
 return wait`,
   1,
+  { fenced: { what: 'the feedback rate limit' } },
 );
 
 /** Feedback's rate limit (`--feedback-rate`, `--feedback-burst`), per token name. */

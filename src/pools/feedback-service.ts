@@ -85,6 +85,7 @@ redis.call('PEXPIRE', KEYS[2], math.max(window, cooldown))
 if has_session and redis.call('GET', KEYS[3]) == member then redis.call('DEL', KEYS[3]) end
 return {redis.call('ZCARD', KEYS[2]), until_ms, newly}`,
   3,
+  { fenced: { what: 'the feedback report' } },
 );
 
 export interface FeedbackRecorderDeps {
@@ -111,7 +112,8 @@ export class FeedbackRecorder {
   /**
    * Records a report about `proxyName` (NotFoundError when there is no such proxy). `via` names
    * the pool and session the report came through (the session is let go on a block), `by` the
-   * caller's token name for events.
+   * caller's token name for events. `onRecorded` is called once the report itself is recorded
+   * (before any replacement request): a request answered 503 after it says so.
    */
   async report(
     proxyName: string,
@@ -119,6 +121,7 @@ export class FeedbackRecorder {
     by: string,
     via?: { pool: string; session: string },
     signal?: AbortSignal,
+    onRecorded?: () => void,
   ): Promise<FeedbackResult> {
     const { redis, keys, settings } = this.#deps;
     const proxy = await this.#deps.proxies.get(proxyName, signal);
@@ -134,6 +137,7 @@ export class FeedbackRecorder {
       signal,
     )) as [number, number, number];
     const [blockedDomains, untilMs, newly] = reply;
+    onRecorded?.();
     this.#deps.counter.reported(poolName ?? '', outcome);
     const base = { proxy: proxy.name, ...(poolName ? { pool: poolName } : {}), outcome, domain, blockedDomains };
     if (outcome === 'ok') return { ...base, replacement: poolName ? 'below-threshold' : 'not-in-pool' };

@@ -4,12 +4,13 @@ import { memberCreated, memberDeleted, poolDeleted, type MemberCause } from '../
 import { parseDuration } from '../schema/duration.ts';
 import { POOL_LABEL, poolDocumentSchema, type Pool, type PoolStatus } from '../model/pool-resource.ts';
 import { issueLines } from '../schema/zod-helpers.ts';
-import type { Proxy, ProxyCondition } from '../model/proxy-resource.ts';
+import type { Proxy } from '../model/proxy-resource.ts';
 import type { PoolReconcileStore } from '../store/pool-store.ts';
 import type { ProxyReader, ProxySpecWriter } from '../store/proxy-store.ts';
 import type { MemberReplacements, ReplacementRequest } from './member-replacements.ts';
 import { newMemberName } from './member-name.ts';
 import { placeKey, placeTargets, type MemberPlace } from './spread.ts';
+import { writeInvalid, writeStatus } from './write-pool-status.ts';
 
 export interface PoolReconcileDeps {
   pools: PoolReconcileStore;
@@ -87,7 +88,8 @@ function sameLabels(a: Record<string, string>, b: Record<string, string>): boole
  *   at least `replicas` Ready members remain, so a replacement must be Ready before the member it
  *   replaces leaves discovery. Members that are not Ready go first: they serve nothing.
  * - Members whose labels differ from the template's are updated in place (their instance stays).
- * - A pool being deleted deletes its members, and is removed once they are gone.
+ * - A pool being deleted deletes its members, and is removed once they are gone. The pool is read
+ *   again before each member a pass creates: once its deletion is accepted, no member is created.
  * Terminating members (being deleted) are not counted: they are out of discovery already.
  */
 export async function reconcilePool(name: string, deps: PoolReconcileDeps, signal: AbortSignal): Promise<PoolReconcileOutcome> {
@@ -114,13 +116,13 @@ export async function reconcilePool(name: string, deps: PoolReconcileDeps, signa
       deps.events?.record(poolDeleted(pool));
       return { kind: 'deleted' };
     }
-    await writeStatus(pool, { current: 0, ready: 0, rotating: 0, failed: 0 }, now, deps, signal);
+    await writeStatus(pool, { current: 0, ready: 0, rotating: 0, failed: 0 }, now, deps.pools, signal);
     return { kind: 'deleting', remaining: members.length };
   }
 
   const invalid = invalidSpec(pool);
   if (invalid !== undefined) {
-    await writeInvalid(pool, invalid, now, deps, signal);
+    await writeInvalid(pool, invalid, now, deps.pools, signal);
     return { kind: 'invalid', message: invalid };
   }
   const spec = pool.spec;
@@ -187,6 +189,9 @@ export async function reconcilePool(name: string, deps: PoolReconcileDeps, signa
   const causes = replacing.map((s) => ({ cause: s.cause, why: s.why }));
   for (const d of deficits) {
     for (let i = 0; i < d.missing && count < spec.replicas + spec.maxSurge; i++) {
+      // A pass may create thousands of members: one deleted meanwhile creates no more from the moment
+      // its deletion is accepted, and this pass turns to deleting what it had made.
+      if (await deletionAccepted(name, deps, signal)) return reconcilePool(name, deps, signal);
       const memberName = newMemberName(name, taken, deps.suffix);
       taken.add(memberName);
       const { cause, why } = causes.shift() ?? { cause: 'scale' as const, why: undefined };
@@ -214,10 +219,16 @@ export async function reconcilePool(name: string, deps: PoolReconcileDeps, signa
     rotating: rotatingOld + (rotatingOld > 0 ? Math.min(surge, freshNotReady) : 0),
     failed: remaining.filter(isFailed).length,
   };
-  const status = await writeStatus(pool, counts, now, deps, signal);
+  const status = await writeStatus(pool, counts, now, deps.pools, signal);
   // Waiting on new members: their readiness triggers the next look; this one is the safety net.
   if (rotatingOld > 0 || counts.current !== counts.ready) lookAt(SAFETY_LOOK_MS);
   return { kind: 'reconciled', status, created, deleted, ...(nextLookMs === undefined ? {} : { lookAfterMs: nextLookMs }) };
+}
+
+/** True once the pool is being deleted (or gone): read again before each member a pass creates. */
+async function deletionAccepted(name: string, deps: PoolReconcileDeps, signal: AbortSignal): Promise<boolean> {
+  const current = await deps.pools.get(name, signal);
+  return current === undefined || current.metadata.deletionRequestedAt !== undefined;
 }
 
 /**
@@ -228,31 +239,6 @@ export async function reconcilePool(name: string, deps: PoolReconcileDeps, signa
 function invalidSpec(pool: Pool): string | undefined {
   const result = poolDocumentSchema.safeParse({ kind: 'ProxyPool', metadata: { name: pool.name, labels: pool.labels }, spec: pool.spec });
   return result.success ? undefined : `invalid spec, no members made: ${issueLines(result.error).join('; ')}`;
-}
-
-async function writeInvalid(pool: Pool, message: string, now: Date, deps: PoolReconcileDeps, signal: AbortSignal): Promise<void> {
-  await deps.pools.updateStatus(
-    pool.name,
-    (current) => {
-      const previous = current.status.conditions.find((c) => c.type === 'Ready');
-      const condition: ProxyCondition = {
-        type: 'Ready',
-        status: 'False',
-        reason: 'InvalidSpec',
-        message,
-        lastTransitionTime: previous?.status === 'False' ? previous.lastTransitionTime : now.toISOString(),
-      };
-      const next: PoolStatus = {
-        ...current.status,
-        desired: current.spec.replicas,
-        lastError: message,
-        conditions: [condition, ...current.status.conditions.filter((c) => c.type !== 'Ready')],
-        observedGeneration: current.metadata.generation,
-      };
-      return JSON.stringify(next) === JSON.stringify(current.status) ? undefined : next;
-    },
-    signal,
-  );
 }
 
 /**
@@ -307,53 +293,4 @@ async function deleteMember(
   }
   await deps.requestReconcile(member.name);
   deps.events?.record(memberDeleted(pool, member, cause, why));
-}
-
-/** Writes the pool's status (only when it changed); the Ready condition flips only with readiness. */
-async function writeStatus(
-  pool: Pool,
-  counts: Pick<PoolStatus, 'current' | 'ready' | 'rotating' | 'failed'>,
-  now: Date,
-  deps: PoolReconcileDeps,
-  signal: AbortSignal,
-): Promise<PoolStatus> {
-  let written: PoolStatus | undefined;
-  const stored = await deps.pools.updateStatus(
-    pool.name,
-    (current) => {
-      const desired = current.metadata.deletionRequestedAt ? 0 : current.spec.replicas;
-      const isReadyNow = !current.metadata.deletionRequestedAt && counts.ready >= desired;
-      const previous = current.status.conditions.find((c) => c.type === 'Ready');
-      const value: ProxyCondition['status'] = isReadyNow ? 'True' : 'False';
-      const reason = current.metadata.deletionRequestedAt
-        ? 'Terminating'
-        : isReadyNow
-          ? 'EnoughReady'
-          : counts.rotating > 0
-            ? 'Rotating'
-            : counts.failed > 0
-              ? 'MembersFailed'
-              : 'Scaling';
-      const message = `${counts.ready} of ${desired} members ready`;
-      const condition: ProxyCondition = {
-        type: 'Ready',
-        status: value,
-        reason,
-        message,
-        lastTransitionTime: previous && previous.status === value ? previous.lastTransitionTime : now.toISOString(),
-      };
-      const { lastError: _drop, ...rest } = current.status;
-      const next: PoolStatus = {
-        ...rest,
-        desired,
-        ...counts,
-        conditions: [condition, ...current.status.conditions.filter((c) => c.type !== 'Ready')],
-        observedGeneration: current.metadata.generation,
-      };
-      written = next;
-      return JSON.stringify(next) === JSON.stringify(current.status) ? undefined : next;
-    },
-    signal,
-  );
-  return written ?? stored?.status ?? pool.status;
 }

@@ -1,4 +1,5 @@
 import type { RedisClient } from '../redis/connections.ts';
+import { isTooLateReply, luaFence, writeNotAfter, WriteTooLateError } from '../redis/write-fence.ts';
 
 /** Why a member is to be replaced and since when. */
 export interface ReplacementRequest {
@@ -19,6 +20,9 @@ export interface MemberReplacements {
   clear(pool: string, members: readonly string[], signal?: AbortSignal): Promise<void>;
 }
 
+/** HSETNX behind the caller's write fence (ARGV[3]; src/redis/write-fence.ts): KEYS[1] the pool's hash, ARGV[1] the member, ARGV[2] the request. */
+const REQUEST = `${luaFence('ARGV[3]')}return redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])`;
+
 /** One hash per pool, `<prefix>:pool-replace:<pool>`: member → JSON ReplacementRequest. */
 export class RedisMemberReplacements implements MemberReplacements {
   readonly #redis: RedisClient;
@@ -38,7 +42,12 @@ export class RedisMemberReplacements implements MemberReplacements {
   async request(pool: string, member: string, reason: string, signal?: AbortSignal): Promise<boolean> {
     signal?.throwIfAborted();
     const entry: ReplacementRequest = { reason, requestedAt: this.#now().toISOString() };
-    return (await this.#redis.hsetnx(this.#key(pool), member, JSON.stringify(entry))) === 1;
+    try {
+      return (await this.#redis.eval(REQUEST, 1, this.#key(pool), member, JSON.stringify(entry), writeNotAfter(signal))) === 1;
+    } catch (err) {
+      if (isTooLateReply(err)) throw new WriteTooLateError(`the replacement request of member "${member}"`);
+      throw err;
+    }
   }
 
   async list(pool: string, signal?: AbortSignal): Promise<Map<string, ReplacementRequest>> {

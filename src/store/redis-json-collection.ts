@@ -1,5 +1,6 @@
 import type { RedisClient } from '../redis/connections.ts';
 import { EgressError } from '../errors.ts';
+import { isTooLateReply, luaFence, writeNotAfter, WriteTooLateError } from '../redis/write-fence.ts';
 import { UpdateBatcher } from './update-batcher.ts';
 
 const MAX_ATTEMPTS = 20;
@@ -18,11 +19,12 @@ export type Updater<T> = (current: T | undefined) => T | undefined | null;
  * KEYS[1] the object, KEYS[2] the index set, KEYS[3] the revision counter, KEYS[4] the changes
  * sorted set, KEYS[5] the feed's floor. ARGV[1] the expected current text, ARGV[2] 1 when the
  * object is expected to be absent, ARGV[3] the new text, ARGV[4] 1 to delete (ARGV[2] 2: delete
- * whatever is there), ARGV[5] the name, ARGV[6] how many changes the feed keeps.
+ * whatever is there), ARGV[5] the name, ARGV[6] how many changes the feed keeps, ARGV[7] (optional)
+ * the write's fence: epoch ms after which it is refused (src/redis/write-fence.ts).
  * Returns 1 when written, 0 when the object changed meanwhile (or, for a delete, was absent).
  */
 const COMPARE_AND_SET = `
-local cur = redis.call('GET', KEYS[1])
+${luaFence('ARGV[7]')}local cur = redis.call('GET', KEYS[1])
 if ARGV[2] == '1' then
   if cur then return 0 end
 elseif ARGV[2] == '2' then
@@ -160,9 +162,15 @@ export class RedisJsonCollection<T> {
     return { revision: Number(current), full: false, written, removed };
   }
 
-  /** Applies `update` to the stored object atomically; resolves with what is stored afterwards. */
-  update(name: string, update: Updater<T>, signal?: AbortSignal): Promise<T | undefined> {
-    return this.#batcher.update(name, update, signal);
+  /**
+   * Applies `update` to the stored object atomically; resolves with what is stored afterwards. A
+   * write fenced through `signal` (fenceWrites: an API request's) is written on its own, not
+   * folded with others, and Redis refuses it once its fence has passed (WriteTooLateError).
+   */
+  async update(name: string, update: Updater<T>, signal?: AbortSignal): Promise<T | undefined> {
+    if (writeNotAfter(signal) === 0) return this.#batcher.update(name, update, signal);
+    const [state] = await this.#transact(name, [update], signal);
+    return state;
   }
 
   async delete(name: string, signal?: AbortSignal): Promise<boolean> {
@@ -176,9 +184,11 @@ export class RedisJsonCollection<T> {
     return this.#batcher.close();
   }
 
-  async #transact(name: string, updates: readonly Updater<T>[]): Promise<(T | undefined)[]> {
+  async #transact(name: string, updates: readonly Updater<T>[], signal?: AbortSignal): Promise<(T | undefined)[]> {
     const key = this.key(name);
+    const fence = String(writeNotAfter(signal));
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+      signal?.throwIfAborted();
       const text = await this.#redis.get(key);
       let current = text === null ? undefined : (JSON.parse(text) as T);
       const states = updates.map((update) => {
@@ -189,7 +199,16 @@ export class RedisJsonCollection<T> {
       const nextText = current === undefined ? null : JSON.stringify(current);
       if (nextText === text) return states;
       const args = [text ?? '', text === null ? '1' : '0', nextText ?? '', nextText === null ? '1' : '0', name];
-      if ((await this.#redis.eval(COMPARE_AND_SET, 5, key, this.#index, ...this.#feed, ...args, this.#feedLength)) === 1) return states;
+      // A caller that gave up while the read was queued (a stalled Redis) sends no write at all.
+      signal?.throwIfAborted();
+      let written: unknown;
+      try {
+        written = await this.#redis.eval(COMPARE_AND_SET, 5, key, this.#index, ...this.#feed, ...args, this.#feedLength, fence);
+      } catch (err) {
+        if (isTooLateReply(err)) throw new WriteTooLateError(`the write of ${this.#kind} "${name}"`);
+        throw err;
+      }
+      if (written === 1) return states;
     }
     throw new StoreConflictError(key);
   }

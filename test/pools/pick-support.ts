@@ -16,8 +16,12 @@ export class PoolFixture {
   readonly redis: Redis;
   readonly pools: RedisPoolStore;
   readonly proxies: RedisProxyStore;
-  constructor(readonly prefix: string) {
-    this.redis = new Redis(inject('redisUrl'), { maxRetriesPerRequest: 1 });
+  /** `redisUrl`: the run's shared Redis unless a test brings its own. */
+  constructor(
+    readonly prefix: string,
+    redisUrl: string = inject('redisUrl'),
+  ) {
+    this.redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
     this.pools = new RedisPoolStore(this.redis, prefix);
     this.proxies = new RedisProxyStore(this.redis, prefix);
   }

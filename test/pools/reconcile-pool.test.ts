@@ -366,6 +366,37 @@ describe('reconcilePool', () => {
     expect(await h.reconcile('gone')).toEqual({ kind: 'gone' });
   });
 
+  test('a pool deleted while a pass creates its members creates none after the delete is accepted, and its pass turns to deleting', async () => {
+    const h = harness();
+    await h.pools.apply(poolDoc('big', { replicas: 200 }));
+    const deps = h.poolDeps();
+    let created = 0;
+    let createdWhenDeleted: number | undefined;
+    deps.proxies = {
+      get: (name, s) => h.proxies.get(name, s),
+      getMany: (names, s) => h.proxies.getMany(names, s),
+      list: (s) => h.proxies.list(s),
+      requestDeletion: (name, options, s) => h.proxies.requestDeletion(name, options, s),
+      apply: async (doc, s) => {
+        const applied = await h.proxies.apply(doc, s);
+        if (applied.outcome === 'created') created++;
+        // `egress delete pool big` accepted while the pass is at its fifth member.
+        if (created === 5 && createdWhenDeleted === undefined) {
+          await h.pools.requestDeletion('big');
+          createdWhenDeleted = created;
+        }
+        return applied;
+      },
+    };
+    const outcome = await reconcilePool('big', deps, signal);
+    expect(createdWhenDeleted).toBe(5);
+    expect(created).toBe(5);
+    expect(outcome).toEqual({ kind: 'deleting', remaining: 5 });
+    expect((await h.members('big')).map((m) => m.status.phase)).toEqual(Array.from({ length: 5 }, () => 'Terminating'));
+    await h.settle();
+    expect(await h.reconcile('big')).toEqual({ kind: 'deleted' });
+  });
+
   test('a pool written around the API (kubectl, where the CRD cannot check every rule) makes no members and says why', async () => {
     const h = harness();
     // Neither a provider nor a spread, and the reserved label in the template: the API refuses both.

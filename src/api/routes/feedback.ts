@@ -11,6 +11,7 @@ import type { PoolPicker } from '../../pools/pick-service.ts';
 import { DOMAIN_MAX, parseDomain, parseSession, SESSION_MAX } from '../../pools/session-id.ts';
 import { safeParseWorded } from '../../schema/zod-helpers.ts';
 import { BadRequestError } from '../http-errors.ts';
+import { fencedWrite, writeApplied } from '../write-deadline.ts';
 
 export interface FeedbackRouteDeps {
   feedback: FeedbackRecorder;
@@ -57,7 +58,7 @@ export function feedbackRoutes(deps: FeedbackRouteDeps): Hono {
     onError: (c) => refuse(c, 413, 'ERR_BODY_TOO_LARGE', `a feedback body is at most ${FEEDBACK_MAX_BYTES} bytes`),
   });
   const guard = createMiddleware(async (c, next) => {
-    const waitMs = await deps.rateLimit.take(callerName(c), c.req.raw.signal);
+    const waitMs = await deps.rateLimit.take(callerName(c), fencedWrite(c));
     if (waitMs > 0) {
       c.header('Retry-After', String(Math.max(1, Math.ceil(waitMs / 1000))));
       return c.json({ error: 'ERR_RATE_LIMITED', message: 'too many feedback reports for this token (--feedback-rate, --feedback-burst); retry later' }, 429);
@@ -69,7 +70,10 @@ export function feedbackRoutes(deps: FeedbackRouteDeps): Hono {
     if (!isJson(c)) return notJson(c);
     const body = await readReport(c, proxyReport);
     const domain = parseDomain(body.domain);
-    const result = await deps.feedback.report(c.req.param('name'), { outcome: body.outcome, domain }, callerName(c), undefined, c.req.raw.signal);
+    const name = c.req.param('name');
+    const result = await deps.feedback.report(name, { outcome: body.outcome, domain }, callerName(c), undefined, fencedWrite(c), () =>
+      writeApplied(c, { proxy: name, report: 'recorded' }),
+    );
     return c.json(result);
   });
 
@@ -79,9 +83,12 @@ export function feedbackRoutes(deps: FeedbackRouteDeps): Hono {
     const domain = parseDomain(body.domain);
     const session = parseSession(body.session);
     const pool = c.req.param('name');
-    const member = await deps.picker.memberOf(pool, session, c.req.raw.signal);
+    const signal = fencedWrite(c);
+    const member = await deps.picker.memberOf(pool, session, signal);
     if (member === undefined) throw new NotFoundError(`session (expired, or never picked) of pool "${pool}"`, session);
-    const result = await deps.feedback.report(member, { outcome: body.outcome, domain }, callerName(c), { pool, session }, c.req.raw.signal);
+    const result = await deps.feedback.report(member, { outcome: body.outcome, domain }, callerName(c), { pool, session }, signal, () =>
+      writeApplied(c, { proxy: member, report: 'recorded' }),
+    );
     return c.json(result);
   });
   return app;

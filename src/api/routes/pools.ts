@@ -14,6 +14,7 @@ import { PoolTerminatingError, type PoolApiStore } from '../../store/pool-store.
 import type { ProxyReader } from '../../store/proxy-store.ts';
 import { readDocumentBody } from '../document-body.ts';
 import { dryRun } from './proxies.ts';
+import { fencedWrite, writeApplied } from '../write-deadline.ts';
 
 export interface PoolRouteDeps {
   pools: PoolApiStore;
@@ -50,21 +51,25 @@ export function poolRoutes(deps: PoolRouteDeps): Hono {
   const events = deps.events ?? noEvents;
 
   app.post('/pools', async (c) => {
+    const signal = fencedWrite(c);
     // Every error of every document at once, unknown providers included; all or nothing.
     const docs = await readDocuments(c, deps.providers);
-    const current = await Promise.all(docs.map((d) => deps.pools.get(d.metadata.name)));
+    const current = await Promise.all(docs.map((d) => deps.pools.get(d.metadata.name, signal)));
     const terminating = current.flatMap((p) => (p?.metadata.deletionRequestedAt ? [p.name] : []));
     if (terminating.length === 1 && docs.length === 1) throw new PoolTerminatingError(terminating[0] as string);
     if (terminating.length > 0) throw new PoolsTerminatingError(terminating);
     if (dryRun(c)) return c.json({ items: docs.map((d) => ({ name: d.metadata.name, outcome: 'valid' })), dryRun: true });
     const items = [];
     for (const doc of docs) {
-      const { pool, outcome } = await deps.pools.apply(doc);
+      const { pool, outcome } = await deps.pools.apply(doc, signal);
+      const item = { name: pool.name, outcome, generation: pool.metadata.generation };
+      writeApplied(c, item);
+      items.push(item);
       if (outcome !== 'unchanged') {
         events.record(poolApplied(pool, outcome, callerName(c)));
+        // Unfenced (BullMQ), and harmless if late: the pool reconcile is level-triggered, deduplicated by name.
         await requestPoolReconcile(deps.reconcile, pool.name);
       }
-      items.push({ name: pool.name, outcome, generation: pool.metadata.generation });
     }
     return c.json({ items });
   });
@@ -80,7 +85,8 @@ export function poolRoutes(deps: PoolRouteDeps): Hono {
   });
 
   app.delete('/pools/:name', async (c) => {
-    const pool = await deps.pools.requestDeletion(c.req.param('name'));
+    const pool = await deps.pools.requestDeletion(c.req.param('name'), fencedWrite(c));
+    writeApplied(c, { name: pool.name, deletionRequestedAt: pool.metadata.deletionRequestedAt });
     events.record(poolDeletionRequested(pool, callerName(c)));
     await requestPoolReconcile(deps.reconcile, pool.name);
     return c.json(pool, 202);
@@ -89,13 +95,17 @@ export function poolRoutes(deps: PoolRouteDeps): Hono {
   /** Replace every current member, surge-first (as at maxAge): `egress rotate pool NAME`. */
   app.post('/pools/:name/rotate', async (c) => {
     const name = c.req.param('name');
-    const pool = await deps.pools.get(name);
+    const signal = fencedWrite(c);
+    const pool = await deps.pools.get(name, signal);
     if (!pool) throw new NotFoundError('pool', name);
     if (pool.metadata.deletionRequestedAt) throw new PoolTerminatingError(name);
-    const members = (await deps.proxies.list()).filter((p) => poolOf(p) === name && !p.metadata.deletionRequestedAt);
+    const members = (await deps.proxies.list(signal)).filter((p) => poolOf(p) === name && !p.metadata.deletionRequestedAt);
     const reason = `rotation requested by ${callerName(c)}`;
     let requested = 0;
-    for (const m of members) if (await deps.replacements.request(name, m.name, reason)) requested++;
+    for (const m of members) {
+      if (await deps.replacements.request(name, m.name, reason, signal)) requested++;
+      writeApplied(c, { member: m.name, replacement: 'requested' });
+    }
     await requestPoolReconcile(deps.reconcile, name);
     return c.json({ name, members: members.length, requested }, 202);
   });

@@ -4,6 +4,7 @@ import { requestCheck, waitForCheck } from '../../checks/request-check.ts';
 import { NotFoundError } from '../../errors.ts';
 import type { StatusStore } from '../../store/status-store.ts';
 import { BadRequestError } from '../http-errors.ts';
+import { releaseWriteDeadline } from '../write-deadline.ts';
 
 export interface ProviderHealthRouteDeps {
   store: StatusStore;
@@ -38,6 +39,8 @@ export function providerHealthRoutes(deps: ProviderHealthRouteDeps): Hono {
     }
     const jobId = await requestCheck(deps.checks, name);
     if (!wait) return c.json({ provider: name, jobId }, 202);
+    // Enqueued: waiting for the result has a deadline of its own (504 ERR_CHECK_WAIT_TIMEOUT).
+    releaseWriteDeadline(c);
     const result = await waitForCheck(deps.checks, deps.checkEvents, jobId, AbortSignal.any([c.req.raw.signal, AbortSignal.timeout(deps.waitMs)]));
     return c.json({ provider: name, jobId, result });
   });

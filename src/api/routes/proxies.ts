@@ -11,6 +11,7 @@ import { requestReconcile } from '../../proxies/request-reconcile.ts';
 import { noEvents, type EventSink } from '../../events/event-sink.ts';
 import { callerName } from '../../http/auth.ts';
 import { applied, deletionRequested } from '../../events/proxy-events.ts';
+import { fencedWrite, writeApplied } from '../write-deadline.ts';
 
 export interface ProxyRouteDeps {
   proxies: ProxyApiStore;
@@ -52,23 +53,30 @@ export function proxyRoutes(deps: ProxyRouteDeps): Hono {
   const app = new Hono();
   const events = deps.events ?? noEvents;
   app.post('/proxies', async (c) => {
+    const signal = fencedWrite(c);
     // Every error of every document at once, an unknown provider's included.
     const docs = await readDocuments(c, deps.providers);
     // All or nothing here too: a document naming a proxy still being deleted stops the whole
     // request before anything is written (a deletion racing this check is still refused per proxy).
-    const current = await deps.proxies.getMany(docs.map((d) => d.metadata.name));
+    const current = await deps.proxies.getMany(
+      docs.map((d) => d.metadata.name),
+      signal,
+    );
     const terminating = current.flatMap((p) => (p?.metadata.deletionRequestedAt ? [p.name] : []));
     if (terminating.length > 0) throw new ProxyTerminatingError(terminating, docs.length);
     // `?dryRun=true`: every check, nothing written (`egress apply` checks a file of Proxies and ProxyPools whole first).
     if (dryRun(c)) return c.json({ items: docs.map((d) => ({ name: d.metadata.name, outcome: 'valid' })), dryRun: true });
     const items = [];
     for (const doc of docs) {
-      const { proxy, outcome } = await deps.proxies.apply(doc);
+      const { proxy, outcome } = await deps.proxies.apply(doc, signal);
+      const item = { name: proxy.name, outcome, generation: proxy.metadata.generation };
+      writeApplied(c, item);
+      items.push(item);
       if (outcome !== 'unchanged') {
         events.record(applied(proxy, outcome, callerName(c)));
+        // Unfenced (BullMQ), and harmless if late: a reconcile is idempotent and carries only the name.
         await requestReconcile(deps.reconcile, proxy.name);
       }
-      items.push({ name: proxy.name, outcome, generation: proxy.metadata.generation });
     }
     return c.json({ items });
   });
@@ -99,7 +107,8 @@ export function proxyRoutes(deps: ProxyRouteDeps): Hono {
     const orphan = c.req.query('orphan');
     if (orphan !== undefined && orphan !== 'true' && orphan !== 'false')
       throw new BadRequestError(`query parameter "orphan" must be true or false, got "${orphan}"`);
-    const proxy = await deps.proxies.requestDeletion(c.req.param('name'), { orphan: orphan === 'true' });
+    const proxy = await deps.proxies.requestDeletion(c.req.param('name'), { orphan: orphan === 'true' }, fencedWrite(c));
+    writeApplied(c, { name: proxy.name, deletionRequestedAt: proxy.metadata.deletionRequestedAt });
     events.record(deletionRequested(proxy, callerName(c)));
     await requestReconcile(deps.reconcile, proxy.name);
     return c.json(proxy, 202);
