@@ -82,10 +82,11 @@ export async function runServerCommand(role: string, flags: ServerFlags, io: Cli
   if (config.api.noAuth && roles.includes('api'))
     logger.warn('--no-auth: the API requires no token: every user of this machine can read every proxy password and apply or delete proxies');
   const running = await runRoles(config, roles, logger, options);
-  const removeRecord = running.api ? await recordApi(role, config, running.api.url, local, logger) : NO_RECORD;
-  // Listen before saying "up": whoever reads that line may send SIGTERM at once, and a signal
-  // before the handler exists kills the process without a shutdown (its children orphaned).
+  // Listen before anything else is awaited, and before saying "up": the roles already work (a check
+  // may be in flight), whoever reads that line may send SIGTERM at once, and a signal before the
+  // handler exists kills the process without a shutdown (its children orphaned).
   const signalled = waitForSignal(logger);
+  const removeRecord = running.api ? await recordApi(role, config, running.api.url, local, logger) : NO_RECORD;
   if (role === 'up' && running.api) {
     // One write: whoever waits for the first line reads the token's line with it.
     const tokenLine = local
