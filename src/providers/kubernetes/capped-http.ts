@@ -38,7 +38,7 @@ function send(ctx: RequestContext, maxBytes: number): Promise<ResponseContext> {
       method: String(ctx.getHttpMethod()),
       headers: ctx.getHeaders(),
       agent: ctx.getAgent(),
-      ...(signal ? { signal: signal as AbortSignal } : {}),
+      ...(signal ? { signal } : {}),
     });
     // Transport failures as node-fetch reports them (a FetchError of type `system` with the errno
     // code), so that classification is the same with either library; an abort stays an abort.

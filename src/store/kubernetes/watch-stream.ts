@@ -13,7 +13,7 @@
 import * as http from 'node:http';
 import * as https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { EgressError } from '../../errors.ts';
+import { EgressError, toError } from '../../errors.ts';
 import { truncateMessage } from '../../health/message.ts';
 
 /** A watch line may cost this many bytes; an object of our CRDs is a few KiB. */
@@ -89,7 +89,7 @@ export async function watchStream(
       signal.removeEventListener('abort', onAbort);
       req.destroy();
       if (err === undefined || signal.aborted) resolve();
-      else reject(err instanceof Error ? err : new Error(String(err)));
+      else reject(toError(err));
     };
     const onAbort = (): void => finish();
     const quiet = (): void => {
