@@ -9,6 +9,7 @@
  * failed write is logged, the work goes on); no event carries a secret: messages and details
  * are built from names, reasons and counts, never from credentials, tokens or URLs with them.
  */
+import { MAX_MESSAGE, truncateMessage } from '../health/message.ts';
 
 export const EVENT_TYPES = ['Normal', 'Warning'] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
@@ -103,6 +104,14 @@ export interface EventStore extends EventReader {
 
 /** How long and how many events a fleet keeps: a setting of the application config. */
 export type { EventRetention } from '../config/app.ts';
+
+/**
+ * The event as a store keeps it: its message cut to MAX_MESSAGE characters (a message may quote a
+ * peer's error text, and a peer's text has no length of its own; a 4 MiB daemon error was stored whole).
+ */
+export function storedEvent<E extends NewEvent>(event: E): E {
+  return event.message.length <= MAX_MESSAGE ? event : { ...event, message: truncateMessage(event.message) };
+}
 
 /** The sink of a caller that has none: records nothing. */
 export const noEvents: EventSink = Object.freeze({ record: () => undefined });

@@ -1,4 +1,13 @@
-import { matchesQuery, parseEventId, type EgressEvent, type EventQuery, type EventRetention, type EventSink, type EventStore } from './event-sink.ts';
+import {
+  matchesQuery,
+  parseEventId,
+  storedEvent,
+  type EgressEvent,
+  type EventQuery,
+  type EventRetention,
+  type EventSink,
+  type EventStore,
+} from './event-sink.ts';
 
 /** Events in memory, for pure tests: the Redis stream's semantics (ids, retention, reads) without Redis. */
 export class MemoryEventStore implements EventStore {
@@ -18,7 +27,7 @@ export class MemoryEventStore implements EventStore {
         const ms = Math.max(this.#now(), this.#last[0]);
         const seq = ms === this.#last[0] ? this.#last[1] + 1 : 0;
         this.#last = [ms, seq];
-        this.#events.push({ ...event, id: `${ms}-${seq}`, time: new Date(ms).toISOString(), source });
+        this.#events.push({ ...storedEvent(event), id: `${ms}-${seq}`, time: new Date(ms).toISOString(), source });
         const cutoff = ms - this.#retention.maxAgeMs;
         while (this.#events.length > this.#retention.maxCount) this.#events.shift();
         while ((this.#events[0] && (parseEventId(this.#events[0].id)?.[0] ?? 0) < cutoff) === true) this.#events.shift();

@@ -5,6 +5,7 @@ import {
   EVENT_REASONS,
   EVENT_TYPES,
   matchesQuery,
+  storedEvent,
   type EgressEvent,
   type EventQuery,
   type EventRetention,
@@ -95,7 +96,7 @@ export class RedisEventStore implements EventStore {
   }
 
   sink(source: string): EventSink {
-    return { record: (event) => this.#append(JSON.stringify({ ...event, source }), event.reason) };
+    return { record: (event) => this.#append(JSON.stringify({ ...storedEvent(event), source }), event.reason) };
   }
 
   #append(text: string, reason: string): void {

@@ -98,6 +98,8 @@ export interface DialHostOptions {
   keepalive?: KeepaliveOptions | false;
   /** Calls in flight per libvirt connection (default 4). */
   maxInFlight?: number;
+  /** Bytes waiting to be written past which the peer counts as not reading and is dropped (default 34 MiB). */
+  maxQueuedBytes?: number;
   /** SSH timeouts and keepalive; logger comes from `logger`. */
   ssh?: Omit<SshConnectOptions, 'logger'>;
 }
@@ -135,6 +137,7 @@ async function openLibvirt(host: KvmHostConfig, ssh: SshSession, signal: AbortSi
       ...(options.libvirtMetrics ? { metrics: options.libvirtMetrics } : {}),
       ...(options.keepalive !== undefined ? { keepalive: options.keepalive } : {}),
       ...(options.maxInFlight !== undefined ? { maxInFlight: options.maxInFlight } : {}),
+      ...(options.maxQueuedBytes !== undefined ? { maxQueuedBytes: options.maxQueuedBytes } : {}),
     });
     const conn = new HostConnection(host.name, libvirt, channel, ssh);
     if (ssh.closed) conn.destroy(ssh.closeReason);

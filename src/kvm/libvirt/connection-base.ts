@@ -24,6 +24,8 @@ export interface LibvirtConnectionOptions {
   maxInFlight?: number;
   /** Bound on the CONNECT_CLOSE reply and on the stream's close during `close()`. Default 2000 ms. */
   closeTimeoutMs?: number;
+  /** Bytes waiting to be written (queued here and buffered by the stream) past which a peer that stopped reading is dropped. Default DEFAULT_MAX_QUEUED_BYTES (34 MiB). */
+  maxQueuedBytes?: number;
 }
 
 export const DEFAULT_MAX_IN_FLIGHT = 4;
@@ -47,6 +49,7 @@ export class LibvirtConnectionBase {
       logger: this.logger,
       maxInFlight,
       keepalive: options.keepalive === false ? false : { ...DEFAULT_KEEPALIVE, ...options.keepalive },
+      ...(options.maxQueuedBytes === undefined ? {} : { maxQueuedBytes: options.maxQueuedBytes }),
     });
   }
 

@@ -3,6 +3,7 @@
  * domain, the procedure, whether the connection had authenticated), never from a message.
  */
 import { EgressError, isRetryable } from '../../errors.ts';
+import { truncateMessage } from '../../health/message.ts';
 import { ErrorCode, ErrorDomain, Proc } from './constants.ts';
 
 /** What a caller usually needs to know about a daemon error. */
@@ -89,15 +90,17 @@ export class LibvirtError extends EgressError {
   constructor(remote: RemoteError, ctx: ErrorContext & { procedureName?: string } = {}) {
     const kind = classifyLibvirtError(remote.code, remote.domain, ctx);
     const where = ctx.procedureName ? `${ctx.procedureName}: ` : '';
-    super(KIND_CODES[kind], `${where}libvirt error ${remote.code}/${remote.domain}: ${remote.message ?? '(no message)'}`, {
+    // The daemon's text may be up to 4 MiB: it is cut where it enters the process (MAX_MESSAGE).
+    super(KIND_CODES[kind], `${where}libvirt error ${remote.code}/${remote.domain}: ${truncateMessage(remote.message ?? '(no message)')}`, {
       retryable: RETRYABLE.has(remote.code),
     });
     this.kind = kind;
     this.libvirtCode = remote.code;
     this.libvirtDomain = remote.domain;
-    this.libvirtMessage = remote.message ?? '';
+    this.libvirtMessage = truncateMessage(remote.message ?? '');
     this.level = remote.level;
-    this.remote = remote;
+    const cut = (text: string | null): string | null => (text === null ? null : truncateMessage(text));
+    this.remote = { ...remote, message: cut(remote.message), str1: cut(remote.str1), str2: cut(remote.str2), str3: cut(remote.str3) };
     this.procedure = ctx.procedureName;
   }
 }
@@ -151,6 +154,17 @@ export class ConnectionClosedError extends EgressError {
 export class KeepaliveTimeoutError extends EgressError {
   constructor(timeoutMs: number) {
     super('ERR_LIBVIRT_KEEPALIVE', `libvirt peer silent for ${timeoutMs} ms after a keepalive PING`, { retryable: true });
+  }
+}
+
+/** The peer stopped reading: the frames this client still had to write passed the write queue's bound. */
+export class PeerNotReadingError extends EgressError {
+  readonly queuedBytes: number;
+  constructor(queuedBytes: number, limit: number) {
+    super('ERR_LIBVIRT_PEER_NOT_READING', `libvirt peer stopped reading: ${queuedBytes} bytes waiting to be written (bound ${limit}); connection dropped`, {
+      retryable: true,
+    });
+    this.queuedBytes = queuedBytes;
   }
 }
 

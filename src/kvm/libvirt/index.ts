@@ -7,6 +7,7 @@ export type { KeepaliveOptions } from './keepalive.ts';
 export type { DownloadSink, DownloadResult } from './download.ts';
 export type { RpcStats } from './rpc-types.ts';
 export { DEFAULT_KEEPALIVE } from './keepalive.ts';
+export { DEFAULT_MAX_QUEUED_BYTES } from './write-queue.ts';
 export {
   LibvirtError,
   LibvirtAuthError,
@@ -16,6 +17,7 @@ export {
   ConnectionClosedError,
   KeepaliveTimeoutError,
   StreamEndedError,
+  PeerNotReadingError,
   classifyLibvirtError,
   libvirtErrorKind,
   isLibvirtNotFound,

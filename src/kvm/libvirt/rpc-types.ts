@@ -40,6 +40,8 @@ export interface RpcCoreOptions {
   logger: Logger;
   maxInFlight: number;
   keepalive: KeepaliveOptions | false;
+  /** Bound of the bytes waiting to be written (write-queue.ts); past it the connection drops. */
+  maxQueuedBytes?: number;
 }
 
 export type MessageListener = (frame: Frame) => void;

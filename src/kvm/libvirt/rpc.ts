@@ -51,7 +51,7 @@ export class RpcCore {
     readonly stream: Duplex,
     private readonly options: RpcCoreOptions,
   ) {
-    this.writes = new WriteQueue(stream);
+    this.writes = new WriteQueue(stream, options.maxQueuedBytes, (err) => this.fail(err));
     stream.on('data', (chunk: Buffer) => this.onData(chunk));
     stream.on('end', () => this.onEnd());
     stream.on('error', (err) => this.fail(new StreamEndedError('libvirt stream failed', { cause: err })));

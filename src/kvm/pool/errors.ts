@@ -14,6 +14,20 @@ export class ProbeBusyError extends EgressError {
   }
 }
 
+/**
+ * An abandoned probe was still waiting `waitedMs` after its deadline: the connection answers (PINGs)
+ * but not calls, so it was dropped and the next caller dials again.
+ */
+export class ProbeReclaimedError extends EgressError {
+  readonly host: string;
+  constructor(host: string, waitedMs: number) {
+    super('ERR_KVM_PROBE_RECLAIMED', `KVM host "${host}": an abandoned probe had no answer ${waitedMs} ms after its deadline; connection dropped`, {
+      retryable: true,
+    });
+    this.host = host;
+  }
+}
+
 /** The pool is closed (or closing): no new work here. Retryable: the job's next run, in a worker still running, gets a pool. */
 export class PoolClosedError extends EgressError {
   constructor() {

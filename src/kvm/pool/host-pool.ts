@@ -12,7 +12,9 @@
  *   left running on the connection, which is KEPT (a check must not cost real work
  *   its link). At most one abandoned probe per host may still be waiting: while one is, a new
  *   probe gets ProbeBusyError at once, and a second probe timing out alongside it has its fn
- *   aborted rather than left waiting.
+ *   aborted rather than left waiting. An abandoned probe still waiting `probeReclaimMs` later is
+ *   reclaimed: a connection that answers keepalives but not calls is dropped (ProbeReclaimedError)
+ *   and the next caller redials, instead of every later probe being ProbeBusy for ever.
  * - Waiting for a host's dial slot is bounded by the caller's signal; an uncontended caller takes
  *   a free slot even when its signal has ended (but never starts a dial with an ended signal).
  * - A failed dial is not cached: the next caller dials again.
@@ -20,7 +22,7 @@
 import { toError } from '../../errors.ts';
 import type { Logger } from '../../logging.ts';
 import { DialError } from '../dial.ts';
-import { callerAbortError, PoolClosedError, ProbeBusyError, type PoolMode } from './errors.ts';
+import { callerAbortError, PoolClosedError, ProbeBusyError, ProbeReclaimedError, type PoolMode } from './errors.ts';
 import { Slot } from './slot.ts';
 import type { Dial, HostPoolHostStats, HostPoolOptions, PoolConnection, PoolFn } from './types.ts';
 import type { KvmPoolMetrics } from './metrics.ts';
@@ -47,6 +49,7 @@ export class HostPool<H extends { name: string }, C extends PoolConnection> {
   private readonly idleTimeoutMs: number;
   private readonly dialTimeoutMs: number;
   private readonly closeTimeoutMs: number;
+  private readonly probeReclaimMs: number;
   private closing: Promise<void> | undefined;
 
   constructor(options: HostPoolOptions<H, C>) {
@@ -57,6 +60,7 @@ export class HostPool<H extends { name: string }, C extends PoolConnection> {
     this.idleTimeoutMs = options.idleTimeoutMs ?? 300_000;
     this.dialTimeoutMs = options.dialTimeoutMs ?? 60_000;
     this.closeTimeoutMs = options.closeTimeoutMs ?? 5_000;
+    this.probeReclaimMs = options.probeReclaimMs ?? 60_000;
   }
 
   get closed(): boolean {
@@ -142,6 +146,7 @@ export class HostPool<H extends { name: string }, C extends PoolConnection> {
     return new Promise<T>((resolve, reject) => {
       let callerGone = false;
       let abandonedByUs = false;
+      let reclaim: NodeJS.Timeout | undefined;
       const onAbort = (): void => {
         if (callerGone) return;
         callerGone = true;
@@ -153,6 +158,12 @@ export class HostPool<H extends { name: string }, C extends PoolConnection> {
           entry.abandonedProbe = true;
           abandonedByUs = true;
           this.logger.warn({ host: entry.name }, 'KVM probe abandoned at its deadline; the connection is kept');
+          reclaim = setTimeout(() => {
+            const why = new ProbeReclaimedError(entry.name, this.probeReclaimMs);
+            own?.abort(why);
+            this.drop(entry, conn, why);
+          }, this.probeReclaimMs);
+          reclaim.unref();
         } else {
           own?.abort(err); // another probe is already waiting: do not leave a second one behind
         }
@@ -160,6 +171,7 @@ export class HostPool<H extends { name: string }, C extends PoolConnection> {
       };
       const settled = (): void => {
         signal.removeEventListener('abort', onAbort);
+        clearTimeout(reclaim);
         gauge?.dec({ host: entry.name, mode });
         if (abandonedByUs) entry.abandonedProbe = false;
         this.release(entry);

@@ -27,6 +27,8 @@ export interface HostPoolOptions<H extends { name: string }, C extends PoolConne
   dialTimeoutMs?: number;
   /** Bound on `close()` waiting for connections to close politely. Default 5 000 ms. */
   closeTimeoutMs?: number;
+  /** How long an abandoned probe may keep waiting before its connection is dropped (and redialled by the next caller). Default 60 000 ms. */
+  probeReclaimMs?: number;
 }
 
 export interface HostPoolHostStats {

@@ -8,6 +8,20 @@ import type { GcpProviderConfig } from './config.ts';
 /** How long a token read from `accessTokenFile` is used before the file is read again. */
 const TOKEN_REREAD_MS = 60_000;
 
+/**
+ * The most of one Compute answer that is read: a page of 500 instances is about 2 MiB, the health
+ * check's one-instance page a few KiB. A larger body fails the call (gaxios `max-size`) instead of
+ * being buffered whole (a 700 MB answer to the check grew the worker past 1 GB).
+ */
+export const COMPUTE_BODY_BYTES = 16 * 1024 * 1024;
+
+/**
+ * Every request of the auth client's transport reads at most COMPUTE_BODY_BYTES: `size` bounds the
+ * body as it streams in (gaxios hands it to node-fetch), `maxContentLength` refuses a larger
+ * Content-Length before reading.
+ */
+const BODY_CAP = { size: COMPUTE_BODY_BYTES, maxContentLength: COMPUTE_BODY_BYTES };
+
 type ComputeClientOptions = NonNullable<ConstructorParameters<typeof InstancesClient>[0]>;
 
 export type ComputeConnectionConfig = Pick<GcpProviderConfig, 'credentialsFile' | 'accessTokenFile' | 'apiEndpoint' | 'port' | 'protocol'>;
@@ -22,7 +36,7 @@ export type ComputeConnectionConfig = Pick<GcpProviderConfig, 'credentialsFile' 
  * client's default (`fallback`), and must stay so: Compute has no gRPC endpoint.
  */
 export function computeClientOptions(config: ComputeConnectionConfig, path = 'provider'): ComputeClientOptions {
-  const options: ComputeClientOptions = {};
+  const options: ComputeClientOptions = { clientOptions: { transporterOptions: BODY_CAP } };
   if (config.apiEndpoint) options.apiEndpoint = config.apiEndpoint;
   if (config.port !== undefined) options.port = config.port;
   if (config.protocol) options.protocol = config.protocol;
@@ -42,7 +56,7 @@ export function computeClientOptions(config: ComputeConnectionConfig, path = 'pr
  * break the health check's one-request guarantee).
  */
 export function tokenFileAuthClient(file: string): OAuth2Client {
-  const client = new OAuth2Client();
+  const client = new OAuth2Client({ transporterOptions: BODY_CAP });
   const read = async () => ({
     access_token: (await readFile(file, 'utf8')).trim(),
     expiry_date: Date.now() + client.eagerRefreshThresholdMillis + TOKEN_REREAD_MS,

@@ -15,6 +15,7 @@ import type { protos } from '@google-cloud/compute';
 import { proxyEgressPolicy, type ProxyEgressPolicy } from '../../egress/policy-config.ts';
 import type { Logger } from '../../logging.ts';
 import { ForeignInstanceError, foreignOwner, ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../lifecycle.ts';
+import { DEFAULT_MAX_PAGES, PageBound } from '../page-bound.ts';
 import type { ComputeClients } from './clients.ts';
 import { httpStatus } from './classify.ts';
 import { createFirewallEnsurer, proxyNetworkTag, type FirewallEnsurer } from './firewall.ts';
@@ -85,6 +86,8 @@ export interface GcpLifecycleOptions {
   logger: Logger;
   /** `maxResults` of each aggregated-list page (≤ 500, default 500). */
   pageSize?: number;
+  /** Pages one listing may take before it fails (default DEFAULT_MAX_PAGES); a repeated `nextPageToken` fails at once. */
+  maxPages?: number;
   /** Least time between two operation polls when `wait` answers before the operation is done (default 1000 ms). */
   operationPollMs?: number;
   /** The document every proxy receives (`proxyEgressPolicy` of the provider's config); default: the default deny alone. */
@@ -112,6 +115,7 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
   }
   const port = options.port ?? DEFAULT_PROXY_PORT;
   const pageSize = options.pageSize ?? DEFAULT_PAGE_SIZE;
+  const maxPages = options.maxPages ?? DEFAULT_MAX_PAGES;
   const pollMs = options.operationPollMs ?? 1000;
   const log = options.logger.child({ component: 'gcp-lifecycle', project });
   if (options.firewall && !options.provider) throw new TypeError('createGcpLifecycle: a firewall needs the provider name');
@@ -378,6 +382,7 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
       // Zones a page could not reach: their instances are missing from this inventory, so after
       // yielding the rest the listing fails (the sweep deletes nothing from an incomplete inventory).
       const unreachable = new Set<string>();
+      const bound = new PageBound('listing proxy instances', maxPages);
       let pageToken: string | undefined;
       do {
         let items: Record<string, ScopedList>;
@@ -405,7 +410,7 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
             if (isManaged(inst) && inst.labels?.[FLEET_LABEL] === fleet) yield toInstance(inst, port);
           }
         }
-        pageToken = raw?.nextPageToken || undefined;
+        pageToken = bound.next(raw?.nextPageToken);
       } while (pageToken);
       if (unreachable.size > 0) {
         throw new GcpRequestError(

@@ -15,6 +15,7 @@ import { CoreV1Api, type KubeConfig, type V1ObjectMeta, type V1Pod, type V1Secre
 import { proxyEgressPolicy, type ProxyEgressPolicy } from '../../egress/policy-config.ts';
 import type { Logger } from '../../logging.ts';
 import { ForeignInstanceError, ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../lifecycle.ts';
+import { DEFAULT_MAX_PAGES, PageBound } from '../page-bound.ts';
 import { forbiddenCreateExplainer } from './access-review.ts';
 import { describeCall, objectCalls, type Kind } from './lifecycle-calls.ts';
 import type { KubernetesServiceConfig } from './config.ts';
@@ -57,6 +58,8 @@ export interface KubernetesLifecycleOptions {
   logger: Logger;
   /** `limit` of each list page (default 500). */
   pageSize?: number;
+  /** Pages one listing may take before it fails (default DEFAULT_MAX_PAGES); a repeated `continue` fails at once. */
+  maxPages?: number;
   /** The document every proxy receives (`proxyEgressPolicy` of the provider's config); default: the default deny alone. */
   egressPolicy?: ProxyEgressPolicy;
 }
@@ -66,6 +69,7 @@ export function createKubernetesLifecycle(options: KubernetesLifecycleOptions): 
   const image = options.image ?? DEFAULT_PROXY_IMAGE;
   const port = options.port ?? DEFAULT_PROXY_PORT;
   const pageSize = options.pageSize ?? DEFAULT_PAGE_SIZE;
+  const maxPages = options.maxPages ?? DEFAULT_MAX_PAGES;
   const serviceConfig = options.service;
   // Serialised once: an unchanged policy is the same string on every ensure, so it never rewrites the Secret.
   const policy = JSON.stringify(options.egressPolicy ?? proxyEgressPolicy(undefined, undefined));
@@ -80,13 +84,13 @@ export function createKubernetesLifecycle(options: KubernetesLifecycleOptions): 
     list: (namespace: string | undefined, page: { limit: number; _continue?: string }) => Promise<{ items: T[]; metadata?: { _continue?: string } }>,
   ): AsyncGenerator<T> {
     for (const namespace of allowed ?? [undefined]) {
+      const where = namespace ? `${what} in namespace "${namespace}"` : what;
+      const bound = new PageBound(where, maxPages);
       let token: string | undefined;
       do {
-        const page = await call(namespace ? `${what} in namespace "${namespace}"` : what, signal, () =>
-          list(namespace, { limit: pageSize, ...(token ? { _continue: token } : {}) }),
-        );
+        const page = await call(where, signal, () => list(namespace, { limit: pageSize, ...(token ? { _continue: token } : {}) }));
         yield* page.items;
-        token = page.metadata?._continue || undefined;
+        token = bound.next(page.metadata?._continue);
       } while (token);
     }
   }

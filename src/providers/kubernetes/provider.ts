@@ -7,7 +7,8 @@ import { classifyKubeError, truncateMessage } from './classify.ts';
 import type { KubernetesProviderConfig } from './config.ts';
 import { apiHost, buildKubeConfig } from './kubeconfig.ts';
 import { MANAGED_LABEL_SELECTOR } from './labels.ts';
-import { raceAbort, withSignal } from './request-options.ts';
+import { CHECK_BODY_BYTES, cappedHttpLibrary } from './capped-http.ts';
+import { raceAbort, tracedHttp, withSignal } from './request-options.ts';
 
 export const KUBERNETES_TARGET = 'apiserver';
 
@@ -31,6 +32,8 @@ export function createKubernetesProvider(config: KubernetesProviderConfig, deps:
   let closed = false;
   // With `namespaces`, every list is namespaced (a Role suffices); otherwise cluster-wide.
   const namespaces = config.namespaces ? [...new Set([config.namespace, ...config.namespaces])].sort() : undefined;
+  // A check reads at most CHECK_BODY_BYTES of an answer: a server that sends more fails the check, not the worker.
+  const capped = { httpApi: tracedHttp(cappedHttpLibrary(CHECK_BODY_BYTES)) };
 
   async function check(signal: AbortSignal): Promise<TargetResult[]> {
     const started = performance.now();
@@ -49,13 +52,13 @@ export function createKubernetesProvider(config: KubernetesProviderConfig, deps:
       // The signal aborts the HTTP request, but credentials are resolved before it is sent (an exec
       // plugin, a token file) and cannot be interrupted: stop waiting for them when the signal ends.
       if (!namespaces) {
-        const list = await raceAbort(api.listPodForAllNamespaces({ labelSelector: MANAGED_LABEL_SELECTOR, limit: 1 }, withSignal(signal)), signal);
+        const list = await raceAbort(api.listPodForAllNamespaces({ labelSelector: MANAGED_LABEL_SELECTOR, limit: 1 }, withSignal(signal, capped)), signal);
         const seen = list.items.length > 0 ? 'at least one managed Pod' : 'no managed Pods';
         return result(true, 'Ok', `listed Pods cluster-wide (${seen})`);
       }
       let seen = 0;
       for (const namespace of namespaces) {
-        const list = await raceAbort(api.listNamespacedPod({ namespace, labelSelector: MANAGED_LABEL_SELECTOR, limit: 1 }, withSignal(signal)), signal);
+        const list = await raceAbort(api.listNamespacedPod({ namespace, labelSelector: MANAGED_LABEL_SELECTOR, limit: 1 }, withSignal(signal, capped)), signal);
         seen += list.items.length;
       }
       const where = namespaces.length === 1 ? `namespace ${namespaces[0] ?? ''}` : `namespaces ${namespaces.join(', ')}`;

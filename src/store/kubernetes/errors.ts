@@ -45,8 +45,8 @@ export function storeError(err: unknown, what: string, signal?: AbortSignal): un
 }
 
 /**
- * A list the server answered that is not a complete, well-formed inventory (no `items`, a repeated
- * `continue` token, no end of pages). Nothing may be concluded from it — least of all that an object
+ * A list the server answered that is not a well-formed inventory (no `items`, a `continue` that is
+ * not a string; repeated tokens and endless pages are ListingPagesError). Nothing may be concluded from it — least of all that an object
  * is absent — so it fails the caller; retried, as a later answer may be whole.
  */
 export function malformedList(what: string, problem: string): KubernetesStoreError {

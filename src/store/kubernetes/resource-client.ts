@@ -1,6 +1,7 @@
 import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
 import { withSignal } from '../../providers/kubernetes/request-options.ts';
 import { API_GROUP, API_VERSION } from '../../crds/resources.ts';
+import { PageBound } from '../../providers/page-bound.ts';
 import { httpStatus, malformedList, storeError } from './errors.ts';
 
 /** The metadata the stores read and write; the rest of an object's metadata passes through untouched. */
@@ -31,9 +32,6 @@ interface ResourceRef {
   /** Undefined for a cluster-scoped resource. */
   namespace: string | undefined;
 }
-
-/** Pages one listing may take before it is refused as a server paging for ever. */
-export const LIST_PAGE_LIMIT = 10_000;
 
 /**
  * The calls the Kubernetes stores make, on one resource of our API group: get (undefined when absent),
@@ -77,8 +75,8 @@ export class ResourceClient<Spec, Status> {
    *
    * The list is complete and well-formed or it is an error: an answer without an `items` array is
    * refused (GC reads "no Proxy" as "delete its instance"), a `continue` token is followed (the
-   * server may page any list), and a token that repeats, or more than LIST_PAGE_LIMIT pages, fails
-   * the listing instead of looping for ever.
+   * server may page any list), and a token that repeats, or more pages than PageBound allows, fails
+   * the listing (ListingPagesError) instead of looping for ever.
    */
   async list(
     signal: AbortSignal,
@@ -86,20 +84,18 @@ export class ResourceClient<Spec, Status> {
   ): Promise<{ items: CustomObject<Spec, Status>[]; resourceVersion: string }> {
     signal.throwIfAborted();
     const items: CustomObject<Spec, Status>[] = [];
-    const seen = new Set<string>();
+    const pages = new PageBound(this.#what('listing'));
     let token: string | undefined;
     let resourceVersion = '';
-    for (let page = 0; ; page++) {
-      if (page >= LIST_PAGE_LIMIT) throw malformedList(this.#what('listing'), `more than ${LIST_PAGE_LIMIT} pages`);
+    for (;;) {
       const list = await this.#listPage(signal, token === undefined ? query : { ...query, _continue: token });
       if (!Array.isArray(list.items)) throw malformedList(this.#what('listing'), 'the answer has no items list');
       items.push(...(list.items as CustomObject<Spec, Status>[]));
       resourceVersion = list.metadata?.resourceVersion ?? resourceVersion;
       const next = list.metadata?.continue;
-      if (next === undefined || next === '') return { items, resourceVersion };
-      if (typeof next !== 'string' || seen.has(next)) throw malformedList(this.#what('listing'), 'the server repeated a continue token');
-      seen.add(next);
-      token = next;
+      if (next !== undefined && typeof next !== 'string') throw malformedList(this.#what('listing'), 'the continue token is not a string');
+      token = pages.next(next);
+      if (token === undefined) return { items, resourceVersion };
     }
   }
 

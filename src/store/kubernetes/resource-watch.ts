@@ -1,10 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Watch, type KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { truncateMessage } from '../../health/message.ts';
 import type { Logger } from '../../logging.ts';
 import { API_GROUP, API_VERSION } from '../../crds/resources.ts';
 import { ResourceClient, type CustomObject } from './resource-client.ts';
+import { WatchHttpError, watchStream, type WatchStreamOptions } from './watch-stream.ts';
 
-export interface ResourceWatchOptions {
+export interface ResourceWatchOptions extends WatchStreamOptions {
   /** First delay after a failure; doubled per failure in a row up to `maxBackoffMs`, with jitter. */
   baseBackoffMs?: number;
   maxBackoffMs?: number;
@@ -28,6 +30,7 @@ type WatchEnd = { kind: 'closed'; events: number; lastedMs: number } | { kind: '
 /** The watch stream says the resourceVersion it resumed from is too old (410 Gone / Expired). */
 function isGone(value: unknown): boolean {
   const v = value as { code?: unknown; statusCode?: unknown; reason?: unknown } | null;
+  if (v instanceof Error && !(v instanceof WatchHttpError)) return false;
   return v?.code === 410 || v?.statusCode === 410 || v?.reason === 'Expired' || v?.reason === 'Gone';
 }
 
@@ -49,6 +52,7 @@ export class ResourceWatch<O extends CustomObject, S> {
   readonly #baseMs: number;
   readonly #maxMs: number;
   readonly #timeoutSeconds: number;
+  readonly #stream: WatchStreamOptions;
   readonly #seen = new Map<string, S>();
 
   constructor(kc: KubeConfig, namespace: string, resource: WatchedResource<O, S>, logger: Logger, options: ResourceWatchOptions = {}) {
@@ -60,6 +64,10 @@ export class ResourceWatch<O extends CustomObject, S> {
     this.#baseMs = options.baseBackoffMs ?? 500;
     this.#maxMs = options.maxBackoffMs ?? 30_000;
     this.#timeoutSeconds = options.timeoutSeconds ?? 300;
+    this.#stream = {
+      ...(options.maxLineBytes === undefined ? {} : { maxLineBytes: options.maxLineBytes }),
+      ...(options.silentMs === undefined ? {} : { silentMs: options.silentMs }),
+    };
   }
 
   /** Runs until `signal` ends; never rejects for a failed list or watch (it backs off and tries again). */
@@ -136,43 +144,34 @@ export class ResourceWatch<O extends CustomObject, S> {
 
   /** One watch request, until the server closes it, it fails, or `signal` ends. */
   async #watchOnce(resourceVersion: string, signal: AbortSignal, advanced: (rv: string) => void): Promise<WatchEnd> {
-    let settle: (end: WatchEnd) => void = () => undefined;
-    const ended = new Promise<WatchEnd>((resolve) => {
-      settle = resolve;
-    });
     let gone = false;
+    let failed: Error | undefined;
     let events = 0;
     const started = Date.now();
-    const controller = await new Watch(this.#kc).watch(
-      this.#path,
-      { resourceVersion, allowWatchBookmarks: true, timeoutSeconds: this.#timeoutSeconds },
-      (type: string, obj: O) => {
-        events++;
-        if (type === 'ERROR') {
-          gone = isGone(obj);
-          if (!gone) settle({ kind: 'failed', error: new Error(`watch error: ${(obj as { message?: string }).message ?? 'unknown'}`) });
-          return;
-        }
-        const rv = obj.metadata?.resourceVersion;
-        if (rv) advanced(rv);
-        if (type === 'BOOKMARK') return;
-        if (type === 'DELETED') this.#deleted(obj);
-        else if (type === 'ADDED' || type === 'MODIFIED') this.#observe(obj);
-      },
-      (err: unknown) => {
-        if (gone || isGone(err)) settle({ kind: 'gone' });
-        else if (err) settle({ kind: 'failed', error: err });
-        else settle({ kind: 'closed', events, lastedMs: Date.now() - started });
-      },
-    );
-    const stop = (): void => controller.abort();
-    if (signal.aborted) stop();
-    signal.addEventListener('abort', stop, { once: true });
+    const own = new AbortController();
+    const onEvent = (type: string, value: unknown): void => {
+      events++;
+      const obj = value as O;
+      if (type === 'ERROR') {
+        gone = isGone(obj);
+        if (!gone) failed = new Error(`watch error: ${truncateMessage((obj as { message?: string } | null)?.message ?? 'unknown')}`);
+        own.abort();
+        return;
+      }
+      const rv = obj.metadata?.resourceVersion;
+      if (rv) advanced(rv);
+      if (type === 'BOOKMARK') return;
+      if (type === 'DELETED') this.#deleted(obj);
+      else if (type === 'ADDED' || type === 'MODIFIED') this.#observe(obj);
+    };
+    const query = { resourceVersion, allowWatchBookmarks: true, timeoutSeconds: this.#timeoutSeconds };
     try {
-      return await ended;
-    } finally {
-      signal.removeEventListener('abort', stop);
-      controller.abort();
+      await watchStream(this.#kc, this.#path, query, onEvent, AbortSignal.any([signal, own.signal]), this.#stream);
+    } catch (err) {
+      return isGone(err) ? { kind: 'gone' } : { kind: 'failed', error: err };
     }
+    if (gone) return { kind: 'gone' };
+    if (failed) return { kind: 'failed', error: failed };
+    return { kind: 'closed', events, lastedMs: Date.now() - started };
   }
 }

@@ -35,6 +35,7 @@
  * - Enum fields are strings (`"RUNNING"`), as the real server sends them despite `enum-encoding=int`.
  */
 import { delayUnlessClosed, sendJson, takeFault, watchClientAbort } from '../http-plumbing.ts';
+import { misbehave, withStuckPageToken, type Misbehaviour } from '../misbehaviour.ts';
 import { EventEmitter, once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
@@ -126,6 +127,9 @@ export class FakeCompute extends EventEmitter {
   enableApi(): void {
     this.apiEnabled = true;
   }
+
+  /** Standing misbehaviour for the hostile-peer suite (../misbehaviour.ts); `{}` turns it off. */
+  misbehaviour: Misbehaviour = {};
 
   injectFault(fault: ComputeFault): void {
     this.faults.push(fault);
@@ -258,6 +262,7 @@ export class FakeCompute extends EventEmitter {
       req.socket.destroy();
       return;
     }
+    if (misbehave(this.misbehaviour, entry, res)) return;
     try {
       if (fault?.status) {
         throw computeError(fault.status, fault.reason ?? defaultFaultReason(fault.status), fault.message ?? `fault injected: ${fault.status}`);
@@ -265,7 +270,7 @@ export class FakeCompute extends EventEmitter {
       this.authenticate(entry);
       if (!this.apiEnabled) throw apiDisabled(this.projectNumber);
       const [code, body] = route(this.state, entry, this.project);
-      this.send(res, entry, code, body);
+      this.send(res, entry, code, entry.method === 'GET' ? withStuckPageToken(this.misbehaviour, body, 'nextPageToken') : body);
     } catch (e) {
       if (e instanceof ComputeHttpError) this.send(res, entry, e.code, e.body);
       else this.send(res, entry, 500, computeError(500, 'backendError', `Internal error: ${String(e)}`).body);

@@ -87,6 +87,7 @@
  *   Secret's size limit counts keys and decoded values.
  */
 import { delayUnlessClosed, sendJson, takeFault, watchClientAbort } from '../http-plumbing.ts';
+import { misbehave, withStuckPageToken, type Misbehaviour } from '../misbehaviour.ts';
 import { EventEmitter, once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
@@ -216,6 +217,9 @@ export class FakeKubeApiserver extends EventEmitter {
     if (hard === undefined) this.access.quotas.delete(namespace);
     else this.access.quotas.set(namespace, { name, hard: new Map(Object.entries(hard).filter((e): e is [string, number] => e[1] !== undefined)) });
   }
+
+  /** Standing misbehaviour for the hostile-peer suite (../misbehaviour.ts); `{}` turns it off. */
+  misbehaviour: Misbehaviour = {};
 
   injectFault(fault: KubeFault): void {
     this.faults.push(fault);
@@ -371,6 +375,7 @@ export class FakeKubeApiserver extends EventEmitter {
       this.send(res, entry, s, status(s, fault.reason ?? defaultReason(s), fault.message ?? `fault injected: ${s}`));
       return;
     }
+    if (misbehave(this.misbehaviour, entry, res)) return;
     try {
       const ctx: RouteContext = {
         store: this.store,
@@ -383,7 +388,8 @@ export class FakeKubeApiserver extends EventEmitter {
         ensureNamespaces: () => this.ensureNamespaces(),
       };
       const result = route(ctx, entry, res);
-      if (result !== 'streaming') this.send(res, entry, result[0], result[1]);
+      if (result !== 'streaming')
+        this.send(res, entry, result[0], entry.method === 'GET' ? withStuckPageToken(this.misbehaviour, result[1], 'continue') : result[1]);
     } catch (e) {
       if (e instanceof StatusError) this.send(res, entry, e.status.code, e.status);
       else this.send(res, entry, 500, status(500, 'InternalError', `Internal error occurred: ${String(e)}`));

@@ -47,6 +47,8 @@ export class FakeSession {
   stalled = false;
   /** When true the session reads but never answers anything (a dead peer). */
   silent = false;
+  /** Set by `stopReading()`: the stall logic never resumes reading. */
+  deaf = false;
   pongsReceived = 0;
   pingsReceived = 0;
   closed = false;
@@ -80,6 +82,12 @@ export class FakeSession {
   /** Writes raw bytes (truncated or oversize frames). */
   writeRaw(buf: Buffer): void {
     if (!this.closed) this.stream.write(buf);
+  }
+
+  /** Stops reading the connection for good (a peer that never reads), while it may go on writing. */
+  stopReading(): void {
+    this.deaf = true;
+    this.stream.pause();
   }
 
   /** Sends `n` PINGs at once. */
@@ -133,7 +141,7 @@ export class FakeSession {
     while (this.backlog.length > 0 && this.inFlight < max && !this.closed) this.handle(this.backlog.shift()!);
     const stall = this.backlog.length > 0;
     if (stall && !this.stalled) this.stream.pause();
-    if (!stall && this.stalled) this.stream.resume();
+    if (!stall && this.stalled && !this.deaf) this.stream.resume();
     this.stalled = stall;
   }
 

@@ -1,0 +1,62 @@
+/**
+ * Misbehaviour switches shared by the fake HTTP servers (kube-apiserver, Compute), for the hostile-peer
+ * suite (test/peers): unlike a one-shot fault, a switch stays on until it is set again. Each models a
+ * broken or hostile server seen in the field:
+ * - `repeatPageToken`: every list page names this same token as its next page (a server stuck on a page);
+ * - `oversizeBodyBytes`: every GET is answered 200 with a chunked JSON body of about this many bytes;
+ * - `watchLineBytes` (kube): a watch sends headers, then one line of this many bytes that never ends;
+ * - `silentWatch` (kube): a watch sends headers, then nothing, ever.
+ */
+import type { ServerResponse } from 'node:http';
+
+export interface Misbehaviour {
+  repeatPageToken?: string;
+  oversizeBodyBytes?: number;
+  watchLineBytes?: number;
+  silentWatch?: boolean;
+}
+
+const CHUNK = Buffer.alloc(1024 * 1024, 0x61);
+
+/** Writes `bytes` of padding in 1 MiB chunks, honouring backpressure; stops when the client goes. */
+async function pad(res: ServerResponse, bytes: number): Promise<void> {
+  for (let sent = 0; sent < bytes && !res.destroyed; sent += CHUNK.length) {
+    const ok = res.write(CHUNK.subarray(0, Math.min(CHUNK.length, bytes - sent)));
+    if (!ok) await new Promise<void>((resolve) => res.once('drain', resolve).once('close', resolve));
+  }
+}
+
+/**
+ * Serves the request the hostile way when a switch applies to it (true: answered or left hanging);
+ * false when the fake should answer normally. `entry.outcome` becomes `streaming`.
+ */
+export function misbehave(m: Misbehaviour, entry: { method: string; query: Record<string, string>; outcome: string }, res: ServerResponse): boolean {
+  const watch = entry.query.watch === 'true' || entry.query.watch === '1';
+  if (watch && (m.watchLineBytes !== undefined || m.silentWatch)) {
+    entry.outcome = 'streaming';
+    res.writeHead(200, { 'Content-Type': 'application/json' });
+    res.flushHeaders();
+    if (m.watchLineBytes !== undefined) {
+      res.write('{"type":"ADDED","object":{"metadata":{"name":"');
+      void pad(res, m.watchLineBytes);
+    }
+    return true;
+  }
+  if (entry.method === 'GET' && m.oversizeBodyBytes !== undefined) {
+    entry.outcome = 'streaming';
+    res.writeHead(200, { 'Content-Type': 'application/json' });
+    res.write('{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[],"padding":"');
+    void pad(res, m.oversizeBodyBytes).then(() => res.end('"}'));
+    return true;
+  }
+  return false;
+}
+
+/** A list answer with its next-page token replaced by the stuck one, when that switch is on. */
+export function withStuckPageToken(m: Misbehaviour, body: unknown, field: 'continue' | 'nextPageToken'): unknown {
+  if (m.repeatPageToken === undefined || typeof body !== 'object' || body === null) return body;
+  if (field === 'nextPageToken') return 'kind' in body && String(body.kind).endsWith('List') ? { ...body, nextPageToken: m.repeatPageToken } : body;
+  const list = body as { items?: unknown; metadata?: object };
+  if (!Array.isArray(list.items)) return body;
+  return { ...list, metadata: { ...list.metadata, continue: m.repeatPageToken } };
+}
