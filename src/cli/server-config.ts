@@ -32,6 +32,8 @@ export interface ServerFlags extends Partial<StoreFlags> {
   port: string;
   apiTokenFile?: string;
   maxBodySize: string;
+  maxConnections: string;
+  maxConnectionsPerPeer: string;
   /** Repeatable `--allowed-host`. */
   allowedHost?: string[];
   queues: string;
@@ -75,6 +77,8 @@ export const SERVER_FLAG_DEFAULTS = {
   host: '127.0.0.1',
   port: '8080',
   maxBodySize: '1MiB',
+  maxConnections: '1024',
+  maxConnectionsPerPeer: '256',
   queues: 'checks,reconcile,gc',
   gcInterval: '5m',
   gcGrace: '10m',
@@ -406,6 +410,8 @@ export async function buildServerConfig(flags: ServerFlags, options: { defaultPr
       tokens,
       tokenNames,
       maxBodyBytes: parseMaxBody(flags.maxBodySize),
+      maxConnections: integer('--max-connections', flags.maxConnections, 16, 1_000_000),
+      maxConnectionsPerPeer: integer('--max-connections-per-peer', flags.maxConnectionsPerPeer, 1, 1_000_000),
       allowedHosts: parseAllowedHosts(flags.allowedHost ?? []),
     },
     echoUrl: flags.echoUrl === undefined ? undefined : parseHttpUrl('--echo-url', flags.echoUrl),

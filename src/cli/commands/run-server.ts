@@ -1,5 +1,6 @@
 import { createLogger, type Logger } from '../../logging.ts';
 import type { CliIO } from '../output.ts';
+import { raiseOpenFilesLimit } from '../../open-files.ts';
 import { runRoles, type RunRolesOptions } from '../run-roles.ts';
 import { buildServerConfig, SERVER_FLAG_DEFAULTS, type ServerFlags } from '../server-config.ts';
 import { ROLES_OF } from './server-commands.ts';
@@ -34,7 +35,8 @@ export async function runServerCommand(role: string, flags: ServerFlags, io: Cli
     return 0;
   }
   const logger = createLogger({ level: config.logLevel });
-  const running = await runRoles(config, roles, logger, options);
+  const openFiles = await raiseOpenFilesLimit(logger);
+  const running = await runRoles(config, roles, logger, { ...options, ...(openFiles === undefined ? {} : { openFiles }) });
   // Listen before saying "up": whoever reads that line may send SIGTERM at once, and a signal
   // before the handler exists kills the process without a shutdown (its children orphaned).
   const signalled = waitForSignal(logger);

@@ -4,6 +4,8 @@ import type { Provider, ProviderDeps } from '../types.ts';
 import { checkLocal, LOCAL_TARGET } from './check.ts';
 import { exportDenials } from './denied-metric.ts';
 import { createLocalLifecycle } from './lifecycle.ts';
+import { observerErrors } from '../../metrics/connection-metrics.ts';
+import { resourceCodeOf } from '../../observer-errors.ts';
 import type { LocalProviderConfig } from './config.ts';
 
 export { localProviderSchema, type LocalProviderConfig } from './config.ts';
@@ -13,7 +15,14 @@ export function createLocalProvider(config: LocalProviderConfig, deps: ProviderD
   const dataDir = config.dataDir ?? join(deps.dataDir, 'local', config.name);
   const egressPolicy = proxyEgressPolicy(config.proxies?.egressPolicy, deps.egress);
   const sourceAddresses = config.proxies?.sourceAddresses;
-  const lifecycle = createLocalLifecycle({ dataDir, logger: deps.logger, egressPolicy, ...(sourceAddresses ? { sourceAddresses } : {}) });
+  const observer = observerErrors(deps.registry);
+  const lifecycle = createLocalLifecycle({
+    dataDir,
+    logger: deps.logger,
+    egressPolicy,
+    ...(sourceAddresses ? { sourceAddresses } : {}),
+    onObserverError: (err) => observer.inc({ where: 'exit-watch', code: resourceCodeOf(err) ?? 'unknown' }),
+  });
   // At once, not on the first reconcile: proxies adopted from an earlier worker run (whose private
   // Redis port may have changed) pick the new policy up from the file they watch.
   lifecycle
