@@ -20,7 +20,9 @@ export async function readOpenFilesLimit(pid: number | 'self' = 'self'): Promise
 function prlimit(pid: number, hard: number, signal: AbortSignal): Promise<void> {
   const value = hard === Infinity ? 'unlimited' : String(hard);
   return new Promise((resolve, reject) => {
-    execFile('prlimit', ['--pid', String(pid), `--nofile=${value}:${value}`], { signal }, (err) => (err ? reject(err) : resolve()));
+    execFile('prlimit', ['--pid', String(pid), `--nofile=${value}:${value}`], { signal }, (err) =>
+      err ? reject(new Error(err.message, { cause: err })) : resolve(),
+    );
   });
 }
 

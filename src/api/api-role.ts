@@ -156,7 +156,10 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
       reservedPaths: ['/healthz', '/readyz', ECHO_PATH],
       onRefused: (reason) => refusals.inc({ listener: 'api', reason }),
     });
-    logger.info({ maxConnections: limits.maxConnections, reserved: limits.reserved, perPeer: limits.perPeer, openFiles: deps.openFiles }, 'api connection caps');
+    logger.info(
+      { maxConnections: limits.maxConnections, reserved: limits.reserved, perPeer: limits.perPeer, openFiles: deps.openFiles },
+      'api connection caps',
+    );
     const address = server.address() as AddressInfo;
     hosts.bind(address.address, address.port);
     const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;

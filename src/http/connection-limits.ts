@@ -11,7 +11,8 @@ import type { Socket } from 'node:net';
  *   socket accepted while the general share is full, or while its peer already holds `perPeer`
  *   general ones, goes to the reserve, where only those paths are answered (anything else: a fast
  *   503) and it gets `reserveIdleMs` to send its request and is closed after one answer;
- * - short header, request and keep-alive timeouts: an idle socket is closed within seconds.
+ * - short header, request and keep-alive timeouts, and a socket silent from the start closed after
+ *   the header timeout: an idle socket is closed within seconds.
  */
 export interface ConnectionLimits {
   maxConnections: number;
@@ -32,7 +33,7 @@ export interface RequestedLimits {
 /** How often node looks for sockets past their header or request deadline (its default, 30 s, would hold an idle socket up to 40 s). */
 export const CONNECTIONS_CHECKING_INTERVAL_MS = 1000;
 
-const FIXED = { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 5_000, reserveIdleMs: 2_000 } as const;
+const FIXED = { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 5_000, reserveIdleMs: 3_000 } as const;
 
 /**
  * The limits a listener gets: what was asked, but never more than `share` of the process's
@@ -46,6 +47,20 @@ export function effectiveLimits(requested: RequestedLimits, openFiles: number | 
   const general = maxConnections - reserved;
   const perPeer = Math.max(1, Math.min(requested.perPeer, Math.ceil(general / 2)));
   return { maxConnections, reserved, perPeer, ...FIXED };
+}
+
+/**
+ * Closes a socket of `server` that has not sent a request within `ms` of connecting. Node's own
+ * header timeout starts at the first byte of a request: a socket that never sends one would be
+ * held for good. The socket's inactivity timeout does it (node's http server destroys a socket
+ * that times out with no request on it, and proxy-chain does too); once a request (or a CONNECT)
+ * arrives it is cleared, and node's keep-alive timeout takes over between requests.
+ */
+export function closeSilentSockets(server: Server, ms: number): void {
+  server.on('connection', (socket: Socket) => socket.setTimeout(ms));
+  const clear = (req: { socket: Socket }): void => void req.socket.setTimeout(0);
+  server.prependListener('request', clear);
+  server.prependListener('connect', clear);
 }
 
 export type RefusalReason = 'over-capacity' | 'reserved-only';
@@ -67,6 +82,7 @@ export function guardConnections(server: Server, limits: ConnectionLimits, onRef
   // A backstop: the accounting below never lets more than this many sockets stay.
   server.maxConnections = limits.maxConnections;
   server.on('drop', () => onRefused('over-capacity'));
+  closeSilentSockets(server, limits.headersTimeoutMs);
   const general = limits.maxConnections - limits.reserved;
   const peers = new Map<string, number>();
   const reserve = new WeakSet<Socket>();

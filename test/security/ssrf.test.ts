@@ -283,7 +283,8 @@ describe('a proxy whose policy allows loopback', () => {
     const answer = await raw(proxy.port, first + second);
     expect(answer.status).toBe(200);
     expect(answer.body).toMatch(/^origin \/first\r?\n?HTTP\/1\.1 403 Forbidden\r\n[\s\S]*\r\n\r\nForbidden by egress policy: denied-range\n$/);
-    expect(origin.connections()).toBe(before + 1);
+    // At most the allowed one connected (the proxy may reuse a kept-alive upstream socket); the denied one never did.
+    expect(origin.connections()).toBeLessThanOrEqual(before + 1);
   });
 
   it('lets deny win over allow', async () => {

@@ -9,6 +9,7 @@ import { Agent } from 'node:http';
 import { isIPv6 } from 'node:net';
 import { RequestError, Server, type PrepareRequestFunctionOpts, type PrepareRequestFunctionResult } from 'proxy-chain';
 import { checkEgress, EgressDeniedError } from '../../egress/enforce.ts';
+import { closeSilentSockets } from '../../http/connection-limits.ts';
 import type { LivePolicy } from '../../egress/live-policy.ts';
 import type { Logger } from '../../logging.ts';
 import type { ProxyCredentials } from '../lifecycle.ts';
@@ -101,7 +102,7 @@ export interface ProxyListenOptions {
   maxConnections?: number;
 }
 
-/** A client that sends no request head within this long is disconnected (node's default, 60 s, lets idle sockets pile up). */
+/** A client that sends no request head within this long is disconnected (node's default, 60 s, and none for a silent socket, let idle sockets pile up). */
 const HEADERS_TIMEOUT_MS = 10_000;
 const KEEP_ALIVE_TIMEOUT_MS = 5_000;
 const TEXT = 'text/plain; charset=utf-8';
@@ -123,9 +124,7 @@ export async function listenProxy(options: ProxyListenOptions): Promise<Server> 
   const source: Pick<PrepareRequestFunctionResult, 'localAddress' | 'ipFamily'> = localAddress ? { localAddress, ipFamily: isIPv6(localAddress) ? 6 : 4 } : {};
   const prepare = async (opts: PrepareRequestFunctionOpts): Promise<PrepareRequestFunctionResult> => {
     if (!check(opts.username, opts.password)) {
-      return opts.isHttp
-        ? refusal(407, 'Proxy credentials required.', { 'proxy-authenticate': 'Basic realm="egress"' })
-        : { requestAuthentication: true };
+      return opts.isHttp ? refusal(407, 'Proxy credentials required.', { 'proxy-authenticate': 'Basic realm="egress"' }) : { requestAuthentication: true };
     }
     const request = opts.isHttp ? { method: opts.request.method ?? '', path: pathOf(opts.request.url) } : undefined;
     try {
@@ -158,6 +157,7 @@ export async function listenProxy(options: ProxyListenOptions): Promise<Server> 
     prepareRequestFunction: prepare,
   });
   server.server.maxConnections = options.maxConnections ?? 1024;
+  closeSilentSockets(server.server, HEADERS_TIMEOUT_MS);
   server.server.headersTimeout = HEADERS_TIMEOUT_MS;
   server.server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
   await server.listen();
