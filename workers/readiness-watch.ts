@@ -20,6 +20,8 @@ export interface ReadinessWatchDeps {
   logger: Logger;
   /** Where proxies leaving discovery are recorded. */
   events?: EventSink;
+  /** Counts looks abandoned for want of own resources (proxy_operator_observer_errors_total). */
+  observerErrors?: (where: string, code: string) => void;
 }
 
 /**
@@ -39,6 +41,7 @@ export function startReadiness(
   const hooks: ReadinessHooks = {
     onProbe: (provider, ok, seconds) => metrics.probe(provider, ok, seconds),
     onEvicted: (provider, cause, readySeconds) => metrics.evicted(provider, cause, readySeconds),
+    ...(deps.observerErrors ? { onObserverError: deps.observerErrors } : {}),
     ...(deps.events ? { events: deps.events } : {}),
   };
   // Only evictions (a failed probe, an exited process) ask for these; a pool member's pool looks again too.

@@ -1,3 +1,4 @@
+import { observerErrors } from '../src/metrics/connection-metrics.ts';
 import type { Telemetry, Worker } from 'bullmq';
 import pLimit from 'p-limit';
 import type { Registry } from 'prom-client';
@@ -122,7 +123,13 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
     throw err;
   }
   const readiness = config.worker.queues.includes('reconcile')
-    ? startReadiness({ config, redisTarget: deps.redisTarget, proxies: deps.proxies, logger, events }, reconcileQueue, lifecycles, probe, reconcileMetrics)
+    ? startReadiness(
+        { config, redisTarget: deps.redisTarget, proxies: deps.proxies, logger, events, observerErrors: observerCounter(deps.registry) },
+        reconcileQueue,
+        lifecycles,
+        probe,
+        reconcileMetrics,
+      )
     : undefined;
   logger.info(
     { queues: config.worker.queues, concurrency: config.worker.concurrency, probeIntervalMs: readiness?.probeLoop ? config.readiness.intervalMs : 0 },
@@ -143,4 +150,10 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
       return closing;
     },
   };
+}
+
+/** `proxy_operator_observer_errors_total` as the readiness hooks call it. */
+function observerCounter(registry: Registry): (where: string, code: string) => void {
+  const counter = observerErrors(registry);
+  return (where, code) => counter.inc({ where, code });
 }

@@ -18,6 +18,9 @@ import type { MemberReplacements } from '../pools/member-replacements.ts';
 import { registerPoolGauges } from '../metrics/pool-gauges.ts';
 import type { StatusStore } from '../store/status-store.ts';
 import { listenHttp } from '../http/listen.ts';
+import { effectiveLimits } from '../http/connection-limits.ts';
+import { connectionRefusals } from '../metrics/connection-metrics.ts';
+import { ECHO_PATH } from '../readiness/echo.ts';
 import { createApiApp } from './app.ts';
 import { HostAllowList } from '../http/request-guards.ts';
 import type { EventStore } from '../events/event-sink.ts';
@@ -49,6 +52,8 @@ export interface ApiRoleDeps {
   events: EventStore;
   /** BullMQ telemetry for the API's producers (ad-hoc checks, reconciles); undefined when tracing is off. */
   telemetry?: Telemetry | undefined;
+  /** The process's soft limit on open files: the API holds at most half of it in connections. */
+  openFiles?: number | undefined;
 }
 
 export interface ApiRole {
@@ -56,6 +61,9 @@ export interface ApiRole {
   readonly url: string;
   close(): Promise<void>;
 }
+
+/** The API's connections take at most this share of the open-files limit; the rest is Redis, files, probes. */
+const API_FILES_SHARE = 0.5;
 
 /** `egress api`: the HTTP API, Bull Board and /metrics. */
 export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
@@ -133,7 +141,26 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
       checkWaitMs: config.checks.timeoutMs + 30_000,
       logger,
     });
-    server = await listenHttp(app.fetch, { hostname: config.api.host, port: config.api.port, portFlag: '--port', logger, name: 'api' });
+    const limits = effectiveLimits(
+      { maxConnections: config.api.maxConnections ?? 1024, perPeer: config.api.maxConnectionsPerPeer ?? 256 },
+      deps.openFiles,
+      API_FILES_SHARE,
+    );
+    const refusals = connectionRefusals(deps.registry);
+    server = await listenHttp(app.fetch, {
+      hostname: config.api.host,
+      port: config.api.port,
+      portFlag: '--port',
+      logger,
+      name: 'api',
+      limits,
+      reservedPaths: ['/healthz', '/readyz', ECHO_PATH],
+      onRefused: (reason) => refusals.inc({ listener: 'api', reason }),
+    });
+    logger.info(
+      { maxConnections: limits.maxConnections, reserved: limits.reserved, perPeer: limits.perPeer, openFiles: deps.openFiles },
+      'api connection caps',
+    );
     const address = server.address() as AddressInfo;
     hosts.bind(address.address, address.port);
     const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;

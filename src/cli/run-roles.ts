@@ -44,6 +44,8 @@ export interface RunRolesOptions {
   providerFactory?: ProviderFactory;
   /** Tests start the private Redis without the parent-death signal, to leave an orphan behind. */
   privateRedis?: { dieWithOwner?: boolean };
+  /** The process's soft limit on open files (raised at start by the entry point): the listeners' connection caps are derived from it. */
+  openFiles?: number;
 }
 
 /**
@@ -130,6 +132,7 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
           events,
           logger: logger.child({ role: 'api' }),
           telemetry: tracing.bullmq('api'),
+          openFiles: options.openFiles,
         }),
       );
       api = a;
@@ -141,6 +144,7 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
         tokens: config.api.tokens,
         allowedHosts: config.api.allowedHosts,
         logger,
+        openFiles: options.openFiles,
       });
       closers.push(() => metrics.close());
       metricsListener = listenerOf(metrics.url);

@@ -37,6 +37,8 @@ export interface ServerFlags extends Partial<StoreFlags> {
   /** `--allow-open-token-file`: use a token file other users can read, with a warning. */
   allowOpenTokenFile?: boolean;
   maxBodySize: string;
+  maxConnections: string;
+  maxConnectionsPerPeer: string;
   /** Repeatable `--allowed-host`. */
   allowedHost?: string[];
   queues: string;
@@ -80,6 +82,8 @@ export const SERVER_FLAG_DEFAULTS = {
   host: '127.0.0.1',
   port: '8080',
   maxBodySize: '1MiB',
+  maxConnections: '1024',
+  maxConnectionsPerPeer: '256',
   queues: 'checks,reconcile,gc',
   gcInterval: '5m',
   gcGrace: '10m',
@@ -422,6 +426,8 @@ export async function buildServerConfig(flags: ServerFlags, options: { defaultPr
       tokens,
       tokenNames,
       maxBodyBytes: parseMaxBody(flags.maxBodySize),
+      maxConnections: integer('--max-connections', flags.maxConnections, 16, 1_000_000),
+      maxConnectionsPerPeer: integer('--max-connections-per-peer', flags.maxConnectionsPerPeer, 1, 1_000_000),
       allowedHosts: parseAllowedHosts(flags.allowedHost ?? []),
       ...(localTokenFile ? { localTokenFile } : {}),
       ...(noAuth ? { noAuth: true } : {}),

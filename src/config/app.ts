@@ -34,6 +34,10 @@ export interface ApiSettings {
   tokenNames?: readonly string[];
   /** Largest request body accepted (`--max-body-size`); larger ones are answered 413. */
   maxBodyBytes: number;
+  /** `--max-connections`: sockets the API holds at once (capped further by the open-files limit; connection-limits.ts); absent: 1024. */
+  maxConnections?: number;
+  /** `--max-connections-per-peer`: of those, what one client address may hold outside the reserve; absent: 256. */
+  maxConnectionsPerPeer?: number;
   /**
    * Extra `Host` names (`name` or `name:port`, `--allowed-host`) served while the API has no
    * tokens; the bound address and `localhost` are always allowed.

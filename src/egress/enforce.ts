@@ -46,7 +46,8 @@ export function pinnedLookup(addresses: readonly LookupAddress[]): LookupFunctio
 /**
  * Judges a destination before anything connects to it. An IP literal is judged as is (node does
  * not resolve it); any other host is resolved once, each address judged, and the connection pinned
- * to the allowed ones (returned as a lookup). Throws EgressDeniedError when no address is allowed.
+ * to those addresses (returned as a lookup). Throws EgressDeniedError when any address is denied
+ * (the reason of the first denied one), or when the name resolves to none.
  */
 export async function checkEgress(
   policy: () => EgressPolicy,
@@ -66,14 +67,14 @@ export async function checkEgress(
   } catch {
     throw new EgressDeniedError('unresolvable', shown);
   }
+  if (addresses.length === 0) throw new EgressDeniedError('unresolvable', shown);
   const judge = policy();
-  const allowed: LookupAddress[] = [];
-  let refused: DenyReason = 'unresolvable';
+  // A name is refused as soon as one of its addresses is: a name that mixes an allowed address
+  // with a denied one is not a destination to pick the good half of (it is how rebinding and
+  // split-horizon tricks point at the inside).
   for (const a of addresses) {
     const decision = judge.judge(a.address, target.port, target.request);
-    if (decision.allowed) allowed.push(a);
-    else if (refused === 'unresolvable') refused = decision.reason;
+    if (!decision.allowed) throw new EgressDeniedError(decision.reason, shown);
   }
-  if (allowed.length === 0) throw new EgressDeniedError(refused, shown);
-  return pinnedLookup(allowed);
+  return pinnedLookup(addresses);
 }

@@ -5,6 +5,8 @@ import { requireToken } from '../http/auth.ts';
 import { HostAllowList, limitBody, requireAllowedHost } from '../http/request-guards.ts';
 import type { Logger } from '../logging.ts';
 import { listenHttp } from '../http/listen.ts';
+import { effectiveLimits } from '../http/connection-limits.ts';
+import { connectionRefusals } from './connection-metrics.ts';
 
 export interface MetricsServer {
   readonly url: string;
@@ -18,7 +20,12 @@ export interface MetricsServerOptions {
   allowedHosts: readonly string[];
   /** Where errors of the listening socket are logged. */
   logger: Logger;
+  /** The process's soft limit on open files: the listener holds at most an eighth of it in connections. */
+  openFiles?: number | undefined;
 }
+
+/** Scrapers are few: a small cap, an eighth of the open-files limit at most. */
+const METRICS_LIMITS = { maxConnections: 64, perPeer: 16 };
 
 /**
  * `/metrics` and `/healthz` for a role without the API (a worker's job histograms, the KVM
@@ -37,7 +44,17 @@ export async function startMetricsServer(registry: Registry, host: string, port:
   app.get('/healthz', (c) => c.text('ok'));
   app.get('/metrics', async (c) => c.body(await registry.metrics(), 200, { 'Content-Type': registry.contentType }));
 
-  const server = await listenHttp(app.fetch, { hostname: host, port, portFlag: '--metrics-port', logger: options.logger, name: 'metrics' });
+  const refusals = connectionRefusals(registry);
+  const server = await listenHttp(app.fetch, {
+    hostname: host,
+    port,
+    portFlag: '--metrics-port',
+    logger: options.logger,
+    name: 'metrics',
+    limits: effectiveLimits(METRICS_LIMITS, options.openFiles, 1 / 8),
+    reservedPaths: ['/healthz'],
+    onRefused: (reason) => refusals.inc({ listener: 'metrics', reason }),
+  });
   const address = server.address() as AddressInfo;
   hosts.bind(address.address, address.port);
   return {

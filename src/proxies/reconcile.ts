@@ -33,6 +33,8 @@ export interface ReadinessHooks {
   /** A Ready proxy left discovery; `readySeconds`, how long it had been Ready (when known). */
   onEvicted?: (provider: string, cause: EvictionCause, readySeconds: number | undefined) => void;
   onReplace?: (provider: string) => void;
+  /** A look at a proxy abandoned for want of this process's own resources (`where`: probe; `code`: EMFILE, ENFILE, ENOMEM). */
+  onObserverError?: (where: string, code: string) => void;
   /** Where lifecycle decisions are recorded (instance created, started, deleted; readiness flips). */
   events?: EventSink;
 }

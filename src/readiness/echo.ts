@@ -1,6 +1,9 @@
 import { getConnInfo } from '@hono/node-server/conninfo';
 import { Hono } from 'hono';
 
+/** Where the API serves the echo (its path is among those a listener at its cap still answers). */
+export const ECHO_PATH = '/v1/echo';
+
 export interface EchoBody {
   address: string;
 }
@@ -22,7 +25,7 @@ export function echoBody(remoteAddress: string | undefined): EchoBody {
  */
 export function echoRoute(): Hono {
   const app = new Hono();
-  app.get('/echo', (c) => {
+  app.get(ECHO_PATH.slice('/v1'.length), (c) => {
     c.header('cache-control', 'no-store');
     return c.json(echoBody(getConnInfo(c).remote.address));
   });

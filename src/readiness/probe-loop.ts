@@ -10,6 +10,7 @@ import type { ProbeVerdict, ReadinessHooks, ReadinessProbe } from '../proxies/re
 import type { Proxy } from '../model/proxy-resource.ts';
 import type { ProxyCredentialsReader, ProxyReader, ProxyStatusWriter } from '../store/proxy-store.ts';
 import { recordFailure, type FailureOutcome } from './evict.ts';
+import { observerFailure, type ObserverResourceError } from '../observer-errors.ts';
 
 export interface ProbeLoopDeps {
   proxies: ProxyReader & ProxyCredentialsReader & ProxyStatusWriter;
@@ -38,6 +39,8 @@ export interface ProbeEvent {
 
 export interface ProbeLoopEvents {
   probed: [ProbeEvent];
+  /** A probe this process could not make (EMFILE, ENFILE, ENOMEM): nothing was recorded about the proxy. */
+  observerError: [{ proxy: string; provider: string; error: ObserverResourceError }];
   error: [Error];
 }
 
@@ -203,6 +206,12 @@ export class ProbeLoop extends EventEmitter<ProbeLoopEvents> {
       verdict = await this.#deps.probe(endpoint, proxy, signal, credentials);
     } catch (err) {
       if (signal.aborted) return;
+      const own = observerFailure('readiness probe', err);
+      if (own) {
+        // Our own descriptors or memory ran out: nothing is known about the proxy; the next interval looks again.
+        this.#observerError(proxy, own);
+        return;
+      }
       verdict = { ok: false, cause: 'error', message: (err as Error).message };
     }
     if (signal.aborted) return;
@@ -234,6 +243,15 @@ export class ProbeLoop extends EventEmitter<ProbeLoopEvents> {
       this.#deps.logger.warn({ proxy: proxy.name, err: (err as Error).message }, 'probe loop: recording a probe failed');
       this.emit('error', err as Error);
     }
+  }
+
+  #lastObserverWarning = -Infinity;
+  #observerError(proxy: Proxy, err: ObserverResourceError): void {
+    this.#deps.hooks?.onObserverError?.('probe', err.resource);
+    this.emit('observerError', { proxy: proxy.name, provider: proxy.spec.provider, error: err });
+    if (performance.now() - this.#lastObserverWarning < 60_000) return;
+    this.#lastObserverWarning = performance.now();
+    this.#deps.logger.warn({ proxy: proxy.name, err: err.message }, 'probe loop: out of own resources; no proxy judged by it (logged once a minute)');
   }
 
   /** A pass writes only when it changes something: counted failures cleared, a new egress IP. */

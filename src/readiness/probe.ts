@@ -1,6 +1,7 @@
 import { request, type IncomingMessage } from 'node:http';
 import { isIP, Socket } from 'node:net';
 import type { ProxyCredentials } from '../providers/lifecycle.ts';
+import { observerFailure } from '../observer-errors.ts';
 import { normalizeAddress } from './echo.ts';
 import { SpanStatusCode } from '@opentelemetry/api';
 import { withSpan } from '../telemetry/spans.ts';
@@ -113,7 +114,9 @@ function parseAddress(body: string): string | undefined {
  * `echoUrl` through it (absolute-URI request with Basic Proxy-Authorization), whose answer gives
  * the proxy's egress IP. A 407 is stage `proxy-auth`; any other failure after the connect is
  * `http`. When the signal aborts, the probe rejects with the signal's reason (the caller's
- * deadline decides what that means) instead of blaming a stage.
+ * deadline decides what that means) instead of blaming a stage; when this process is out of
+ * descriptors or memory (EMFILE, ENFILE, ENOMEM) it rejects with ObserverResourceError: the
+ * observer's failure, never the proxy's.
  */
 export function probeProxy(options: ProbeOptions): Promise<ProbeResult> {
   // The proxy's address and the outcome; never its credentials nor the echo token.
@@ -155,6 +158,9 @@ async function probe(options: ProbeOptions): Promise<ProbeResult> {
     await tcpConnect(endpoint.host, endpoint.port, connect.signal);
   } catch (err) {
     signal.throwIfAborted();
+    // This process out of descriptors or memory is no verdict on the proxy: thrown, never a failed probe.
+    const own = observerFailure('readiness probe', err);
+    if (own) throw own;
     const where = `proxy ${endpoint.host}:${endpoint.port}`;
     if (connect.expired()) return fail('tcp', `no TCP connection to ${where} within ${stepTimeoutMs} ms`, 'timeout');
     const refused = (err as NodeJS.ErrnoException).code === 'ECONNREFUSED';
@@ -167,6 +173,8 @@ async function probe(options: ProbeOptions): Promise<ProbeResult> {
     response = await getThroughProxy(options, url, get.signal);
   } catch (err) {
     signal.throwIfAborted();
+    const own = observerFailure('readiness probe', err);
+    if (own) throw own;
     if (get.expired()) return fail('http', `GET ${url.href} through proxy ${endpoint.host}:${endpoint.port}: no answer within ${stepTimeoutMs} ms`, 'timeout');
     return fail('http', `GET ${url.href} through proxy ${endpoint.host}:${endpoint.port} failed: ${(err as Error).message}`);
   }

@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { egressGuards, egressPolicySchema, proxyEgressPolicy, type ProxyEgressPolicy } from '../../src/egress/policy-config.ts';
 import { parsePolicyDocument, PolicyDocumentError } from '../../src/egress/policy-document.ts';
 import { compileEgressPolicy, type EgressRequest } from '../../src/egress/policy.ts';
+import { checkEgress, EgressDeniedError } from '../../src/egress/enforce.ts';
 
 const NONE = { localAddresses: [], resolved: new Map<string, readonly string[]>() };
 const GET = (path: string): EgressRequest => ({ method: 'GET', path });
@@ -72,6 +73,36 @@ describe('allow and deny', () => {
     expect(policy.judge('203.0.113.7', 80)).toEqual({ allowed: false, reason: 'denied-range' });
     expect(policy.judge('2001:db8::1', 80)).toEqual({ allowed: false, reason: 'denied-range' });
     expect(policy.judge('198.51.100.1', 80)).toEqual({ allowed: true, reason: 'allowed' });
+  });
+});
+
+describe('a name with several addresses', () => {
+  const policy = compileEgressPolicy(doc(['127.0.0.3/32']), NONE);
+  const resolving =
+    (...addresses: string[]) =>
+    async () =>
+      addresses.map((address) => ({ address, family: 4 }));
+  const signal = (): AbortSignal => AbortSignal.timeout(5000);
+
+  it('is refused when one address is denied, whichever comes first (not pinned to the allowed one)', async () => {
+    for (const order of [
+      ['127.0.0.3', '127.0.0.1'],
+      ['127.0.0.1', '127.0.0.3'],
+    ]) {
+      const checked = checkEgress(() => policy, { hostname: 'split.example', port: 80 }, resolving(...order), signal());
+      await expect(checked).rejects.toBeInstanceOf(EgressDeniedError);
+      await expect(checked).rejects.toMatchObject({ reason: 'loopback' });
+    }
+  });
+
+  it('is let through, pinned to its addresses, when every one is allowed; a name resolving to none is unresolvable', async () => {
+    const lookup = await checkEgress(() => policy, { hostname: 'one.example', port: 80 }, resolving('127.0.0.3', '198.51.100.1'), signal());
+    const all = await new Promise<unknown>((resolve) => lookup?.('one.example', { all: true }, (_err, list) => resolve(list)));
+    expect(all).toEqual([
+      { address: '127.0.0.3', family: 4 },
+      { address: '198.51.100.1', family: 4 },
+    ]);
+    await expect(checkEgress(() => policy, { hostname: 'none.example', port: 80 }, resolving(), signal())).rejects.toMatchObject({ reason: 'unresolvable' });
   });
 });
 

@@ -276,6 +276,17 @@ describe('a proxy whose policy allows loopback', () => {
     expect(api.connections()).toBe(before);
   });
 
+  it('answers pipelined requests in order: an allowed one, then a denied one, both arrive', async () => {
+    const before = origin.connections();
+    const first = `GET http://127.0.0.1:${origin.port}/first HTTP/1.1\r\nHost: 127.0.0.1:${origin.port}\r\nProxy-Authorization: ${AUTH}\r\n\r\n`;
+    const second = `GET http://127.0.0.3:${origin.port}/second HTTP/1.1\r\nHost: 127.0.0.3:${origin.port}\r\nProxy-Authorization: ${AUTH}\r\nConnection: close\r\n\r\n`;
+    const answer = await raw(proxy.port, first + second);
+    expect(answer.status).toBe(200);
+    expect(answer.body).toMatch(/^origin \/first\r?\n?HTTP\/1\.1 403 Forbidden\r\n[\s\S]*\r\n\r\nForbidden by egress policy: denied-range\n$/);
+    // At most the allowed one connected (the proxy may reuse a kept-alive upstream socket); the denied one never did.
+    expect(origin.connections()).toBeLessThanOrEqual(before + 1);
+  });
+
   it('lets deny win over allow', async () => {
     const before = origin.connections();
     expect(await get(proxy.port, `http://127.0.0.3:${origin.port}/`)).toEqual({ status: 403, body: 'Forbidden by egress policy: denied-range\n' });

@@ -35,10 +35,14 @@ export interface EgressProcess {
   exited: Promise<number | null>;
 }
 
-/** Starts `node <script> args…` as a child process (the real `egress` binary by default). */
-export function spawnEgress(args: string[], env: Record<string, string> = {}, script = EGRESS_BIN): EgressProcess {
+/**
+ * Starts `node <script> args…` as a child process (the real `egress` binary by default);
+ * `openFiles` runs it under `prlimit --nofile=N:N` (soft and hard limit on open files).
+ */
+export function spawnEgress(args: string[], env: Record<string, string> = {}, script = EGRESS_BIN, openFiles?: number): EgressProcess {
   const nodeArgs = script.endsWith('.ts') ? ['--import', 'tsx', script] : [script];
-  const child = spawn(process.execPath, [...nodeArgs, ...args], {
+  const command = openFiles === undefined ? [process.execPath] : ['prlimit', `--nofile=${openFiles}:${openFiles}`, '--', process.execPath];
+  const child = spawn(command[0] ?? process.execPath, [...command.slice(1), ...nodeArgs, ...args], {
     cwd: ROOT,
     env: { ...process.env, EGRESS_LOG_LEVEL: 'debug', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -13,12 +13,17 @@ export interface RawResponse {
  */
 export function rawRequest(
   url: string,
-  options: { method?: string; headers?: Record<string, string>; body?: string | Buffer; timeoutMs?: number } = {},
+  options: { method?: string; headers?: Record<string, string>; body?: string | Buffer; timeoutMs?: number; localAddress?: string } = {},
 ): Promise<RawResponse> {
   return new Promise((resolve, reject) => {
     const req = request(
       url,
-      { method: options.method ?? 'GET', headers: options.headers ?? {}, signal: AbortSignal.timeout(options.timeoutMs ?? 10_000) },
+      {
+        method: options.method ?? 'GET',
+        headers: options.headers ?? {},
+        signal: AbortSignal.timeout(options.timeoutMs ?? 10_000),
+        ...(options.localAddress ? { localAddress: options.localAddress } : {}),
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));

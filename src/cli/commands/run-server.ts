@@ -4,6 +4,7 @@ import { createLogger, type Logger } from '../../logging.ts';
 import { ensurePrivateDir } from '../../redis/private-files.ts';
 import { ensureLocalToken, LOCAL_TOKEN_NAME, recordRunningApi, type LocalToken } from '../local-api-access.ts';
 import type { CliIO } from '../output.ts';
+import { raiseOpenFilesLimit } from '../../open-files.ts';
 import { runRoles, type RunRolesOptions } from '../run-roles.ts';
 import { buildServerConfig, SERVER_FLAG_DEFAULTS, type ServerFlags } from '../server-config.ts';
 import { ROLES_OF } from './server-commands.ts';
@@ -81,7 +82,8 @@ export async function runServerCommand(role: string, flags: ServerFlags, io: Cli
   for (const warning of [config.api.tokenFileWarning, local?.warning]) if (warning) logger.warn(warning);
   if (config.api.noAuth && roles.includes('api'))
     logger.warn('--no-auth: the API requires no token: every user of this machine can read every proxy password and apply or delete proxies');
-  const running = await runRoles(config, roles, logger, options);
+  const openFiles = await raiseOpenFilesLimit(logger);
+  const running = await runRoles(config, roles, logger, { ...options, ...(openFiles === undefined ? {} : { openFiles }) });
   // Listen before anything else is awaited, and before saying "up": the roles already work (a check
   // may be in flight), whoever reads that line may send SIGTERM at once, and a signal before the
   // handler exists kills the process without a shutdown (its children orphaned).

@@ -76,6 +76,12 @@ export function addServerOptions(cmd: Command, env: ServerEnv, role: string): Co
       .option('--allow-open-token-file', 'use a token file that other users can read (warned in the log)')
       .option('--max-body-size <size>', 'largest request body the API accepts (larger: 413), e.g. 1MiB, 512KiB', d.maxBodySize)
       .option(
+        '--max-connections <n>',
+        'connections the API holds at once (at most half the open-files limit); a share is kept for /healthz, /readyz and the echo',
+        d.maxConnections,
+      )
+      .option('--max-connections-per-peer <n>', 'connections one client address may hold (outside the health reserve)', d.maxConnectionsPerPeer)
+      .option(
         '--allowed-host <name>',
         'a Host name (optionally name:port) a loopback API serves (without --api-token-file), besides its address and localhost; repeatable',
         collect,

@@ -1,3 +1,4 @@
+import type { Logger } from '../../logging.ts';
 import type { InstanceExit, InstanceOwner } from '../lifecycle.ts';
 
 /** One proxy whose serving process is watched: the proxy host (shared by many proxies) or a per-instance proxy process of the earlier model. */
@@ -19,6 +20,11 @@ export interface ExitWatchOptions {
   pollMs?: number;
   /** Every this many polls, /proc confirms each pid still runs our program: a zombie or a reused pid is an exit too (default 10). */
   confirmEvery?: number;
+  /**
+   * A confirmation this process could not make (out of descriptors or memory: ObserverResourceError).
+   * It is no exit: the round stops there and the next one looks again.
+   */
+  onObserverError?: (err: Error) => void;
 }
 
 /** True while `pid` exists (EPERM: it exists, owned by someone else). */
@@ -47,6 +53,7 @@ export class ExitWatch {
   readonly #listeners = new Set<(exit: InstanceExit, proxy: WatchedProxy) => void>();
   readonly #pollMs: number;
   readonly #confirmEvery: number;
+  readonly #onObserverError: (err: Error) => void;
   #timer: NodeJS.Timeout | undefined;
   #round = 0;
   #confirming = false;
@@ -54,6 +61,7 @@ export class ExitWatch {
   constructor(options: ExitWatchOptions = {}) {
     this.#pollMs = options.pollMs ?? 200;
     this.#confirmEvery = options.confirmEvery ?? 10;
+    this.#onObserverError = options.onObserverError ?? (() => undefined);
   }
 
   get size(): number {
@@ -116,7 +124,16 @@ export class ExitWatch {
       for (const p of [...this.#watched.values()]) {
         if (this.#watched.get(p.name) !== p) continue;
         let ours = verdict.get(p.pid);
-        if (ours === undefined) verdict.set(p.pid, (ours = await p.isOurs()));
+        if (ours === undefined) {
+          try {
+            ours = await p.isOurs();
+          } catch (err) {
+            // Our own resources ran out (EMFILE reading /proc): that says nothing about the process.
+            this.#onObserverError(err as Error);
+            return;
+          }
+          verdict.set(p.pid, ours);
+        }
         // A zombie (killed, not yet reaped) or a pid now running another program: ours exited,
         // and is reported as the `exit` event or the kill(0) poll would have (whichever is first).
         if (!ours && this.#watched.get(p.name) === p) this.#exited(p, p.exitMessage);
@@ -143,4 +160,15 @@ export class ExitWatch {
     this.#watched.clear();
     this.#arm();
   }
+}
+
+/** ExitWatch's `onObserverError`: tells `count`, and warns once a minute (a flood would otherwise log at the poll rate). */
+export function observerWarning(logger: Logger, count?: (err: Error) => void): (err: Error) => void {
+  let last = -Infinity;
+  return (err) => {
+    count?.(err);
+    if (performance.now() - last < 60_000) return;
+    last = performance.now();
+    logger.warn({ err: err.message }, 'could not confirm that the proxy host runs (out of own resources); no proxy is taken for exited (logged once a minute)');
+  };
 }

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import type { Logger } from '../../logging.ts';
 import { EgressError } from '../../errors.ts';
 import { ensureOwnedDir, verifyTrustedDir } from '../../fs/private-path.ts';
+import { observerFailure } from '../../observer-errors.ts';
 import { asHostRecord, HOST_FILE, HOST_LOG, HOST_SOCKET, hostDir, readJson, type HostRecord } from './instance-files.ts';
 import { findHostProcesses, isHostProcess, pause } from './process-table.ts';
 
@@ -91,7 +92,14 @@ export class ProxyHostSupervisor {
 
   /** The running host of the data directory, verified, or undefined (nothing is started). */
   async running(signal: AbortSignal): Promise<HostRecord | undefined> {
-    const record = asHostRecord(await readJson(this.#hostFile).catch(() => undefined));
+    // Out of descriptors here is no sign of the host's absence: it throws (ObserverResourceError).
+    const record = asHostRecord(
+      await readJson(this.#hostFile).catch((err: unknown) => {
+        const own = observerFailure('reading host.json', err);
+        if (own) throw own;
+        return undefined;
+      }),
+    );
     if (!record || !(await isHostProcess(record.pid, this.#o.dataDir))) return undefined;
     try {
       const answer = await ask(this.#socket, 'GET', '/status', signal);
@@ -99,7 +107,7 @@ export class ProxyHostSupervisor {
       return answer.status === 200 && pid === record.pid ? record : undefined;
     } catch (err) {
       if (hostGone(err)) return undefined;
-      throw err;
+      throw observerFailure('the proxy host socket', err) ?? err;
     }
   }
 
@@ -180,6 +188,8 @@ export class ProxyHostSupervisor {
         const answer = await ask(this.#socket, method, path, signal);
         if (answer.status !== 503) return answer;
       } catch (err) {
+        const own = observerFailure('the proxy host socket', err);
+        if (own) throw own;
         if (!hostGone(err) || attempt >= 5) throw new ProxyHostError(`proxy host ${host.pid}: ${(err as Error).message}`, { cause: err });
       }
       if (attempt >= 5) throw new ProxyHostError(`proxy host ${host.pid} kept answering that it is stopping`);

@@ -4,6 +4,8 @@ import { checkLocal, LOCAL_TARGET } from './check.ts';
 import { exportDenials } from './denied-metric.ts';
 import { createLocalLifecycle } from './lifecycle.ts';
 import { localDataDir, type LocalProviderConfig } from './config.ts';
+import { observerErrors } from '../../metrics/connection-metrics.ts';
+import { resourceCodeOf } from '../../observer-errors.ts';
 
 export { localProviderSchema, type LocalProviderConfig } from './config.ts';
 
@@ -12,7 +14,14 @@ export function createLocalProvider(config: LocalProviderConfig, deps: ProviderD
   const dataDir = localDataDir(config, deps.dataDir);
   const egressPolicy = proxyEgressPolicy(config.proxies?.egressPolicy, deps.egress);
   const sourceAddresses = config.proxies?.sourceAddresses;
-  const lifecycle = createLocalLifecycle({ dataDir, logger: deps.logger, egressPolicy, ...(sourceAddresses ? { sourceAddresses } : {}) });
+  const observer = observerErrors(deps.registry);
+  const lifecycle = createLocalLifecycle({
+    dataDir,
+    logger: deps.logger,
+    egressPolicy,
+    ...(sourceAddresses ? { sourceAddresses } : {}),
+    onObserverError: (err) => observer.inc({ where: 'exit-watch', code: resourceCodeOf(err) ?? 'unknown' }),
+  });
   // At once, not on the first reconcile: proxies adopted from an earlier worker run (whose private
   // Redis port may have changed) pick the new policy up from the file they watch.
   lifecycle

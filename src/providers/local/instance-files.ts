@@ -145,3 +145,13 @@ export function asCredentials(value: unknown): ProxyCredentials | undefined {
   if (!isRecord(value) || typeof value.username !== 'string' || typeof value.password !== 'string') return undefined;
   return { username: value.username, password: value.password };
 }
+
+/** The last five lines of a log file ('' when there is none). */
+export async function logTail(file: string): Promise<string> {
+  try {
+    const text = await readFile(file, 'utf8');
+    return text.trimEnd().split('\n').slice(-5).join('\n');
+  } catch {
+    return '';
+  }
+}

@@ -2,6 +2,7 @@ import { mkdir, readdir, readFile, rm, rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { proxyEgressPolicy, type ProxyEgressPolicy } from '../../egress/policy-config.ts';
 import { EgressError } from '../../errors.ts';
+import { observerFailure } from '../../observer-errors.ts';
 import type { Logger } from '../../logging.ts';
 import {
   ForeignInstanceError,
@@ -27,15 +28,16 @@ import {
   instancesDir,
   INTENT_FILE,
   LOG_FILE,
+  logTail,
   readJson,
   writeFileAtomic,
   writeJsonAtomic,
   type InstanceRecord,
   type IntentRecord,
 } from './instance-files.ts';
-import { ExitWatch, type WatchedProxy } from './exit-watch.ts';
+import { ExitWatch, observerWarning, type WatchedProxy } from './exit-watch.ts';
 import { ProxyHostSupervisor } from './host-client.ts';
-import { findProxyProcesses, isHostProcess, isProxyProcess, waitUntilGone } from './process-table.ts';
+import { findProxyProcesses, isHostProcess, isProxyProcess, sendSignal, waitUntilGone } from './process-table.ts';
 import { hostProgramInstaller } from './proxy-program.ts';
 import { createSourceAddressPool, type SourceAddressPool } from './source-addresses.ts';
 
@@ -51,6 +53,8 @@ export interface LocalLifecycleOptions {
   exitPollMs?: number;
   /** Addresses or CIDR blocks of this machine the proxies send from, one each (`sourceAddresses`, validated by the config schema). */
   sourceAddresses?: readonly string[];
+  /** A look at the proxies' processes this process could not make for want of its own resources (EMFILE…): counted, never an exit. */
+  onObserverError?: (err: Error) => void;
 }
 
 export interface LocalLifecycle extends ProxyLifecycle {
@@ -75,26 +79,8 @@ export class LocalInstanceError extends EgressError {
 
 const NAME_PATTERN = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 
-/** Sends `sig` to `pid`; a process that is already gone is no error. */
-function sendSignal(pid: number, sig: NodeJS.Signals): void {
-  try {
-    process.kill(pid, sig);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
-  }
-}
-
 function sameOwner(a: IntentRecord, b: InstanceSpec): boolean {
   return a.owner.fleet === b.owner.fleet && a.owner.proxy === b.owner.proxy;
-}
-
-async function logTail(file: string): Promise<string> {
-  try {
-    const text = await readFile(file, 'utf8');
-    return text.trimEnd().split('\n').slice(-5).join('\n');
-  } catch {
-    return '';
-  }
 }
 
 /** An instance's id: the serving host's pid and the proxy's port (a restarted host or a re-created proxy is a new instance). */
@@ -116,7 +102,7 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
   const { dataDir, logger } = options;
   const stopGraceMs = options.stopGraceMs ?? 5000;
   const policyFile = egressPolicyPath(dataDir);
-  const exits = new ExitWatch({ pollMs: options.exitPollMs });
+  const exits = new ExitWatch({ pollMs: options.exitPollMs, onObserverError: observerWarning(logger, options.onObserverError) });
   const policyText = `${JSON.stringify(options.egressPolicy ?? proxyEgressPolicy(undefined, undefined))}\n`;
   let policyWritten: Promise<void> | undefined;
   function writeEgressPolicy(): Promise<void> {
@@ -218,7 +204,11 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
     }
     const starting = await findProxyProcesses(dir);
     if (starting[0] !== undefined) return { ...base, id: String(starting[0]), state: 'provisioning' };
-    const running = await host.running(AbortSignal.timeout(5000)).catch(() => undefined);
+    // Out of descriptors here says nothing about the proxy: the look fails (retried), it is not "failed".
+    const running = await host.running(AbortSignal.timeout(5000)).catch((err: unknown) => {
+      if (observerFailure('the proxy host', err)) throw err;
+      return undefined;
+    });
     if (running && record) {
       // The host that served it is gone and a new one runs: it brings the proxy back (or the next ensure asks it to).
       return { ...base, id: '', state: 'provisioning', message: `proxy host ${record.pid} is no longer running; host ${running.pid} restarts the proxy` };

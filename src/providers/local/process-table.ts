@@ -1,5 +1,6 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
+import { observerFailure } from '../../observer-errors.ts';
 
 /**
  * Identifies local proxy processes through /proc, so that nothing but our own proxy process
@@ -32,6 +33,15 @@ function isNode(executable: string): boolean {
   return executable === process.execPath || basename(executable) === 'node';
 }
 
+/** Sends `sig` to `pid`; a process that is already gone is no error. */
+export function sendSignal(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+  }
+}
+
 /** Waits `ms`; on abort rejects with the signal's reason (like `throwIfAborted`), not a generic AbortError. */
 export function pause(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -49,14 +59,20 @@ export function pause(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
-/** The command-line arguments of a live process; undefined when it is gone or a zombie. */
+/**
+ * The command-line arguments of a live process; undefined when it is gone or a zombie. Throws
+ * ObserverResourceError when this process cannot open the file (EMFILE, ENFILE, ENOMEM): that
+ * says nothing about the process looked at, which must not be taken for gone.
+ */
 async function cmdline(pid: number): Promise<string[] | undefined> {
   try {
     const raw = await readFile(`/proc/${pid}/cmdline`, 'utf8');
     // A zombie (exited, not yet reaped) has an empty command line: it is gone for our purposes.
     if (raw.length === 0) return undefined;
     return raw.split('\0').filter((arg) => arg.length > 0);
-  } catch {
+  } catch (err) {
+    const own = observerFailure(`reading /proc/${pid}/cmdline`, err);
+    if (own) throw own;
     return undefined;
   }
 }

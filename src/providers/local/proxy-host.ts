@@ -20,12 +20,13 @@
  * deleted, or when it has served nothing for a while after starting. SIGTERM closes everything.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { chmod, mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { chmod, mkdir, readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import type { Server } from 'proxy-chain';
 import { startLivePolicy, type LivePolicy } from '../../egress/live-policy.ts';
 import { createLogger } from '../../logging.ts';
+import { raiseOpenFilesLimit } from '../../open-files.ts';
 import type { ProxyCredentials } from '../lifecycle.ts';
 import { createDenialRecorder, type DenialRecorder } from './denial-stats.ts';
 import {
@@ -80,11 +81,14 @@ async function exists(path: string): Promise<boolean> {
   );
 }
 
-/** The soft limit on open files (node raises it to the hard limit when it starts, which needs no privilege); each proxy costs one, each connection one or two. */
-async function openFilesLimit(): Promise<string> {
-  const text = await readFile('/proc/self/limits', 'utf8').catch(() => '');
-  const line = text.split('\n').find((l) => l.startsWith('Max open files'));
-  return line?.split(/\s{2,}/)[1] ?? 'unknown';
+/**
+ * Client connections each proxy's listener holds at once: an eighth of the open-files limit (each
+ * proxied connection costs two descriptors, so one flooded port takes at most a quarter), from 16
+ * to 1024. A flood at one proxy's port cannot starve the others.
+ */
+function perProxyConnections(openFiles: number | undefined): number {
+  if (openFiles === undefined || !Number.isFinite(openFiles)) return 1024;
+  return Math.max(16, Math.min(1024, Math.floor(openFiles / 8)));
 }
 
 async function main(): Promise<void> {
@@ -108,8 +112,9 @@ async function main(): Promise<void> {
     process.exit(EXIT_DUPLICATE);
   }
 
-  const openFiles = await openFilesLimit();
-  const fdLimit = Number(openFiles);
+  const openFiles = await raiseOpenFilesLimit(logger);
+  const fdLimit = openFiles ?? NaN;
+  const maxConnections = perProxyConnections(openFiles);
   let warnedFds = false;
   const policy: LivePolicy = await startLivePolicy({ ...(policyFile ? { file: policyFile } : {}), logger: logger.child({ component: 'egress-policy' }) });
   const startedAt = new Date().toISOString();
@@ -148,6 +153,7 @@ async function main(): Promise<void> {
         port,
         check,
         egress: { policy, denials, logger: log },
+        maxConnections,
         ...(intent.sourceAddress ? { localAddress: intent.sourceAddress } : {}),
       });
     let server: Server;
@@ -296,7 +302,7 @@ async function main(): Promise<void> {
   process.on('SIGHUP', () => void policy.reload());
 
   await writeJsonAtomic(hostFile, { pid: process.pid, startedAt, socket });
-  logger.info({ pid: process.pid, socket, openFiles, policyLoaded: policy.loaded }, 'proxy host listening');
+  logger.info({ pid: process.pid, socket, openFiles, maxConnectionsPerProxy: maxConnections, policyLoaded: policy.loaded }, 'proxy host listening');
 
   // Bring back every proxy of the data directory, on its port.
   const names = await readdir(instancesDir(dataDir), { withFileTypes: true }).then(

@@ -9,6 +9,7 @@ import { Agent } from 'node:http';
 import { isIPv6 } from 'node:net';
 import { RequestError, Server, type PrepareRequestFunctionOpts, type PrepareRequestFunctionResult } from 'proxy-chain';
 import { checkEgress, EgressDeniedError } from '../../egress/enforce.ts';
+import { closeSilentSockets } from '../../http/connection-limits.ts';
 import type { LivePolicy } from '../../egress/live-policy.ts';
 import type { Logger } from '../../logging.ts';
 import type { ProxyCredentials } from '../lifecycle.ts';
@@ -94,6 +95,25 @@ export interface ProxyListenOptions {
   egress: Egress;
   /** The address every outgoing connection binds (`sourceAddresses`); the destination is then reached over its family only. */
   localAddress?: string;
+  /**
+   * Client connections this listener holds at once (default 1024); past it a new one is closed as
+   * it is accepted, so a flood at one proxy's port cannot take the descriptors of the others.
+   */
+  maxConnections?: number;
+}
+
+/** A client that sends no request head within this long is disconnected (node's default, 60 s, and none for a silent socket, let idle sockets pile up). */
+const HEADERS_TIMEOUT_MS = 10_000;
+const KEEP_ALIVE_TIMEOUT_MS = 5_000;
+const TEXT = 'text/plain; charset=utf-8';
+
+/**
+ * A refusal of a plain-HTTP request answered through its own response, in order behind the
+ * responses before it on the connection (pipelining). proxy-chain's own error path writes to the
+ * socket and closes it, which would drop a response still in flight ahead of it.
+ */
+function refusal(statusCode: number, body: string, headers: Record<string, string> = {}): PrepareRequestFunctionResult {
+  return { customResponseFunction: () => ({ statusCode, body, headers: { 'content-type': TEXT, ...headers } }) };
 }
 
 /** Starts one proxy listening; resolves once it listens (rejects with the listen error, EADDRINUSE included). */
@@ -103,7 +123,9 @@ export async function listenProxy(options: ProxyListenOptions): Promise<Server> 
   const logDenial = denialLog(egress.logger);
   const source: Pick<PrepareRequestFunctionResult, 'localAddress' | 'ipFamily'> = localAddress ? { localAddress, ipFamily: isIPv6(localAddress) ? 6 : 4 } : {};
   const prepare = async (opts: PrepareRequestFunctionOpts): Promise<PrepareRequestFunctionResult> => {
-    if (!check(opts.username, opts.password)) return { requestAuthentication: true };
+    if (!check(opts.username, opts.password)) {
+      return opts.isHttp ? refusal(407, 'Proxy credentials required.', { 'proxy-authenticate': 'Basic realm="egress"' }) : { requestAuthentication: true };
+    }
     const request = opts.isHttp ? { method: opts.request.method ?? '', path: pathOf(opts.request.url) } : undefined;
     try {
       const dnsLookup = await checkEgress(
@@ -122,7 +144,9 @@ export async function listenProxy(options: ProxyListenOptions): Promise<Server> 
       if (!(err instanceof EgressDeniedError)) throw err;
       egress.denials.record(err.reason);
       logDenial(err.reason, { target: `${opts.hostname}:${opts.port}`, method: opts.isHttp ? request?.method : 'CONNECT' });
-      throw new RequestError(`Forbidden by egress policy: ${err.reason}\n`, 403);
+      const message = `Forbidden by egress policy: ${err.reason}\n`;
+      if (opts.isHttp) return refusal(403, message);
+      throw new RequestError(message, 403);
     }
   };
   const server = new Server({
@@ -132,6 +156,10 @@ export async function listenProxy(options: ProxyListenOptions): Promise<Server> 
     authRealm: 'egress',
     prepareRequestFunction: prepare,
   });
+  server.server.maxConnections = options.maxConnections ?? 1024;
+  closeSilentSockets(server.server, HEADERS_TIMEOUT_MS);
+  server.server.headersTimeout = HEADERS_TIMEOUT_MS;
+  server.server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
   await server.listen();
   return server;
 }
