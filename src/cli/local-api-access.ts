@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ConfigError } from '../errors.ts';
+import { isAlive } from '../redis/process-info.ts';
 
 /**
  * How the user who runs `egress up` (or `egress api`) reaches its API without anyone else on the
@@ -142,19 +143,10 @@ async function readRunningApiRecord(dataDir: string): Promise<RunningApi | undef
   }
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /** The API running from `dataDir`, if its record is there and its process alive; never throws. */
 export async function findRunningApi(dataDir: string): Promise<RunningApi | undefined> {
   const record = await readRunningApiRecord(dataDir);
-  return record && alive(record.pid) ? record : undefined;
+  return record && isAlive(record.pid) ? record : undefined;
 }
 
 /** The token of a token file (its first token line), for the CLI. */
