@@ -1,4 +1,4 @@
-import { observerErrors } from '../src/metrics/connection-metrics.ts';
+import { observerErrors } from '../src/http/connection-metrics.ts';
 import type { Telemetry, Worker } from 'bullmq';
 import pLimit from 'p-limit';
 import type { Registry } from 'prom-client';

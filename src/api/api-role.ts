@@ -19,7 +19,7 @@ import { registerPoolGauges } from '../metrics/pool-gauges.ts';
 import type { StatusStore } from '../store/status-store.ts';
 import { listenHttp } from '../http/listen.ts';
 import { effectiveLimits } from '../http/connection-limits.ts';
-import { connectionRefusals } from '../metrics/connection-metrics.ts';
+import { connectionRefusals } from '../http/connection-metrics.ts';
 import { ECHO_PATH } from '../readiness/echo.ts';
 import { createApiApp } from './app.ts';
 import { HostAllowList } from '../http/request-guards.ts';

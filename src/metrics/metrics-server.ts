@@ -6,7 +6,7 @@ import { HostAllowList, limitBody, requireAllowedHost } from '../http/request-gu
 import type { Logger } from '../logging.ts';
 import { listenHttp } from '../http/listen.ts';
 import { effectiveLimits } from '../http/connection-limits.ts';
-import { connectionRefusals } from './connection-metrics.ts';
+import { connectionRefusals } from '../http/connection-metrics.ts';
 
 export interface MetricsServer {
   readonly url: string;

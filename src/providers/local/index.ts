@@ -4,7 +4,7 @@ import { checkLocal, LOCAL_TARGET } from './check.ts';
 import { exportDenials } from './denied-metric.ts';
 import { createLocalLifecycle } from './lifecycle.ts';
 import { localDataDir, type LocalProviderConfig } from './config.ts';
-import { observerErrors } from '../../metrics/connection-metrics.ts';
+import { observerErrors } from '../../http/connection-metrics.ts';
 import { resourceCodeOf } from '../../observer-errors.ts';
 
 export { localProviderSchema, type LocalProviderConfig } from './config.ts';
