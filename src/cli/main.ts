@@ -2,12 +2,10 @@ import { Command, CommanderError, Option } from 'commander';
 import { ConfigError, EgressError, UsageError } from '../errors.ts';
 import { ApiClient } from './api-client.ts';
 import { localTokenOf, resolveApiAccess } from './api-access.ts';
-import { checkProvider, getProviderHealth, listJobs, retryJobs } from './commands/client-commands.ts';
-import { applyProxies, deleteProxy, getProxies } from './commands/proxy-commands.ts';
-import { deletePool, getPools, POOL_TYPES, rotatePool } from './commands/pool-commands.ts';
-import { describe, listEvents, type EventsOptions } from './commands/event-commands.ts';
+import type { EventsOptions } from './commands/event-commands.ts';
 import { addServerOptions } from './commands/server-commands.ts';
 import type { CliIO } from './output.ts';
+import { GET_TYPES, POOL_TYPES } from './resource-types.ts';
 import type { ServerFlags } from './server-config.ts';
 import { JOB_STATES } from '../jobs/job-inspection.ts';
 import { packageVersion } from '../version.ts';
@@ -62,8 +60,16 @@ async function clientOf(flags: ClientFlags, env: CliEnv): Promise<ApiClient> {
   return new ApiClient(await resolveApiAccess({ apiUrl: flags.apiUrl, tokenFile: flags.tokenFile, token: env.EGRESS_API_TOKEN, dataDir: flags.dataDir }));
 }
 
-/** The resource types of `egress get`, as its usage errors list them. */
-const GET_TYPES = 'providerhealth (ph), proxies (proxy), pools (pool)';
+/*
+ * Each command's module is loaded when that command runs, never to build the tree: `egress --help`
+ * and `--version` cost commander and this file, and a client command loads neither zod nor YAML nor a
+ * provider's client library unless it needs them (test/cli/start-up-imports.test.ts holds this).
+ */
+const clientCommands = () => import('./commands/client-commands.ts');
+const proxyCommands = () => import('./commands/proxy-commands.ts');
+const applyCommand = () => import('./commands/apply-command.ts');
+const poolCommands = () => import('./commands/pool-commands.ts');
+const eventCommands = () => import('./commands/event-commands.ts');
 
 /** A watch runs until it is interrupted (Ctrl-C): SIGINT and SIGTERM end it cleanly, exit 0. */
 function watchSignal(): AbortSignal {
@@ -112,7 +118,7 @@ function buildProgram(env: CliEnv, io: CliIO, result: { code: number }, options:
     .option('--wait', 'wait for the result and print it (exit 1 when a target is not ready)')
     .addOption(new Option('-o, --output <format>', 'json or yaml'))
     .action(async (provider: string, flags: ClientFlags & { wait?: boolean; output?: string }) => {
-      result.code = await checkProvider(await clientOf(flags, env), io, provider, flags.wait ?? false, flags.output, signal);
+      result.code = await (await clientCommands()).checkProvider(await clientOf(flags, env), io, provider, flags.wait ?? false, flags.output, signal);
     });
 
   const get = program.command('get').description(`show resources: ${GET_TYPES}`);
@@ -125,20 +131,20 @@ function buildProgram(env: CliEnv, io: CliIO, result: { code: number }, options:
     .argument('[name]', 'one provider')
     .addOption(new Option('-o, --output <format>', 'json, yaml or wide'))
     .action(async (name: string | undefined, flags: ClientFlags & { output?: string }) => {
-      result.code = await getProviderHealth(await clientOf(flags, env), io, name, flags.output, signal);
+      result.code = await (await clientCommands()).getProviderHealth(await clientOf(flags, env), io, name, flags.output, signal);
     });
 
   addClientOptions(get.command('proxies').alias('proxy').description('show proxies'), env)
     .argument('[name]', 'one proxy')
     .addOption(new Option('-o, --output <format>', 'json, yaml or wide'))
     .action(async (name: string | undefined, flags: ClientFlags & { output?: string }) => {
-      result.code = await getProxies(await clientOf(flags, env), io, name, flags.output, signal);
+      result.code = await (await proxyCommands()).getProxies(await clientOf(flags, env), io, name, flags.output, signal);
     });
   addClientOptions(get.command('pools').alias('pool').description('show ProxyPools (one pool: with its members in -o json|yaml)'), env)
     .argument('[name]', 'one pool')
     .addOption(new Option('-o, --output <format>', 'json or yaml'))
     .action(async (name: string | undefined, flags: ClientFlags & { output?: string }) => {
-      result.code = await getPools(await clientOf(flags, env), io, name, flags.output, signal);
+      result.code = await (await poolCommands()).getPools(await clientOf(flags, env), io, name, flags.output, signal);
     });
   addClientOptions(program.command('apply').description('create or update proxies and pools from a YAML file (one or many documents, dispatched by kind)'), env)
     .option('-f, --filename <file>', 'the file, or - for standard input')
@@ -148,7 +154,7 @@ function buildProgram(env: CliEnv, io: CliIO, result: { code: number }, options:
         for await (const chunk of process.stdin) text += String(chunk);
         return text;
       };
-      result.code = await applyProxies(await clientOf(flags, env), io, flags.filename, stdin, signal);
+      result.code = await (await applyCommand()).applyProxies(await clientOf(flags, env), io, flags.filename, stdin, signal);
     });
   addClientOptions(program.command('delete').description('delete a proxy (its instance is removed first) or a pool (its members first)'), env)
     .argument('<type>', 'proxy or pool')
@@ -157,16 +163,16 @@ function buildProgram(env: CliEnv, io: CliIO, result: { code: number }, options:
     .action(async (kind: string, name: string, flags: ClientFlags & { orphan?: boolean }) => {
       if (POOL_TYPES.includes(kind)) {
         if (flags.orphan) throw new UsageError('--orphan: applies to a proxy, not a pool');
-        result.code = await deletePool(await clientOf(flags, env), io, name, signal);
+        result.code = await (await poolCommands()).deletePool(await clientOf(flags, env), io, name, signal);
         return;
       }
-      result.code = await deleteProxy(await clientOf(flags, env), io, kind, name, { orphan: flags.orphan === true }, signal);
+      result.code = await (await proxyCommands()).deleteProxy(await clientOf(flags, env), io, kind, name, { orphan: flags.orphan === true }, signal);
     });
   addClientOptions(program.command('rotate').description("replace every member of a pool, surge-first (as when they reach the pool's maxAge)"), env)
     .argument('<type>', 'pool')
     .argument('<name>', 'the pool')
     .action(async (kind: string, name: string, flags: ClientFlags) => {
-      result.code = await rotatePool(await clientOf(flags, env), io, kind, name, signal);
+      result.code = await (await poolCommands()).rotatePool(await clientOf(flags, env), io, kind, name, signal);
     });
 
   addClientOptions(program.command('events').description('show what happened and why, oldest first (like kubectl get events)'), env)
@@ -179,13 +185,15 @@ function buildProgram(env: CliEnv, io: CliIO, result: { code: number }, options:
     .option('-w, --watch', 'after listing, print each new event as it is recorded')
     .addOption(new Option('-o, --output <format>', 'json or yaml (with --watch: json, one event a line)'))
     .action(async (flags: ClientFlags & EventsOptions) => {
-      result.code = await listEvents(await clientOf(flags, env), io, flags, flags.watch ? (options.watchSignal ?? watchSignal()) : signal);
+      result.code = await (
+        await eventCommands()
+      ).listEvents(await clientOf(flags, env), io, flags, flags.watch ? (options.watchSignal ?? watchSignal()) : signal);
     });
   addClientOptions(program.command('describe').description('show a proxy or a ProviderHealth with its conditions and newest events'), env)
     .argument('<type>', 'proxy or providerhealth (ph)')
     .argument('<name>', 'its name')
     .action(async (kind: string, name: string, flags: ClientFlags) => {
-      result.code = await describe(await clientOf(flags, env), io, kind, name, signal);
+      result.code = await (await eventCommands()).describe(await clientOf(flags, env), io, kind, name, signal);
     });
 
   const jobs = addClientOptions(program.command('jobs').description('list jobs (failed, active, waiting, delayed by default)').enablePositionalOptions(), env)
@@ -193,14 +201,14 @@ function buildProgram(env: CliEnv, io: CliIO, result: { code: number }, options:
     .option('--queue <name>', 'one queue')
     .addOption(new Option('-o, --output <format>', 'json or yaml'))
     .action(async (flags: ClientFlags & { state?: string; queue?: string; output?: string }) => {
-      result.code = await listJobs(await clientOf(flags, env), io, flags, signal);
+      result.code = await (await clientCommands()).listJobs(await clientOf(flags, env), io, flags, signal);
     });
   addClientOptions(jobs.command('retry').description('retry a failed job, or every failed job'), env)
     .argument('[id]', 'job id')
     .option('--all-failed', 'retry every failed job')
     .option('--queue <name>', 'the queue of the job, when its id is in several')
     .action(async (id: string | undefined, flags: ClientFlags & { allFailed?: boolean; queue?: string }) => {
-      result.code = await retryJobs(await clientOf(flags, env), io, id, flags, signal);
+      result.code = await (await clientCommands()).retryJobs(await clientOf(flags, env), io, id, flags, signal);
     });
   return program;
 }

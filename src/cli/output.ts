@@ -1,4 +1,5 @@
-import { stringify } from 'yaml';
+import { createRequire } from 'node:module';
+import type * as Yaml from 'yaml';
 
 export type OutputFormat = 'table' | 'json' | 'yaml' | 'wide';
 
@@ -19,8 +20,14 @@ export function renderTable(headers: readonly string[], rows: readonly (readonly
   return [line(headers), ...rows.map(line)].join('\n') + '\n';
 }
 
+/** YAML's printer, loaded the first time `-o yaml` asks for it (a table or JSON never pays for it). */
+const requireModule = createRequire(import.meta.url);
+function yamlStringify(value: unknown): string {
+  return (requireModule('yaml') as typeof Yaml).stringify(value);
+}
+
 export function renderStructured(value: unknown, format: 'json' | 'yaml'): string {
-  return format === 'json' ? JSON.stringify(value, null, 2) + '\n' : stringify(value);
+  return format === 'json' ? JSON.stringify(value, null, 2) + '\n' : yamlStringify(value);
 }
 
 /** `5s`, `3m`, `2h`, `4d` since an ISO time, as kubectl's AGE column. */

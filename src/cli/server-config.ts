@@ -3,7 +3,6 @@ import { readFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import { join, resolve } from 'node:path';
 import { parseAuthority } from '../http/host-authority.ts';
-import { DEFAULT_PREFIX } from '../../queues/names.ts';
 import { freezeConfig, QUEUE_SET, type AppConfig, type RedisSettings, type WorkQueue } from '../config/app.ts';
 import { resolveCheckSchedule } from '../config/checks.ts';
 import { parseByteSize } from '../schema/byte-size.ts';
@@ -14,6 +13,7 @@ import { MAX_GC_DELETES_PER_SECOND } from '../providers/gc-settings.ts';
 import { telemetryFromEnv, type OtelEnv } from '../telemetry/config.ts';
 import { checkTokenFileMode, LOCAL_TOKEN_FILE } from './local-api-access.ts';
 import { parseStoreSettings, type StoreFlags } from './store-config.ts';
+import { SERVER_FLAG_DEFAULTS } from './server-flag-defaults.ts';
 
 /** Options shared by the long-running commands, as commander hands them over (strings). */
 export interface ServerFlags extends Partial<StoreFlags> {
@@ -71,43 +71,7 @@ export interface ServerFlags extends Partial<StoreFlags> {
   otelEnv?: OtelEnv;
 }
 
-export const SERVER_FLAG_DEFAULTS = {
-  store: 'redis',
-  providerCheckInterval: '1m',
-  providerCheckTimeout: '0',
-  prefix: DEFAULT_PREFIX,
-  dataDir: '.egress',
-  logLevel: 'info',
-  shutdownGrace: '10s',
-  host: '127.0.0.1',
-  port: '8080',
-  maxBodySize: '1MiB',
-  maxConnections: '1024',
-  maxConnectionsPerPeer: '256',
-  queues: 'checks,reconcile,gc',
-  gcInterval: '5m',
-  gcGrace: '10m',
-  gcDeletesPerSecond: '5',
-  resyncInterval: '30s',
-  probeFailures: '1',
-  probeSuccesses: '2',
-  probeInterval: '5s',
-  probeTimeout: '2s',
-  replaceAfter: '5m',
-  concurrency: '10',
-  lockDuration: '30s',
-  stalledInterval: '30s',
-  lease: '15s',
-  eventsMaxCount: '10000',
-  eventsMaxAge: '24h',
-  pickSessionTtl: '30m',
-  pickCache: '1s',
-  feedbackBlockCooldown: '30m',
-  feedbackReplaceDomains: '3',
-  feedbackReplaceWindow: '10m',
-  feedbackRate: '20',
-  feedbackBurst: '100',
-} as const;
+export { SERVER_FLAG_DEFAULTS };
 
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
 

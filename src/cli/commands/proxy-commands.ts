@@ -1,39 +1,8 @@
-import { readFile } from 'node:fs/promises';
 import { UsageError } from '../../errors.ts';
 import type { ProxyView } from '../../proxies/discovery.ts';
 import type { ApiClient } from '../api-client.ts';
 import { age, renderStructured, renderTable, type CliIO } from '../output.ts';
 import { parseOutput } from './client-commands.ts';
-import { applyWithPools, splitByKind } from './pool-commands.ts';
-
-/**
- * `egress apply -f FILE` (`-` for standard input): one or many Proxy documents, all or nothing; a
- * file holding ProxyPool documents (`kind: ProxyPool`, alone or mixed with Proxies) goes through
- * `applyWithPools`.
- */
-export async function applyProxies(
-  client: ApiClient,
-  io: CliIO,
-  file: string | undefined,
-  readStdin: () => Promise<string>,
-  signal: AbortSignal,
-): Promise<number> {
-  if (!file) throw new UsageError('apply: -f/--filename is required');
-  let text: string;
-  try {
-    text = file === '-' ? await readStdin() : await readFile(file, 'utf8');
-  } catch (err) {
-    throw new UsageError(`-f ${file}: cannot read: ${(err as Error).message}`);
-  }
-  const byKind = splitByKind(text);
-  if (byKind && byKind.pools.length > 0) return applyWithPools(client, io, text, byKind, signal);
-  const reply = await client.request<{ items: { name: string; outcome: string }[] }>('POST', '/v1/proxies', signal, undefined, {
-    body: text,
-    contentType: 'application/yaml',
-  });
-  for (const item of reply.items) io.out(`proxy/${item.name} ${item.outcome}\n`);
-  return 0;
-}
 
 export async function getProxies(client: ApiClient, io: CliIO, name: string | undefined, output: string | undefined, signal: AbortSignal): Promise<number> {
   const format = parseOutput(output, ['table', 'json', 'yaml', 'wide']);

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import type { RoleName } from '../run-roles.ts';
-import { SERVER_FLAG_DEFAULTS } from '../server-config.ts';
+import { SERVER_FLAG_DEFAULTS } from '../server-flag-defaults.ts';
 
 export interface ServerEnv {
   REDIS_URL?: string;
