@@ -12,7 +12,7 @@ export default tseslint.config(
   {
     languageOptions: {
       parserOptions: {
-        projectService: { allowDefaultProject: ['*.js', 'bin/*.js', 'scripts/*.js', 'test/support/*.cjs', 'test/support/*.mjs'] },
+        projectService: { allowDefaultProject: ['*.js', 'bin/*.js', 'scripts/*.js', 'test/support/*.cjs', 'test/support/*.mjs', 'bench/support/*.cjs'] },
         tsconfigRootDir: import.meta.dirname,
       },
     },

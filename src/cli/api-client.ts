@@ -1,4 +1,5 @@
 import { EgressError } from '../errors.ts';
+import { httpExchange, type HttpAnswer } from './http-exchange.ts';
 
 export class ApiRequestError extends EgressError {
   readonly status: number;
@@ -52,21 +53,22 @@ export class ApiClient {
     if (body !== undefined) headers['content-type'] = 'application/json';
     if (raw) headers['content-type'] = raw.contentType;
     const payload = raw ? raw.body : body === undefined ? undefined : JSON.stringify(body);
-    let res: Response;
+    let res: HttpAnswer;
     try {
-      res = await fetch(this.#base + path, { method, headers, body: payload, signal });
+      res = await httpExchange(this.#base + path, { method, headers, body: payload, signal });
     } catch (err) {
       if (signal.aborted) throw err;
+      if (err instanceof EgressError) throw err;
       throw new ApiUnreachableError(this.#base, err);
     }
-    const text = await res.text();
+    const text = res.text;
     let parsed: unknown;
     try {
       parsed = text ? JSON.parse(text) : undefined;
     } catch {
       parsed = undefined;
     }
-    if (!res.ok) {
+    if (res.status < 200 || res.status > 299) {
       const reply = parsed as { error?: string; message?: string; errors?: string[] } | undefined;
       let message = reply?.errors?.length ? `rejected, nothing applied:\n  ${reply.errors.join('\n  ')}` : (reply?.message ?? (text || res.statusText));
       if (res.status === 401 && !this.#token) message += NO_TOKEN_HINT;
