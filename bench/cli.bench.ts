@@ -7,7 +7,8 @@
  * build` first) is the product; `--help` from the TypeScript sources through tsx is shown for
  * comparison. Target (issue 27): every compiled row within 4x of bare node in CPU time.
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -15,7 +16,8 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { runRoles } from '../src/cli/run-roles.ts';
 import { silentLogger } from '../src/logging.ts';
-import { startRedisChild } from '../src/redis/redis-server.ts';
+import { freePort, startRedisChild } from '../src/redis/redis-server.ts';
+import { readTokenFile } from '../src/cli/local-api-access.ts';
 import { fmt, summarize } from './stats.ts';
 import { benchConfig } from './support/app-config.ts';
 
@@ -24,6 +26,7 @@ const ROOT = resolve(import.meta.dirname, '..');
 const BIN = join(ROOT, 'bin/egress.js');
 const USAGE = join(ROOT, 'bench/support/resource-usage.cjs');
 const RUNS = Number(process.env.BENCH_RUNS ?? 20);
+const UP_RUNS = Number(process.env.BENCH_UP_RUNS ?? 5);
 
 interface Sample {
   wallMs: number;
@@ -41,6 +44,36 @@ async function timed(args: string[], env: Record<string, string>, usageFile: str
   const wallMs = performance.now() - t0;
   const usage = JSON.parse((await readFile(usageFile, 'utf8')).trim()) as { cpuMs: number; maxRssKb: number };
   return { wallMs, ...usage };
+}
+
+/** Milliseconds from spawning `egress up` (compiled, its own Redis, a fresh data dir) to its first 200 on /readyz. */
+async function upToReady(dir: string): Promise<number> {
+  const dataDir = await mkdtemp(join(dir, 'up-'));
+  const port = await freePort();
+  const t0 = performance.now();
+  const child = spawn(process.execPath, [BIN, 'up', '--data-dir', dataDir, '--port', String(port)], {
+    cwd: ROOT,
+    env: { ...process.env, EGRESS_FROM_SOURCE: '', EGRESS_LOG_LEVEL: 'warn' },
+    stdio: 'ignore',
+  });
+  const exited = once(child, 'exit');
+  try {
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`egress up exited with ${child.exitCode}`);
+      const token = await readTokenFile(join(dataDir, 'api-token')).catch(() => undefined);
+      const status = token
+        ? await fetch(`http://127.0.0.1:${port}/readyz`, { headers: { authorization: `Bearer ${token}` } }).then(
+            (r) => r.status,
+            () => 0,
+          )
+        : 0;
+      if (status === 200) return performance.now() - t0;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  } finally {
+    child.kill('SIGTERM');
+    await exited;
+  }
 }
 
 export async function runCliBench(): Promise<void> {
@@ -80,5 +113,14 @@ export async function runCliBench(): Promise<void> {
     maxRssMb: median(k, 'maxRssKb') / 1024,
   }));
   for (const r of rows) console.log(`| ${r.command} | ${fmt(r.wallMs, 0)} | ${fmt(r.cpuMs, 0)} | ${fmt(r.cpuVsNode, 1)} | ${fmt(r.maxRssMb, 0)} |`);
-  console.log(JSON.stringify({ bench: 'cli', rows }));
+  const ups: number[] = [];
+  const upDir = await mkdtemp(join(tmpdir(), 'egress-bench-up-'));
+  try {
+    for (let i = 0; i < UP_RUNS; i++) ups.push(await upToReady(upDir));
+  } finally {
+    await rm(upDir, { recursive: true, force: true });
+  }
+  const up = summarize(ups);
+  console.log(`\negress up (compiled, its own Redis, a fresh data dir) to /readyz 200: p50 ${fmt(up.p50, 0)} ms, max ${fmt(up.p99, 0)} ms of ${up.n}`);
+  console.log(JSON.stringify({ bench: 'cli', rows, upToReadyMs: ups }));
 }

@@ -103,7 +103,7 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
     closers.push(() => closeRedis(redis));
     await warnUnlessNoEviction(redis, logger);
     // ProviderHealth and Proxy objects: Redis, or Kubernetes custom resources (`--store`).
-    const stores = createStores(config.store, redis, config.redis.prefix, logger);
+    const stores = await createStores(config.store, redis, config.redis.prefix, logger);
     const store = stores.status;
     closers.push(() => store.close());
     closers.push(() => stores.proxies.close());

@@ -381,7 +381,7 @@ export async function buildServerConfig(flags: ServerFlags, options: { defaultPr
   const file = flags.config ? await loadConfigFile(flags.config) : options.defaultProviders ? DEFAULT_CONFIG_FILE : { providers: [] };
   const config: AppConfig = {
     providers: file.providers,
-    store: parseStoreSettings({ ...flags, store: flags.store ?? SERVER_FLAG_DEFAULTS.store }),
+    store: await parseStoreSettings({ ...flags, store: flags.store ?? SERVER_FLAG_DEFAULTS.store }),
     checks,
     redis: await parseRedisSettings(flags),
     api: {

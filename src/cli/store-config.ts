@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { StoreSettings } from '../config/app.ts';
 import { ConfigError } from '../errors.ts';
-import { buildKubeConfig, contextNamespace, type KubeConnectionConfig } from '../providers/kubernetes/kubeconfig.ts';
+import type { KubeConnectionConfig } from '../providers/kubernetes/kubeconfig.ts';
 
 /** The `--store*` flags as commander hands them over. */
 export interface StoreFlags {
@@ -55,9 +55,10 @@ function checkReadable(flag: string, file: string): void {
  * kubernetes provider reads (a kubeconfig and context, a server with a token file and CA, or the
  * in-cluster service account), plus the namespace Proxies live in (`--store-namespace`, else the
  * context's namespace — in a cluster, the service account's — else `default`). Everything is
- * checked now, with errors naming the flag; Redis stays for the queues in both modes.
+ * checked now, with errors naming the flag; Redis stays for the queues in both modes. The Kubernetes
+ * client is loaded only for `--store kubernetes` (it costs more at start than the rest of `egress up`).
  */
-export function parseStoreSettings(flags: StoreFlags): StoreSettings {
+export async function parseStoreSettings(flags: StoreFlags): Promise<StoreSettings> {
   if (!(STORE_KINDS as readonly string[]).includes(flags.store)) {
     throw new ConfigError('--store', `expected one of ${STORE_KINDS.join(', ')}, got "${flags.store}"`);
   }
@@ -93,6 +94,7 @@ export function parseStoreSettings(flags: StoreFlags): StoreSettings {
   };
   let namespace = flags.storeNamespace;
   try {
+    const { buildKubeConfig, contextNamespace } = await import('../providers/kubernetes/kubeconfig.ts');
     const kc = buildKubeConfig(connection, 'store');
     namespace ??= contextNamespace(kc);
   } catch (err) {

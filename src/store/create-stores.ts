@@ -1,11 +1,6 @@
 import type { StoreSettings } from '../config/app.ts';
 import type { Logger } from '../logging.ts';
-import { buildKubeConfig } from '../providers/kubernetes/kubeconfig.ts';
 import type { RedisClient } from '../redis/connections.ts';
-import { KubernetesPoolStore } from './kubernetes/pool-store.ts';
-import { KubernetesProxyStore } from './kubernetes/proxy-store.ts';
-import { ProxyWatch } from './kubernetes/proxy-watch.ts';
-import { KubernetesStatusStore } from './kubernetes/status-store.ts';
 import type { ProxyChangeFeed, ProxyStore } from './proxy-store.ts';
 import { RedisProxyStore } from './redis-proxy-store.ts';
 import { RedisStatusStore } from './redis-status-store.ts';
@@ -25,8 +20,11 @@ export interface Stores {
   proxyChanges: ProxyChangeFeed | undefined;
 }
 
-/** Redis (the default) or Kubernetes custom resources; the Redis connection is the caller's. */
-export function createStores(settings: StoreSettings | undefined, redis: RedisClient, prefix: string, logger: Logger): Stores {
+/**
+ * Redis (the default) or Kubernetes custom resources; the Redis connection is the caller's. The
+ * Kubernetes stores (and their client library) are loaded only when `--store kubernetes` asks for them.
+ */
+export async function createStores(settings: StoreSettings | undefined, redis: RedisClient, prefix: string, logger: Logger): Promise<Stores> {
   if (settings?.kind !== 'kubernetes') {
     return {
       status: new RedisStatusStore(redis, prefix),
@@ -36,12 +34,6 @@ export function createStores(settings: StoreSettings | undefined, redis: RedisCl
       proxyChanges: undefined,
     };
   }
-  const kc = buildKubeConfig(settings.connection, 'store');
-  return {
-    status: new KubernetesStatusStore(kc),
-    proxies: new KubernetesProxyStore(kc, settings.namespace),
-    pools: new KubernetesPoolStore(kc, settings.namespace),
-    replacements: new RedisMemberReplacements(redis, prefix),
-    proxyChanges: new ProxyWatch(kc, settings.namespace, logger.child({ component: 'proxy-watch' })),
-  };
+  const { createKubernetesStores } = await import('./kubernetes/create-kubernetes-stores.ts');
+  return { ...createKubernetesStores(settings, logger), replacements: new RedisMemberReplacements(redis, prefix) };
 }

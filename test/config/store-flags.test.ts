@@ -31,13 +31,19 @@ describe('store flags', () => {
     await writeFile(token, 'fake-token\n');
   });
 
-  test('redis is the default; kubernetes takes the namespace from the flag, else the context, else default', () => {
-    expect(parseStoreSettings({ store: 'redis' })).toEqual({ kind: 'redis' });
-    expect(parseStoreSettings({ store: 'kubernetes', storeKubeconfig: kubeconfig })).toMatchObject({ kind: 'kubernetes', namespace: 'crawl' });
-    expect(parseStoreSettings({ store: 'kubernetes', storeKubeconfig: kubeconfig, storeContext: 'bare' })).toMatchObject({ namespace: 'default' });
-    expect(parseStoreSettings({ store: 'kubernetes', storeKubeconfig: kubeconfig, storeNamespace: 'egress' })).toMatchObject({ namespace: 'egress' });
+  test('redis is the default; kubernetes takes the namespace from the flag, else the context, else default', async () => {
+    expect(await parseStoreSettings({ store: 'redis' })).toEqual({ kind: 'redis' });
+    expect(await parseStoreSettings({ store: 'kubernetes', storeKubeconfig: kubeconfig })).toMatchObject({ kind: 'kubernetes', namespace: 'crawl' });
+    expect(await parseStoreSettings({ store: 'kubernetes', storeKubeconfig: kubeconfig, storeContext: 'bare' })).toMatchObject({ namespace: 'default' });
+    expect(await parseStoreSettings({ store: 'kubernetes', storeKubeconfig: kubeconfig, storeNamespace: 'egress' })).toMatchObject({ namespace: 'egress' });
     expect(
-      parseStoreSettings({ store: 'kubernetes', storeServer: 'http://127.0.0.1:1', storeTokenFile: token, storeSkipTlsVerify: true, storeNamespace: 'x' }),
+      await parseStoreSettings({
+        store: 'kubernetes',
+        storeServer: 'http://127.0.0.1:1',
+        storeTokenFile: token,
+        storeSkipTlsVerify: true,
+        storeNamespace: 'x',
+      }),
     ).toEqual({
       kind: 'kubernetes',
       connection: { server: 'http://127.0.0.1:1', tokenFile: token, skipTLSVerify: true },
@@ -45,7 +51,7 @@ describe('store flags', () => {
     });
   });
 
-  test('each mistake is a ConfigError naming the flag', () => {
+  test('each mistake is a ConfigError naming the flag', async () => {
     const cases: [Parameters<typeof parseStoreSettings>[0], string][] = [
       [{ store: 'etcd' }, '--store: expected one of redis, kubernetes, got "etcd"'],
       [{ store: 'redis', storeNamespace: 'x' }, '--store-namespace: only used with --store kubernetes'],
@@ -66,7 +72,7 @@ describe('store flags', () => {
     for (const [flags, message] of cases) {
       let error: unknown;
       try {
-        parseStoreSettings(flags);
+        await parseStoreSettings(flags);
       } catch (err) {
         error = err;
       }
