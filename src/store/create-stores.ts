@@ -37,10 +37,12 @@ export function createStores(settings: StoreSettings | undefined, redis: RedisCl
     };
   }
   const kc = buildKubeConfig(settings.connection, 'store');
+  // Objects read back that are not taken as they are (a spec or status breaking the schema, times in the future) are logged here.
+  const readBack = { logger: logger.child({ component: 'kubernetes-store' }) };
   return {
-    status: new KubernetesStatusStore(kc),
-    proxies: new KubernetesProxyStore(kc, settings.namespace),
-    pools: new KubernetesPoolStore(kc, settings.namespace),
+    status: new KubernetesStatusStore(kc, readBack),
+    proxies: new KubernetesProxyStore(kc, settings.namespace, readBack),
+    pools: new KubernetesPoolStore(kc, settings.namespace, readBack),
     replacements: new RedisMemberReplacements(redis, prefix),
     proxyChanges: new ProxyWatch(kc, settings.namespace, logger.child({ component: 'proxy-watch' })),
   };
