@@ -17,6 +17,7 @@ import { registerPoolGauges } from '../../src/metrics/pool-gauges.ts';
 import { POOL_LABEL } from '../../src/model/pool-resource.ts';
 import { RedisMemberReplacements } from '../../src/pools/member-replacements.ts';
 import { reconcilePool, type PoolReconcileDeps } from '../../src/pools/reconcile-pool.ts';
+import { sweepProvider } from '../../src/proxies/gc.ts';
 import { reconcileProxy, type ReconcileDeps } from '../../src/proxies/reconcile.ts';
 import { KubernetesPoolStore } from '../../src/store/kubernetes/pool-store.ts';
 import { KubernetesProxyStore } from '../../src/store/kubernetes/proxy-store.ts';
@@ -203,6 +204,23 @@ describe('Proxies whose spec or status a peer wrote around the API', () => {
       });
       expect(after.url).not.toBe('http://203.0.113.9:3128');
     }
+  });
+  it('keeps the instance of a Proxy whose spec turned malformed from GC, and still deletes it from where it was made', async () => {
+    await store.apply({ metadata: { name: 'web', labels: {} }, spec: { provider: 'local' } }, signal);
+    await expect(reconcileProxy('web', deps(), signal)).resolves.toMatchObject({ kind: 'ready' });
+    const [instance] = lifecycle.instances.values();
+    kube.updateObject(API_GROUP, API_VERSION, 'proxies', 'default', 'web', (o) => void (o.spec = { provider: 7 }));
+
+    // The provider the spec names cannot be read: the instance is the proxy's on whichever provider holds it.
+    const swept = await sweepProvider('local', lifecycle, { proxies: store, fleet: 'test', graceMs: 0, logger: silentLogger() }, signal);
+    expect(swept).toMatchObject({ seen: 1, kept: 1, deleted: [] });
+    await expect(reconcileProxy('web', deps(), signal)).resolves.toEqual({ kind: 'failed', message: 'Proxy "web": spec.provider: expected a string, got 7' });
+    expect([...lifecycle.instances.values()]).toEqual([instance]);
+
+    await store.requestDeletion('web', {}, signal);
+    await expect(reconcileProxy('web', deps(), signal)).resolves.toEqual({ kind: 'deleted' });
+    expect(lifecycle.instances.size).toBe(0);
+    expect(await store.get('web', signal)).toBeUndefined();
   });
 });
 
