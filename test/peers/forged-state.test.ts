@@ -275,8 +275,11 @@ describe('ProxyPools whose spec or status a peer wrote around the API', () => {
   it('replaces a Failed member whose Ready condition claims a flip in the future, once it is due from now', async () => {
     kube.registerCrd(proxyPoolCrd());
     kube.registerCrd(proxyCrd());
-    const pools = new KubernetesPoolStore(kube.kubeConfig(), 'default');
-    const proxies = new KubernetesProxyStore(kube.kubeConfig(), 'default');
+    // The stores read at `read`; the pool reconcile runs two minutes later (failedReplaceAfterMs is one).
+    const read = new Date('2026-11-01T10:00:00.000Z');
+    const later = new Date(read.getTime() + 120_000);
+    const pools = new KubernetesPoolStore(kube.kubeConfig(), 'default', { now: () => read });
+    const proxies = new KubernetesProxyStore(kube.kubeConfig(), 'default', { now: () => read });
     await pools.apply({
       kind: 'ProxyPool',
       metadata: { name: 'crawl', labels: {} },
@@ -290,8 +293,6 @@ describe('ProxyPools whose spec or status a peer wrote around the API', () => {
       observedGeneration: 1,
       credentialsSecretRef: { name: 'crawl-aaaaa-proxy-credentials' },
     });
-    // Read now, the flip is clamped to now: the member is due for replacement failedReplaceAfterMs later.
-    const later = new Date(Date.now() + 120_000);
 
     const outcome = await reconcilePool(
       'crawl',
@@ -299,6 +300,8 @@ describe('ProxyPools whose spec or status a peer wrote around the API', () => {
       signal,
     );
 
+    // The flip read back is clamped to the read: Failed since then, so due for replacement now.
     expect(outcome).toMatchObject({ kind: 'reconciled', deleted: ['crawl-aaaaa'], created: [expect.stringMatching(/^crawl-/)] });
+    expect((await proxies.get('crawl-aaaaa', signal))?.status.conditions[0]?.lastTransitionTime).toBe(read.toISOString());
   });
 });
