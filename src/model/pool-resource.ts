@@ -89,6 +89,12 @@ export interface Pool {
   name: string;
   labels: Record<string, string>;
   spec: PoolSpec;
+  /**
+   * Set when the stored spec breaks the API's schema (written around the API): one
+   * `spec.<field>: <problem>` line each. `spec` then holds only the fields that passed (0 replicas
+   * when `replicas` did not), and the pool reconcile makes no members, reporting these.
+   */
+  specProblems?: string[];
   metadata: {
     uid: string;
     /** Moves only when the spec or labels change. */

@@ -83,6 +83,12 @@ export interface Proxy {
   name: string;
   labels: Record<string, string>;
   spec: ProxySpec;
+  /**
+   * Set when the stored spec breaks the API's schema (an object written around the API, such as with
+   * kubectl under a CRD that does not enforce it): one `spec.<field>: <problem>` line each. `spec` then
+   * holds only the fields that passed, and reconcile fails the proxy with these instead of acting on it.
+   */
+  specProblems?: string[];
   metadata: {
     uid: string;
     /** Moves only when the spec or labels change. */

@@ -234,9 +234,12 @@ async function deletionAccepted(name: string, deps: PoolReconcileDeps, signal: A
 /**
  * What the API would refuse in a pool written around it (`kubectl apply` with the Kubernetes store,
  * where the CRD cannot express every rule: provider or spread, the reserved label, duplicate spread
- * entries, the 10s floor of maxAge): such a pool makes no members.
+ * entries, the 10s floor of maxAge), or that the store read as not even a spec (`specProblems`):
+ * such a pool makes no members.
  */
 function invalidSpec(pool: Pool): string | undefined {
+  // What the store could not read as a spec at all (its fields of the wrong type): `spec` holds only the rest.
+  if (pool.specProblems) return `invalid spec, no members made: ${pool.specProblems.join('; ')}`;
   const result = poolDocumentSchema.safeParse({ kind: 'ProxyPool', metadata: { name: pool.name, labels: pool.labels }, spec: pool.spec });
   return result.success ? undefined : `invalid spec, no members made: ${issueLines(result.error).join('; ')}`;
 }

@@ -67,7 +67,8 @@ export async function sweepProvider(provider: string, lifecycle: ProxyLifecycle,
   const started = performance.now();
   const now = (deps.now ?? (() => new Date()))().getTime();
   const proxies = await deps.proxies.list(signal);
-  const owned = new Set(proxies.filter((p) => p.spec.provider === provider).map((p) => instanceNameFor(deps.fleet, p)));
+  // A proxy whose spec the store could not read (specProblems) may have its instance on any provider: it keeps it on each.
+  const owned = new Set(proxies.filter((p) => p.spec.provider === provider || p.specProblems !== undefined).map((p) => instanceNameFor(deps.fleet, p)));
   const byName = new Set(proxies.map((p) => p.name));
   const result: SweepResult = { provider, seen: 0, kept: 0, young: 0, deleted: [], left: 0, refused: 0 };
   const orphans: { instance: Instance; reason: GcReason }[] = [];

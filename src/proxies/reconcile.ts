@@ -89,7 +89,9 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
   const recorded = proxy.status.instanceLocation;
   const moving = recorded !== undefined && !sameLocation(recorded, here);
 
-  if (proxy.metadata.deletionRequestedAt) return deleteProxy(proxy, instanceName, moving ? [recorded, here] : [here], deps, signal);
+  // A spec that broke its schema says nothing of where an instance is: only the recorded place is cleared (GC takes any other).
+  const places = proxy.specProblems ? (recorded ? [recorded] : []) : moving ? [recorded, here] : [here];
+  if (proxy.metadata.deletionRequestedAt) return deleteProxy(proxy, instanceName, places, deps, signal);
   if (proxy.status.phase === 'Failed' && proxy.status.observedGeneration === proxy.metadata.generation) {
     // Failed is final for this generation: the periodic resync must not retry a create that
     // cannot work (a quota, an invalid image) over and over. Applying a change retries it.
@@ -99,6 +101,13 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
     // The API refuses such names, but kubectl (the Kubernetes store) can write any DNS subdomain: a
     // name that cannot be an instance name, job id or metric label never reaches a provider.
     const message = `metadata.name: expected a lower-case name of letters, digits and dashes, at most 63 characters, got "${name}"`;
+    await writeStatus(deps, name, (p) => status(p, { phase: 'Failed', lastError: message }), signal);
+    deps.events?.record(ev.failed(proxy, message));
+    return { kind: 'failed', message };
+  }
+  if (proxy.specProblems) {
+    // The store read a spec that breaks the API's schema (written around the API): it never reaches a provider.
+    const message = `Proxy "${name}": ${proxy.specProblems.join('; ')}`;
     await writeStatus(deps, name, (p) => status(p, { phase: 'Failed', lastError: message }), signal);
     deps.events?.record(ev.failed(proxy, message));
     return { kind: 'failed', message };

@@ -10,10 +10,12 @@ import { KubernetesStatusStore } from './status-store.ts';
 /** The stores of `--store kubernetes` (all but the member replacements, which stay in Redis). */
 export function createKubernetesStores(settings: Extract<StoreSettings, { kind: 'kubernetes' }>, logger: Logger): Omit<Stores, 'replacements'> {
   const kc = buildKubeConfig(settings.connection, 'store');
+  // Objects read back that are not taken as they are (a spec or status breaking the schema, times in the future) are logged here.
+  const readBack = { logger: logger.child({ component: 'kubernetes-store' }) };
   return {
-    status: new KubernetesStatusStore(kc),
-    proxies: new KubernetesProxyStore(kc, settings.namespace),
-    pools: new KubernetesPoolStore(kc, settings.namespace),
+    status: new KubernetesStatusStore(kc, readBack),
+    proxies: new KubernetesProxyStore(kc, settings.namespace, readBack),
+    pools: new KubernetesPoolStore(kc, settings.namespace, readBack),
     proxyChanges: new ProxyWatch(kc, settings.namespace, logger.child({ component: 'proxy-watch' })),
   };
 }

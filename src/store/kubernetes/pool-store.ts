@@ -1,9 +1,10 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import { emptyPoolStatus, type Pool, type PoolDocument, type PoolSpec, type PoolStatus } from '../../model/pool-resource.ts';
-import { GROUP_VERSION, MEMBERS_FINALIZER } from '../../crds/resources.ts';
+import { GROUP_VERSION, MEMBERS_FINALIZER, poolResourceSpecSchema, poolResourceStatusSchema } from '../../crds/resources.ts';
 import { PoolTerminatingError, type PoolStore } from '../pool-store.ts';
 import type { ApplyOutcome } from '../proxy-store.ts';
 import { deleteAndRead, releaseObject, replaceDesired, retryOnConflict, withFinalizer, writeStatus, type ObjectRef } from './optimistic-writes.ts';
+import { ReadBackLog, beyondSkew, clampConditions, fieldsThatPass, partReader, type KubernetesStoreOptions, type ReadContext } from './read-back.ts';
 import { ResourceClient, type CustomObject } from './resource-client.ts';
 
 export type PoolObject = CustomObject<PoolSpec, PoolStatus>;
@@ -16,24 +17,60 @@ function byName(a: Pool, b: Pool): number {
   return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
 }
 
+const readSpec = partReader('spec', poolResourceSpecSchema);
+const readStatus = partReader('status', poolResourceStatusSchema);
+
+/** What a pool's spec reads as when it breaks the schema: the fields that passed, no replicas otherwise. */
+const FALLBACK_SPEC: PoolSpec = { replicas: 0, template: { metadata: { labels: {} }, spec: {} }, maxSurge: 1 };
+
+/**
+ * The status a ProxyPool object holds, as far as it can be trusted: one that breaks the API's schema
+ * is no status (the empty one, as before the first status write; the pool reconcile writes a new
+ * one), and condition times later than the clock skew allows are clamped to now.
+ */
+function storedStatus(obj: PoolObject, ctx: ReadContext): PoolStatus {
+  if (obj.status === undefined) return emptyPoolStatus();
+  const read = readStatus(obj.status);
+  if (!read.ok) {
+    ctx.log?.report(
+      POOL.kind,
+      obj.metadata,
+      'its status breaks the schema and is ignored (it reads as empty until the pool reconcile writes one)',
+      read.problems,
+    );
+    return emptyPoolStatus();
+  }
+  const late = read.value.conditions.flatMap((c, i) => (beyondSkew(c.lastTransitionTime, ctx.now) ? [`status.conditions[${i}].lastTransitionTime`] : []));
+  if (late.length === 0) return read.value;
+  ctx.log?.report(POOL.kind, obj.metadata, 'times in the future, clamped to now', late);
+  return { ...read.value, conditions: clampConditions(read.value.conditions, ctx.now) };
+}
+
 /**
  * The domain Pool of a custom resource: uid, generation (moved by the API server on spec changes only),
  * creation time and the deletion request (`deletionTimestamp`) come from `metadata`. A pool made with
  * `kubectl apply` has no status until the pool reconcile writes one: it reads as the empty status.
+ *
+ * The spec and status pass the API's schemas first (read-back.ts): a spec that breaks them makes the
+ * pool carry `specProblems` (the pool reconcile makes no members and reports them) and a spec of the
+ * fields that passed.
  */
-export function toPool(obj: PoolObject): Pool {
+export function toPool(obj: PoolObject, ctx: ReadContext): Pool {
   const meta = obj.metadata;
+  const spec = readSpec(obj.spec);
+  if (!spec.ok) ctx.log?.report(POOL.kind, meta, 'its spec breaks the schema; the pool reconcile makes no members', spec.problems);
   return {
     name: meta.name,
     labels: { ...(meta.labels ?? {}) },
-    spec: structuredClone(obj.spec as PoolSpec),
+    spec: spec.ok ? spec.value : fieldsThatPass(poolResourceSpecSchema.shape, obj.spec, structuredClone(FALLBACK_SPEC)),
+    ...(spec.ok ? {} : { specProblems: spec.problems }),
     metadata: {
       uid: meta.uid ?? '',
       generation: meta.generation ?? 1,
       createdAt: meta.creationTimestamp ?? '',
       ...(meta.deletionTimestamp !== undefined ? { deletionRequestedAt: meta.deletionTimestamp } : {}),
     },
-    status: obj.status ? { ...obj.status, conditions: obj.status.conditions ?? [] } : emptyPoolStatus(),
+    status: storedStatus(obj, ctx),
   };
 }
 
@@ -54,19 +91,29 @@ export function toPool(obj: PoolObject): Pool {
  */
 export class KubernetesPoolStore implements PoolStore {
   readonly #pools: ResourceClient<PoolSpec, PoolStatus>;
+  readonly #now: () => Date;
+  readonly #log: ReadBackLog;
 
-  constructor(kc: KubeConfig, namespace: string) {
+  constructor(kc: KubeConfig, namespace: string, options: KubernetesStoreOptions = {}) {
     this.#pools = new ResourceClient(kc, { plural: 'proxypools', namespace });
+    this.#now = options.now ?? (() => new Date());
+    this.#log = new ReadBackLog(options.logger);
+  }
+
+  /** Every object read back becomes a Pool here: validated against the API's schemas and this clock. */
+  #read(): (obj: PoolObject) => Pool {
+    const ctx: ReadContext = { now: this.#now(), log: this.#log };
+    return (obj) => toPool(obj, ctx);
   }
 
   async get(name: string, signal: AbortSignal = never): Promise<Pool | undefined> {
     const obj = await this.#pools.get(name, signal);
-    return obj && toPool(obj);
+    return obj && this.#read()(obj);
   }
 
   async list(signal: AbortSignal = never): Promise<Pool[]> {
     const { items } = await this.#pools.list(signal);
-    return items.map(toPool).sort(byName);
+    return items.map(this.#read()).sort(byName);
   }
 
   async apply(doc: PoolDocument, signal: AbortSignal = never): Promise<{ pool: Pool; outcome: ApplyOutcome }> {
@@ -81,16 +128,16 @@ export class KubernetesPoolStore implements PoolStore {
           { apiVersion: GROUP_VERSION, kind: 'ProxyPool', metadata: { name, labels, finalizers: [MEMBERS_FINALIZER] }, spec },
           signal,
         );
-        return { pool: toPool(created), outcome: 'created' };
+        return { pool: this.#read()(created), outcome: 'created' };
       }
       if (current.metadata.deletionTimestamp) throw new PoolTerminatingError(name);
       const updated = await replaceDesired(this.#pools, current, { spec, labels }, MEMBERS_FINALIZER, signal);
-      return updated ? { pool: toPool(updated), outcome: 'configured' } : { pool: toPool(current), outcome: 'unchanged' };
+      return updated ? { pool: this.#read()(updated), outcome: 'configured' } : { pool: this.#read()(current), outcome: 'unchanged' };
     });
   }
 
   async requestDeletion(name: string, signal: AbortSignal = never): Promise<Pool> {
-    return toPool(await deleteAndRead(this.#pools, POOL, name, signal));
+    return this.#read()(await deleteAndRead(this.#pools, POOL, name, signal));
   }
 
   async updateStatus(name: string, update: (current: Pool) => Pool['status'] | undefined, signal: AbortSignal = never): Promise<Pool | undefined> {
@@ -99,11 +146,11 @@ export class KubernetesPoolStore implements PoolStore {
       this.#pools,
       POOL,
       name,
-      (obj) => update(toPool(obj)),
+      (obj) => update(this.#read()(obj)),
       signal,
       (obj) => withFinalizer(obj, MEMBERS_FINALIZER),
     );
-    return written && toPool(written);
+    return written && this.#read()(written);
   }
 
   /** Drops the finalizer (deleting the pool first if nobody had), so Kubernetes removes it. */

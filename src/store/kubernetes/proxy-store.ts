@@ -28,6 +28,7 @@ import {
   type ProxyObject,
   type ResourceStatus,
 } from './proxy-objects.ts';
+import { ReadBackLog, type KubernetesStoreOptions, type ReadContext } from './read-back.ts';
 import { ResourceClient, SecretClient } from './resource-client.ts';
 
 const PROXY: ObjectRef = { kind: 'Proxy', noun: 'proxy' };
@@ -57,15 +58,25 @@ function byName(a: Proxy, b: Proxy): number {
 export class KubernetesProxyStore implements ProxyStore {
   readonly #proxies: ResourceClient<ProxySpec, ResourceStatus>;
   readonly #secrets: SecretClient;
+  readonly #now: () => Date;
+  readonly #log: ReadBackLog;
 
-  constructor(kc: KubeConfig, namespace: string) {
+  constructor(kc: KubeConfig, namespace: string, options: KubernetesStoreOptions = {}) {
     this.#proxies = new ResourceClient(kc, { plural: 'proxies', namespace });
     this.#secrets = new SecretClient(kc, namespace);
+    this.#now = options.now ?? (() => new Date());
+    this.#log = new ReadBackLog(options.logger);
+  }
+
+  /** Every object read back becomes a Proxy here: validated against the API's schemas and this clock (proxy-objects.ts). */
+  #read(): (obj: ProxyObject) => Proxy {
+    const ctx: ReadContext = { now: this.#now(), log: this.#log };
+    return (obj) => toProxy(obj, ctx);
   }
 
   async get(name: string, signal: AbortSignal = never): Promise<Proxy | undefined> {
     const obj = await this.#proxies.get(name, signal);
-    return obj && toProxy(obj);
+    return obj && this.#read()(obj);
   }
 
   getMany(names: readonly string[], signal: AbortSignal = never): Promise<(Proxy | undefined)[]> {
@@ -74,7 +85,7 @@ export class KubernetesProxyStore implements ProxyStore {
 
   async list(signal: AbortSignal = never): Promise<Proxy[]> {
     const { items } = await this.#proxies.list(signal);
-    return items.map(toProxy).sort(byName);
+    return items.map(this.#read()).sort(byName);
   }
 
   /**
@@ -84,7 +95,7 @@ export class KubernetesProxyStore implements ProxyStore {
    */
   async listPoolMembers(signal: AbortSignal = never): Promise<Proxy[]> {
     const { items } = await this.#proxies.list(signal, { labelSelector: POOL_LABEL, resourceVersion: '0' });
-    return items.map(toProxy).sort(byName);
+    return items.map(this.#read()).sort(byName);
   }
 
   /** The proxy's credentials; for a Proxy that has no Secret yet (made with kubectl), the Secret is made now. */
@@ -122,11 +133,11 @@ export class KubernetesProxyStore implements ProxyStore {
           { ...created, status: { phase: 'Pending', conditions: [], observedGeneration: 0, credentialsSecretRef: { name: secretName(name) } } },
           signal,
         );
-        return { proxy: toProxy(withStatus), outcome: 'created' };
+        return { proxy: this.#read()(withStatus), outcome: 'created' };
       }
       if (current.metadata.deletionTimestamp) throw new ProxyTerminatingError(name);
       const updated = await replaceDesired(this.#proxies, current, { spec, labels }, INSTANCE_FINALIZER, signal);
-      return updated ? { proxy: toProxy(updated), outcome: 'configured' } : { proxy: toProxy(current), outcome: 'unchanged' };
+      return updated ? { proxy: this.#read()(updated), outcome: 'configured' } : { proxy: this.#read()(current), outcome: 'unchanged' };
     });
   }
 
@@ -144,7 +155,7 @@ export class KubernetesProxyStore implements ProxyStore {
       );
     }
     // Without our finalizer (a Proxy someone stripped of it) the delete is immediate: it reads as Terminating.
-    return toProxy(await deleteAndRead(this.#proxies, PROXY, name, signal));
+    return this.#read()(await deleteAndRead(this.#proxies, PROXY, name, signal));
   }
 
   async updateStatus(name: string, update: (current: Proxy) => Proxy['status'] | undefined, signal: AbortSignal = never): Promise<Proxy | undefined> {
@@ -153,12 +164,13 @@ export class KubernetesProxyStore implements ProxyStore {
       PROXY,
       name,
       (obj) => {
-        const status = update(toProxy(obj));
-        return status && { ...status, credentialsSecretRef: obj.status?.credentialsSecretRef ?? { name: secretName(name) } };
+        const status = update(this.#read()(obj));
+        // The Secret's name is always this one: a reference read back is not trusted, it is written anew.
+        return status && { ...status, credentialsSecretRef: { name: secretName(name) } };
       },
       signal,
     );
-    return written && toProxy(written);
+    return written && this.#read()(written);
   }
 
   /** Drops the finalizer (deleting the Proxy first if nobody had), so Kubernetes removes it; then its Secret. */

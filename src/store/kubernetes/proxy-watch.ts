@@ -3,7 +3,7 @@ import type { Logger } from '../../logging.ts';
 import { POOL_LABEL } from '../../model/pool-resource.ts';
 import type { ProxyChangeFeed } from '../proxy-store.ts';
 import type { PoolObject } from './pool-store.ts';
-import type { ProxyObject } from './proxy-objects.ts';
+import { storedStatus, type ProxyObject } from './proxy-objects.ts';
 import { ResourceWatch, type ResourceWatchOptions, type WatchedResource } from './resource-watch.ts';
 
 export type ProxyWatchOptions = ResourceWatchOptions;
@@ -35,8 +35,9 @@ function proxies(onChange: (name: string) => void, onPoolChange: ((pool: string)
       generation: obj.metadata.generation,
       deleting: obj.metadata.deletionTimestamp !== undefined,
       pool: obj.metadata.labels?.[POOL_LABEL],
-      // A Proxy without a status yet reads as Pending (toProxy): its first status write is no change of phase.
-      phase: obj.status?.phase ?? 'Pending',
+      // A Proxy without a status yet reads as Pending (toProxy), and so does one whose status breaks the
+      // schema (the stores log that): its first status write is no change of phase.
+      phase: storedStatus(obj, { now: new Date() }).phase,
     }),
     changed(name, before, after) {
       const own = desiredStateChanged(before, after);
