@@ -53,9 +53,8 @@ function step(args) {
   throw new Error(`build step failed: node ${relative(ROOT, args[0] ?? '')} (exit ${result.status ?? result.signal})`);
 }
 
-/** Builds dist/ and records the fingerprint of the sources it was built from. */
-export function build() {
-  const hash = sourceHash();
+/** Builds dist/ and records `hash`, the fingerprint of the sources taken before the build began. */
+export function build(hash = sourceHash()) {
   step([join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')]);
   step([join(ROOT, 'scripts/build-proxy-program.js')]);
   writeFileSync(HASH_FILE, `${hash}\n`);

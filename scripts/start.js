@@ -44,7 +44,8 @@ function runningFromDist() {
   return found;
 }
 
-if (builtHash() !== sourceHash()) {
+const hash = sourceHash();
+if (builtHash() !== hash) {
   const running = runningFromDist();
   if (running.length > 0) {
     const first = running[0];
@@ -55,7 +56,7 @@ if (builtHash() !== sourceHash()) {
   }
   process.stderr.write('egress: building dist/ (the sources changed since the last build) …\n');
   try {
-    build();
+    build(hash);
   } catch (err) {
     process.stderr.write(`error: ${err.message}\n`);
     process.exit(1);

@@ -74,6 +74,25 @@ function status(proxy: Proxy, patch: Partial<ProxyStatus>): ProxyStatus {
 }
 
 /**
+ * Why a proxy never reaches a provider, or undefined: a name the API refuses (kubectl, with the
+ * Kubernetes store, can write any DNS subdomain, and such a name cannot be an instance name, job id
+ * or metric label), or a spec the store read as breaking the API's schema (written around the API).
+ */
+function refusalOf(proxy: Proxy): string | undefined {
+  if (!resourceName.safeParse(proxy.name).success)
+    return `metadata.name: expected a lower-case name of letters, digits and dashes, at most 63 characters, got "${proxy.name}"`;
+  if (proxy.specProblems) return `Proxy "${proxy.name}": ${proxy.specProblems.join('; ')}`;
+  return undefined;
+}
+
+/** Fails the proxy for this generation with `message` (status and a Failed event). */
+async function failWith(proxy: Proxy, message: string, deps: ReconcileDeps, signal: AbortSignal): Promise<ReconcileOutcome> {
+  await writeStatus(deps, proxy.name, (p) => status(p, { phase: 'Failed', lastError: message }), signal);
+  deps.events?.record(ev.failed(proxy, message));
+  return { kind: 'failed', message };
+}
+
+/**
  * Level-triggered reconcile of one proxy: reads desired (the Proxy) and observed (the instance)
  * state and acts idempotently. The instance name is derived from the proxy's identity and the
  * create is idempotent on it, so a retried, duplicated or crashed reconcile never makes a second
@@ -97,27 +116,9 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
     // cannot work (a quota, an invalid image) over and over. Applying a change retries it.
     return { kind: 'failed', message: proxy.status.lastError ?? 'failed' };
   }
-  if (!resourceName.safeParse(name).success) {
-    // The API refuses such names, but kubectl (the Kubernetes store) can write any DNS subdomain: a
-    // name that cannot be an instance name, job id or metric label never reaches a provider.
-    const message = `metadata.name: expected a lower-case name of letters, digits and dashes, at most 63 characters, got "${name}"`;
-    await writeStatus(deps, name, (p) => status(p, { phase: 'Failed', lastError: message }), signal);
-    deps.events?.record(ev.failed(proxy, message));
-    return { kind: 'failed', message };
-  }
-  if (proxy.specProblems) {
-    // The store read a spec that breaks the API's schema (written around the API): it never reaches a provider.
-    const message = `Proxy "${name}": ${proxy.specProblems.join('; ')}`;
-    await writeStatus(deps, name, (p) => status(p, { phase: 'Failed', lastError: message }), signal);
-    deps.events?.record(ev.failed(proxy, message));
-    return { kind: 'failed', message };
-  }
-  if (!lifecycle) {
-    const message = `provider "${proxy.spec.provider}" is not configured in this worker or cannot host proxies`;
-    await writeStatus(deps, name, (p) => status(p, { phase: 'Failed', lastError: message }), signal);
-    deps.events?.record(ev.failed(proxy, message));
-    return { kind: 'failed', message };
-  }
+  const refusal = refusalOf(proxy);
+  if (refusal !== undefined) return failWith(proxy, refusal, deps, signal);
+  if (!lifecycle) return failWith(proxy, `provider "${proxy.spec.provider}" is not configured in this worker or cannot host proxies`, deps, signal);
   const credentials = await deps.proxies.credentials(name, signal);
   if (!credentials) return { kind: 'retry-later', why: 'credentials not written yet' };
 

@@ -8,19 +8,10 @@
 import * as http from 'node:http';
 import * as https from 'node:https';
 import { FetchError, ResponseContext, wrapHttpLibrary, type HttpLibrary, type RequestContext } from '@kubernetes/client-node';
-import { EgressError } from '../../errors.ts';
+import { readCappedBody } from '../../http/capped-body.ts';
 
 /** What one health-check answer may weigh: a one-item PodList is a few KiB. */
 export const CHECK_BODY_BYTES = 1024 * 1024;
-
-/** A peer's answer was larger than its reader's cap. Retryable: the next check asks again. */
-export class ResponseTooLargeError extends EgressError {
-  readonly limit: number;
-  constructor(what: string, limit: number) {
-    super('ERR_RESPONSE_TOO_LARGE', `${what}: the response body was larger than ${limit} bytes; it was not read further`, { retryable: true });
-    this.limit = limit;
-  }
-}
 
 /** The HTTP library (for `ConfigurationOptions.httpApi`) that caps every body it reads at `maxBytes`. */
 export function cappedHttpLibrary(maxBytes: number): HttpLibrary {
@@ -47,34 +38,16 @@ function send(ctx: RequestContext, maxBytes: number): Promise<ResponseContext> {
       else reject(new FetchError(`request to ${url.origin}${url.pathname} failed, reason: ${err.message}`, 'system', err));
     });
     req.on('response', (res) => {
-      if (Number(res.headers['content-length'] ?? 0) > maxBytes) {
-        req.destroy();
-        reject(new ResponseTooLargeError(`${String(ctx.getHttpMethod())} ${url.pathname}`, maxBytes));
-        return;
-      }
-      const parts: Buffer[] = [];
-      let size = 0;
-      res.on('data', (chunk: Buffer) => {
-        size += chunk.length;
-        if (size > maxBytes) {
-          req.destroy();
-          reject(new ResponseTooLargeError(`${String(ctx.getHttpMethod())} ${url.pathname}`, maxBytes));
-          return;
-        }
-        parts.push(chunk);
-      });
-      res.on('error', reject);
-      res.on('end', () => {
+      readCappedBody(req, res, maxBytes, `${String(ctx.getHttpMethod())} ${url.pathname}`).then((data) => {
         const headers: Record<string, string> = {};
         for (const [name, value] of Object.entries(res.headers)) if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
-        const data = Buffer.concat(parts);
         resolve(
           new ResponseContext(res.statusCode ?? 0, headers, {
             text: () => Promise.resolve(data.toString('utf8')),
             binary: () => Promise.resolve(data),
           }),
         );
-      });
+      }, reject);
     });
     if (body !== undefined) req.write(body);
     req.end();
