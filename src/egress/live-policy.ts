@@ -1,5 +1,5 @@
 import { lookup } from 'node:dns/promises';
-import { readFile, unwatchFile, watchFile } from 'node:fs';
+import { readFile, stat } from 'node:fs';
 import { networkInterfaces } from 'node:os';
 import type { Logger } from '../logging.ts';
 import { parsePolicyDocument } from './policy-document.ts';
@@ -35,18 +35,36 @@ export interface LivePolicyOptions {
   refreshMs?: number;
   /** How often the file's stat is polled for changes (default 500 ms). */
   watchMs?: number;
+  /** Reads the document's file (default: fs.readFile as UTF-8); a seam for tests that change the file mid-read. */
+  readText?: (file: string) => Promise<string>;
 }
 
 function localAddresses(): string[] {
   return Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((i) => i.address));
 }
 
-function readText(file: string): Promise<string> {
+function readUtf8(file: string): Promise<string> {
   return new Promise((resolve, reject) => readFile(file, 'utf8', (err, text) => (err ? reject(err) : resolve(text))));
+}
+
+/**
+ * What identifies one version of the file: device, inode, size and times, or why there is none.
+ * Taken just before each read, so a change at any moment after it (even one the read itself
+ * missed) differs from it at the next poll.
+ */
+function stampOf(file: string): Promise<string> {
+  return new Promise((resolve) =>
+    stat(file, { bigint: true }, (err, s) =>
+      resolve(err ? `missing:${err.code ?? 'error'}` : `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs}`),
+    ),
+  );
 }
 
 export async function startLivePolicy(options: LivePolicyOptions): Promise<LivePolicy> {
   const { file, envText, logger } = options;
+  const readText = options.readText ?? readUtf8;
+  /** The file's stamp as of the last read (undefined before the first). */
+  let readStamp: string | undefined;
   let doc: ProxyEgressPolicy = NO_POLICY;
   let loaded = false;
   let resolved = new Map<string, readonly string[]>();
@@ -86,6 +104,7 @@ export async function startLivePolicy(options: LivePolicyOptions): Promise<LiveP
     let source: string;
     if (file !== undefined) {
       source = file;
+      readStamp = await stampOf(file);
       try {
         text = await readText(file);
       } catch (err) {
@@ -143,8 +162,21 @@ export async function startLivePolicy(options: LivePolicyOptions): Promise<LiveP
     recompile().catch((err: unknown) => logger.error({ err: (err as Error).message }, 'egress policy refresh failed'));
   }, options.refreshMs ?? 30_000);
   refresh.unref();
-  const onChange = (): void => void reload();
-  if (file !== undefined) watchFile(file, { interval: options.watchMs ?? 500, persistent: false }, onChange);
+  // Polled rather than fs.watchFile: a watcher started after the first read takes its baseline
+  // then, so a file written between the two (the policy sync racing the proxy's start) was never
+  // reported. Comparing with the stamp taken before each read has no such window.
+  let polling = false;
+  const poll =
+    file === undefined
+      ? undefined
+      : setInterval(() => {
+          if (polling || running) return;
+          polling = true;
+          void stampOf(file)
+            .then((now) => (now !== readStamp ? reload() : undefined))
+            .finally(() => (polling = false));
+        }, options.watchMs ?? 500);
+  poll?.unref();
 
   return {
     current: () => compiled,
@@ -161,7 +193,7 @@ export async function startLivePolicy(options: LivePolicyOptions): Promise<LiveP
     },
     close() {
       clearInterval(refresh);
-      if (file !== undefined) unwatchFile(file, onChange);
+      clearInterval(poll);
     },
   };
 }

@@ -116,7 +116,14 @@ function probe(proxyPort: number, target: string, auth: string | undefined): Pro
   });
 }
 
+/** Well inside the test's own timeout: a boot that stalls reports what its units logged instead of a bare timeout. */
+const STALL_REPORT_MS = 45_000;
+
 async function main(): Promise<void> {
+  setTimeout(() => {
+    process.stdout.write(`${JSON.stringify({ error: `stalled: no report after ${STALL_REPORT_MS} ms`, log })}\n`);
+    process.exit(1);
+  }, STALL_REPORT_MS).unref();
   execFileSync('ip', ['link', 'set', 'lo', 'up']);
   for (const dir of ['/opt', '/etc/systemd/system']) execFileSync('mount', ['-t', 'tmpfs', '-o', 'mode=0755', 'tmpfs', dir]);
 
