@@ -164,7 +164,7 @@ afterAll(async () => {
 
 describe('KVM proxy lifecycle on the real test host', () => {
   it('ensure makes the volume and a tagged TCG domain and starts it', async () => {
-    const lc = lifecycle();
+    const lc = lifecycle({ domainType: 'qemu' });
     const s = spec(unique('px'));
     const first = await lc.ensureInstance(s, sig());
     expect(first).toMatchObject({ name: s.name, state: 'running', owner: s.owner, placement: host.name });

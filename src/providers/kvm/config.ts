@@ -2,14 +2,34 @@ import { z } from 'zod';
 import { egressPolicySchema } from '../../egress/policy-config.ts';
 import { durationMs, resourceName } from '../../schema/zod-helpers.ts';
 import { providerGcSchema } from '../gc-settings.ts';
-import { REQUIRED_PLACEHOLDERS } from './domain-xml.ts';
+import { REQUIRED_PLACEHOLDERS, SETTING_PLACEHOLDERS } from './domain-xml.ts';
+import { parsePortRange } from './port-forward.ts';
 
 import { kvmHostSchema } from '../../kvm/host-config.ts';
 
 export { kvmHostSchema, type KvmHostConfig } from '../../kvm/host-config.ts';
 
+const hostPort = z.string().regex(/^[0-9.]+:\d{1,5}$/, 'must be IPV4:PORT');
+
+/** Direct kernel boot: the files are uploaded to each host's pool, like `baseImageFile`. */
+export const kvmKernelSchema = z.strictObject({
+  kernelFile: z.string().min(1),
+  initrdFile: z.string().min(1),
+  cmdline: z.string().min(1).default('root=/dev/vda rw console=ttyS0'),
+});
+
+/** User-mode networking with a host port forwarded per proxy (port-forward.ts). */
+export const kvmPortForwardSchema = z.strictObject({
+  /** The host address the forwards listen on; the proxy's URL is `address:port`. */
+  address: z.ipv4().default('127.0.0.1'),
+  /** The host ports proxies are given, one each: `"20000-20099"`. */
+  ports: z.string().refine((t) => parsePortRange(t) !== undefined, 'must be PORT or FIRST-LAST within 1-65535'),
+  /** Guest addresses forwarded to host services (the orchestrator's echo, an origin); nothing else leaves the guest. */
+  guestForwards: z.array(z.strictObject({ guest: hostPort, host: hostPort })).default([]),
+});
+
 /** How proxies are made on the hosts; without it the provider is health-checked but hosts no proxies. */
-export const kvmProxiesSchema = z.strictObject({
+const kvmProxiesObject = z.strictObject({
   /** Base image volume in each host's pool that proxy volumes are made from. */
   baseImageVolume: z.string().min(1),
   baseImageFormat: z.string().min(1).default('qcow2'),
@@ -30,6 +50,24 @@ export const kvmProxiesSchema = z.strictObject({
   egressPolicy: egressPolicySchema.optional(),
   /** Attach a cloud-init seed that installs and starts the proxy on a stock Debian 12 base image (default true). */
   bootUserData: z.boolean().default(true),
+  /** `kvm` (default) or `qemu`: TCG, for hosts whose hardware virtualisation does not work. */
+  domainType: z.enum(['kvm', 'qemu']).default('kvm'),
+  kernel: kvmKernelSchema.optional(),
+  portForward: kvmPortForwardSchema.optional(),
+});
+
+export const kvmProxiesSchema = kvmProxiesObject.superRefine((proxies, ctx) => {
+  const template = proxies.domainTemplate;
+  if (template === undefined) return;
+  for (const setting of ['kernel', 'portForward'] as const) {
+    const placeholder = SETTING_PLACEHOLDERS[setting];
+    if (proxies[setting] !== undefined && !template.includes(`{{${placeholder}}}`)) {
+      ctx.addIssue({ code: 'custom', path: ['domainTemplate'], message: `must contain {{${placeholder}}} when ${setting} is set` });
+    }
+  }
+  if (proxies.portForward !== undefined && !template.includes('xmlns:qemu=')) {
+    ctx.addIssue({ code: 'custom', path: ['domainTemplate'], message: "must declare xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0' on <domain> when portForward is set" });
+  }
 });
 
 export const kvmProviderSchema = z

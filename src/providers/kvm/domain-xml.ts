@@ -82,6 +82,10 @@ export const OEM_POLICY_PREFIX = 'egress.proxy.policy=';
 /** Values a domain template is filled with. Each is already XML (escaped where needed). */
 export interface DomainTemplateValues {
   name: string;
+  /** `kvm` or `qemu` (TCG, for hosts without working hardware virtualisation). */
+  domainType: string;
+  /** Inside `<os>`: `<boot dev='hd'/>`, or the direct kernel boot's `<kernel>`, `<initrd>` and `<cmdline>`. */
+  boot: string;
   memoryMiB: number;
   vcpus: number;
   /** `<egress:instance …/>`: goes inside `<metadata>`. */
@@ -92,24 +96,29 @@ export interface DomainTemplateValues {
   sysinfo: string;
   /** The proxy volume as a virtio disk. */
   disk: string;
-  /** The network interface. */
+  /** The network interface (empty with a port forward: its NIC is in `qemuCommandline`). */
   interface: string;
+  /** `<qemu:commandline>` with the port forward's netdev, or empty. Goes inside `<domain>`. */
+  qemuCommandline: string;
 }
 
 /** Placeholders a custom template must hold (the tag must go in at define time). */
 export const REQUIRED_PLACEHOLDERS = ['name', 'metadata', 'disk'] as const;
 
+/** What a custom template must hold for a setting to take effect (config.ts refuses it otherwise). */
+export const SETTING_PLACEHOLDERS = { kernel: 'boot', portForward: 'qemuCommandline' } as const;
+
 /**
- * The default template: a small TCG guest (`type='qemu'`, so it runs without /dev/kvm too),
- * the volume as a virtio disk, one virtio NIC, VNC on loopback only, a pty console.
+ * The default template: `{{domainType}}` (the provider's `domainType`, default kvm), the volume as
+ * a virtio disk, one virtio NIC (or the port forward's), VNC on loopback only, a pty console.
  */
-export const DEFAULT_DOMAIN_TEMPLATE = `<domain type='qemu'>
+export const DEFAULT_DOMAIN_TEMPLATE = `<domain type='{{domainType}}' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>
   <name>{{name}}</name>
   <metadata>{{metadata}}</metadata>
   <memory unit='MiB'>{{memoryMiB}}</memory>
   <vcpu>{{vcpus}}</vcpu>
   {{sysinfo}}
-  <os><type arch='x86_64' machine='pc'>hvm</type><boot dev='hd'/>{{smbios}}</os>
+  <os><type arch='x86_64' machine='pc'>hvm</type>{{boot}}{{smbios}}</os>
   <on_poweroff>destroy</on_poweroff>
   <on_reboot>restart</on_reboot>
   <on_crash>destroy</on_crash>
@@ -119,7 +128,9 @@ export const DEFAULT_DOMAIN_TEMPLATE = `<domain type='qemu'>
     <serial type='pty'/>
     <console type='pty'/>
     <graphics type='vnc' listen='127.0.0.1'/>
+    <memballoon model='none'/>
   </devices>
+  {{qemuCommandline}}
 </domain>`;
 
 /** Fills `{{placeholder}}`s; an unknown placeholder is left for libvirt to reject. */
@@ -146,6 +157,12 @@ export interface DomainXmlParams {
   template: string;
   /** The cloud-init NoCloud seed volume in the same pool, attached read-only after the proxy volume (seed.ts). */
   seedVolume?: string;
+  /** Default `kvm`. */
+  domainType?: 'kvm' | 'qemu';
+  /** Direct kernel boot: the kernel's and initrd's paths on the host and the command line. */
+  kernel?: { kernelPath: string; initrdPath: string; cmdline: string };
+  /** `<qemu:commandline>` of the port forward (port-forward.ts); replaces the interface. */
+  qemuCommandline?: string;
 }
 
 /**
@@ -169,11 +186,19 @@ function seedDisk(pool: string, volume: string): string {
  */
 export function domainXml(p: DomainXmlParams): string {
   const oem = [`egress.proxy.username=${p.credentials.username}`, `egress.proxy.password=${p.credentials.password}`, `${OEM_POLICY_PREFIX}${p.policy}`];
-  const iface = p.network
-    ? `<interface type='network'><source network='${escapeXml(p.network)}'/><model type='virtio'/></interface>`
-    : `<interface type='user'><model type='virtio'/></interface>`;
+  const iface = p.qemuCommandline
+    ? ''
+    : p.network
+      ? `<interface type='network'><source network='${escapeXml(p.network)}'/><model type='virtio'/></interface>`
+      : `<interface type='user'><model type='virtio'/></interface>`;
+  const boot = p.kernel
+    ? `<kernel>${escapeXml(p.kernel.kernelPath)}</kernel><initrd>${escapeXml(p.kernel.initrdPath)}</initrd><cmdline>${escapeXml(p.kernel.cmdline)}</cmdline>`
+    : `<boot dev='hd'/>`;
   return renderTemplate(p.template, {
     name: escapeXml(p.name),
+    domainType: p.domainType ?? 'kvm',
+    boot,
+    qemuCommandline: p.qemuCommandline ?? '',
     memoryMiB: p.memoryMiB,
     vcpus: p.vcpus,
     metadata: tagElement(p.tag),

@@ -22,6 +22,7 @@ import {
   type StorageVolRef,
 } from '../../kvm/libvirt/index.ts';
 import { ProvisioningError, type Instance, type InstanceState } from '../lifecycle.ts';
+import { forwardOf } from './port-forward.ts';
 import { EGRESS_METADATA_URI, baseVolumeXml, copyVolumeXml, overlayVolumeXml, parseTag, type DomainTag } from './domain-xml.ts';
 
 /** How proxy volumes are made from the base image volume. */
@@ -127,6 +128,8 @@ export async function describe(
   placement: string,
   port: number | undefined,
   signal: AbortSignal,
+  /** The domain is reached through a host port forward (port-forward.ts), not at its own address. */
+  forwarded = false,
 ): Promise<Instance> {
   const { state, reason } = await c.domainGetState(found.dom, signal);
   const instance: Instance = {
@@ -139,7 +142,7 @@ export async function describe(
   };
   if (state === DomainState.CRASHED) instance.message = `domain crashed (libvirt reason ${reason})`;
   if (port !== undefined && instance.state === 'running') {
-    const endpoint = await findEndpoint(c, found.dom, port, signal);
+    const endpoint = forwarded ? forwardOf(await c.domainGetXmlDesc(found.dom, 0, signal)) : await findEndpoint(c, found.dom, port, signal);
     if (endpoint) instance.endpoint = endpoint;
   }
   return instance;
@@ -152,26 +155,40 @@ async function baseVolume(c: LibvirtConnection, pool: StoragePoolRef, src: Volum
   if (!src.baseImageFile) {
     throw new ProvisioningError(`base image volume "${src.baseImageVolume}" not found in storage pool "${pool.name}" and no baseImageFile is configured`);
   }
-  const size = (await stat(src.baseImageFile)).size;
+  return uploadFileVolume(c, pool, src.baseImageVolume, src.baseImageFile, log, signal);
+}
+
+/**
+ * A local file uploaded, bytes as they are, as a new volume of the pool (the base image, a kernel).
+ * Another worker making the same volume makes this one a retry later (BaseImageBusyError), never a
+ * second upload; a failed upload leaves no half-written volume behind.
+ */
+export async function uploadFileVolume(
+  c: LibvirtConnection,
+  pool: StoragePoolRef,
+  name: string,
+  file: string,
+  log: Logger,
+  signal: AbortSignal,
+): Promise<StorageVolRef> {
+  const size = (await stat(file)).size;
   let vol: StorageVolRef;
   try {
-    vol = await c.storageVolCreateXml(pool, baseVolumeXml(src.baseImageVolume, size), 0, signal);
+    vol = await c.storageVolCreateXml(pool, baseVolumeXml(name, size), 0, signal);
   } catch (err) {
-    // Another worker is uploading it right now: ours is a retry later, not a second upload.
-    if (isLibvirtExists(err)) throw new BaseImageBusyError(src.baseImageVolume, err);
+    if (isLibvirtExists(err)) throw new BaseImageBusyError(name, err);
     throw err;
   }
-  log.info({ volume: src.baseImageVolume, pool: pool.name, bytes: size }, 'uploading base image');
+  log.info({ volume: name, pool: pool.name, bytes: size }, 'uploading a file into a volume');
   try {
-    await c.storageVolUpload(vol, createReadStream(src.baseImageFile), { offset: 0, length: size }, signal);
+    await c.storageVolUpload(vol, createReadStream(file), { offset: 0, length: size }, signal);
   } catch (err) {
-    // Never leave a half-written base behind for the next create to clone.
     await c.storageVolDelete(vol, 0, signal).catch(() => undefined);
     throw err;
   }
   // Let the pool re-probe the file so its format and sizes are what was uploaded.
   await c.storagePoolRefresh(pool, signal);
-  return await c.storageVolLookupByName(pool, src.baseImageVolume, signal);
+  return await c.storageVolLookupByName(pool, name, signal);
 }
 
 /** The proxy's volume: found again by name (a crashed create's leftover is reused), else made. */

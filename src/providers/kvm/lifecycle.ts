@@ -10,14 +10,16 @@
  */
 import { EgressError, toError } from '../../errors.ts';
 import type { HostConnection } from '../../kvm/host-connection.ts';
-import { DomainState, LibvirtError, isLibvirtExists, isLibvirtUnsupported, type LibvirtConnection } from '../../kvm/libvirt/index.ts';
+import { DomainState, LibvirtError, isLibvirtExists, isLibvirtUnsupported, type DomainRef, type LibvirtConnection } from '../../kvm/libvirt/index.ts';
 import type { KvmHostPool } from '../../kvm/pool/index.ts';
 import { proxyEgressPolicy, type ProxyEgressPolicy } from '../../egress/policy-config.ts';
 import type { Logger } from '../../logging.ts';
 import { ForeignInstanceError, foreignOwner, ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../lifecycle.ts';
 import type { KvmHostConfig } from './config.ts';
 import { seedImage, seedVolumeName, writeSeed } from './seed.ts';
-import { DEFAULT_DOMAIN_TEMPLATE, REQUIRED_PLACEHOLDERS, domainXml, escapeXml } from './domain-xml.ts';
+import { bootVolumeNamer, ensureKernelFiles, type KernelFiles } from './boot-files.ts';
+import { choosePort, forwardOf, isForwardPortTaken, parsePortRange, qemuCommandline, type GuestForward } from './port-forward.ts';
+import { DEFAULT_DOMAIN_TEMPLATE, REQUIRED_PLACEHOLDERS, domainXml, escapeXml, type DomainTag } from './domain-xml.ts';
 import {
   deleteVolume,
   describe,
@@ -60,6 +62,12 @@ export interface KvmLifecycleOptions {
    * configuration (`proxies.bootUserData`) defaults it to true.
    */
   bootUserData?: boolean;
+  /** `kvm` (default) or `qemu` (TCG). */
+  domainType?: 'kvm' | 'qemu';
+  /** Direct kernel boot; the files are uploaded to each host's pool (boot-files.ts). */
+  kernel?: KernelFiles;
+  /** User-mode networking with a host port per proxy from `ports` (port-forward.ts). */
+  portForward?: { address: string; ports: string; guestForwards: readonly GuestForward[] };
 }
 
 export interface KvmLifecycleDeps {
@@ -128,6 +136,26 @@ export function createKvmLifecycle(deps: KvmLifecycleDeps): ProxyLifecycle {
   };
   const port = options.proxyPort ?? 3128;
   const policy = JSON.stringify(deps.egressPolicy ?? proxyEgressPolicy(undefined, undefined));
+  const forward = options.portForward;
+  const forwardRange = forward ? parsePortRange(forward.ports) : undefined;
+  if (forward && !forwardRange) throw new TypeError(`portForward.ports: "${forward.ports}" is not PORT or FIRST-LAST`);
+  const bootVolumeName = bootVolumeNamer();
+  /** How many times a define moves to another port when its start finds the port taken. */
+  const PORT_RETRIES = 5;
+
+  /** The host ports the host's domains hold for `address` (from their XML: it survives restarts, and an undefine frees it). */
+  async function heldPorts(c: LibvirtConnection, address: string, signal: AbortSignal): Promise<Set<number>> {
+    const held = new Set<number>();
+    for (const dom of await c.listAllDomains(0, signal)) {
+      const xml = await c.domainGetXmlDesc(dom, 0, signal).catch((err: unknown) => {
+        if (err instanceof LibvirtError && err.kind === 'not-found') return '';
+        throw err;
+      });
+      const f = forwardOf(xml);
+      if (f && f.host === address) held.add(f.port);
+    }
+    return held;
+  }
 
   const hostNamed = (placement: string): KvmHostConfig => {
     const host = hosts.find((h) => h.name === placement);
@@ -153,21 +181,39 @@ export function createKvmLifecycle(deps: KvmLifecycleDeps): ProxyLifecycle {
     );
   }
 
+  /** Starts a domain; false when its forward's host port turned out taken (the domain is then removed, to be defined on another). */
+  async function startHoldingPort(c: LibvirtConnection, dom: DomainRef, signal: AbortSignal): Promise<boolean> {
+    try {
+      await start(c, dom, signal);
+      return true;
+    } catch (err) {
+      if (!forward || !(err instanceof LibvirtError) || !isForwardPortTaken(err.libvirtMessage || err.message)) throw err;
+      await removeDomain(c, dom, signal);
+      return false;
+    }
+  }
+
   async function ensureOn(c: LibvirtConnection, host: KvmHostConfig, spec: InstanceSpec, signal: AbortSignal): Promise<Instance> {
     const hlog = log.child({ host: host.name, instance: spec.name });
-    const owned = async (found: FoundDomain): Promise<Instance> => {
+    const describeHere = (dom: DomainRef, tag: DomainTag): Promise<Instance> => describe(c, { dom, tag }, host.name, port, signal, forward !== undefined);
+    /** The existing domain, started if it is not; undefined when its start found the forward's port taken and it was removed. */
+    const owned = async (found: FoundDomain): Promise<Instance | undefined> => {
       const tag = found.tag;
       if (!tag || tag.fleet !== spec.owner.fleet || tag.proxy !== spec.owner.proxy) throw conflict(spec.name, host, found, spec);
       // Intent recorded, start lost (a crash or a lost connection between define and create): finish it.
       if ((await c.domainGetState(found.dom, signal)).state === DomainState.SHUTOFF) {
         hlog.info('starting defined proxy domain');
-        await start(c, found.dom, signal);
+        if (!(await startHoldingPort(c, found.dom, signal))) {
+          hlog.warn('its forwarded host port is taken; defining it again on another');
+          return undefined;
+        }
       }
-      return describe(c, { dom: found.dom, tag }, host.name, port, signal);
+      return describeHere(found.dom, tag);
     };
 
     const existing = await findDomain(c, spec.name, signal);
-    if (existing) return owned(existing);
+    const again = existing ? await owned(existing) : undefined;
+    if (again) return again;
 
     const storagePool = await c.storagePoolLookupByName(host.pool, signal);
     const volume = volumeName(spec.name);
@@ -179,43 +225,64 @@ export function createKvmLifecycle(deps: KvmLifecycleDeps): ProxyLifecycle {
       } catch (err) {
         // A concurrent ensure of this instance got further (defined and started its domain on this seed) meanwhile: continue from what it made.
         const raced = await findDomain(c, spec.name, signal).catch(() => undefined);
-        if (raced) return owned(raced);
+        const instance = raced ? await owned(raced) : undefined;
+        if (instance) return instance;
         throw err;
       }
       hlog.info({ volume: seed }, 'cloud-init seed volume written');
     }
-    const tag = { fleet: spec.owner.fleet, proxy: spec.owner.proxy, createdAt: new Date().toISOString() };
-    const xml = domainXml({
-      name: spec.name,
-      tag,
-      credentials: spec.credentials,
-      policy,
-      memoryMiB: options.memoryMiB ?? 256,
-      vcpus: options.vcpus ?? 1,
-      pool: host.pool,
-      volume,
-      network: options.network,
-      template,
-      ...(seed ? { seedVolume: seed } : {}),
-    });
-    let dom;
-    try {
-      dom = await c.domainDefineXml(xml, 0, signal);
-    } catch (err) {
-      // A concurrent ensure of the same name defined it first: continue from what it made.
-      if (isLibvirtExists(err)) {
-        const raced = await findDomain(c, spec.name, signal);
-        if (raced) return owned(raced);
+    const kernel = options.kernel ? await ensureKernelFiles(c, storagePool, options.kernel, bootVolumeName, hlog, signal) : undefined;
+    const avoid = new Set<number>();
+    for (let attempt = 0; ; attempt++) {
+      let commandline: string | undefined;
+      if (forward && forwardRange) {
+        const hostPort = choosePort(forwardRange, spec.name, await heldPorts(c, forward.address, signal), avoid);
+        if (hostPort === undefined) {
+          throw new EgressError('ERR_KVM_NO_FREE_PORT', `no free port in portForward.ports "${forward.ports}" on KVM host "${host.name}"`, { retryable: true });
+        }
+        commandline = qemuCommandline({ address: forward.address, hostPort, guestPort: port, guestForwards: forward.guestForwards });
+        avoid.add(hostPort);
       }
-      const mapped = withoutPassword(mapError(err, `defining domain "${spec.name}" on KVM host "${host.name}"`), spec.credentials.password);
-      // A definition that can never work leaves no volume behind (it is ours: we just made it).
-      if (mapped instanceof ProvisioningError && created) await deleteVolume(c, storagePool, volume, signal).catch(() => undefined);
-      if (mapped instanceof ProvisioningError && seed) await deleteVolume(c, storagePool, seed, signal).catch(() => undefined);
-      throw mapped;
+      const tag = { fleet: spec.owner.fleet, proxy: spec.owner.proxy, createdAt: new Date().toISOString() };
+      const xml = domainXml({
+        name: spec.name,
+        tag,
+        credentials: spec.credentials,
+        policy,
+        memoryMiB: options.memoryMiB ?? 256,
+        vcpus: options.vcpus ?? 1,
+        pool: host.pool,
+        volume,
+        network: options.network,
+        template,
+        domainType: options.domainType ?? 'kvm',
+        ...(seed ? { seedVolume: seed } : {}),
+        ...(kernel ? { kernel } : {}),
+        ...(commandline ? { qemuCommandline: commandline } : {}),
+      });
+      let dom;
+      try {
+        dom = await c.domainDefineXml(xml, 0, signal);
+      } catch (err) {
+        // A concurrent ensure of the same name defined it first: continue from what it made.
+        if (isLibvirtExists(err)) {
+          const raced = await findDomain(c, spec.name, signal);
+          const instance = raced ? await owned(raced) : undefined;
+          if (instance) return instance;
+        }
+        const mapped = withoutPassword(mapError(err, `defining domain "${spec.name}" on KVM host "${host.name}"`), spec.credentials.password);
+        // A definition that can never work leaves no volume behind (it is ours: we just made it).
+        if (mapped instanceof ProvisioningError && created) await deleteVolume(c, storagePool, volume, signal).catch(() => undefined);
+        if (mapped instanceof ProvisioningError && seed) await deleteVolume(c, storagePool, seed, signal).catch(() => undefined);
+        throw mapped;
+      }
+      hlog.info({ volume, created }, 'proxy domain defined');
+      if (await startHoldingPort(c, dom, signal)) return describeHere(dom, tag);
+      if (attempt + 1 >= PORT_RETRIES) {
+        throw new EgressError('ERR_KVM_NO_FREE_PORT', `the forwarded ports tried on KVM host "${host.name}" were all taken (${[...avoid].join(', ')})`, { retryable: true });
+      }
+      hlog.warn({ tried: [...avoid] }, 'forwarded host port taken at start; defining the domain on another');
     }
-    hlog.info({ volume, created }, 'proxy domain defined');
-    await start(c, dom, signal);
-    return describe(c, { dom, tag }, host.name, port, signal);
   }
 
   return {
@@ -231,7 +298,7 @@ export function createKvmLifecycle(deps: KvmLifecycleDeps): ProxyLifecycle {
           `reading instance "${name}"`,
           async (c, s) => {
             const f = await findDomain(c, name, s);
-            return f?.tag ? describe(c, { dom: f.dom, tag: f.tag }, host.name, port, s) : undefined;
+            return f?.tag ? describe(c, { dom: f.dom, tag: f.tag }, host.name, port, s, forward !== undefined) : undefined;
           },
           signal,
         );
