@@ -77,10 +77,11 @@ mmdebstrap --variant=apt --mode=root --quiet \
   --customize-hook='chroot "$1" systemctl mask apt-daily.timer apt-daily-upgrade.timer' \
   --customize-hook='rm -rf "$1"/usr/share/doc/* "$1"/usr/share/man/* "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin' \
   --customize-hook='cp -L "$1/vmlinuz" "'"$work"'/vmlinuz"; cp -L "$1/initrd.img" "'"$work"'/initrd.img"' \
-  bookworm "$work/rootfs" "${sources[@]}"
+  bookworm "$work/rootfs" "${sources[@]}" >&2
 
-mkfs.ext4 -q -F -L vmroot -d "$work/rootfs" "$work/disk.raw" 2G
-qemu-img convert -O qcow2 -c "$work/disk.raw" "$work/base.qcow2"
+# stdout carries only the directory printed at the end (callers run dir=$(scripts/vm-image.sh)).
+mkfs.ext4 -q -F -L vmroot -d "$work/rootfs" "$work/disk.raw" 2G >&2
+qemu-img convert -O qcow2 -c "$work/disk.raw" "$work/base.qcow2" >&2
 rm -rf "$work/rootfs" "$work/disk.raw"
 chmod 0644 "$work/base.qcow2" "$work/vmlinuz" "$work/initrd.img"
 chmod 0755 "$work"
