@@ -6,16 +6,20 @@
  * XML, a kube-apiserver the Pod and its Secret — so no error text is trusted to be clean.
  *
  * What is replaced with `[redacted]`: each secret as it is and in the encodings it travels in —
- * percent-encoding (URLs, form bodies), JSON string escaping, XML escaping (libvirt's domain XML),
- * base64 (Basic auth, Kubernetes Secret `data`), and for a user and password pair `user:password`
- * and its base64 (`Proxy-Authorization: Basic …`).
+ * percent-encoding (URLs, form bodies), JSON string escaping, XML escaping (libvirt's domain XML) —
+ * and every run of base64 (or base64url) characters whose decoded bytes hold a secret in any of those
+ * forms: Basic auth (`user:password`, `Proxy-Authorization: Basic …`), a Kubernetes Secret's `data`, a
+ * base64 user-data that carries the password.
  *
  * Short values: a secret shorter than MIN_SECRET_LENGTH (4) characters is not registered — it would
  * turn every message into mush and hides nothing a reader could not guess. Generated proxy passwords
  * are 32 characters, tokens longer still.
  *
  * Cost: one pass over the text, whatever the number of secrets (thousands of proxies): forms are
- * indexed by their first three characters, so each position costs one map lookup. A text that ends
+ * indexed by their first three characters, so each position costs one map lookup (generated secrets
+ * are random, so a bucket holds one or two forms); then one pass over its base64 runs, each decoded
+ * once and looked up the same way. Nothing is keyed on what secrets share (a proxy's user name
+ * `egress-<name>`, the base64 of it), which would make every bucket hold every proxy. A text that ends
  * inside a secret (a message truncated by a peer or by MAX_MESSAGE before it got here) has that tail
  * redacted too when at least MIN_SECRET_LENGTH characters of the secret remain.
  */
@@ -60,19 +64,13 @@ function xmlEscaped(s: string): string {
   return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&apos;');
 }
 
-/** Every form `value` travels in. */
+/** Every textual form `value` travels in (base64 is found by decoding, see `redact`). */
 export function encodingsOf(value: string): string[] {
-  const base64 = Buffer.from(value, 'utf8').toString('base64');
-  return [
-    value,
-    encodeURIComponent(value),
-    JSON.stringify(value).slice(1, -1),
-    xmlEscaped(value),
-    base64,
-    base64.replace(/=+$/, ''),
-    Buffer.from(value, 'utf8').toString('base64url'),
-  ];
+  return [value, encodeURIComponent(value), JSON.stringify(value).slice(1, -1), xmlEscaped(value)];
 }
+
+/** Runs of the base64 and base64url alphabets long enough to hold a secret of MIN_SECRET_LENGTH bytes. */
+const BASE64_RUN = /[A-Za-z0-9+/_-]{8,}={0,2}/g;
 
 /** The three-character key of position `i` of `text` (UTF-16 units, so it always fits a double exactly). */
 function keyAt(text: string, i: number): number {
@@ -102,9 +100,9 @@ export class SecretRegistry implements SecretSink, Redactor {
   }
 
   setCredentials(owner: string, credentials: { username: string; password: string }): void {
-    const pair = `${credentials.username}:${credentials.password}`;
-    // The pair only with a password worth hiding: the user name alone is no secret.
-    this.set(owner, credentials.password.length >= MIN_SECRET_LENGTH ? [credentials.password, pair] : []);
+    // The password alone: `user:password` shows as `user:[redacted]`, and its base64 (Basic auth) is
+    // found by decoding. The user name is no secret.
+    this.set(owner, [credentials.password]);
   }
 
   forget(owner: string): void {
@@ -120,16 +118,17 @@ export class SecretRegistry implements SecretSink, Redactor {
 
   #indexed(): Map<number, string[]> {
     if (this.#index) return this.#index;
-    const index = new Map<number, string[]>();
+    const buckets = new Map<number, Set<string>>();
     for (const forms of this.#owners.values()) {
       for (const f of forms) {
         const k = keyAt(f, 0);
-        const list = index.get(k);
-        if (!list) index.set(k, [f]);
-        else if (!list.includes(f)) list.push(f);
+        const list = buckets.get(k);
+        if (!list) buckets.set(k, new Set([f]));
+        else list.add(f);
       }
     }
-    for (const list of index.values()) list.sort((a, b) => b.length - a.length);
+    const index = new Map<number, string[]>();
+    for (const [k, list] of buckets) index.set(k, [...list].sort((a, b) => b.length - a.length));
     this.#index = index;
     return index;
   }
@@ -137,6 +136,21 @@ export class SecretRegistry implements SecretSink, Redactor {
   redact(text: string): string {
     const index = this.#indexed();
     if (index.size === 0 || text.length < MIN_SECRET_LENGTH) return text;
+    const plain = this.#redactForms(text, index);
+    return plain.replace(BASE64_RUN, (run) => (this.#holdsSecret(run, index) ? REDACTED : run));
+  }
+
+  /** Whether `run`, decoded as base64 (either alphabet), holds a secret. */
+  #holdsSecret(run: string, index: Map<number, string[]>): boolean {
+    const decoded = Buffer.from(run, 'base64').toString('latin1');
+    if (decoded.length < MIN_SECRET_LENGTH) return false;
+    // Decoded as latin1 (one char per byte) and as UTF-8: a secret with non-ASCII characters is in its UTF-8 bytes.
+    if (this.#redactForms(decoded, index, false) !== decoded) return true;
+    const utf8 = Buffer.from(run, 'base64').toString('utf8');
+    return this.#redactForms(utf8, index, false) !== utf8;
+  }
+
+  #redactForms(text: string, index: Map<number, string[]>, tails = true): string {
     let out: string | undefined;
     let copied = 0;
     const end = text.length;
@@ -151,7 +165,7 @@ export class SecretRegistry implements SecretSink, Redactor {
         }
       }
       // A text cut inside a secret: its tail is the secret's beginning.
-      if (len === 0 && end - i >= MIN_SECRET_LENGTH) {
+      if (len === 0 && tails && end - i >= MIN_SECRET_LENGTH) {
         const tail = text.endsWith('…') ? text.slice(i, -1) : text.slice(i);
         if (tail.length >= MIN_SECRET_LENGTH && forms.some((f) => f.length > tail.length && f.startsWith(tail))) len = tail.length;
       }
