@@ -213,7 +213,16 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
         closers.push(() => w.close());
       } else if (role === 'publisher') {
         const p = await inRole(role, () =>
-          startPublisherRole({ config, redisTarget, store, logger: log, jobMetrics, events: events.sink('publisher'), telemetry: tracing.bullmq(role), secrets }),
+          startPublisherRole({
+            config,
+            redisTarget,
+            store,
+            logger: log,
+            jobMetrics,
+            events: events.sink('publisher'),
+            telemetry: tracing.bullmq(role),
+            secrets,
+          }),
         );
         closers.push(() => p.close());
       } else if (role === 'scheduler') {

@@ -97,13 +97,7 @@ function refusalOf(proxy: Proxy): string | undefined {
  * the job keeps as its return value), with `patch` (the instance it concerns) in the status. The one
  * way out of every failure branch, so the message is redacted once for all three.
  */
-async function failWith(
-  proxy: Proxy,
-  failure: string,
-  deps: ReconcileDeps,
-  signal: AbortSignal,
-  patch: Partial<ProxyStatus> = {},
-): Promise<ReconcileOutcome> {
+async function failWith(proxy: Proxy, failure: string, deps: ReconcileDeps, signal: AbortSignal, patch: Partial<ProxyStatus> = {}): Promise<ReconcileOutcome> {
   const message = (deps.secrets ?? NO_REDACTION).redact(failure);
   await writeStatus(deps, proxy.name, (p) => status(p, { ...patch, phase: 'Failed', lastError: message }), signal);
   deps.events?.record(ev.failed(proxy, message));

@@ -15,7 +15,7 @@ function redactedValue(value: unknown, redactor: Redactor): unknown {
   if (value === null || typeof value !== 'object' || Object.getPrototypeOf(value) !== Object.prototype) return value;
   let changed = false;
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(value)) {
+  for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
     const clean = typeof v === 'string' ? redactor.redact(v) : v;
     if (clean !== v) changed = true;
     out[k] = clean;

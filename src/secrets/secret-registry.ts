@@ -128,7 +128,11 @@ export class SecretRegistry implements SecretSink, Redactor {
       }
     }
     const index = new Map<number, string[]>();
-    for (const [k, list] of buckets) index.set(k, [...list].sort((a, b) => b.length - a.length));
+    for (const [k, list] of buckets)
+      index.set(
+        k,
+        [...list].sort((a, b) => b.length - a.length),
+      );
     this.#index = index;
     return index;
   }

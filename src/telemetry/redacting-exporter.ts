@@ -45,7 +45,11 @@ export function redactedSpan(span: ReadableSpan, redactor: Redactor): ReadableSp
 /** `exporter`, with every span redacted first. */
 export function redactingExporter(exporter: SpanExporter, redactor: Redactor): SpanExporter {
   return {
-    export: (spans, done) => exporter.export(spans.map((s) => redactedSpan(s, redactor)), done),
+    export: (spans, done) =>
+      exporter.export(
+        spans.map((s) => redactedSpan(s, redactor)),
+        done,
+      ),
     shutdown: () => exporter.shutdown(),
     forceFlush: () => exporter.forceFlush?.() ?? Promise.resolve(),
   };

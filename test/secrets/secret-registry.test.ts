@@ -132,7 +132,7 @@ describe('log lines', () => {
     expect(out).not.toContain('redis-password-0d9f');
     expect(out).not.toContain('api-token-77aa');
     expect(out).toContain(`redis://:${REDACTED}@10.0.0.5:6379`);
-    for (const line of out.trim().split('\n')) expect(() => JSON.parse(line)).not.toThrow();
+    for (const line of out.trim().split('\n')) expect(() => JSON.parse(line) as unknown).not.toThrow();
   });
 });
 
