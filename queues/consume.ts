@@ -57,6 +57,13 @@ export interface ConsumeOptions {
    * Undefined: no tracing.
    */
   telemetry?: Telemetry | undefined;
+  /**
+   * The process's one redaction of errors (src/secrets/redact-error.ts over its secret registry),
+   * applied to whatever a handler throws before BullMQ sees it: the failed job's `failedReason` and
+   * `stacktrace`, the job span's exception and status, and the failure log line carry its result.
+   * Undefined: errors pass as thrown.
+   */
+  redactError?: ((err: unknown) => unknown) | undefined;
 }
 
 export interface Consumer {
@@ -146,11 +153,12 @@ export async function consume(queue: QueueName, handlers: readonly JobHandler[],
   const processor = async (job: Job, token: string | undefined, jobSignal: AbortSignal | undefined): Promise<unknown> => {
     const handler = byName.get(job.name);
     if (!handler) throw new UnrecoverableError(`no handler for "${job.name}" jobs on the ${queue} queue`);
+    const clean = options.redactError ?? ((err: unknown) => err);
     let data: unknown;
     try {
       data = parseJobData(handler.def.schema, queue, job.data);
     } catch (err) {
-      throw unrecoverable(err);
+      throw unrecoverable(clean(err));
     }
     const signal = jobSignal ?? idle;
     const ms = deadlines.get(job.name);
@@ -162,7 +170,7 @@ export async function consume(queue: QueueName, handlers: readonly JobHandler[],
     try {
       return await handler.run(data, ctx);
     } catch (err) {
-      throw await settle(err, job, token, signal);
+      throw await settle(clean(err), job, token, signal);
     }
   };
   const worker = new Worker(queue, processor, {

@@ -1,4 +1,5 @@
 import { pino, type Logger as PinoLogger, type DestinationStream } from 'pino';
+import type { Redactor } from './secrets/secret-registry.ts';
 
 export type Logger = PinoLogger;
 
@@ -6,6 +7,12 @@ export interface LoggingOptions {
   level: string;
   /** Where log lines go; standard error by default so that command output stays clean. */
   destination?: DestinationStream;
+  /**
+   * The process's secret registry (src/secrets): every log line, as written, passes its redaction, so
+   * a secret quoted in an error's message or stack never reaches the log whatever key it is under.
+   * The key paths below stay: they hide values whose secret the registry may not know.
+   */
+  secrets?: Redactor;
 }
 
 /** Keys whose values must never reach a log line. */
@@ -24,8 +31,14 @@ const REDACT = [
 
 /** Builds the process logger. Only entry points call this; everything below receives a Logger. */
 export function createLogger(options: LoggingOptions): Logger {
+  const secrets = options.secrets;
   return pino(
-    { level: options.level, redact: { paths: REDACT, censor: '[redacted]' }, base: { pid: process.pid } },
+    {
+      level: options.level,
+      redact: { paths: REDACT, censor: '[redacted]' },
+      base: { pid: process.pid },
+      ...(secrets ? { hooks: { streamWrite: (line: string) => secrets.redact(line) } } : {}),
+    },
     options.destination ?? pino.destination(2),
   );
 }

@@ -6,6 +6,8 @@ import { runCheck } from '../src/checks/run-check.ts';
 import type { Logger } from '../src/logging.ts';
 import type { Provider } from '../src/providers/types.ts';
 import type { TargetResult } from '../src/health/types.ts';
+import { truncateMessage } from '../src/health/message.ts';
+import { NO_REDACTION, type Redactor } from '../src/secrets/secret-registry.ts';
 import { recordSpan, withSpan } from '../src/telemetry/spans.ts';
 import type { LimitFunction } from 'p-limit';
 import type { ResultSink } from './result-batcher.ts';
@@ -20,6 +22,14 @@ export interface CheckProcessorDeps {
    */
   checkSlots: LimitFunction;
   logger: Logger;
+  /** The process's secret registry: a target's message and details pass its redaction before they leave the worker. */
+  secrets?: Redactor;
+}
+
+/** A target as it leaves the worker: a checker quotes its peer's error (which may quote a token), so message and details are redacted, then cut. */
+function redactedTarget(t: TargetResult, secrets: Redactor): TargetResult {
+  const details = Object.fromEntries(Object.entries(t.details).map(([k, v]) => [k, secrets.redact(v)]));
+  return { ...t, message: truncateMessage(secrets.redact(t.message)), details };
 }
 
 /** The job itself was cancelled (shutdown, a lost lock): not a verdict on the provider, so it is retried. */
@@ -76,7 +86,9 @@ export function checkHandler(deps: CheckProcessorDeps): JobHandler {
       ctx.deadline((limit) =>
         withSpan('check', { 'egress.provider': provider.name, 'egress.check.trigger': data.trigger, 'messaging.message.id': jobId }, async () => {
           const startedMs = Date.now();
-          const checked = { checkedAt: new Date(startedMs).toISOString(), targets: await runCheck(provider, limit) };
+          const secrets = deps.secrets ?? NO_REDACTION;
+          const targets = (await runCheck(provider, limit)).map((t) => redactedTarget(t, secrets));
+          const checked = { checkedAt: new Date(startedMs).toISOString(), targets };
           for (const t of checked.targets) targetSpan(provider.name, t, startedMs);
           return checked;
         }),

@@ -6,6 +6,8 @@ import { withDeadline } from '../src/abort.ts';
 import type { AppConfig } from '../src/config/app.ts';
 import type { Logger } from '../src/logging.ts';
 import type { JobMetrics } from '../src/metrics/job-metrics.ts';
+import { redactError } from '../src/secrets/redact-error.ts';
+import type { Redactor } from '../src/secrets/secret-registry.ts';
 
 /** What every consumer of this project binds the job boundary to: configuration, Redis, metrics, logs. */
 export interface ConsumerDeps {
@@ -15,11 +17,13 @@ export interface ConsumerDeps {
   logger: Logger;
   /** The role's BullMQ telemetry (src/telemetry/tracing.ts); undefined when tracing is off. */
   telemetry?: Telemetry | undefined;
+  /** The process's secret registry: what a handler throws is redacted before it becomes a failed job, a span or a log line. */
+  secrets?: Redactor | undefined;
 }
 
 /** `consume` with the configuration's locks, grace period and deadlines, this process's metrics and logger. */
 export function consumeJobs(deps: ConsumerDeps, queue: QueueName, handlers: readonly JobHandler[], concurrency: number): Promise<Consumer> {
-  const { config } = deps;
+  const { config, secrets } = deps;
   return consume(queue, handlers, {
     connection: redisOptions(deps.redisTarget, 'worker'),
     prefix: config.redis.prefix,
@@ -32,6 +36,7 @@ export function consumeJobs(deps: ConsumerDeps, queue: QueueName, handlers: read
     logger: deps.logger,
     withDeadline,
     telemetry: deps.telemetry,
+    redactError: secrets ? (err) => redactError(err, secrets) : undefined,
   });
 }
 

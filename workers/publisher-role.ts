@@ -11,6 +11,7 @@ import type { JobMetrics } from '../src/metrics/job-metrics.ts';
 import type { StatusStore } from '../src/store/status-store.ts';
 import { withSpan } from '../src/telemetry/spans.ts';
 import { consumeJobs } from './consumer.ts';
+import type { Redactor } from '../src/secrets/secret-registry.ts';
 import type { EventSink } from '../src/events/event-sink.ts';
 import { reasonChanges } from '../src/events/health-events.ts';
 
@@ -25,6 +26,8 @@ export interface PublisherDeps {
   events?: EventSink;
   /** The publisher role's BullMQ telemetry; undefined when tracing is off. */
   telemetry?: Telemetry | undefined;
+  /** The process's secret registry: a failed results job's error passes its redaction (the Redis password in a connection error). */
+  secrets?: Redactor;
 }
 
 export interface PublisherRole {

@@ -12,6 +12,7 @@ import { recordFailure, type FailureDeps } from '../src/readiness/evict.ts';
 import { ProbeLoop } from '../src/readiness/probe-loop.ts';
 import type { ProxyCredentialsReader, ProxyReader, ProxyStatusWriter } from '../src/store/proxy-store.ts';
 import type { EventSink } from '../src/events/event-sink.ts';
+import type { Secrets } from '../src/secrets/secret-registry.ts';
 
 export interface ReadinessWatchDeps {
   config: AppConfig;
@@ -22,6 +23,8 @@ export interface ReadinessWatchDeps {
   events?: EventSink;
   /** Counts looks abandoned for want of own resources (proxy_operator_observer_errors_total). */
   observerErrors?: (where: string, code: string) => void;
+  /** The process's secret registry: failures written to a status pass its redaction. */
+  secrets?: Secrets;
 }
 
 /**
@@ -43,6 +46,7 @@ export function startReadiness(
     onEvicted: (provider, cause, readySeconds) => metrics.evicted(provider, cause, readySeconds),
     ...(deps.observerErrors ? { onObserverError: deps.observerErrors } : {}),
     ...(deps.events ? { events: deps.events } : {}),
+    ...(deps.secrets ? { secrets: deps.secrets } : {}),
   };
   // Only evictions (a failed probe, an exited process) ask for these; a pool member's pool looks again too.
   const reconcileNow = reconcileAfterEviction(reconcileQueue, deps.proxies);

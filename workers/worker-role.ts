@@ -26,6 +26,7 @@ import { startReadiness } from './readiness-watch.ts';
 import { reconcileHandlers } from './reconcile-processor.ts';
 import { createResultBatcher } from './result-batcher.ts';
 import { noEvents, type EventSink } from '../src/events/event-sink.ts';
+import type { Secrets } from '../src/secrets/secret-registry.ts';
 
 export interface WorkerRoleDeps {
   config: AppConfig;
@@ -44,6 +45,11 @@ export interface WorkerRoleDeps {
   events?: EventSink;
   /** The worker role's BullMQ telemetry; undefined when tracing is off. */
   telemetry?: Telemetry | undefined;
+  /**
+   * The process's secret registry (src/secrets), built by the entry point: told each proxy's
+   * credentials by reconcile; its redaction applied to status, check results and failed jobs.
+   */
+  secrets: Secrets;
 }
 
 export interface WorkerRole {
@@ -69,7 +75,15 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
   const events = deps.events ?? noEvents;
   const probe = reconcileProbe(deps.proxies, deps.echoUrl, config.readiness.timeoutMs);
   const handlers: Record<'checks' | 'reconcile' | 'gc', () => JobHandler[]> = {
-    checks: () => [checkHandler({ providers: deps.providers, results: createResultBatcher(results), checkSlots: pLimit(config.worker.concurrency), logger })],
+    checks: () => [
+      checkHandler({
+        providers: deps.providers,
+        results: createResultBatcher(results),
+        checkSlots: pLimit(config.worker.concurrency),
+        logger,
+        secrets: deps.secrets,
+      }),
+    ],
     reconcile: () => [
       ...reconcileHandlers({
         proxies: deps.proxies,
@@ -83,6 +97,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
         recheckMs: config.recheckMs,
         events,
         pools: deps.pools,
+        secrets: deps.secrets,
       }),
       ...poolHandlers({
         pools: deps.pools,
@@ -124,7 +139,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
   }
   const readiness = config.worker.queues.includes('reconcile')
     ? startReadiness(
-        { config, redisTarget: deps.redisTarget, proxies: deps.proxies, logger, events, observerErrors: observerCounter(deps.registry) },
+        { config, redisTarget: deps.redisTarget, proxies: deps.proxies, logger, events, observerErrors: observerCounter(deps.registry), secrets: deps.secrets },
         reconcileQueue,
         lifecycles,
         probe,

@@ -18,6 +18,8 @@ import { egressGuards } from '../egress/policy-config.ts';
 import { RedisEventStore } from '../events/redis-event-store.ts';
 import { inRole } from '../telemetry/spans.ts';
 import { startTracing, type TracingRuntime } from '../telemetry/tracing.ts';
+import { SecretRegistry } from '../secrets/secret-registry.ts';
+import type { RedisTarget } from '../../queues/connection.ts';
 
 /** `http://127.0.0.1:8080` → its host (without brackets) and port. */
 function listenerOf(url: string): { host: string; port: number } {
@@ -46,6 +48,23 @@ export interface RunRolesOptions {
   privateRedis?: { dieWithOwner?: boolean };
   /** The process's soft limit on open files (raised at start by the entry point): the listeners' connection caps are derived from it. */
   openFiles?: number;
+  /**
+   * The process's one secret registry (src/secrets), built by the entry point with its logger
+   * (`createLogger({ secrets })`), so that log lines pass the same redaction. Absent (tests that
+   * build a logger of their own): runRoles builds one.
+   */
+  secrets?: SecretRegistry;
+}
+
+/** Tells the registry the secrets a process's configuration holds: the API tokens and the Redis password. */
+function registerConfigSecrets(secrets: SecretRegistry, config: AppConfig, target: RedisTarget): void {
+  secrets.set('api-tokens', config.api.tokens);
+  const redisPassword = (): string | undefined => {
+    if (target.kind === 'cluster') return target.password;
+    const u = new URL(target.url);
+    return u.password ? decodeURIComponent(u.password) : undefined;
+  };
+  secrets.set('redis', [redisPassword(), config.redis.password]);
 }
 
 /**
@@ -64,6 +83,8 @@ export function echoUrlFor(config: Pick<AppConfig, 'echoUrl' | 'api'>, apiUrl: s
  */
 export async function runRoles(config: AppConfig, roles: readonly RoleName[], logger: Logger, options: RunRolesOptions = {}): Promise<RunningRoles> {
   const closers: (() => Promise<void>)[] = [];
+  const secrets = options.secrets ?? new SecretRegistry();
+  secrets.set('api-tokens', config.api.tokens);
   const closeAll = async (): Promise<void> => {
     for (const close of closers.reverse()) {
       try {
@@ -75,7 +96,7 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
   };
   try {
     // First in, last out: spans of the shutdown itself are still exported.
-    const tracing = await startTracing(config.telemetry, roles);
+    const tracing = await startTracing(config.telemetry, roles, secrets);
     closers.push(() => tracing.shutdown());
     if (tracing.enabled) logger.info({ tracesUrl: config.telemetry?.tracesUrl, protocol: config.telemetry?.protocol, roles }, 'tracing on');
     let redisUrl = config.redis.url;
@@ -97,20 +118,21 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
       }
     }
     const redisTarget = redisTargetOf(config.redis, redisUrl);
+    registerConfigSecrets(secrets, config, redisTarget);
     if (redisTarget.kind === 'cluster')
       logger.info({ nodes: redisTarget.nodes.map((n) => `${n.host}:${n.port}`), tls: redisTarget.tls }, 'using a Redis Cluster');
     const redis: RedisClient = createRedis(redisTarget, 'worker', logger.child({ component: 'redis' }));
     closers.push(() => closeRedis(redis));
     await warnUnlessNoEviction(redis, logger);
     // ProviderHealth and Proxy objects: Redis, or Kubernetes custom resources (`--store`).
-    const stores = await createStores(config.store, redis, config.redis.prefix, logger);
+    const stores = await createStores(config.store, redis, config.redis.prefix, logger, secrets);
     const store = stores.status;
     closers.push(() => store.close());
     closers.push(() => stores.proxies.close());
     closers.push(() => stores.pools.close());
     if (config.store?.kind === 'kubernetes') logger.info({ namespace: config.store.namespace }, 'ProviderHealth and Proxy objects live in Kubernetes');
     // One event stream per fleet; each role records under its own name. Closed after the roles (closers run in reverse).
-    const events = new RedisEventStore(redis, config.redis.prefix, config.events, logger.child({ component: 'events' }));
+    const events = new RedisEventStore(redis, config.redis.prefix, config.events, logger.child({ component: 'events' }), secrets);
     closers.push(() => events.close());
     const registry = createRegistry();
     const jobMetrics = createJobMetrics(registry);
@@ -160,7 +182,7 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
         ...(metricsListener ? { metrics: metricsListener } : {}),
         echoUrl: echoUrl(),
       });
-      const built = await createProviders(config.providers, { logger, registry, dataDir: config.dataDir, egress }, options.providerFactory);
+      const built = await createProviders(config.providers, { logger, registry, dataDir: config.dataDir, egress, secrets }, options.providerFactory);
       providers = built;
       closers.push(async () => {
         await Promise.allSettled([...built.values()].map((p) => p.close()));
@@ -185,12 +207,22 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
             jobMetrics,
             events: events.sink('worker'),
             telemetry: tracing.bullmq(role),
+            secrets,
           }),
         );
         closers.push(() => w.close());
       } else if (role === 'publisher') {
         const p = await inRole(role, () =>
-          startPublisherRole({ config, redisTarget, store, logger: log, jobMetrics, events: events.sink('publisher'), telemetry: tracing.bullmq(role) }),
+          startPublisherRole({
+            config,
+            redisTarget,
+            store,
+            logger: log,
+            jobMetrics,
+            events: events.sink('publisher'),
+            telemetry: tracing.bullmq(role),
+            secrets,
+          }),
         );
         closers.push(() => p.close());
       } else if (role === 'scheduler') {

@@ -10,6 +10,7 @@
  * are built from names, reasons and counts, never from credentials, tokens or URLs with them.
  */
 import { MAX_MESSAGE, truncateMessage } from '../health/message.ts';
+import { NO_REDACTION, type Redactor } from '../secrets/secret-registry.ts';
 
 export const EVENT_TYPES = ['Normal', 'Warning'] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
@@ -106,11 +107,27 @@ export interface EventStore extends EventReader {
 export type { EventRetention } from '../config/app.ts';
 
 /**
- * The event as a store keeps it: its message cut to MAX_MESSAGE characters (a message may quote a
- * peer's error text, and a peer's text has no length of its own; a 4 MiB daemon error was stored whole).
+ * The event as a store keeps it: its message and string details passed through the one redaction
+ * (a message may quote a peer's error text, and peers quote the requests they refused: passwords,
+ * tokens), then the message cut to MAX_MESSAGE characters (a peer's text has no length of its own; a
+ * 4 MiB daemon error was stored whole). Redacted first, so a cut never leaves half a secret.
  */
-export function storedEvent<E extends NewEvent>(event: E): E {
-  return event.message.length <= MAX_MESSAGE ? event : { ...event, message: truncateMessage(event.message) };
+export function storedEvent<E extends NewEvent>(event: E, redactor: Redactor = NO_REDACTION): E {
+  const message = truncateMessage(redactor.redact(event.message), MAX_MESSAGE);
+  const details = event.details && redactedDetails(event.details, redactor);
+  if (message === event.message && details === event.details) return event;
+  return { ...event, message, ...(details ? { details } : {}) };
+}
+
+function redactedDetails(details: EventDetails, redactor: Redactor): EventDetails {
+  let changed = false;
+  const out: Record<string, string | number | boolean> = {};
+  for (const [k, v] of Object.entries(details)) {
+    const clean = typeof v === 'string' ? redactor.redact(v) : v;
+    if (clean !== v) changed = true;
+    out[k] = clean;
+  }
+  return changed ? out : details;
 }
 
 /** The sink of a caller that has none: records nothing. */

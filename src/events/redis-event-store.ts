@@ -1,5 +1,6 @@
 import type { Logger } from '../logging.ts';
 import type { RedisClient } from '../redis/connections.ts';
+import { NO_REDACTION, type Redactor } from '../secrets/secret-registry.ts';
 import {
   EVENT_KINDS,
   EVENT_REASONS,
@@ -81,11 +82,14 @@ export class RedisEventStore implements EventStore {
   readonly #key: string;
   readonly #retention: EventRetention;
   readonly #logger: Logger;
+  readonly #redactor: Redactor;
   readonly #inFlight = new Set<Promise<void>>();
   #dropped = 0;
 
-  constructor(redis: RedisClient, prefix: string, retention: EventRetention, logger: Logger) {
+  /** `redactor`: the process's secret registry (src/secrets), through which every event's text passes. */
+  constructor(redis: RedisClient, prefix: string, retention: EventRetention, logger: Logger, redactor: Redactor = NO_REDACTION) {
     this.#redis = redis;
+    this.#redactor = redactor;
     this.#key = `${prefix}:events`;
     this.#retention = retention;
     this.#logger = logger;
@@ -96,7 +100,7 @@ export class RedisEventStore implements EventStore {
   }
 
   sink(source: string): EventSink {
-    return { record: (event) => this.#append(JSON.stringify({ ...storedEvent(event), source }), event.reason) };
+    return { record: (event) => this.#append(JSON.stringify({ ...storedEvent(event, this.#redactor), source }), event.reason) };
   }
 
   #append(text: string, reason: string): void {

@@ -1,3 +1,4 @@
+import type { Secrets } from '../secrets/secret-registry.ts';
 import type { Registry } from 'prom-client';
 import type { ProviderType } from './config.ts';
 import type { EgressGuards } from '../egress/policy-config.ts';
@@ -18,6 +19,14 @@ export interface ProviderDeps {
    * only where a test builds a provider by hand, and then only the default deny applies.
    */
   egress?: EgressGuards;
+  /**
+   * The process's secret registry (src/secrets): a provider tells it the tokens it authenticates with
+   * (a kubeconfig's bearer token or password, GCE access tokens as they are read or refreshed), and
+   * the kvm lifecycle redacts its errors with it (libvirt quotes the domain XML and QEMU's command line,
+   * where the proxy's password is an SMBIOS string). Absent
+   * where a test builds a provider by hand.
+   */
+  secrets?: Secrets;
 }
 
 /**

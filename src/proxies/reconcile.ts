@@ -10,6 +10,7 @@ import type { InstanceLocation, Proxy, ProxyStatus } from '../model/proxy-resour
 import type { EventSink } from '../events/event-sink.ts';
 import * as ev from '../events/proxy-events.ts';
 import { resourceName } from '../schema/zod-helpers.ts';
+import { NO_REDACTION, proxySecretOwner, type Secrets } from '../secrets/secret-registry.ts';
 
 export type ProbeVerdict =
   { ok: true; egressIp: string; durationSeconds?: number } | { ok: false; cause: 'timeout' | 'refused' | 'error'; message: string; durationSeconds?: number };
@@ -37,6 +38,12 @@ export interface ReadinessHooks {
   onObserverError?: (where: string, code: string) => void;
   /** Where lifecycle decisions are recorded (instance created, started, deleted; readiness flips). */
   events?: EventSink;
+  /**
+   * The process's secret registry (src/secrets): every status write passes its redaction (a peer's
+   * error quotes what it was sent), and reconcile tells it each proxy's credentials as it reads them
+   * and forgets them with the proxy. Absent: nothing is redacted (tests that hold no secret).
+   */
+  secrets?: Secrets;
 }
 
 export interface ReconcileDeps extends ReadinessHooks {
@@ -63,7 +70,7 @@ function writeStatus(deps: ReconcileDeps, name: string, update: (p: Proxy) => Pr
     name,
     (p) => {
       const next = update(p);
-      return next ? withReadyCondition(next, now) : undefined;
+      return next ? withReadyCondition(next, now, deps.secrets) : undefined;
     },
     signal,
   );
@@ -85,9 +92,14 @@ function refusalOf(proxy: Proxy): string | undefined {
   return undefined;
 }
 
-/** Fails the proxy for this generation with `message` (status and a Failed event). */
-async function failWith(proxy: Proxy, message: string, deps: ReconcileDeps, signal: AbortSignal): Promise<ReconcileOutcome> {
-  await writeStatus(deps, proxy.name, (p) => status(p, { phase: 'Failed', lastError: message }), signal);
+/**
+ * Fails the proxy for this generation with `message` (status, a Failed event and the outcome, which
+ * the job keeps as its return value), with `patch` (the instance it concerns) in the status. The one
+ * way out of every failure branch, so the message is redacted once for all three.
+ */
+async function failWith(proxy: Proxy, failure: string, deps: ReconcileDeps, signal: AbortSignal, patch: Partial<ProxyStatus> = {}): Promise<ReconcileOutcome> {
+  const message = (deps.secrets ?? NO_REDACTION).redact(failure);
+  await writeStatus(deps, proxy.name, (p) => status(p, { ...patch, phase: 'Failed', lastError: message }), signal);
   deps.events?.record(ev.failed(proxy, message));
   return { kind: 'failed', message };
 }
@@ -121,6 +133,8 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
   if (!lifecycle) return failWith(proxy, `provider "${proxy.spec.provider}" is not configured in this worker or cannot host proxies`, deps, signal);
   const credentials = await deps.proxies.credentials(name, signal);
   if (!credentials) return { kind: 'retry-later', why: 'credentials not written yet' };
+  // Known before any peer is told them, so any error quoting them is redacted.
+  deps.secrets?.setCredentials(proxySecretOwner(name), credentials);
 
   if (moving) {
     const removal = await removeFrom(recorded, instanceName, { fleet: deps.fleet, proxy: name }, deps, signal);
@@ -156,18 +170,13 @@ export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: 
   } catch (err) {
     const provisioning = findCause(err, ProvisioningError);
     if (!provisioning) throw err;
-    await writeStatus(deps, name, (p) => status(p, { phase: 'Failed', instanceName, lastError: provisioning.message }), signal);
-    deps.events?.record(ev.failed(proxy, provisioning.message));
-    return { kind: 'failed', message: provisioning.message };
+    return failWith(proxy, provisioning.message, deps, signal, { instanceName });
   }
   const stale = await movedAwayMeanwhile(await deps.proxies.get(name, signal), here, instanceName, { fleet: deps.fleet, proxy: name }, lifecycle, signal);
   if (stale) return { kind: 'retry-later', why: stale };
   if (proxy.status.instanceId !== instance.id) deps.events?.record(ev.instanceCreated(proxy, instance, here, creationCause(proxy, moving)));
   if (instance.state === 'failed') {
-    const message = instance.message ?? `instance ${instanceName} failed`;
-    await writeStatus(deps, name, (p) => status(p, { phase: 'Failed', instanceName, instanceId: instance.id, lastError: message }), signal);
-    deps.events?.record(ev.failed(proxy, message));
-    return { kind: 'failed', message };
+    return failWith(proxy, instance.message ?? `instance ${instanceName} failed`, deps, signal, { instanceName, instanceId: instance.id });
   }
   if (instance.state !== 'running' || !instance.endpoint) {
     await writeStatus(
@@ -270,6 +279,7 @@ async function deleteProxy(
     }
   }
   await deps.proxies.remove(proxy.name, signal);
+  deps.secrets?.forget(proxySecretOwner(proxy.name));
   deps.events?.record(ev.proxyDeleted(proxy));
   return { kind: 'deleted' };
 }

@@ -50,7 +50,7 @@ export async function recordFailure(deps: FailureDeps, name: string, failure: Fa
       provider = p.spec.provider;
       subject = p;
       ready = readySeconds(p.status, now);
-      return withReadyCondition(next.status, now);
+      return withReadyCondition(next.status, now, deps.hooks.secrets);
     },
     signal,
   );

@@ -1,3 +1,4 @@
+import type { SecretSink } from '../secrets/secret-registry.ts';
 import type { StoreSettings } from '../config/app.ts';
 import type { Logger } from '../logging.ts';
 import type { RedisClient } from '../redis/connections.ts';
@@ -24,7 +25,13 @@ export interface Stores {
  * Redis (the default) or Kubernetes custom resources; the Redis connection is the caller's. The
  * Kubernetes stores (and their client library) are loaded only when `--store kubernetes` asks for them.
  */
-export async function createStores(settings: StoreSettings | undefined, redis: RedisClient, prefix: string, logger: Logger): Promise<Stores> {
+export async function createStores(
+  settings: StoreSettings | undefined,
+  redis: RedisClient,
+  prefix: string,
+  logger: Logger,
+  secrets?: SecretSink,
+): Promise<Stores> {
   if (settings?.kind !== 'kubernetes') {
     return {
       status: new RedisStatusStore(redis, prefix),
@@ -35,5 +42,5 @@ export async function createStores(settings: StoreSettings | undefined, redis: R
     };
   }
   const { createKubernetesStores } = await import('./kubernetes/create-kubernetes-stores.ts');
-  return { ...createKubernetesStores(settings, logger), replacements: new RedisMemberReplacements(redis, prefix) };
+  return { ...createKubernetesStores(settings, logger, secrets), replacements: new RedisMemberReplacements(redis, prefix) };
 }

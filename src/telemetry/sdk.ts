@@ -25,6 +25,8 @@ import { packageVersion } from '../version.ts';
 import type { TelemetryConfig } from './config.ts';
 import { ROLE_KEY } from './spans.ts';
 import type { TracingRuntime } from './tracing.ts';
+import type { Redactor } from '../secrets/secret-registry.ts';
+import { redactingExporter } from './redacting-exporter.ts';
 
 function samplerOf(config: TelemetryConfig['sampler']): Sampler {
   switch (config.name) {
@@ -79,11 +81,13 @@ function bullmqTelemetry(role: string, provider: NodeTracerProvider): Telemetry 
 }
 
 /** Starts one tracer provider per role and installs the global context manager, propagator and (routing) tracer provider. */
-export function startSdk(config: TelemetryConfig, roles: readonly string[]): TracingRuntime {
+export function startSdk(config: TelemetryConfig, roles: readonly string[], secrets: Redactor): TracingRuntime {
   const version = packageVersion();
   const providers = new Map<string, NodeTracerProvider>();
   for (const role of roles) {
-    const exporter = config.protocol === 'http/json' ? new JsonExporter({ url: config.tracesUrl }) : new ProtobufExporter({ url: config.tracesUrl });
+    const otlp = config.protocol === 'http/json' ? new JsonExporter({ url: config.tracesUrl }) : new ProtobufExporter({ url: config.tracesUrl });
+    // Every span passes the one redaction before it leaves the process.
+    const exporter = redactingExporter(otlp, secrets);
     providers.set(
       role,
       new NodeTracerProvider({

@@ -5,6 +5,7 @@
  */
 import type { Telemetry } from 'bullmq';
 import type { TelemetryConfig } from './config.ts';
+import { NO_REDACTION, type Redactor } from '../secrets/secret-registry.ts';
 
 export interface TracingRuntime {
   readonly enabled: boolean;
@@ -27,10 +28,10 @@ export const TRACING_OFF: TracingRuntime = Object.freeze({
  * Starts tracing for `roles` when `config` is set (the SDK is imported only then), or returns
  * TRACING_OFF. The OTel exporter itself reads the remaining standard variables
  * (`OTEL_EXPORTER_OTLP_HEADERS`, `…_TIMEOUT`, `…_COMPRESSION`, certificates) when it is created,
- * that is only when tracing is on.
+ * that is only when tracing is on. Every exported span passes `secrets`' redaction (redacting-exporter.ts).
  */
-export async function startTracing(config: TelemetryConfig | undefined, roles: readonly string[]): Promise<TracingRuntime> {
+export async function startTracing(config: TelemetryConfig | undefined, roles: readonly string[], secrets: Redactor = NO_REDACTION): Promise<TracingRuntime> {
   if (!config || roles.length === 0) return TRACING_OFF;
   const { startSdk } = await import('./sdk.ts');
-  return startSdk(config, roles);
+  return startSdk(config, roles, secrets);
 }

@@ -6,6 +6,9 @@
  * - `oversizeBodyBytes`: every GET is answered 200 with a chunked JSON body of about this many bytes;
  * - `watchLineBytes` (kube): a watch sends headers, then one line of this many bytes that never ends;
  * - `silentWatch` (kube): a watch sends headers, then nothing, ever.
+ * - `quoteRequest`: a write (POST/PUT/PATCH) whose path contains `path` is refused with `status` and
+ *   `reason`, the error message quoting the request as a chatty server does: its Authorization header
+ *   and its body (an insert's metadata with the user-data, a Secret's `data`).
  */
 import type { ServerResponse } from 'node:http';
 
@@ -14,6 +17,17 @@ export interface Misbehaviour {
   oversizeBodyBytes?: number;
   watchLineBytes?: number;
   silentWatch?: boolean;
+  quoteRequest?: { path: string; status: number; reason: string };
+}
+
+/** The refusal `quoteRequest` makes of `entry`, or undefined when the switch does not apply to it. */
+export function quotedRefusal(
+  m: Misbehaviour,
+  entry: { method: string; path: string; body: string; authorization?: string | undefined },
+): { status: number; reason: string; message: string } | undefined {
+  const q = m.quoteRequest;
+  if (!q || entry.method === 'GET' || entry.method === 'DELETE' || !entry.path.includes(q.path)) return undefined;
+  return { status: q.status, reason: q.reason, message: `invalid request (Authorization: ${entry.authorization ?? 'none'}): ${entry.body}` };
 }
 
 const CHUNK = Buffer.alloc(1024 * 1024, 0x61);

@@ -23,6 +23,7 @@ import { orUndefined } from '../../src/providers/kvm/lifecycle-ops.ts';
 import { proxyEgressPolicy, type EgressGuards } from '../../src/egress/policy-config.ts';
 import { createKvmProvider, kvmProviderSchema } from '../../src/providers/kvm/index.ts';
 import { unescapeXml } from '../../src/providers/kvm/domain-xml.ts';
+import { proxySecretOwner, SecretRegistry } from '../../src/secrets/secret-registry.ts';
 
 const run = promisify(execFile);
 const RUN_ID = `${process.pid.toString(36)}${Date.now().toString(36).slice(-4)}`;
@@ -78,11 +79,15 @@ async function removeVolume(name: string): Promise<void> {
   });
 }
 
+/** The process's secret registry, as the worker gives it to the provider (reconcile tells it each proxy's credentials). */
+const secrets = new SecretRegistry();
+
 function lifecycle(options: Partial<KvmLifecycleOptions> = {}, egressPolicy?: Parameters<typeof createKvmLifecycle>[0]['egressPolicy']) {
   return createKvmLifecycle({
     pool,
     hosts: [host],
     logger,
+    secrets,
     options: { baseImageVolume: baseVolume, memoryMiB: 64, ...options },
     ...(egressPolicy ? { egressPolicy } : {}),
   });
@@ -284,10 +289,11 @@ describe('KVM proxy lifecycle on the real test host', () => {
     // libvirt quotes the offending line in its parse error: here, the line holding the OEM strings.
     const lc = lifecycle({ domainTemplate: DEFAULT_DOMAIN_TEMPLATE.replace('{{sysinfo}}', `{{sysinfo}}<broken a='&'/>`) });
     const s = spec(unique('leak'));
+    secrets.setCredentials(proxySecretOwner(s.owner.proxy), s.credentials);
     const err = await lc.ensureInstance(s, sig()).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ProvisioningError);
     expect((err as Error).message).toMatch(/defining domain .*xmlParse/s);
-    expect((err as Error).message).toContain('egress.proxy.password=***');
+    expect((err as Error).message).toContain('egress.proxy.password=[redacted]');
     const everything = [(err as Error).message, JSON.stringify(err), String((err as Error).cause), JSON.stringify((err as Error).cause), logText].join('\n');
     expect(everything).not.toContain(s.credentials.password);
     expect(await volumeExists(`${s.name}.qcow2`)).toBe(false);

@@ -1,6 +1,7 @@
 import { freezeConfig, type AppConfig } from '../../config/app.ts';
 import { ConfigError } from '../../errors.ts';
 import { createLogger, type Logger } from '../../logging.ts';
+import { SecretRegistry } from '../../secrets/secret-registry.ts';
 import { ensurePrivateDir } from '../../redis/private-files.ts';
 import { ensureLocalToken, LOCAL_TOKEN_NAME, recordRunningApi, type LocalToken } from '../local-api-access.ts';
 import type { CliIO } from '../output.ts';
@@ -78,12 +79,14 @@ export async function runServerCommand(role: string, flags: ServerFlags, io: Cli
     return 0;
   }
   const { config, local } = await withLocalToken(trusted);
-  const logger = createLogger({ level: config.logLevel });
+  // The one secret registry of the process: its logger's lines and every role's records pass its redaction.
+  const secrets = new SecretRegistry();
+  const logger = createLogger({ level: config.logLevel, secrets });
   for (const warning of [config.api.tokenFileWarning, local?.warning]) if (warning) logger.warn(warning);
   if (config.api.noAuth && roles.includes('api'))
     logger.warn('--no-auth: the API requires no token: every user of this machine can read every proxy password and apply or delete proxies');
   const openFiles = await raiseOpenFilesLimit(logger);
-  const running = await runRoles(config, roles, logger, { ...options, ...(openFiles === undefined ? {} : { openFiles }) });
+  const running = await runRoles(config, roles, logger, { ...options, secrets, ...(openFiles === undefined ? {} : { openFiles }) });
   // Listen before anything else is awaited, and before saying "up": the roles already work (a check
   // may be in flight), whoever reads that line may send SIGTERM at once, and a signal before the
   // handler exists kills the process without a shutdown (its children orphaned).

@@ -4,6 +4,7 @@ import { FirewallsClient, GlobalOperationsClient, InstancesClient, ZoneOperation
 import { OAuth2Client } from 'google-auth-library';
 import { ConfigError } from '../../errors.ts';
 import type { GcpProviderConfig } from './config.ts';
+import type { SecretSink } from '../../secrets/secret-registry.ts';
 
 /** How long a token read from `accessTokenFile` is used before the file is read again. */
 const TOKEN_REREAD_MS = 60_000;
@@ -35,14 +36,14 @@ export type ComputeConnectionConfig = Pick<GcpProviderConfig, 'credentialsFile' 
  * Files are checked now so a typo fails at start with a ConfigError naming the field. REST is the
  * client's default (`fallback`), and must stay so: Compute has no gRPC endpoint.
  */
-export function computeClientOptions(config: ComputeConnectionConfig, path = 'provider'): ComputeClientOptions {
+export function computeClientOptions(config: ComputeConnectionConfig, path = 'provider', secrets?: SecretSink): ComputeClientOptions {
   const options: ComputeClientOptions = { clientOptions: { transporterOptions: BODY_CAP } };
   if (config.apiEndpoint) options.apiEndpoint = config.apiEndpoint;
   if (config.port !== undefined) options.port = config.port;
   if (config.protocol) options.protocol = config.protocol;
   if (config.accessTokenFile) {
     checkReadable(config.accessTokenFile, `${path}.accessTokenFile`);
-    options.authClient = tokenFileAuthClient(config.accessTokenFile);
+    options.authClient = tokenFileAuthClient(config.accessTokenFile, secrets, `${path}:access-token`);
   } else if (config.credentialsFile) {
     checkReadable(config.credentialsFile, `${path}.credentialsFile`);
     options.keyFilename = config.credentialsFile;
@@ -53,14 +54,16 @@ export function computeClientOptions(config: ComputeConnectionConfig, path = 'pr
 /**
  * An OAuth2Client whose token comes from a file. The token carries an expiry, so the client re-reads the
  * file through `refreshHandler` when it lapses, and never retries a 401/403 on its own (a retry would
- * break the health check's one-request guarantee).
+ * break the health check's one-request guarantee). Each token read is told to `secrets` before it is
+ * sent (a Compute error may quote the request's headers).
  */
-export function tokenFileAuthClient(file: string): OAuth2Client {
+export function tokenFileAuthClient(file: string, secrets?: SecretSink, owner = 'gcp:access-token'): OAuth2Client {
   const client = new OAuth2Client({ transporterOptions: BODY_CAP });
-  const read = async () => ({
-    access_token: (await readFile(file, 'utf8')).trim(),
-    expiry_date: Date.now() + client.eagerRefreshThresholdMillis + TOKEN_REREAD_MS,
-  });
+  const read = async () => {
+    const token = (await readFile(file, 'utf8')).trim();
+    secrets?.set(owner, [token]);
+    return { access_token: token, expiry_date: Date.now() + client.eagerRefreshThresholdMillis + TOKEN_REREAD_MS };
+  };
   client.refreshHandler = read;
   return client;
 }

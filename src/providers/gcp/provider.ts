@@ -24,7 +24,7 @@ export interface GcpProviderOptions {
  * Throws ConfigError at creation when a credentials or token file cannot be read.
  */
 export function createGcpProvider(config: GcpProviderConfig, deps: ProviderDeps, options: GcpProviderOptions = {}): Provider {
-  const clientOptions = options.clients ? undefined : computeClientOptions(config, `providers.${config.name}`);
+  const clientOptions = options.clients ? undefined : computeClientOptions(config, `providers.${config.name}`, deps.secrets);
   const endpoint = computeEndpoint(config);
   // createProvider() already binds `provider` to the logger.
   const log = deps.logger.child({ type: 'gcp', project: config.project, endpoint });

@@ -3,6 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { KubeConfig, type User } from '@kubernetes/client-node';
 import { ConfigError } from '../../errors.ts';
 import type { KubernetesProviderConfig } from './config.ts';
+import type { SecretSink } from '../../secrets/secret-registry.ts';
 
 /** How often a bearer token from `tokenFile` is re-read (projected service-account tokens rotate). */
 const TOKEN_REREAD_MS = 60_000;
@@ -19,7 +20,7 @@ export type KubeConnectionConfig = Pick<KubernetesProviderConfig, 'kubeconfig' |
  * Files are checked now, so a typo fails at start with a ConfigError naming the field; the token itself is
  * read when a request is made and re-read every minute, and never logged.
  */
-export function buildKubeConfig(config: KubeConnectionConfig, path = 'provider'): KubeConfig {
+export function buildKubeConfig(config: KubeConnectionConfig, path = 'provider', secrets?: SecretSink): KubeConfig {
   const kc = new KubeConfig();
   if (config.kubeconfig) {
     try {
@@ -40,7 +41,7 @@ export function buildKubeConfig(config: KubeConnectionConfig, path = 'provider')
     if (config.server.startsWith('http:') && !config.skipTLSVerify) {
       throw new ConfigError(`${path}.server`, 'a plain http:// server needs skipTLSVerify: true');
     }
-    kc.addAuthenticator(new TokenFileAuthenticator());
+    kc.addAuthenticator(new TokenFileAuthenticator(secrets, `${path}:token-file`));
     kc.loadFromOptions({
       clusters: [{ name: 'egress', server: config.server, skipTLSVerify: config.skipTLSVerify, ...(config.caFile ? { caFile: config.caFile } : {}) }],
       users: [{ name: 'egress', authProvider: { name: TOKEN_FILE_PROVIDER, config: { path: config.tokenFile } } }],
@@ -58,6 +59,15 @@ export function buildKubeConfig(config: KubeConnectionConfig, path = 'provider')
   if (!cluster) throw new ConfigError(path, 'the kubeconfig has no current cluster');
   if (!URL.canParse(cluster.server)) throw new ConfigError(path, `invalid API server URL "${cluster.server}"`);
   return kc;
+}
+
+/**
+ * Tells `secrets` what the current user of `kc` authenticates with (a bearer token, a password): an
+ * API server's error may quote a request's headers. Tokens from a token file are told as they are read.
+ */
+export function registerKubeSecrets(kc: KubeConfig, secrets: SecretSink | undefined, owner: string): void {
+  const user = kc.getCurrentUser();
+  if (secrets && user) secrets.set(owner, [user.token, user.password]);
 }
 
 /** The API server's `host[:port]`, for health-check details and logs. */
@@ -80,6 +90,13 @@ const TOKEN_FILE_PROVIDER = 'egress-token-file';
 class TokenFileAuthenticator {
   private token: string | undefined;
   private readAt = 0;
+  private readonly secrets: SecretSink | undefined;
+  private readonly owner: string;
+
+  constructor(secrets: SecretSink | undefined, owner: string) {
+    this.secrets = secrets;
+    this.owner = owner;
+  }
 
   isAuthProvider(user: User): boolean {
     return (user.authProvider as { name?: string } | undefined)?.name === TOKEN_FILE_PROVIDER;
@@ -90,6 +107,7 @@ class TokenFileAuthenticator {
     if (this.token === undefined || Date.now() - this.readAt > TOKEN_REREAD_MS) {
       this.token = (await readFile(file, 'utf8')).trim();
       this.readAt = Date.now();
+      this.secrets?.set(this.owner, [this.token]);
     }
     opts.headers ??= {};
     opts.headers.Authorization = `Bearer ${this.token}`;

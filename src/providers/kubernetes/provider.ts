@@ -5,7 +5,7 @@ import type { Provider, ProviderDeps } from '../types.ts';
 import { createKubernetesLifecycle } from './lifecycle.ts';
 import { classifyKubeError, truncateMessage } from './classify.ts';
 import type { KubernetesProviderConfig } from './config.ts';
-import { apiHost, buildKubeConfig } from './kubeconfig.ts';
+import { apiHost, buildKubeConfig, registerKubeSecrets } from './kubeconfig.ts';
 import { MANAGED_LABEL_SELECTOR } from './labels.ts';
 import { CHECK_BODY_BYTES, cappedHttpLibrary } from './capped-http.ts';
 import { raceAbort, tracedHttp, withSignal } from './request-options.ts';
@@ -24,7 +24,8 @@ export interface KubernetesProviderOptions {
  * Throws ConfigError at creation when the kubeconfig, context or token file is unusable.
  */
 export function createKubernetesProvider(config: KubernetesProviderConfig, deps: ProviderDeps, options: KubernetesProviderOptions = {}): Provider {
-  const kc = options.kubeConfig ?? buildKubeConfig(config, `providers.${config.name}`);
+  const kc = options.kubeConfig ?? buildKubeConfig(config, `providers.${config.name}`, deps.secrets);
+  registerKubeSecrets(kc, deps.secrets, `providers.${config.name}:kubeconfig`);
   const host = apiHost(kc);
   const api = kc.makeApiClient(CoreV1Api);
   // createProvider() already binds `provider` to the logger.

@@ -34,6 +34,7 @@ export function createKvmProvider(config: KvmProviderConfig, deps: ProviderDeps)
         logger: deps.logger,
         options: config.proxies,
         egressPolicy: remoteProxyEgressPolicy(config.proxies.egressPolicy, deps.egress),
+        ...(deps.secrets ? { secrets: deps.secrets } : {}),
       })
     : undefined;
   return {

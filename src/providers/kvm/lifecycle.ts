@@ -9,6 +9,8 @@
  * All work goes through the host pool's `call` (an abort drops the connection).
  */
 import { EgressError, toError } from '../../errors.ts';
+import { redactError } from '../../secrets/redact-error.ts';
+import { NO_REDACTION, type Redactor } from '../../secrets/secret-registry.ts';
 import type { HostConnection } from '../../kvm/host-connection.ts';
 import { DomainState, LibvirtError, isLibvirtExists, isLibvirtUnsupported, type DomainRef, type LibvirtConnection } from '../../kvm/libvirt/index.ts';
 import type { KvmHostPool } from '../../kvm/pool/index.ts';
@@ -19,7 +21,7 @@ import type { KvmHostConfig } from './config.ts';
 import { seedImage, seedVolumeName, writeSeed } from './seed.ts';
 import { bootVolumeNamer, ensureKernelFiles, type KernelFiles } from './boot-files.ts';
 import { choosePort, forwardOf, isForwardPortTaken, parsePortRange, qemuCommandline, type GuestForward } from './port-forward.ts';
-import { DEFAULT_DOMAIN_TEMPLATE, REQUIRED_PLACEHOLDERS, domainXml, escapeXml, type DomainTag } from './domain-xml.ts';
+import { DEFAULT_DOMAIN_TEMPLATE, REQUIRED_PLACEHOLDERS, domainXml, type DomainTag } from './domain-xml.ts';
 import {
   deleteVolume,
   describe,
@@ -77,6 +79,8 @@ export interface KvmLifecycleDeps {
   options: KvmLifecycleOptions;
   /** The document every proxy receives (`proxyEgressPolicy` of the provider's config); default: the default deny alone. */
   egressPolicy?: ProxyEgressPolicy;
+  /** The process's secret registry: the errors of `ensureInstance` pass its redaction (it knows the proxy's credentials). */
+  secrets?: Redactor;
 }
 
 /** libvirt numbers that mean "this request can never work as written". */
@@ -98,21 +102,6 @@ function mapError(err: unknown, what: string): unknown {
   return err;
 }
 
-/**
- * A define's error without the password: libvirt quotes the offending line of the XML in a parse
- * error, and that line may hold the OEM strings. The result keeps the code, `retryable` and the
- * ProvisioningError class, and drops the cause (it holds the same text).
- */
-function withoutPassword(err: unknown, password: string): unknown {
-  if (!(err instanceof EgressError) || password === '') return err;
-  const forms = [...new Set([password, escapeXml(password)])];
-  const inside = (e: unknown): boolean =>
-    e instanceof Error && forms.some((f) => e.message.includes(f) || (e instanceof LibvirtError && e.libvirtMessage.includes(f)));
-  if (!inside(err) && !inside(err.cause)) return err;
-  const message = forms.reduce((m, f) => m.split(f).join('***'), err.message);
-  return err instanceof ProvisioningError ? new ProvisioningError(message) : new EgressError(err.code, message, { retryable: err.retryable });
-}
-
 /** A stable host for a name when the spec has no placement (FNV-1a). */
 function hashIndex(name: string, n: number): number {
   let h = 0x811c9dc5;
@@ -123,6 +112,7 @@ function hashIndex(name: string, n: number): number {
 export function createKvmLifecycle(deps: KvmLifecycleDeps): ProxyLifecycle {
   const { pool, hosts, options } = deps;
   const log = deps.logger.child({ component: 'kvm-lifecycle' });
+  const secrets = deps.secrets ?? NO_REDACTION;
   if (hosts.length === 0) throw new TypeError('createKvmLifecycle: no hosts');
   const template = options.domainTemplate ?? DEFAULT_DOMAIN_TEMPLATE;
   for (const p of REQUIRED_PLACEHOLDERS) {
@@ -270,7 +260,7 @@ export function createKvmLifecycle(deps: KvmLifecycleDeps): ProxyLifecycle {
           const instance = raced ? await owned(raced) : undefined;
           if (instance) return instance;
         }
-        const mapped = withoutPassword(mapError(err, `defining domain "${spec.name}" on KVM host "${host.name}"`), spec.credentials.password);
+        const mapped = mapError(err, `defining domain "${spec.name}" on KVM host "${host.name}"`);
         // A definition that can never work leaves no volume behind (it is ours: we just made it).
         if (mapped instanceof ProvisioningError && created) await deleteVolume(c, storagePool, volume, signal).catch(() => undefined);
         if (mapped instanceof ProvisioningError && seed) await deleteVolume(c, storagePool, seed, signal).catch(() => undefined);
@@ -288,7 +278,13 @@ export function createKvmLifecycle(deps: KvmLifecycleDeps): ProxyLifecycle {
   return {
     async ensureInstance(spec, signal) {
       const host = spec.placement !== undefined ? hostNamed(spec.placement) : hosts[hashIndex(spec.name, hosts.length)]!;
-      return run(host, `ensuring instance "${spec.name}"`, (c, s) => ensureOn(c, host, spec, s), signal);
+      try {
+        return await run(host, `ensuring instance "${spec.name}"`, (c, s) => ensureOn(c, host, spec, s), signal);
+      } catch (err) {
+        // libvirt quotes what it refused: a define's parse error the XML line with the SMBIOS strings, a
+        // start error QEMU's command line. Whatever step failed, the error leaves redacted (src/secrets).
+        throw redactError(err, secrets);
+      }
     },
 
     async getInstance(name, placement, signal) {

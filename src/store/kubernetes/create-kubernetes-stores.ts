@@ -1,6 +1,7 @@
 import type { StoreSettings } from '../../config/app.ts';
 import type { Logger } from '../../logging.ts';
-import { buildKubeConfig } from '../../providers/kubernetes/kubeconfig.ts';
+import type { SecretSink } from '../../secrets/secret-registry.ts';
+import { buildKubeConfig, registerKubeSecrets } from '../../providers/kubernetes/kubeconfig.ts';
 import type { Stores } from '../create-stores.ts';
 import { KubernetesPoolStore } from './pool-store.ts';
 import { KubernetesProxyStore } from './proxy-store.ts';
@@ -8,8 +9,13 @@ import { ProxyWatch } from './proxy-watch.ts';
 import { KubernetesStatusStore } from './status-store.ts';
 
 /** The stores of `--store kubernetes` (all but the member replacements, which stay in Redis). */
-export function createKubernetesStores(settings: Extract<StoreSettings, { kind: 'kubernetes' }>, logger: Logger): Omit<Stores, 'replacements'> {
-  const kc = buildKubeConfig(settings.connection, 'store');
+export function createKubernetesStores(
+  settings: Extract<StoreSettings, { kind: 'kubernetes' }>,
+  logger: Logger,
+  secrets?: SecretSink,
+): Omit<Stores, 'replacements'> {
+  const kc = buildKubeConfig(settings.connection, 'store', secrets);
+  registerKubeSecrets(kc, secrets, 'store:kubeconfig');
   // Objects read back that are not taken as they are (a spec or status breaking the schema, times in the future) are logged here.
   const readBack = { logger: logger.child({ component: 'kubernetes-store' }) };
   return {

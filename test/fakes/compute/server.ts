@@ -35,7 +35,7 @@
  * - Enum fields are strings (`"RUNNING"`), as the real server sends them despite `enum-encoding=int`.
  */
 import { delayUnlessClosed, sendJson, takeFault, watchClientAbort } from '../http-plumbing.ts';
-import { misbehave, withStuckPageToken, type Misbehaviour } from '../misbehaviour.ts';
+import { misbehave, quotedRefusal, withStuckPageToken, type Misbehaviour } from '../misbehaviour.ts';
 import { EventEmitter, once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
@@ -267,6 +267,8 @@ export class FakeCompute extends EventEmitter {
       if (fault?.status) {
         throw computeError(fault.status, fault.reason ?? defaultFaultReason(fault.status), fault.message ?? `fault injected: ${fault.status}`);
       }
+      const quoted = quotedRefusal(this.misbehaviour, entry);
+      if (quoted) throw computeError(quoted.status, quoted.reason, quoted.message);
       this.authenticate(entry);
       if (!this.apiEnabled) throw apiDisabled(this.projectNumber);
       const [code, body] = route(this.state, entry, this.project);

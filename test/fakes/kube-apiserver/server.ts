@@ -87,7 +87,7 @@
  *   Secret's size limit counts keys and decoded values.
  */
 import { delayUnlessClosed, sendJson, takeFault, watchClientAbort } from '../http-plumbing.ts';
-import { misbehave, withStuckPageToken, type Misbehaviour } from '../misbehaviour.ts';
+import { misbehave, quotedRefusal, withStuckPageToken, type Misbehaviour } from '../misbehaviour.ts';
 import { EventEmitter, once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
@@ -376,6 +376,11 @@ export class FakeKubeApiserver extends EventEmitter {
       return;
     }
     if (misbehave(this.misbehaviour, entry, res)) return;
+    const quoted = quotedRefusal(this.misbehaviour, entry);
+    if (quoted) {
+      this.send(res, entry, quoted.status, status(quoted.status, quoted.reason, quoted.message));
+      return;
+    }
     try {
       const ctx: RouteContext = {
         store: this.store,
