@@ -95,6 +95,13 @@ export async function sweepProvider(provider: string, lifecycle: ProxyLifecycle,
     due,
     pace,
     async ({ instance, reason }, s) => {
+      // The proxy may have come back to this provider since the listing (a move there and back): read
+      // it again and keep the instance when it owns it now.
+      const current = await deps.proxies.get(instance.owner.proxy, s);
+      if (current && (current.spec.provider === provider || current.specProblems !== undefined) && instanceNameFor(deps.fleet, current) === instance.name) {
+        result.kept++;
+        return;
+      }
       try {
         // The inventory's word is not enough: the delete reads the object again and deletes it only
         // if it still carries this fleet and this proxy; volumes go only with their tagged domain.
