@@ -29,11 +29,27 @@ export class DialError extends EgressError {
   /** Set when the handshake failed because the server's host key was refused. */
   readonly hostKey: HostKeyRefusal | undefined;
 
-  constructor(stage: DialStage, host: string, cause: unknown, details: { hostKey?: HostKeyRefusal } = {}) {
-    super('ERR_KVM_DIAL', messageOf(cause), { cause, retryable: true });
+  constructor(stage: DialStage, host: string, cause: unknown, details: { hostKey?: HostKeyRefusal; code?: string; message?: string } = {}) {
+    super(details.code ?? 'ERR_KVM_DIAL', details.message ?? messageOf(cause), { cause, retryable: true });
     this.stage = stage;
     this.host = host;
     this.hostKey = details.hostKey;
+  }
+}
+
+/**
+ * A dial the host pool ended at its own bound (`dialTimeoutMs`), not the caller: the message names
+ * the stage the dial was in and the bound; `cause` is the DialError the dial ended with.
+ */
+export class DialTimeoutError extends DialError {
+  readonly timeoutMs: number;
+  constructor(dial: DialError, timeoutMs: number) {
+    super(dial.stage, dial.host, dial, {
+      code: 'ERR_KVM_DIAL_TIMEOUT',
+      message: `dial of KVM host "${dial.host}" timed out after ${timeoutMs} ms in stage ${dial.stage}`,
+      ...(dial.hostKey ? { hostKey: dial.hostKey } : {}),
+    });
+    this.timeoutMs = timeoutMs;
   }
 }
 

@@ -1,6 +1,7 @@
 import type { Logger } from '../logging.ts';
 import { ForeignInstanceError, type Instance, type ProxyLifecycle } from '../providers/lifecycle.ts';
 import type { ProxyReader } from '../store/proxy-store.ts';
+import type { Proxy } from '../model/proxy-resource.ts';
 import { instanceNameFor } from './instance-name.ts';
 import { formatDuration } from '../schema/duration.ts';
 import type { EventSink } from '../events/event-sink.ts';
@@ -52,6 +53,16 @@ export interface SweepResult {
 }
 
 /**
+ * Whether a proxy's instance on this provider is still its own: its spec names the provider; or its
+ * spec could not be read (specProblems: it may be anywhere); or its status still records the instance
+ * there (a move away is under way: reconcile removes that instance itself before it makes the next,
+ * and a move back reuses it — GC must not delete it in between).
+ */
+function ownsHere(proxy: Proxy, provider: string): boolean {
+  return proxy.spec.provider === provider || proxy.specProblems !== undefined || proxy.status.instanceLocation?.provider === provider;
+}
+
+/**
  * One garbage-collection sweep of a provider: walks its full inventory of instances carrying
  * this fleet's owner identity (the lifecycle pages through it and never returns anything
  * without our label or tag) and deletes those no Proxy owns — except instances younger than
@@ -68,7 +79,7 @@ export async function sweepProvider(provider: string, lifecycle: ProxyLifecycle,
   const now = (deps.now ?? (() => new Date()))().getTime();
   const proxies = await deps.proxies.list(signal);
   // A proxy whose spec the store could not read (specProblems) may have its instance on any provider: it keeps it on each.
-  const owned = new Set(proxies.filter((p) => p.spec.provider === provider || p.specProblems !== undefined).map((p) => instanceNameFor(deps.fleet, p)));
+  const owned = new Set(proxies.filter((p) => ownsHere(p, provider)).map((p) => instanceNameFor(deps.fleet, p)));
   const byName = new Set(proxies.map((p) => p.name));
   const result: SweepResult = { provider, seen: 0, kept: 0, young: 0, deleted: [], left: 0, refused: 0 };
   const orphans: { instance: Instance; reason: GcReason }[] = [];
@@ -95,6 +106,13 @@ export async function sweepProvider(provider: string, lifecycle: ProxyLifecycle,
     due,
     pace,
     async ({ instance, reason }, s) => {
+      // The proxy may have come back to this provider since the listing (a move there and back): read
+      // it again and keep the instance when it owns it now.
+      const current = await deps.proxies.get(instance.owner.proxy, s);
+      if (current && ownsHere(current, provider) && instanceNameFor(deps.fleet, current) === instance.name) {
+        result.kept++;
+        return;
+      }
       try {
         // The inventory's word is not enough: the delete reads the object again and deletes it only
         // if it still carries this fleet and this proxy; volumes go only with their tagged domain.

@@ -22,7 +22,12 @@ export type Fault =
   | { kind: 'sigstop'; role: RoleName; downMs: number }
   | { kind: 'redis-restart'; downMs: number }
   | { kind: 'provider-500' | 'provider-hang' | 'network-cut'; provider: CloudProvider; downMs: number }
+  /** The provider's instance listing (Pods, VMs) answered without `items`, with garbage items, or with a page token that repeats for ever. */
+  | { kind: 'inventory-malformed'; provider: CloudProvider; shape: InventoryShape; downMs: number }
   | { kind: 'local-proxy-kill' };
+
+export const INVENTORY_SHAPES = ['no-items', 'garbage', 'repeat-token'] as const;
+export type InventoryShape = (typeof INVENTORY_SHAPES)[number];
 
 export interface ScheduledFault {
   /** Milliseconds after the start of the run. */
@@ -48,7 +53,7 @@ export interface TimelineEntry {
   what: string;
 }
 
-const KINDS = ['sigkill', 'sigkill', 'sigstop', 'redis-restart', 'provider-500', 'provider-hang', 'network-cut', 'local-proxy-kill'] as const;
+const KINDS = ['sigkill', 'sigkill', 'sigstop', 'redis-restart', 'provider-500', 'provider-hang', 'network-cut', 'local-proxy-kill', 'inventory-malformed'] as const;
 
 /**
  * The fault schedule of a run: `count` faults, mostly one after another (each planned once the
@@ -68,6 +73,8 @@ export function faultSchedule(seed: number, count: number, gapMs: readonly [numb
     else if (kind === 'sigstop') fault = { kind, role: pick(r, ROLE_NAMES), downMs: between(r, 500, 8000) };
     else if (kind === 'redis-restart') fault = { kind, downMs: between(r, 200, 2000) };
     else if (kind === 'local-proxy-kill') fault = { kind };
+    // Long enough for a GC sweep (every 5 s) to list the provider while it lasts.
+    else if (kind === 'inventory-malformed') fault = { kind, provider: pick(r, CLOUD_PROVIDERS), shape: pick(r, INVENTORY_SHAPES), downMs: between(r, 5500, 8000) };
     else fault = { kind, provider: pick(r, CLOUD_PROVIDERS), downMs: between(r, 1000, 5000) };
     const last = out.at(-1);
     const overlaps = last !== undefined && r() < 1 / 3;
@@ -90,6 +97,8 @@ export function describeFault(f: Fault): string {
       return `SIGKILL redis-server, restarted on its AOF after ${f.downMs} ms`;
     case 'local-proxy-kill':
       return 'SIGKILL a local proxy process';
+    case 'inventory-malformed':
+      return `${f.provider}'s instance listing answered ${f.shape === 'no-items' ? 'without items' : f.shape === 'garbage' ? 'with garbage items' : 'with a page token that repeats'} for ${f.downMs} ms`;
     default:
       return `${f.kind} on ${f.provider} for ${f.downMs} ms`;
   }
@@ -150,6 +159,13 @@ export async function runFault(c: ChaosCluster, f: Fault, r: () => number): Prom
         // exited meanwhile
       }
       return `SIGKILL local proxy process ${victim.pid} (${victim.instanceDir.split('/').pop() ?? ''})`;
+    }
+    case 'inventory-malformed': {
+      const fake = f.provider === 'k8s' ? c.kube : c.compute;
+      fake.misbehaviour = f.shape === 'repeat-token' ? { repeatPageToken: 'chaos-stuck-page' } : { listShape: f.shape };
+      await sleep(f.downMs);
+      fake.misbehaviour = {};
+      return describeFault(f);
     }
     default: {
       const relay = c.relays[f.provider];

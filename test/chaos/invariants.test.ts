@@ -2,6 +2,7 @@ import { describe, expect, test } from 'vitest';
 import { faultSchedule } from './faults.ts';
 import {
   checkConverged,
+  checkDeletions,
   checkHealthCadence,
   checkInstances,
   checkJobs,
@@ -111,7 +112,7 @@ describe('the chaos invariants', () => {
     expect(faultSchedule(7, 30)).toEqual(faultSchedule(7, 30));
     expect(faultSchedule(7, 30)).not.toEqual(faultSchedule(8, 30));
     const kinds = new Set(faultSchedule(7, 200).map((s) => s.fault.kind));
-    expect(kinds).toEqual(new Set(['sigkill', 'sigstop', 'redis-restart', 'provider-500', 'provider-hang', 'network-cut', 'local-proxy-kill']));
+    expect(kinds).toEqual(new Set(['sigkill', 'sigstop', 'redis-restart', 'provider-500', 'provider-hang', 'network-cut', 'local-proxy-kill', 'inventory-malformed']));
     const report = formatReport({
       figures: {
         seed: 7,
@@ -134,5 +135,23 @@ describe('the chaos invariants', () => {
     expect(report).toContain('--seed 7');
     expect(report).toContain('SIGKILL worker-2');
     expect(report).toContain('one instance per proxy: local/ep-a-0000abcd, k8s/ep-a-0000abcd');
+  });
+
+  test('an instance of another fleet, an unlabelled one, or one of a live proxy deleted', () => {
+    const fleet = 'chaos-1';
+    const gone = (name: string, f: string | undefined, atMs = 100) => ({ provider: 'gce', name, fleet: f, proxy: 'a', atMs });
+    const samples = [
+      { atMs: 0, proxies: [ready('a', 'gce')] },
+      { atMs: 1000, proxies: [ready('a', 'gce')] },
+    ];
+    expect(checkDeletions(fleet, [gone('ep-a-0000abcd', fleet)], [], samples)).toEqual([]);
+    // Collected between two samples that both show it as the live proxy's instance.
+    const live = checkDeletions(fleet, [], [{ provider: 'gce', instance: 'ep-a-0000abcd', atMs: 500 }], samples);
+    expect(live).toEqual([expect.objectContaining({ invariant: 'no instance of a live Proxy or another fleet deleted', objects: ['proxy/a', 'gce/ep-a-0000abcd'] })]);
+    // The proxy had moved to another provider by then: its old instance is an orphan there.
+    const moved = [{ atMs: 0, proxies: [ready('a', 'k8s')] }, ...samples.slice(1)];
+    expect(checkDeletions(fleet, [], [{ provider: 'gce', instance: 'ep-a-0000abcd', atMs: 500 }], moved)).toEqual([]);
+    const foreign = checkDeletions(fleet, [gone('ep-theirs-0', 'other'), gone('web-0', undefined)], [], samples);
+    expect(foreign.map((v) => v.objects)).toEqual([['gce/ep-theirs-0'], ['gce/web-0']]);
   });
 });

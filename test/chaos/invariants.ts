@@ -21,6 +21,30 @@ export interface ObservedInstance {
   proxy: string;
 }
 
+/** An instance seen being deleted at a fake, with the labels it had then. */
+export interface ObservedDeletion {
+  provider: string;
+  name: string;
+  /** Its fleet and proxy labels (undefined: it had none). */
+  fleet: string | undefined;
+  proxy: string | undefined;
+  /** When the deletion was seen, after the start of the workload. */
+  atMs: number;
+}
+
+/** What the API said about every proxy at one moment of the run. */
+export interface ProxySample {
+  atMs: number;
+  proxies: readonly ObservedProxy[];
+}
+
+/** A deletion a GC sweep logged. */
+export interface GcDeletion {
+  provider: string;
+  instance: string;
+  atMs: number;
+}
+
 export interface ObservedJob {
   queue: string;
   id: string;
@@ -177,6 +201,43 @@ export function checkHealthCadence(
           detail: `nothing published from ${from} ms to ${until} ms (${until - from} ms > ${limit} ms) with no fault in between`,
         });
     }
+  }
+  return out;
+}
+
+const NOT_OURS_DELETED = 'no instance of a live Proxy or another fleet deleted';
+
+/**
+ * Nothing deleted at a fake belonged to another fleet or to none (decoys of both kinds are seeded),
+ * and no instance a GC sweep collected belonged to a proxy that was live on that provider with that
+ * instance both in the last sample before the deletion and in the first one after it (a proxy's
+ * instance name comes from its uid, so the same name in both is the same proxy all along).
+ */
+export function checkDeletions(fleet: string, deletions: readonly ObservedDeletion[], gc: readonly GcDeletion[], samples: readonly ProxySample[]): Violation[] {
+  const out: Violation[] = [];
+  for (const d of deletions) {
+    if (d.fleet === fleet) continue;
+    out.push({
+      invariant: NOT_OURS_DELETED,
+      objects: [`${d.provider}/${d.name}`],
+      detail: `deleted at ${d.atMs} ms, but it is ${d.fleet === undefined ? 'unlabelled' : `fleet ${d.fleet}'s`}${d.proxy ? ` (proxy ${d.proxy})` : ''}`,
+    });
+  }
+  const sorted = [...samples].sort((a, b) => a.atMs - b.atMs);
+  const owner = (s: ProxySample | undefined, g: GcDeletion): ObservedProxy | undefined =>
+    s?.proxies.find((p) => p.provider === g.provider && p.instanceName === g.instance && p.phase !== 'Terminating');
+  for (const g of gc) {
+    const before = owner(sorted.findLast((s) => s.atMs <= g.atMs), g);
+    const after = owner(
+      sorted.find((s) => s.atMs >= g.atMs),
+      g,
+    );
+    if (before && after && before.name === after.name)
+      out.push({
+        invariant: NOT_OURS_DELETED,
+        objects: [`proxy/${after.name}`, `${g.provider}/${g.instance}`],
+        detail: `garbage-collected at ${g.atMs} ms while its proxy was live on ${g.provider} with that instance (before and after)`,
+      });
   }
   return out;
 }

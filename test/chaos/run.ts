@@ -1,7 +1,10 @@
-import { DEFAULT_TIMINGS, PROVIDERS, startChaosCluster, type ChaosCluster } from './cluster.ts';
+import { fleetOf } from '../../src/proxies/instance-name.ts';
+import { seedComputeFleet, seedKubeFleet } from '../support/gc-fleet.ts';
+import { DEFAULT_TIMINGS, PROVIDERS, ZONE, startChaosCluster, type ChaosCluster } from './cluster.ts';
 import { describeFault, faultSchedule, localProxyProcesses, playFaults, type TimelineEntry } from './faults.ts';
 import {
   checkConverged,
+  checkDeletions,
   checkHealthCadence,
   checkInstances,
   checkJobs,
@@ -9,17 +12,20 @@ import {
   checkNoLeftovers,
   checkSecrets,
   formatViolations,
+  type GcDeletion,
+  type ProxySample,
   type Violation,
 } from './invariants.ts';
-import { healthOf, inventory, jobsOf, kubeSecrets, proxiesOf } from './observe.ts';
+import { gcSweptSince, healthOf, inventory, jobsOf, kubeSecrets, proxiesOf, recordDeletions } from './observe.ts';
 import { processesUnder } from '../support/processes-under.ts';
 import { createWorkload, type WorkloadStats } from './workload.ts';
 
 /**
  * One chaos run: the cluster up, the workload and the fault schedule played together for
  * `faultsMs`, then the workload's final wishes stated again, the cluster left to settle, one GC
- * sweep past the grace period awaited, and every invariant checked; then everything is deleted and
- * stopped, and nothing may be left running.
+ * sweep per provider past the grace period awaited (the gc queue's completions), and every invariant
+ * checked; then everything is deleted and stopped, and nothing may be left running. Other fleets' and
+ * unlabelled instances are seeded on the cloud fakes first, and every deletion at the fakes is recorded.
  */
 export interface ChaosOptions {
   seed: number;
@@ -68,6 +74,7 @@ export interface ChaosResult {
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const GC_GRACE_MS = 5000;
 const GC_INTERVAL_MS = 5000;
+const GC_LINE = 'garbage-collected an instance no proxy owns';
 const CHECK_INTERVAL_MS = 10_000;
 const RECONCILED = '"msg":"reconciled proxy"';
 
@@ -83,13 +90,30 @@ function gcCollected(c: ChaosCluster, t0: number): string[] {
   for (const role of Object.values(c.roles))
     for (const p of role.history)
       for (const line of p.logs().split('\n')) {
-        if (!line.includes('garbage-collected an instance no proxy owns')) continue;
+        if (!line.includes(GC_LINE)) continue;
         try {
           const e = JSON.parse(line) as { instance: string; reason: string; time: number; provider?: string; createdAt?: string };
           const made = e.createdAt ? `, made at ${Date.parse(e.createdAt) - t0} ms` : '';
           out.push(`${e.provider ?? '?'}/${e.instance} (${e.reason}${made}, collected at ${e.time - t0} ms)`);
         } catch {
           out.push(line.slice(0, 200));
+        }
+      }
+  return out;
+}
+
+/** The GC's deletions with their providers and times, from the workers' logs. */
+function gcDeletions(c: ChaosCluster, t0: number): GcDeletion[] {
+  const out: GcDeletion[] = [];
+  for (const role of Object.values(c.roles))
+    for (const p of role.history)
+      for (const line of p.logs().split('\n')) {
+        if (!line.includes(GC_LINE)) continue;
+        try {
+          const e = JSON.parse(line) as { instance: string; time: number; provider?: string };
+          if (e.provider) out.push({ provider: e.provider, instance: e.instance, atMs: e.time - t0 });
+        } catch {
+          // a line cut by a SIGKILL
         }
       }
   return out;
@@ -114,7 +138,14 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
   const started = Date.now();
   const c = await startChaosCluster(o.dir, DEFAULT_TIMINGS);
   log(`cluster up in ${Date.now() - started} ms (prefix ${c.prefix})`);
+  const fleet = fleetOf(c.prefix);
+  // Decoys GC must never touch: old instances of another fleet and unlabelled ones, on each cloud fake.
+  const decoys = { orphans: 0, owned: 0, young: 0, foreign: 4 };
+  seedKubeFleet(c.kube, fleet, [], decoys);
+  seedComputeFleet(c.compute, [ZONE], fleet, [], decoys);
   const t0 = Date.now();
+  const deletionRecorder = recordDeletions(c, t0);
+  const samples: ProxySample[] = [];
   const schedule = faultSchedule(o.seed, o.faults);
   log(`seed ${o.seed}: ${schedule.length} faults: ${schedule.map((s) => describeFault(s.fault)).join('; ')}`);
   const timeline: TimelineEntry[] = [];
@@ -132,6 +163,8 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
           violations.push({ ...v, detail: `${v.detail} (at ${Date.now() - t0} ms)` });
         }
       }
+      const proxies = await proxiesOf(c);
+      if (proxies) samples.push({ atMs: Date.now() - t0, proxies });
       for (const [provider, at] of await healthOf(c)) {
         const list = publications.get(provider);
         if (list && Number.isFinite(at) && !list.includes(at - t0)) list.push(at - t0);
@@ -171,8 +204,11 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
       await sleep(500);
     }
     log(settleMs === undefined ? `not settled within ${o.settleMs} ms` : `settled ${settleMs} ms after the last fault`);
-    // One GC sweep past the grace period, then the inventories again: nothing may be left over.
-    await sleep(GC_GRACE_MS + GC_INTERVAL_MS + 1000);
+    // A GC sweep of every provider that started past the grace period of everything made so far, then
+    // the inventories again: nothing may be left over.
+    await gcSweptSince(c, PROVIDERS, Date.now() + GC_GRACE_MS, GC_GRACE_MS + 4 * GC_INTERVAL_MS).catch((err: unknown) =>
+      violations.push({ invariant: 'no leaked instance', objects: [], detail: (err as Error).message }),
+    );
     const proxies = (await proxiesOf(c)) ?? [];
     failedAtEnd = proxies.filter((p) => p.phase === 'Failed').map((p) => `${p.name}: ${p.lastError ?? ''}`);
     violations.push(...checkConverged(workload.desired, proxies), ...checkInstances(proxies, await inventory(c)), ...checkSecrets(proxies, kubeSecrets(c)));
@@ -187,6 +223,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     const end = Date.now() - t0;
     sampling = false;
     await sampler;
+    violations.push(...checkDeletions(fleet, deletionRecorder.stop(), gcDeletions(c, t0), samples));
     violations.push(
       ...checkHealthCadence(
         publications,
@@ -198,6 +235,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
   } finally {
     sampling = false;
     await sampler;
+    deletionRecorder.stop();
     await cleanUp(c, log);
   }
   const left = await processesUnder(o.dir);

@@ -5,7 +5,9 @@
  * - `repeatPageToken`: every list page names this same token as its next page (a server stuck on a page);
  * - `oversizeBodyBytes`: every GET is answered 200 with a chunked JSON body of about this many bytes;
  * - `watchLineBytes` (kube): a watch sends headers, then one line of this many bytes that never ends;
- * - `silentWatch` (kube): a watch sends headers, then nothing, ever.
+ * - `silentWatch` (kube): a watch sends headers, then nothing, ever;
+ * - `listShape`: every list answer is malformed — `no-items` drops its `items`, `garbage` replaces them
+ *   with values that are not objects of the kind (a number, a string, null, an empty object);
  * - `quoteRequest`: a write (POST/PUT/PATCH) whose path contains `path` is refused with `status` and
  *   `reason`, the error message quoting the request as a chatty server does: its Authorization header
  *   and its body (an insert's metadata with the user-data, a Secret's `data`).
@@ -17,6 +19,7 @@ export interface Misbehaviour {
   oversizeBodyBytes?: number;
   watchLineBytes?: number;
   silentWatch?: boolean;
+  listShape?: 'no-items' | 'garbage';
   quoteRequest?: { path: string; status: number; reason: string };
 }
 
@@ -66,8 +69,16 @@ export function misbehave(m: Misbehaviour, entry: { method: string; query: Recor
   return false;
 }
 
-/** A list answer with its next-page token replaced by the stuck one, when that switch is on. */
-export function withStuckPageToken(m: Misbehaviour, body: unknown, field: 'continue' | 'nextPageToken'): unknown {
+/** A list answer misshapen as `listShape` says (unchanged when the switch is off or the body is no list). */
+function misshapen(m: Misbehaviour, body: unknown): unknown {
+  if (m.listShape === undefined || typeof body !== 'object' || body === null || !('kind' in body) || !String(body.kind).endsWith('List')) return body;
+  const { items: _items, ...rest } = body as { items?: unknown };
+  return m.listShape === 'no-items' ? rest : { ...rest, items: [7, 'garbage', null, {}] };
+}
+
+/** A list answer as the switches make it: misshapen (`listShape`), its next-page token replaced by the stuck one. */
+export function withStuckPageToken(m: Misbehaviour, answer: unknown, field: 'continue' | 'nextPageToken'): unknown {
+  const body = misshapen(m, answer);
   if (m.repeatPageToken === undefined || typeof body !== 'object' || body === null) return body;
   if (field === 'nextPageToken') return 'kind' in body && String(body.kind).endsWith('List') ? { ...body, nextPageToken: m.repeatPageToken } : body;
   const list = body as { items?: unknown; metadata?: object };

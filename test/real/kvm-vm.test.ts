@@ -107,7 +107,11 @@ beforeAll(async () => {
   host = kvmHostConfigOf(testHost, 'kvm-real');
   const logger = createLogger({ level: 'debug', destination: new Writable({ write: (c: Buffer, _e, done) => ((logText += c.toString()), done()) }) });
   pool = createKvmHostPool({ logger, metrics: createKvmPoolMetrics(new Registry()), idleTimeoutMs: 0 });
-  origin = createHttpServer((_req, res) => res.writeHead(200, { 'Content-Type': 'text/plain' }).end('origin says hello'));
+  // QEMU's guest forward connects to the origin once, when the domain starts, and carries every guest
+  // connection over that one stream: the origin must not time it out while the guest boots.
+  origin = createHttpServer({ requestTimeout: 0, headersTimeout: 0, keepAliveTimeout: 0 }, (_req, res) =>
+    res.writeHead(200, { 'Content-Type': 'text/plain' }).end('origin says hello'),
+  );
   const originPort = await listen(origin);
   const forwardPort = await freePort();
   const baseImageVolume = `egt-vm-base-${RUN_ID}.qcow2`;

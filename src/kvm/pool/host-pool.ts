@@ -21,7 +21,7 @@
  */
 import { toError } from '../../errors.ts';
 import type { Logger } from '../../logging.ts';
-import { DialError } from '../dial.ts';
+import { DialError, DialTimeoutError } from '../dial.ts';
 import { callerAbortError, PoolClosedError, ProbeBusyError, ProbeReclaimedError, type PoolMode } from './errors.ts';
 import { Slot } from './slot.ts';
 import type { Dial, HostPoolHostStats, HostPoolOptions, PoolConnection, PoolFn } from './types.ts';
@@ -242,7 +242,8 @@ export class HostPool<H extends { name: string }, C extends PoolConnection> {
   }
 
   private async dial(entry: Entry<H, C>, signal: AbortSignal): Promise<C> {
-    const dialSignal = AbortSignal.any([signal, this.lifetime.signal, AbortSignal.timeout(this.dialTimeoutMs)]);
+    const bound = AbortSignal.timeout(this.dialTimeoutMs);
+    const dialSignal = AbortSignal.any([signal, this.lifetime.signal, bound]);
     const started = performance.now();
     try {
       const conn = await this.dialFn(entry.host, dialSignal);
@@ -259,8 +260,10 @@ export class HostPool<H extends { name: string }, C extends PoolConnection> {
       const outcome = dialSignal.aborted ? 'aborted' : 'error';
       this.metrics?.dials.inc({ host: entry.name, stage, outcome });
       if (this.closed) throw new PoolClosedError();
-      this.logger.warn({ host: entry.name, stage, outcome, err }, 'KVM host dial failed');
-      throw err;
+      // Ended by our own bound rather than the caller: say so, with the stage it was in.
+      const failure = err instanceof DialError && bound.aborted && !signal.aborted ? new DialTimeoutError(err, this.dialTimeoutMs) : err;
+      this.logger.warn({ host: entry.name, stage, outcome, err: failure }, 'KVM host dial failed');
+      throw failure;
     }
   }
 

@@ -31,9 +31,13 @@ export interface SshConnectOptions {
   keepaliveIntervalMs?: number;
   /** Unanswered SSH keepalives before the link is declared dead. Default 3. */
   keepaliveCountMax?: number;
+  /** Bytes the socket may hold unwritten before the peer counts as not reading and is dropped. Default 34 MiB. */
+  maxUnwrittenBytes?: number;
 }
 
 export const DEFAULT_SSH_KEEPALIVE_INTERVAL_MS = 15_000;
+/** As the libvirt write queue's bound: a largest libvirt frame plus room for what is queued behind it. */
+export const DEFAULT_SSH_MAX_UNWRITTEN_BYTES = 34 * 1024 * 1024;
 
 /** The server ended the connection before SSH was ready, without an error of its own. */
 export class SshHandshakeClosedError extends EgressError {
@@ -172,7 +176,7 @@ function handshake(
     };
     let session: SshSession | undefined;
     const onReady = (): void => {
-      session = new SshSession(client, describe);
+      session = new SshSession(client, describe, { socket: sock, maxUnwrittenBytes: options.maxUnwrittenBytes ?? DEFAULT_SSH_MAX_UNWRITTEN_BYTES });
       settle(undefined);
     };
     const onError = (err: Error): void => settle(err);

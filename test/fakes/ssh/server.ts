@@ -8,6 +8,12 @@
  *   reject-auth         every authentication attempt is refused
  *   close-after-banner  sends an OpenSSH banner, then closes the TCP connection
  *   silent              accepts TCP and never sends a byte
+ *   banner-then-silent  sends an OpenSSH banner, reads what the client sends, and never starts the key exchange
+ *   auth-silent         key exchange as usual; every authentication request is left without an answer
+ *
+ * Hostile knobs: a `libvirt` streamlocal target with `ignoreFlowControl` grants the client a 4 GiB
+ * channel window and writes without regard to the client's (as a peer that does not follow flow
+ * control would); `stopReadingTcp()` stops reading every client socket at the TCP level.
  *
  * Deviations from OpenSSH 9.2 (deliberate): no shell/exec/sftp, only publickey auth, one host key
  * (ed25519), no MaxStartups/PerSource limits, and streamlocal is allowed or refused as configured
@@ -22,9 +28,23 @@ import { join } from 'node:path';
 import ssh2, { type Connection, type ParsedKey } from 'ssh2';
 import type { FakeLibvirtServer } from '../libvirt/server.ts';
 
-export type FakeSshBehaviour = 'ok' | 'reject-auth' | 'close-after-banner' | 'silent';
+export type FakeSshBehaviour = 'ok' | 'reject-auth' | 'close-after-banner' | 'silent' | 'banner-then-silent' | 'auth-silent';
 
-export type StreamlocalTarget = { kind: 'socket'; path: string } | { kind: 'libvirt'; server: FakeLibvirtServer } | { kind: 'reject' };
+export type StreamlocalTarget =
+  | { kind: 'socket'; path: string }
+  | { kind: 'libvirt'; server: FakeLibvirtServer; ignoreFlowControl?: boolean }
+  | { kind: 'reject' };
+
+/** ssh2's per-channel flow-control state (not in its typings). */
+interface ChannelInternals {
+  outgoing: { id: number; window: number };
+  _client: { _protocol: { channelWindowAdjust(chan: number, amount: number): void } };
+}
+
+/** ssh2's host keys of a server connection, by type: one object shared by every connection of the server. */
+interface ConnectionInternals {
+  _protocol: { _hostKeys: Record<string, ParsedKey> };
+}
 
 export interface FakeSshServerOptions {
   behaviour?: FakeSshBehaviour;
@@ -62,7 +82,7 @@ export interface FakeSshEvent {
 const IDENT = 'OpenSSH_9.2p1 fake-egress';
 
 export class FakeSshServer {
-  readonly hostKey: SshKeyPair = generateKeyPair();
+  hostKey: SshKeyPair = generateKeyPair();
   readonly clientKey: SshKeyPair = generateKeyPair();
   readonly events: FakeSshEvent[] = [];
   behaviour: FakeSshBehaviour;
@@ -121,6 +141,31 @@ export class FakeSshServer {
     return this.events.filter((e) => e.type === 'tcp-accept').length;
   }
 
+  /** The server sockets of the client connections, newest last. */
+  get clientSockets(): net.Socket[] {
+    return [...this.sockets];
+  }
+
+  /** Stops reading every client socket (what the client writes stays in the kernel's buffers, then in its own). */
+  stopReadingTcp(): void {
+    for (const s of this.sockets) s.pause();
+  }
+
+  /**
+   * Swaps the server's host key for a new one and re-keys every live connection with it (a host
+   * whose key changed under a connection); later connections get the new key too (ssh2 shares one
+   * host key table between a server's connections, so it needs a live connection to reach it).
+   */
+  changeHostKey(): void {
+    if (this.clients.size === 0) throw new Error('changeHostKey needs a live connection');
+    this.hostKey = generateKeyPair();
+    const parsed = ssh2.utils.parseKey(this.hostKey.privateKey) as ParsedKey;
+    for (const c of this.clients) {
+      (c as unknown as ConnectionInternals)._protocol._hostKeys[parsed.type] = parsed;
+      c.rekey();
+    }
+  }
+
   /** Drops every client connection at the TCP level (a host that vanished). */
   killConnections(): void {
     for (const s of this.sockets) s.destroy();
@@ -162,6 +207,11 @@ export class FakeSshServer {
       case 'close-after-banner':
         sock.end(`SSH-2.0-${IDENT}\r\n`);
         return;
+      case 'banner-then-silent':
+        sock.write(`SSH-2.0-${IDENT}\r\n`);
+        sock.once('data', () => this.emit({ type: 'silent-data' }));
+        sock.resume();
+        return;
       default:
         this.ssh.injectSocket(sock);
     }
@@ -173,6 +223,10 @@ export class FakeSshServer {
     client.on('close', () => this.clients.delete(client));
     const allowed = ssh2.utils.parseKey(this.clientKey.publicKey) as ParsedKey;
     client.on('authentication', (ctx) => {
+      if (this.behaviour === 'auth-silent') {
+        this.emit({ type: 'auth', user: ctx.username });
+        return; // never accepted nor rejected
+      }
       const ok =
         this.behaviour === 'ok' &&
         ctx.method === 'publickey' &&
@@ -203,7 +257,13 @@ export class FakeSshServer {
           return;
         }
         if (target.kind === 'libvirt') {
-          target.server.serve(accept());
+          const channel = accept();
+          if (target.ignoreFlowControl) {
+            const internals = channel as unknown as ChannelInternals;
+            internals._client._protocol.channelWindowAdjust(internals.outgoing.id, 0xffffffff - 2 * 1024 * 1024);
+            internals.outgoing.window = Number.MAX_SAFE_INTEGER;
+          }
+          target.server.serve(channel);
           return;
         }
         const upstream = net.connect(target.path);
