@@ -17,13 +17,14 @@ import { createKubernetesLifecycle } from '../../src/providers/kubernetes/lifecy
 import { startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';
 import { tempDir } from '../support/temp-dirs.ts';
 import { waitFor } from '../support/wait.ts';
-import { privatePodman, REPO_ROOT, run, type Podman } from './support/podman.ts';
+import { podmanDown, privatePodman, REPO_ROOT, run, type Podman } from './support/podman.ts';
 
 const ORCHESTRATOR_IMAGE = 'localhost/egress:real-test';
 const PROXY_IMAGE = 'localhost/egress-proxy:real-test';
 const MB = 1_000_000;
 
 let podman: Podman;
+let storeDir: string | undefined;
 /** A copy of the checkout's files (tracked and untracked, not ignored): the build context and the compose project. */
 let checkout: string;
 let hostBefore: HostState;
@@ -81,11 +82,14 @@ beforeAll(async () => {
   hostBefore = hostState();
   checkout = await tempDir('real-checkout-');
   await copyCheckout(checkout);
-  podman = await privatePodman(join(await tempDir('real-podman-'), 'store'));
-}, 900_000);
+  storeDir = join(await tempDir('real-podman-'), 'store');
+  podman = await privatePodman(storeDir);
+  // The first run on a machine builds the stand-ins (debootstrap; minutes, more on a loaded machine).
+}, 1_800_000);
 
 afterAll(async () => {
-  await podman?.down();
+  // Also when `up` failed half-way: the store's overlay mounts, podman's host directories, chains.
+  if (storeDir) await podmanDown(storeDir);
 }, 300_000);
 
 describe.sequential('images, compose and the provider Pod under podman', () => {

@@ -48,6 +48,14 @@ export interface Podman {
   down(): Promise<void>;
 }
 
+/**
+ * `container-stand-ins.sh down DIR`: what a store in DIR made is removed, on the host too. Safe to call
+ * when `privatePodman(DIR)` failed half-way or never ran, and more than once.
+ */
+export async function podmanDown(dir: string): Promise<void> {
+  await run('bash', [SCRIPT, 'down', dir]);
+}
+
 export async function privatePodman(dir: string): Promise<Podman> {
   const niced = (args: readonly string[]): string[] => ['-n', '10', ...args];
   await run('nice', niced(['bash', SCRIPT, 'up', dir]));
@@ -78,8 +86,6 @@ export async function privatePodman(dir: string): Promise<Podman> {
         child.stderr.on('data', onData);
         child.on('exit', () => reject(new Error(`${container}'s log ended without ${pattern}: ${seen.slice(-2000)}`)));
       }),
-    down: async () => {
-      await run('bash', [SCRIPT, 'down', dir]);
-    },
+    down: () => podmanDown(dir),
   };
 }
