@@ -17,7 +17,11 @@ RUN apt-get update && apt-get install -y --no-install-recommends tini && rm -rf 
 WORKDIR /app
 ENV NODE_ENV=production
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+# typescript comes with `--omit=dev` only as valibot's optional peer (devOptional in the lockfile) and
+# nothing loads it at run time; type declarations, TypeScript sources and source maps are for editors.
+RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force \
+ && rm -rf node_modules/typescript node_modules/.bin/tsc node_modules/.bin/tsserver \
+ && find node_modules -type f \( -name '*.ts' -o -name '*.mts' -o -name '*.cts' -o -name '*.map' \) -delete
 COPY bin ./bin
 COPY --from=build /app/dist ./dist
 # The worker's --data-dir (docker-compose.yml): provider state, the local proxy program.

@@ -1,10 +1,10 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
-    // Real VMs and containers take minutes each: `npm run test:real` (vitest.real.config.ts).
-    exclude: ['test/real/**', 'node_modules/**'],
+    // test/real/ is `npm run test:real` (vitest.real.config.ts): real VMs and podman builds, root, minutes.
+    exclude: [...configDefaults.exclude, 'test/real/**'],
     // Two files at a time (this machine and CI have 2 cores): most files wait on processes, Redis
     // and timers rather than compute, so the suite takes ~9 minutes instead of ~14. Files share only
     // the run's Redis (each under its own prefix) and the KVM test host (each under its own names).

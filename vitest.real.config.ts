@@ -1,14 +1,18 @@
 import { defineConfig } from 'vitest/config';
 
-/** `npm run test:real`: real VMs and containers (docs/testing.md), one file at a time. */
+// `npm run test:real`: the suites that run the project's files for real on this machine (test/real/):
+// a proxy VM booted by the kvm lifecycle (scripts/vm-image.sh, the KVM test host), and podman
+// building and running the images (root; scripts/container-stand-ins.sh). One file at a time: each is
+// mostly boots, builds and container start-ups competing for the same two cores.
 export default defineConfig({
   test: {
     include: ['test/real/**/*.test.ts'],
     fileParallelism: false,
+    maxWorkers: 1,
     globalSetup: ['test/support/global-setup.ts'],
     setupFiles: ['test/support/temp-dirs-cleanup.ts'],
     testTimeout: 20 * 60_000,
-    hookTimeout: 20 * 60_000,
+    hookTimeout: 30 * 60_000,
     reporters: ['default'],
     env: { EGRESS_FROM_SOURCE: '1' },
   },

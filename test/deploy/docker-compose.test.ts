@@ -8,7 +8,7 @@ import type { ProviderHealth } from '../../src/health/provider-health.ts';
 import type { ProxyView } from '../../src/proxies/discovery.ts';
 import { freePort } from '../../src/redis/redis-server.ts';
 import { runCli, spawnEgress, type EgressProcess } from '../support/cli.ts';
-import { egressServices, flagValue, mountsOf, readCompose, withFlag } from '../support/compose.ts';
+import { egressServices, flagValue, mountsOf, readCompose, TOKENS_FILE, TOKENS_VOLUME, withFlag } from '../support/compose.ts';
 import { uniquePrefix } from '../support/config.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -54,10 +54,17 @@ describe('docker-compose.yml', () => {
       const port = name === 'api' ? flagValue(args, '--port') : flagValue(args, '--metrics-port');
       expect(port, `${name}'s listener port`).toMatch(/^\d+$/);
       expect(flagValue(args, '--host'), name).toBe('0.0.0.0');
-      expect(flagValue(args, '--api-token-file'), name).toBe('/run/secrets/egress-api-tokens');
+      expect(flagValue(args, '--api-token-file'), name).toBe(`/run/egress/${TOKENS_FILE}`);
+      expect(service.volumes, name).toContain(`${TOKENS_VOLUME}:/run/egress:ro`);
+      expect(service.depends_on?.tokens, name).toEqual({ condition: 'service_completed_successfully' });
       expect(service.healthcheck?.test?.join(' '), name).toContain(`http://127.0.0.1:${port}/healthz`);
     }
     expect(compose.secrets['egress-api-tokens']?.file).toBe('./deploy/api-tokens');
+    // The secret is a bind mount keeping the host file's owner and mode: only the one-shot `tokens`
+    // service reads it, as root, and hands the roles (uid 1000) their own copy (test/real runs it).
+    const tokens = compose.services.tokens;
+    expect(tokens).toMatchObject({ user: 'root', secrets: ['egress-api-tokens'], volumes: [`${TOKENS_VOLUME}:/run/egress`] });
+    expect(tokens?.entrypoint?.join(' ')).toContain(`install -o node -g node -m 0400 /run/secrets/egress-api-tokens /run/egress/${TOKENS_FILE}`);
     expect(flagValue(compose.services.worker?.command ?? [], '--echo-url')).toBe('http://api:8080/v1/echo');
   });
 

@@ -6,6 +6,8 @@ import { ROOT } from './cli.ts';
 export interface ComposeService {
   image?: string;
   build?: string;
+  entrypoint?: string[];
+  user?: string;
   command?: string[];
   environment?: Record<string, string>;
   volumes?: string[];
@@ -24,17 +26,22 @@ export async function readCompose(): Promise<ComposeFile> {
   return parse(await readFile(resolve(ROOT, 'docker-compose.yml'), 'utf8')) as ComposeFile;
 }
 
-/** The services built from this repository's Dockerfile (the egress roles), by name. */
+/** The named volume the one-shot `tokens` service copies the API tokens secret into, and the file's name in it. */
+export const TOKENS_VOLUME = 'egress-tokens';
+export const TOKENS_FILE = 'api-tokens';
+
+/** The services built from this repository's Dockerfile that run an egress role (not the one-shot `tokens`), by name. */
 export function egressServices(compose: ComposeFile): [string, ComposeService][] {
-  return Object.entries(compose.services).filter(([, s]) => s.build !== undefined);
+  return Object.entries(compose.services).filter(([, s]) => s.build !== undefined && s.entrypoint === undefined);
 }
 
-/** Container paths of a service's bind mounts and secrets, mapped to files on this machine. */
+/** Container paths of a service's bind mounts, secrets and the tokens volume's file, mapped to files on this machine. */
 export function mountsOf(service: ComposeService, secretFile: string): Map<string, string> {
   const mounts = new Map<string, string>();
   for (const v of service.volumes ?? []) {
     const [host, container] = v.split(':');
-    if (host && container) mounts.set(container, resolve(ROOT, host));
+    if (host === TOKENS_VOLUME && container) mounts.set(`${container}/${TOKENS_FILE}`, secretFile);
+    else if (host && container) mounts.set(container, resolve(ROOT, host));
   }
   for (const secret of service.secrets ?? []) mounts.set(`/run/secrets/${secret}`, secretFile);
   return mounts;
