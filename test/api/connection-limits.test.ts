@@ -24,6 +24,12 @@ const LIMITS: ConnectionLimits = {
   reserveIdleMs: 60_000,
 };
 
+/**
+ * The same caps with timeouts no test reaches, for the tests that hold idle sockets: under LIMITS'
+ * 1 s header timeout their sockets would be closed under them on a slow machine.
+ */
+const HOLDING: ConnectionLimits = { ...LIMITS, headersTimeoutMs: 120_000, requestTimeoutMs: 240_000, keepAliveTimeoutMs: 120_000 };
+
 interface Idle {
   socket: Socket;
   closed: Promise<void>;
@@ -84,12 +90,19 @@ describe('connection caps', () => {
 
   test('an idle connection that sends nothing is closed after the header timeout, freeing its place', async () => {
     const port = Number(await start(LIMITS));
-    const [first] = await hold(port, 1, '127.0.0.2');
-    await first?.closed;
+    // A peer's whole share, idle: each closed by the server once its header timeout passes.
+    const held = await hold(port, LIMITS.perPeer, '127.0.0.2');
+    await Promise.all(held.map((h) => h.closed));
+    expect(held.every((h) => h.socket.destroyed)).toBe(true);
+    // Their places are free again: the peer is served in full, not sent to the health-only reserve.
+    expect(await rawRequest(`http://127.0.0.1:${port}/work`, { headers: { connection: 'close' }, localAddress: '127.0.0.2' })).toMatchObject({
+      status: 200,
+      text: 'done',
+    });
   });
 
   test('one peer gets its share; others are still served in full', async () => {
-    const port = Number(await start(LIMITS));
+    const port = Number(await start(HOLDING));
     await hold(port, LIMITS.perPeer, '127.0.0.2');
     // Its next connection lands in the reserve: health only.
     expect((await rawRequest(`http://127.0.0.1:${port}/work`, { headers: { connection: 'close' }, localAddress: '127.0.0.2' })).status).toBe(503);
@@ -100,7 +113,7 @@ describe('connection caps', () => {
 
   test('with the general share full, a new connection is answered only for the reserved paths, and then closed', async () => {
     const refused: RefusalReason[] = [];
-    const port = Number(await start(LIMITS, refused));
+    const port = Number(await start(HOLDING, refused));
     const general = LIMITS.maxConnections - LIMITS.reserved;
     for (let peer = 2; peer < 2 + general / LIMITS.perPeer; peer++) await hold(port, LIMITS.perPeer, `127.0.0.${peer}`);
     const busy = await rawRequest(`http://127.0.0.1:${port}/work`);
@@ -115,7 +128,7 @@ describe('connection caps', () => {
 
   test('past the cap, reserve included, a new connection is closed as it is accepted', async () => {
     const refused: RefusalReason[] = [];
-    const port = Number(await start(LIMITS, refused));
+    const port = Number(await start(HOLDING, refused));
     for (let peer = 2; peer < 2 + LIMITS.maxConnections / LIMITS.perPeer; peer++) await hold(port, LIMITS.perPeer, `127.0.0.${peer}`);
     const extra = await idle(port, '127.0.0.1');
     open.push(extra.socket);

@@ -22,20 +22,18 @@ function upload(url: string, headers: Record<string, string>): { req: ClientRequ
   return { req, response };
 }
 
-/** Fails after `ms` instead of hanging the test (the unfixed server never answers). */
-function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  return Promise.race([promise, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no ${what} within ${ms} ms`)), ms).unref())]);
-}
-
 async function bodyOf(res: IncomingMessage): Promise<unknown> {
   const chunks: Buffer[] = [];
   for await (const chunk of res) chunks.push(chunk as Buffer);
   return JSON.parse(Buffer.concat(chunks).toString('utf8'));
 }
 
-/** `/healthz` must answer within 1 s (a deadline on the request, not a measurement). */
+/**
+ * `/healthz` answers 200 (no clock: an API the upload blocks never answers, and the test fails at
+ * its timeout).
+ */
 async function healthzAnswers(api: string): Promise<void> {
-  const res = await fetch(`${api}/healthz`, { signal: AbortSignal.timeout(1000) });
+  const res = await fetch(`${api}/healthz`);
   expect(res.status).toBe(200);
 }
 
@@ -62,7 +60,7 @@ describe('request limits against a hostile client', () => {
     const { req, response } = upload(`${api}/v1/proxies`, { 'content-type': 'application/json', 'content-length': String(10 * MiB) });
     req.write(Buffer.alloc(64 * 1024, 0x20));
     await healthzAnswers(api);
-    const res = await within(response, 10_000, 'answer'); // only 64 KiB of 10 MiB were ever sent
+    const res = await response; // only 64 KiB of 10 MiB were ever sent
     expect(res.statusCode).toBe(413);
     expect(await bodyOf(res)).toEqual({ error: 'ERR_BODY_TOO_LARGE', message: `the request body is larger than ${MiB} bytes (--max-body-size)` });
     req.destroy();
@@ -75,7 +73,7 @@ describe('request limits against a hostile client', () => {
       if (!req.write(chunk)) await Promise.race([once(req, 'drain'), response]);
     }
     await healthzAnswers(api);
-    const res = await within(response, 10_000, 'answer'); // the request was never ended
+    const res = await response; // the request was never ended
     expect(res.statusCode).toBe(413);
     expect(await bodyOf(res)).toMatchObject({ error: 'ERR_BODY_TOO_LARGE' });
     req.destroy();

@@ -8,12 +8,13 @@ import { execFile } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';
-import { hasKubectl, renderInstall, type KubeObject, type Variant } from '../support/kube-install.ts';
+import { renderInstall, type KubeObject, type Variant } from '../support/kube-install.ts';
 import { THIRD_PARTY_CRDS } from '../support/third-party-crds.ts';
 import { tempDir } from '../support/temp-dirs.ts';
+import { describeWithTool } from '../support/required-tools.ts';
 
 const run = promisify(execFile);
 
@@ -69,7 +70,7 @@ function printed(obj: KubeObject): string {
   return `${obj.kind.toLowerCase()}${group ? `.${group}` : ''}/${obj.metadata.name}`;
 }
 
-describe.skipIf(!hasKubectl)('kubectl apply of the install against the fake apiserver', { timeout: 180_000 }, () => {
+describeWithTool('kubectl', 'kubectl apply of the install against the fake apiserver', { timeout: 180_000 }, () => {
   it('creates every object with kubectl apply -f, and a second apply changes nothing', async () => {
     const { file, objects } = await rendered('default');
     const first = await kubectl('apply', '--validate=false', '-f', file);

@@ -7,7 +7,7 @@
  * rendered objects in kubernetes-install.test.ts, and here only that no call needs a verb the role lacks.
  */
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, expect, it } from 'vitest';
 import { proxyCrd, proxyPoolCrd, providerHealthCrd } from '../../src/crds/definitions.ts';
 import type { ProviderHealth } from '../../src/health/provider-health.ts';
 import { silentLogger } from '../../src/logging.ts';
@@ -18,7 +18,8 @@ import { ProxyWatch } from '../../src/store/kubernetes/proxy-watch.ts';
 import { KubernetesStatusStore } from '../../src/store/kubernetes/status-store.ts';
 import { startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';
 import { waitFor } from '../support/wait.ts';
-import { grantsOf, hasKubectl, renderInstall, type KubeObject } from '../support/kube-install.ts';
+import { grantsOf, renderInstall, type KubeObject } from '../support/kube-install.ts';
+import { describeWithTool } from '../support/required-tools.ts';
 
 const NS = 'egress-proxies';
 const ROLES = ['scheduler', 'worker', 'publisher', 'api'] as const;
@@ -77,7 +78,7 @@ afterEach(async () => {
   await kube.close();
 });
 
-describe.skipIf(!hasKubectl)('the install’s RBAC against what each role’s store does', { timeout: 60_000 }, () => {
+describeWithTool('kubectl', 'the install’s RBAC against what each role’s store does', { timeout: 60_000 }, () => {
   it('lets the scheduler create, list and delete ProviderHealth and the publisher write only its status; neither may touch Proxies', async () => {
     const publisher = new KubernetesStatusStore(kube.kubeConfig('publisher-token'));
     // Before the leading scheduler made the object, the publisher may not: a retryable refusal.

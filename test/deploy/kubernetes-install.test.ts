@@ -15,10 +15,11 @@ import { describe, expect, inject, it } from 'vitest';
 import { redisOptions } from '../../queues/connection.ts';
 import { DEFAULT_PREFIX, QUEUES } from '../../queues/names.ts';
 import { parseConfigDocument, parseYaml } from '../../src/config/file.ts';
-import { at, find, grantsOf, hasKubectl, renderInstall, resourcesOf, validateObject, TEST_PROMETHEUS_TOKEN, type KubeObject } from '../support/kube-install.ts';
+import { at, find, grantsOf, renderInstall, resourcesOf, validateObject, TEST_PROMETHEUS_TOKEN, type KubeObject } from '../support/kube-install.ts';
 import { materializeContainer } from '../support/kube-pod-files.ts';
 import { uniquePrefix } from '../support/config.ts';
 import { tempDir } from '../support/temp-dirs.ts';
+import { describeWithTool } from '../support/required-tools.ts';
 
 const run = promisify(execFile);
 const ROOT = join(import.meta.dirname, '..', '..');
@@ -42,7 +43,7 @@ const podOf = (w: KubeObject) =>
   at<{ containers: Container[]; securityContext?: Record<string, unknown>; volumes?: { name: string; emptyDir?: object }[] }>(w, 'spec.template.spec')!;
 const workloads = (objects: KubeObject[]) => objects.filter((o) => o.kind === 'Deployment' || o.kind === 'StatefulSet');
 
-describe.skipIf(!hasKubectl)('the Kubernetes install (kubectl kustomize deploy/kubernetes)', { timeout: 120_000 }, () => {
+describeWithTool('kubectl', 'the Kubernetes install (kubectl kustomize deploy/kubernetes)', { timeout: 120_000 }, () => {
   it('renders, and every object of every variant is valid against its kind’s schema', async () => {
     for (const variant of ['default', 'keda', 'managed-redis', 'managed-redis-keda', 'without-prometheus-operator'] as const) {
       const { objects } = await renderInstall(variant);

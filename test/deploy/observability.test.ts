@@ -8,6 +8,7 @@ import { ROOT, spawnEgress, waitUpAndLocalReady, type EgressProcess } from '../s
 import { uniquePrefix } from '../support/config.ts';
 import { kvmTestHost } from '../support/kvm-host.ts';
 import { waitFor } from '../support/wait.ts';
+import { describeWithTool } from '../support/required-tools.ts';
 
 /**
  * The shipped dashboard (deploy/grafana) and alerting rules (deploy/prometheus): the rules pass
@@ -64,13 +65,15 @@ function exportedNames(metricsText: string): Set<string> {
 }
 
 describe('alerting rules', () => {
-  test('pass promtool check rules and every unit test in alerts.test.yaml', async () => {
-    const check = await promtool(['check', 'rules', 'alerts.yaml']);
-    expect(check.out, check.out).toContain('SUCCESS');
-    expect(check.code).toBe(0);
-    const run = await promtool(['test', 'rules', 'alerts.test.yaml']);
-    expect(run.out).toContain('SUCCESS');
-    expect(run.code, run.out).toBe(0);
+  describeWithTool('promtool', 'with promtool', () => {
+    test('pass promtool check rules and every unit test in alerts.test.yaml', async () => {
+      const check = await promtool(['check', 'rules', 'alerts.yaml']);
+      expect(check.out, check.out).toContain('SUCCESS');
+      expect(check.code).toBe(0);
+      const run = await promtool(['test', 'rules', 'alerts.test.yaml']);
+      expect(run.out).toContain('SUCCESS');
+      expect(run.code, run.out).toBe(0);
+    });
   });
 
   test('every alert has a unit test in which it fires', async () => {

@@ -6,14 +6,15 @@
  */
 import { connect } from 'node:net';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, beforeAll, expect, test } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { runRoles, type RunningRoles } from '../../src/cli/run-roles.ts';
 import { silentLogger } from '../../src/logging.ts';
 import { startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';
-import { hasKubectl, KubectlHarness } from '../fakes/kube-apiserver/kubectl-harness.ts';
+import { KubectlHarness } from '../fakes/kube-apiserver/kubectl-harness.ts';
 import { testConfig } from '../support/config.ts';
 import { waitFor } from '../support/wait.ts';
+import { describeWithTool } from '../support/required-tools.ts';
 
 const root = join(import.meta.dirname, '..', '..');
 
@@ -28,7 +29,7 @@ function portOpen(host: string, port: number): Promise<boolean> {
   });
 }
 
-describe.skipIf(!hasKubectl)('--store kubernetes with kubectl', () => {
+describeWithTool('kubectl', '--store kubernetes with kubectl', () => {
   let kube: FakeKubeApiserver;
   let k: KubectlHarness;
   let roles: RunningRoles | undefined;

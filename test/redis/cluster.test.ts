@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { createRedisClient, redisOptions } from '../../queues/connection.ts';
+import { createRedisClient, redisOptions, type RedisNode } from '../../queues/connection.ts';
 import { runRoles, type RunningRoles } from '../../src/cli/run-roles.ts';
 import { freezeConfig, type AppConfig } from '../../src/config/app.ts';
 import type { ProviderHealth } from '../../src/health/provider-health.ts';
@@ -227,8 +227,33 @@ describe('egress up --redis-cluster-nodes', () => {
   }, 90_000);
 });
 
+/**
+ * The client connections (replication links left out) that a live node has, as `port<-client address`,
+ * but the one asking.
+ */
+async function clientsOn(nodes: readonly RedisNode[], password: string): Promise<string[]> {
+  const found: string[] = [];
+  for (const node of nodes) {
+    const redis = new Redis({ host: node.host, port: node.port, password, lazyConnect: true, maxRetriesPerRequest: 0, enableOfflineQueue: false });
+    try {
+      await redis.connect();
+      const me = String(await redis.client('ID'));
+      for (const line of String(await redis.client('LIST'))
+        .split('\n')
+        .filter(Boolean)) {
+        const fields = new Map(line.split(' ').map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)] as const));
+        if (fields.get('id') === me || /[SM]/.test(fields.get('flags') ?? '')) continue;
+        found.push(`${node.port}<-${fields.get('addr') ?? '?'}`);
+      }
+    } finally {
+      redis.disconnect();
+    }
+  }
+  return found;
+}
+
 describe('shutting down right after a master died', () => {
-  test('every role closes (a BullMQ worker that cannot close has its connections dropped)', async () => {
+  test('every role closes (a BullMQ worker that cannot close has its connections dropped): no connection left on a live node, the API port closed', async () => {
     const cluster = await startRedisCluster();
     try {
       const base = testConfig({ queues: ['checks', 'reconcile'], intervalMs: 60_000 });
@@ -237,13 +262,25 @@ describe('shutting down right after a master died', () => {
         redis: { url: undefined, clusterNodes: cluster.nodes.slice(0, 2), password: cluster.password, prefix: base.redis.prefix },
       });
       const roles = await runRoles(config, ['publisher', 'worker', 'scheduler', 'api'], silentLogger());
+      const api = roles.api?.url ?? '';
+      let killed: RedisNode | undefined;
       try {
-        await waitFor('local to be published', async () => (await fetch(`${roles.api?.url ?? ''}/v1/providerhealths/local`)).status === 200);
-        await cluster.killMaster(config.redis.prefix);
+        await waitFor('local to be published', async () => (await fetch(`${api}/v1/providerhealths/local`)).status === 200);
+        // The count below sees the roles' connections (so that its later emptiness means something).
+        expect((await clientsOn(cluster.nodes, cluster.password)).length).toBeGreaterThan(0);
+        ({ killed } = await cluster.killMaster(config.redis.prefix));
       } finally {
         // Without the bound in closeWorkerBounded this waited for good (2 runs in 3): the test times out.
         await roles.close();
       }
+      const live = cluster.nodes.filter((n) => n.port !== killed?.port);
+      expect(live).toHaveLength(5);
+      // The nodes see the closes when the FINs arrive: polled.
+      await waitFor('the live nodes to see every connection of the roles closed', async () => (await clientsOn(live, cluster.password)).length === 0).catch(
+        () => undefined,
+      );
+      expect(await clientsOn(live, cluster.password)).toEqual([]);
+      await expect(fetch(`${api}/healthz`)).rejects.toThrow();
     } finally {
       await cluster.stop();
     }

@@ -370,13 +370,13 @@ describe('the API against malformed requests on every route', () => {
       const closed = new Promise((resolve) => req.once('close', resolve));
       req.write(Buffer.alloc(64 * 1024, 0x20));
       expectAlive(proc, seed);
-      const health = await fetch(new URL('/healthz', base), { signal: AbortSignal.timeout(1000) });
+      const health = await fetch(new URL('/healthz', base)); // while the upload is open; no clock
       expect(health.status).toBe(200);
       // Keep uploading slowly (a chunk per drain) until the server answers; never end the body.
       for (let sent = 64 * 1024; status === undefined && sent < 4 * 1024 * 1024 && !req.destroyed; sent += 64 * 1024) {
         if (!req.write(Buffer.alloc(64 * 1024, 0x20))) await Promise.race([new Promise((resolve) => req.once('drain', resolve)), closed]);
       }
-      expect(await Promise.race([outcome, new Promise((_, reject) => setTimeout(() => reject(new Error('no answer within 10 s')), 10_000).unref())])).toBe(413);
+      expect(await outcome).toBe(413);
       req.destroy();
     }
 

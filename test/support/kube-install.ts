@@ -33,11 +33,6 @@ const run = promisify(execFile);
 /** The repository's deploy/ directory. */
 export const DEPLOY_DIR = join(import.meta.dirname, '..', '..', 'deploy');
 
-export const hasKubectl = await run('kubectl', ['version', '--client']).then(
-  () => true,
-  () => false,
-);
-
 /** What a test writes as the user's files: two named tokens, Prometheus's also alone in prometheus-token. */
 export const TEST_PROMETHEUS_TOKEN = 'prometheus-test-token-0123456789abcdef';
 export const TEST_TOKENS = `prometheus:${TEST_PROMETHEUS_TOKEN}\nadmin:admin-test-token-0123456789abcdef\n`;

@@ -9,7 +9,8 @@ export interface RawResponse {
 
 /**
  * One HTTP request with exactly the headers given (a `Host` or `Origin` a browser would send,
- * which fetch may not let a test set), answered as text. Bounded by `timeoutMs`.
+ * which fetch may not let a test set), answered as text. No deadline of its own unless `timeoutMs` is given: a request that never
+ * answers fails the test at the test's timeout, not at a clock of the helper's.
  */
 export function rawRequest(
   url: string,
@@ -21,7 +22,7 @@ export function rawRequest(
       {
         method: options.method ?? 'GET',
         headers: options.headers ?? {},
-        signal: AbortSignal.timeout(options.timeoutMs ?? 10_000),
+        ...(options.timeoutMs !== undefined ? { signal: AbortSignal.timeout(options.timeoutMs) } : {}),
         ...(options.localAddress ? { localAddress: options.localAddress } : {}),
       },
       (res) => {

@@ -2,12 +2,13 @@
  * Second-client cross-check of CRDs, custom resources and the install's built-in kinds: the real kubectl
  * (Debian's 1.32, when installed) applies, reads (server-side printer columns), watches and deletes.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { waitFor } from '../../support/wait.ts';
 import { startFakeKubeApiserver, type FakeKubeApiserver } from './index.ts';
-import { hasKubectl, KubectlHarness } from './kubectl-harness.ts';
+import { KubectlHarness } from './kubectl-harness.ts';
 import { GROUP, minimalCrd, widgetCrd } from './test-crds.ts';
+import { describeWithTool } from '../../support/required-tools.ts';
 
 let kube: FakeKubeApiserver;
 let k: KubectlHarness;
@@ -104,7 +105,7 @@ function installYaml(): string {
   return docs.map((d) => stringify(d)).join('---\n');
 }
 
-describe.skipIf(!hasKubectl)('kubectl against the fake apiserver: CRDs and the install', { timeout: 120_000 }, () => {
+describeWithTool('kubectl', 'kubectl against the fake apiserver: CRDs and the install', { timeout: 120_000 }, () => {
   it('applies a CRD, then custom resources (create, configure, unchanged), and prints the printer columns by short name', async () => {
     const crd = await k.file('crd.yaml', stringify(widgetCrd()));
     expect((await k.run('apply', '-f', crd)).stdout).toContain(`customresourcedefinition.apiextensions.k8s.io/widgets.${GROUP} created`);

@@ -1,5 +1,5 @@
 /**
- * Running the machine's real kubectl (Debian's 1.32, when installed) against a fake apiserver over TLS:
+ * Running the machine's real kubectl (scripts/install-kubectl.sh puts one ≥ 1.27 there) against a fake apiserver over TLS:
  * a private temp dir (removed after the test file) with the CA and kubectl's discovery cache, no kubeconfig.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
@@ -10,11 +10,6 @@ import { tempDir } from '../../support/temp-dirs.ts';
 import type { FakeKubeApiserver } from './server.ts';
 
 const run = promisify(execFile);
-
-export const hasKubectl = await run('kubectl', ['version', '--client']).then(
-  () => true,
-  () => false,
-);
 
 export interface KubectlResult {
   stdout: string;

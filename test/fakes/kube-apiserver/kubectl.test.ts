@@ -5,9 +5,10 @@
  * was not written against.
  */
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, expect, it } from 'vitest';
 import { startFakeKubeApiserver, type FakeKubeApiserver } from './index.ts';
-import { hasKubectl, KubectlHarness } from './kubectl-harness.ts';
+import { KubectlHarness } from './kubectl-harness.ts';
+import { describeWithTool } from '../../support/required-tools.ts';
 
 let kube: FakeKubeApiserver;
 let harness: KubectlHarness;
@@ -22,7 +23,7 @@ afterEach(async () => {
 
 const kubectl = (...args: string[]): ReturnType<KubectlHarness['run']> => harness.run(...args);
 
-describe.skipIf(!hasKubectl)('kubectl against the fake apiserver', { timeout: 120_000 }, () => {
+describeWithTool('kubectl', 'kubectl against the fake apiserver', { timeout: 120_000 }, () => {
   it('lists across chunks with a selector', async () => {
     for (const [ns, name, pool] of [
       ['a', 'p1', 'eu'],

@@ -5,6 +5,7 @@
  * No watch on these kinds; PATCH is routes.ts applying patch.ts then a replace.
  */
 import { randomUUID } from 'node:crypto';
+import { labelErrors } from './object-meta-rules.ts';
 import { canonical } from './pod-rules.ts';
 import type { PodStore } from './pod-store.ts';
 import { alreadyExists, badRequest, invalid, notFound, status, StatusError } from './status.ts';
@@ -94,6 +95,8 @@ export class ObjectStore {
         { field: 'metadata.name', message: 'Required value: name or generateName is required', reason: 'FieldValueRequired' },
       ]);
     }
+    const badLabels = labelErrors(meta.labels);
+    if (badLabels.length) throw invalid(this.rules.kind, name, badLabels);
     const prepared = this.rules.onCreate(name, obj);
     // What onCreate allocated (Service IPs and ports) is released when the create fails after it.
     if (!this.pods.namespaces.has(ns)) {
@@ -144,6 +147,8 @@ export class ObjectStore {
         ),
       );
     }
+    const badLabels = labelErrors(meta.labels);
+    if (badLabels.length) throw invalid(this.rules.kind, name, badLabels);
     const prepared = this.rules.onUpdate(name, clone(cur), obj);
     const next: FakeObject = { ...prepared, apiVersion: 'v1', kind: this.rules.kind, metadata: { ...cur.metadata } };
     for (const field of ['labels', 'annotations', 'finalizers', 'ownerReferences'] as const) {

@@ -4,6 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
+import { labelErrors } from './object-meta-rules.ts';
 import { applySpecDefaults, canonical, validatePod } from './pod-rules.ts';
 import type { FakePod } from './types.ts';
 import { alreadyExists, badRequest, invalid, notFound, status, StatusError } from './status.ts';
@@ -110,6 +111,8 @@ export class PodStore extends EventEmitter {
     if (!name)
       throw invalid('Pod', '', [{ field: 'metadata.name', message: 'Required value: name or generateName is required', reason: 'FieldValueRequired' }]);
     validatePod(name, obj.spec);
+    const badLabels = labelErrors(meta.labels);
+    if (badLabels.length) throw invalid('Pod', name, badLabels);
     if (!this.namespaces.has(ns)) {
       throw new StatusError(status(404, 'NotFound', `namespaces "${ns}" not found`, { name: ns, kind: 'namespaces' }));
     }
@@ -203,6 +206,8 @@ export class PodStore extends EventEmitter {
       next.status = clone(obj.status ?? {});
     } else {
       const m: Record<string, unknown> = obj.metadata ?? {};
+      const badLabels = labelErrors(m.labels);
+      if (badLabels.length) throw invalid('Pod', name, badLabels);
       for (const field of ['labels', 'annotations', 'finalizers', 'ownerReferences'] as const) {
         if (m[field] === undefined) delete next.metadata[field];
         else next.metadata[field] = clone(m[field]) as never;

@@ -8,6 +8,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
+import { labelErrors, schemaMetadataErrors } from './object-meta-rules.ts';
 import type { PodStore } from './pod-store.ts';
 import { groupVersion, qualified, qualifiedKind, type ResourceType, type StoredObject } from './resource-types.ts';
 import { applyDefaults, prune, validate, type FieldError } from './structural-schema.ts';
@@ -139,8 +140,9 @@ export class ResourceStore extends EventEmitter {
   private admit(t: ResourceType, obj: Record<string, unknown>, old: StoredObject | undefined, version: string, opts: WriteOptions): void {
     const name = (obj.metadata as { name: string }).name;
     const schema = t.schemas?.[version];
-    const errors: FieldError[] = [];
+    const errors: FieldError[] = labelErrors((obj.metadata as { labels?: unknown }).labels);
     if (schema) {
+      errors.push(...schemaMetadataErrors(obj.metadata, schema.properties?.metadata));
       applyDefaults(obj, schema);
       const pruned = prune(obj, schema);
       if (opts.strict && pruned.length > 0) {

@@ -15,6 +15,8 @@ export interface SeenEvent {
 export interface RecordedWatch {
   events: SeenEvent[];
   ended: () => boolean;
+  /** What the client's done callback got (undefined: a clean end of the stream). */
+  endError: () => unknown;
 }
 
 /** Watches `path` with `query` on the fake; `stops` gets the abort, for the test's afterEach. */
@@ -26,16 +28,18 @@ export async function recordWatch(
 ): Promise<RecordedWatch> {
   const events: SeenEvent[] = [];
   let done = false;
+  let endError: unknown;
   const ctl = await new Watch(kube.kubeConfig()).watch(
     path,
     query,
     (type, object: KubernetesObject) => events.push({ type, name: object.metadata?.name, object }),
-    () => {
+    (err: unknown) => {
       done = true;
+      endError = err ?? undefined;
     },
   );
   stops.push(() => ctl.abort());
-  return { events, ended: () => done };
+  return { events, ended: () => done, endError: () => endError };
 }
 
 /** Waits (bounded) until `cond` holds; polls, never sleeps a fixed time. */

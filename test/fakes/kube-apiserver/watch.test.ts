@@ -73,9 +73,13 @@ describe('fake kube-apiserver watch through client-node', () => {
     });
   });
 
-  it('ends the stream after timeoutSeconds', async () => {
-    const w = await watch('/api/v1/pods', { timeoutSeconds: 1 });
+  it('ends the stream after timeoutSeconds, having delivered what happened until then', async () => {
+    const w = await watch('/api/v1/pods', { timeoutSeconds: 1, resourceVersion: kube.store.resourceVersion() });
+    // Written right after the watch started: a stream that ended at once would never carry it.
+    kube.seedPod({ metadata: { name: 'during' } });
     await until(() => w.ended(), 'the end of the stream');
+    expect(w.events.map((e) => `${e.type} ${e.name}`)).toEqual(['ADDED during']);
+    expect(w.endError()).toBeUndefined();
   });
 
   it('feeds an unmodified informer (list, then watch from the list resourceVersion)', async () => {
