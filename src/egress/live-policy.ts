@@ -54,9 +54,7 @@ function readUtf8(file: string): Promise<string> {
  */
 function stampOf(file: string): Promise<string> {
   return new Promise((resolve) =>
-    stat(file, { bigint: true }, (err, s) =>
-      resolve(err ? `missing:${err.code ?? 'error'}` : `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs}`),
-    ),
+    stat(file, { bigint: true }, (err, s) => resolve(err ? `missing:${err.code ?? 'error'}` : `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs}`)),
   );
 }
 

@@ -53,7 +53,17 @@ export interface TimelineEntry {
   what: string;
 }
 
-const KINDS = ['sigkill', 'sigkill', 'sigstop', 'redis-restart', 'provider-500', 'provider-hang', 'network-cut', 'local-proxy-kill', 'inventory-malformed'] as const;
+const KINDS = [
+  'sigkill',
+  'sigkill',
+  'sigstop',
+  'redis-restart',
+  'provider-500',
+  'provider-hang',
+  'network-cut',
+  'local-proxy-kill',
+  'inventory-malformed',
+] as const;
 
 /**
  * The fault schedule of a run: `count` faults, mostly one after another (each planned once the
@@ -74,7 +84,8 @@ export function faultSchedule(seed: number, count: number, gapMs: readonly [numb
     else if (kind === 'redis-restart') fault = { kind, downMs: between(r, 200, 2000) };
     else if (kind === 'local-proxy-kill') fault = { kind };
     // Long enough for a GC sweep (every 5 s) to list the provider while it lasts.
-    else if (kind === 'inventory-malformed') fault = { kind, provider: pick(r, CLOUD_PROVIDERS), shape: pick(r, INVENTORY_SHAPES), downMs: between(r, 5500, 8000) };
+    else if (kind === 'inventory-malformed')
+      fault = { kind, provider: pick(r, CLOUD_PROVIDERS), shape: pick(r, INVENTORY_SHAPES), downMs: between(r, 5500, 8000) };
     else fault = { kind, provider: pick(r, CLOUD_PROVIDERS), downMs: between(r, 1000, 5000) };
     const last = out.at(-1);
     const overlaps = last !== undefined && r() < 1 / 3;

@@ -112,7 +112,9 @@ describe('the chaos invariants', () => {
     expect(faultSchedule(7, 30)).toEqual(faultSchedule(7, 30));
     expect(faultSchedule(7, 30)).not.toEqual(faultSchedule(8, 30));
     const kinds = new Set(faultSchedule(7, 200).map((s) => s.fault.kind));
-    expect(kinds).toEqual(new Set(['sigkill', 'sigstop', 'redis-restart', 'provider-500', 'provider-hang', 'network-cut', 'local-proxy-kill', 'inventory-malformed']));
+    expect(kinds).toEqual(
+      new Set(['sigkill', 'sigstop', 'redis-restart', 'provider-500', 'provider-hang', 'network-cut', 'local-proxy-kill', 'inventory-malformed']),
+    );
     const report = formatReport({
       figures: {
         seed: 7,
@@ -147,7 +149,9 @@ describe('the chaos invariants', () => {
     expect(checkDeletions(fleet, [gone('ep-a-0000abcd', fleet)], [], samples)).toEqual([]);
     // Collected between two samples that both show it as the live proxy's instance.
     const live = checkDeletions(fleet, [], [{ provider: 'gce', instance: 'ep-a-0000abcd', atMs: 500 }], samples);
-    expect(live).toEqual([expect.objectContaining({ invariant: 'no instance of a live Proxy or another fleet deleted', objects: ['proxy/a', 'gce/ep-a-0000abcd'] })]);
+    expect(live).toEqual([
+      expect.objectContaining({ invariant: 'no instance of a live Proxy or another fleet deleted', objects: ['proxy/a', 'gce/ep-a-0000abcd'] }),
+    ]);
     // The proxy had moved to another provider by then: its old instance is an orphan there.
     const moved = [{ atMs: 0, proxies: [ready('a', 'k8s')] }, ...samples.slice(1)];
     expect(checkDeletions(fleet, [], [{ provider: 'gce', instance: 'ep-a-0000abcd', atMs: 500 }], moved)).toEqual([]);

@@ -227,7 +227,10 @@ export function checkDeletions(fleet: string, deletions: readonly ObservedDeleti
   const owner = (s: ProxySample | undefined, g: GcDeletion): ObservedProxy | undefined =>
     s?.proxies.find((p) => p.provider === g.provider && p.instanceName === g.instance && p.phase !== 'Terminating');
   for (const g of gc) {
-    const before = owner(sorted.findLast((s) => s.atMs <= g.atMs), g);
+    const before = owner(
+      sorted.findLast((s) => s.atMs <= g.atMs),
+      g,
+    );
     const after = owner(
       sorted.find((s) => s.atMs >= g.atMs),
       g,

@@ -144,10 +144,22 @@ export function recordDeletions(c: ChaosCluster, t0: number): { stop(): Observed
     const now = new Map<string, { provider: string; name: string; fleet: string | undefined; proxy: string | undefined; deleting: boolean }>();
     for (const p of c.kube.listPods(NAMESPACE)) {
       const l = p.metadata.labels;
-      now.set(`k8s/${p.metadata.name}`, { provider: 'k8s', name: p.metadata.name, fleet: l?.[KUBE_FLEET_LABEL], proxy: l?.[KUBE_PROXY_LABEL], deleting: Boolean(p.metadata.deletionTimestamp) });
+      now.set(`k8s/${p.metadata.name}`, {
+        provider: 'k8s',
+        name: p.metadata.name,
+        fleet: l?.[KUBE_FLEET_LABEL],
+        proxy: l?.[KUBE_PROXY_LABEL],
+        deleting: Boolean(p.metadata.deletionTimestamp),
+      });
     }
     for (const i of c.compute.listInstances()) {
-      now.set(`gce/${i.name}`, { provider: 'gce', name: i.name, fleet: i.labels?.[GCE_FLEET_LABEL], proxy: i.labels?.[GCE_PROXY_LABEL], deleting: i.status === 'STOPPING' });
+      now.set(`gce/${i.name}`, {
+        provider: 'gce',
+        name: i.name,
+        fleet: i.labels?.[GCE_FLEET_LABEL],
+        proxy: i.labels?.[GCE_PROXY_LABEL],
+        deleting: i.status === 'STOPPING',
+      });
     }
     const atMs = Date.now() - t0;
     for (const [key, was] of live) {
@@ -182,7 +194,10 @@ export async function gcSweptSince(c: ChaosCluster, providers: readonly string[]
   try {
     await events.waitUntilReady();
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no GC sweep of ${[...waiting].join(', ')} started after the cluster settled within ${timeoutMs} ms`)), timeoutMs);
+      const timer = setTimeout(
+        () => reject(new Error(`no GC sweep of ${[...waiting].join(', ')} started after the cluster settled within ${timeoutMs} ms`)),
+        timeoutMs,
+      );
       events.on('completed', ({ jobId }) => {
         void Job.fromId<{ provider?: string }>(queue, jobId).then((job) => {
           const provider = job?.data.provider;

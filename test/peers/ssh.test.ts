@@ -129,7 +129,9 @@ describe('a peer that floods the libvirt channel and never reads', () => {
     const reason = await closed;
     expect(reason).toMatchObject({ code: 'ERR_KVM_SSH_PEER_NOT_READING' });
     expect(reason.message).toMatch(
-      new RegExp(`^SSH peer 127\\.0\\.0\\.1:${ssh.port} stopped reading: \\d+ bytes waiting to be written to the socket \\(bound ${bound}\\); connection dropped$`),
+      new RegExp(
+        `^SSH peer 127\\.0\\.0\\.1:${ssh.port} stopped reading: \\d+ bytes waiting to be written to the socket \\(bound ${bound}\\); connection dropped$`,
+      ),
     );
     // The bound is 1 MiB (the kernel's socket buffers take a few MiB first); without it the same flood
     // left 27 MiB of PONGs waiting in the process, and growing.

@@ -136,7 +136,9 @@ describe('portForward', () => {
     const first = await freePortPair();
     // A guest forward's host end must listen before the domain starts (QEMU connects to it then).
     const echo = (await listenOn(0)).address() as { port: number };
-    const lc = lifecycle({ portForward: { address: '127.0.0.1', ports: `${first}-${first + 1}`, guestForwards: [{ guest: '10.0.2.100:8080', host: `127.0.0.1:${echo.port}` }] } });
+    const lc = lifecycle({
+      portForward: { address: '127.0.0.1', ports: `${first}-${first + 1}`, guestForwards: [{ guest: '10.0.2.100:8080', host: `127.0.0.1:${echo.port}` }] },
+    });
     const a = await lc.ensureInstance(spec(unique('fwd')), sig());
     const b = await lc.ensureInstance(spec(unique('fwd')), sig());
     expect(a.state).toBe('running');
@@ -175,12 +177,21 @@ describe('portForward', () => {
       name: 'k',
       type: 'kvm',
       hosts: [{ ...host }],
-      proxies: { baseImageVolume: 'b', portForward: { ports: '20000-20099' }, domainTemplate: "<domain type='qemu'><name>{{name}}</name><metadata>{{metadata}}</metadata><devices>{{disk}}</devices></domain>" },
+      proxies: {
+        baseImageVolume: 'b',
+        portForward: { ports: '20000-20099' },
+        domainTemplate: "<domain type='qemu'><name>{{name}}</name><metadata>{{metadata}}</metadata><devices>{{disk}}</devices></domain>",
+      },
     });
     expect(parsed.success).toBe(false);
     const issues = parsed.error?.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
     expect(issues).toContain('proxies.domainTemplate: must contain {{qemuCommandline}} when portForward is set');
-    const badRange = kvmProviderSchema.safeParse({ name: 'k', type: 'kvm', hosts: [{ ...host }], proxies: { baseImageVolume: 'b', portForward: { ports: '20099-20000' } } });
+    const badRange = kvmProviderSchema.safeParse({
+      name: 'k',
+      type: 'kvm',
+      hosts: [{ ...host }],
+      proxies: { baseImageVolume: 'b', portForward: { ports: '20099-20000' } },
+    });
     expect(badRange.error?.issues.map((i) => i.path.join('.'))).toEqual(['proxies.portForward.ports']);
   });
 });
@@ -193,7 +204,7 @@ function haltingKernel(extra = ''): Buffer {
   const magic = 0x1badb002;
   const flags = 0x00010000;
   const header = Buffer.alloc(32);
-  [magic, flags, (-(magic + flags)) >>> 0, 0x100000, 0x100000, 0, 0, 0x100020].forEach((v, i) => header.writeUInt32LE(v >>> 0, i * 4));
+  [magic, flags, -(magic + flags) >>> 0, 0x100000, 0x100000, 0, 0, 0x100020].forEach((v, i) => header.writeUInt32LE(v >>> 0, i * 4));
   return Buffer.concat([header, Buffer.from([0xf4, 0xeb, 0xfd]), Buffer.from(extra)]);
 }
 

@@ -47,7 +47,8 @@ const held: Server[] = [];
 const sharedVolumes = new Set<string>();
 
 const sig = (ms = 60_000): AbortSignal => AbortSignal.timeout(ms);
-const lib = <T>(fn: (c: LibvirtConnection, s: AbortSignal) => Promise<T>): Promise<T> => pool.call(host, (conn: HostConnection, s) => fn(conn.libvirt, s), sig());
+const lib = <T>(fn: (c: LibvirtConnection, s: AbortSignal) => Promise<T>): Promise<T> =>
+  pool.call(host, (conn: HostConnection, s) => fn(conn.libvirt, s), sig());
 
 function listen(server: Server | HttpServer, port = 0): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -64,7 +65,12 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-function viaProxy(endpoint: { host: string; port: number }, target: string, auth: string | undefined, signal: AbortSignal): Promise<{ status: number; body: string }> {
+function viaProxy(
+  endpoint: { host: string; port: number },
+  target: string,
+  auth: string | undefined,
+  signal: AbortSignal,
+): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const req = request(
       {
@@ -95,7 +101,9 @@ function viaProxy(endpoint: { host: string; port: number }, target: string, auth
 async function proxyAnswers(endpoint: { host: string; port: number }, deadline: AbortSignal): Promise<number> {
   for (;;) {
     deadline.throwIfAborted();
-    const answer = await viaProxy(endpoint, `http://${ORIGIN_IN_GUEST}/ready`, undefined, AbortSignal.any([deadline, AbortSignal.timeout(10_000)])).catch(() => undefined);
+    const answer = await viaProxy(endpoint, `http://${ORIGIN_IN_GUEST}/ready`, undefined, AbortSignal.any([deadline, AbortSignal.timeout(10_000)])).catch(
+      () => undefined,
+    );
     if (answer) return answer.status;
     await new Promise((r) => setTimeout(r, 1_000));
   }
@@ -151,32 +159,41 @@ afterAll(async () => {
 }, 120_000);
 
 describe('a KVM proxy in a real VM', () => {
-  it('boots from the provider’s seed, carries traffic to an origin on the host, refuses the inside, and is deleted without a trace', async () => {
-    const spec: InstanceSpec = { name: NAME, owner: { fleet: 'fleet-real', proxy: 'vm-1' }, credentials: { username: 'u-vm', password: PASSWORD }, placement: host.name };
-    const instance = await lifecycle.ensureInstance(spec, sig(10 * 60_000));
-    expect(instance.state).toBe('running');
-    const endpoint = instance.endpoint;
-    expect(endpoint?.host).toBe('127.0.0.1');
-    if (!endpoint) throw new Error('no endpoint');
+  it(
+    'boots from the provider’s seed, carries traffic to an origin on the host, refuses the inside, and is deleted without a trace',
+    async () => {
+      const spec: InstanceSpec = {
+        name: NAME,
+        owner: { fleet: 'fleet-real', proxy: 'vm-1' },
+        credentials: { username: 'u-vm', password: PASSWORD },
+        placement: host.name,
+      };
+      const instance = await lifecycle.ensureInstance(spec, sig(10 * 60_000));
+      expect(instance.state).toBe('running');
+      const endpoint = instance.endpoint;
+      expect(endpoint?.host).toBe('127.0.0.1');
+      if (!endpoint) throw new Error('no endpoint');
 
-    // Without credentials the first answer is the proxy's 407: it booted, and it is ours.
-    expect(await proxyAnswers(endpoint, AbortSignal.timeout(BOOT_DEADLINE_MS))).toBe(407);
-    const ok = await viaProxy(endpoint, `http://${ORIGIN_IN_GUEST}/hello`, `u-vm:${PASSWORD}`, sig());
-    expect(ok).toEqual({ status: 200, body: 'origin says hello' });
-    expect((await viaProxy(endpoint, `http://${ORIGIN_IN_GUEST}/hello`, `u-vm:not-${PASSWORD}`, sig())).status).toBe(407);
-    // The egress policy inside the guest: slirp's host address (the orchestrator's side) and the metadata address are refused.
-    for (const inside of ['http://10.0.2.2:8080/', 'http://169.254.169.254/computeMetadata/v1/']) {
-      const refused = await viaProxy(endpoint, inside, `u-vm:${PASSWORD}`, sig());
-      expect(refused.status, inside).toBe(403);
-    }
-    expect(logText).not.toContain(PASSWORD);
+      // Without credentials the first answer is the proxy's 407: it booted, and it is ours.
+      expect(await proxyAnswers(endpoint, AbortSignal.timeout(BOOT_DEADLINE_MS))).toBe(407);
+      const ok = await viaProxy(endpoint, `http://${ORIGIN_IN_GUEST}/hello`, `u-vm:${PASSWORD}`, sig());
+      expect(ok).toEqual({ status: 200, body: 'origin says hello' });
+      expect((await viaProxy(endpoint, `http://${ORIGIN_IN_GUEST}/hello`, `u-vm:not-${PASSWORD}`, sig())).status).toBe(407);
+      // The egress policy inside the guest: slirp's host address (the orchestrator's side) and the metadata address are refused.
+      for (const inside of ['http://10.0.2.2:8080/', 'http://169.254.169.254/computeMetadata/v1/']) {
+        const refused = await viaProxy(endpoint, inside, `u-vm:${PASSWORD}`, sig());
+        expect(refused.status, inside).toBe(403);
+      }
+      expect(logText).not.toContain(PASSWORD);
 
-    await lifecycle.deleteInstance(NAME, host.name, { owner: spec.owner, nameIsOurs: true }, sig());
-    expect(await lifecycle.getInstance(NAME, host.name, sig())).toBeUndefined();
-    const left = await lib(async (c, s) => {
-      const p = await c.storagePoolLookupByName(host.pool, s);
-      return Promise.all([`${NAME}.qcow2`, `${NAME}.seed.iso`].map(async (v) => ((await orUndefined(c.storageVolLookupByName(p, v, s))) ? v : undefined)));
-    });
-    expect(left.filter(Boolean)).toEqual([]);
-  }, BOOT_DEADLINE_MS + 10 * 60_000);
+      await lifecycle.deleteInstance(NAME, host.name, { owner: spec.owner, nameIsOurs: true }, sig());
+      expect(await lifecycle.getInstance(NAME, host.name, sig())).toBeUndefined();
+      const left = await lib(async (c, s) => {
+        const p = await c.storagePoolLookupByName(host.pool, s);
+        return Promise.all([`${NAME}.qcow2`, `${NAME}.seed.iso`].map(async (v) => ((await orUndefined(c.storageVolLookupByName(p, v, s))) ? v : undefined)));
+      });
+      expect(left.filter(Boolean)).toEqual([]);
+    },
+    BOOT_DEADLINE_MS + 10 * 60_000,
+  );
 });

@@ -1,5 +1,12 @@
 /** SSH transport of the KVM provider: material, known_hosts, connect, streamlocal channels. */
-export { connectSsh, connectTcp, SshHandshakeClosedError, TcpConnectTimeoutError, DEFAULT_SSH_KEEPALIVE_INTERVAL_MS, DEFAULT_SSH_MAX_UNWRITTEN_BYTES } from './connect.ts';
+export {
+  connectSsh,
+  connectTcp,
+  SshHandshakeClosedError,
+  TcpConnectTimeoutError,
+  DEFAULT_SSH_KEEPALIVE_INTERVAL_MS,
+  DEFAULT_SSH_MAX_UNWRITTEN_BYTES,
+} from './connect.ts';
 export type { SshTarget, SshConnectOptions } from './connect.ts';
 export { loadSshMaterial, SshMaterialError } from './material.ts';
 export type { SshMaterial, SshMaterialSource } from './material.ts';

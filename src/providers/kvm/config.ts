@@ -66,7 +66,11 @@ export const kvmProxiesSchema = kvmProxiesObject.superRefine((proxies, ctx) => {
     }
   }
   if (proxies.portForward !== undefined && !template.includes('xmlns:qemu=')) {
-    ctx.addIssue({ code: 'custom', path: ['domainTemplate'], message: "must declare xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0' on <domain> when portForward is set" });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['domainTemplate'],
+      message: "must declare xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0' on <domain> when portForward is set",
+    });
   }
 });
 

@@ -269,7 +269,9 @@ export function createKvmLifecycle(deps: KvmLifecycleDeps): ProxyLifecycle {
       hlog.info({ volume, created }, 'proxy domain defined');
       if (await startHoldingPort(c, dom, signal)) return describeHere(dom, tag);
       if (attempt + 1 >= PORT_RETRIES) {
-        throw new EgressError('ERR_KVM_NO_FREE_PORT', `the forwarded ports tried on KVM host "${host.name}" were all taken (${[...avoid].join(', ')})`, { retryable: true });
+        throw new EgressError('ERR_KVM_NO_FREE_PORT', `the forwarded ports tried on KVM host "${host.name}" were all taken (${[...avoid].join(', ')})`, {
+          retryable: true,
+        });
       }
       hlog.warn({ tried: [...avoid] }, 'forwarded host port taken at start; defining the domain on another');
     }

@@ -31,9 +31,7 @@ import type { FakeLibvirtServer } from '../libvirt/server.ts';
 export type FakeSshBehaviour = 'ok' | 'reject-auth' | 'close-after-banner' | 'silent' | 'banner-then-silent' | 'auth-silent';
 
 export type StreamlocalTarget =
-  | { kind: 'socket'; path: string }
-  | { kind: 'libvirt'; server: FakeLibvirtServer; ignoreFlowControl?: boolean }
-  | { kind: 'reject' };
+  { kind: 'socket'; path: string } | { kind: 'libvirt'; server: FakeLibvirtServer; ignoreFlowControl?: boolean } | { kind: 'reject' };
 
 /** ssh2's per-channel flow-control state (not in its typings). */
 interface ChannelInternals {
