@@ -12,6 +12,9 @@ export default defineConfig({
     include: ['test/mutation-kills/**/*.test.ts', 'test/publisher/next-status.test.ts', 'test/egress/policy.test.ts', 'test/config/gc-delete-rate.test.ts'],
     globalSetup: ['test/support/global-setup.ts'],
     setupFiles: ['test/support/temp-dirs-cleanup.ts'],
+    // One worker for every file and every mutant, its modules kept: a mutant is switched on at run
+    // time, so re-importing the module graph for each of ~1 600 mutants is pure cost.
+    isolate: false,
     testTimeout: 30_000,
     hookTimeout: 30_000,
     env: { EGRESS_FROM_SOURCE: '1' },

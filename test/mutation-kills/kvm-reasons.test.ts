@@ -38,7 +38,7 @@ interface Daemon {
 }
 
 /** A pool whose probe runs the check's function on a connection answering as `daemon` says, or fails with `fails`. */
-function poolAnswering(daemon: Daemon, fails?: unknown): KvmHostPool & { probes: string[] } {
+function poolAnswering(daemon: Daemon, fails?: Error): KvmHostPool & { probes: string[] } {
   const probes: string[] = [];
   const libvirt = {
     getLibVersion: async () => {

@@ -15,7 +15,7 @@ const T1 = '2026-11-01T10:01:00.000Z';
 const T2 = '2026-11-01T10:02:00.000Z';
 const NOW = new Date('2026-11-01T11:00:00.000Z');
 
-function target(name: string, ready: boolean, reason: Reason = ready ? 'Ok' : 'Unreachable', message = reason): TargetResult {
+function target(name: string, ready: boolean, reason: Reason = ready ? 'Ok' : 'Unreachable', message: string = reason): TargetResult {
   return { target: name, ready, reason, message, details: { address: name }, durationSeconds: 0.25 };
 }
 

@@ -44,7 +44,7 @@ describe('limitBody', () => {
         controller.close();
       },
     });
-    const res = await limited.request('/things', { method: 'POST', body, duplex: 'half' } as RequestInit);
+    const res = await limited.request('/things', { method: 'POST', body, duplex: 'half' });
     expect(res.status).toBe(413);
   });
 
