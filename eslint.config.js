@@ -4,7 +4,7 @@ import tseslint from 'typescript-eslint';
 import prettier from 'eslint-config-prettier';
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', 'dist/**', '.egress/**', 'coverage/**'] },
+  { ignores: ['node_modules/**', 'dist/**', '.egress/**', 'coverage/**', '.stryker/**', '.stryker-tmp/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   // Layout is prettier's (`npm run format`); no lint rule argues with it.
@@ -28,7 +28,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['src/cli/**', 'test/**', 'bench/**', 'vitest.config.ts', 'bin/**'],
+    files: ['src/cli/**', 'test/**', 'bench/**', 'vitest.config.ts', 'vitest.mutation.config.ts', 'bin/**'],
     rules: { 'no-restricted-properties': 'off' },
   },
   {
