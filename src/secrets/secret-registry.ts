@@ -11,6 +11,9 @@
  * forms: Basic auth (`user:password`, `Proxy-Authorization: Basic …`), a Kubernetes Secret's `data`, a
  * base64 user-data that carries the password.
  *
+ * Credentials are also found by their shape (`Bearer …`, `Basic …`, JSON `access_token`): tokens the
+ * registry was never told (minted inside a client library, rotated since) do not leave either.
+ *
  * Short values: a secret shorter than MIN_SECRET_LENGTH (4) characters is not registered — it would
  * turn every message into mush and hides nothing a reader could not guess. Generated proxy passwords
  * are 32 characters, tokens longer still.
@@ -71,6 +74,24 @@ export function encodingsOf(value: string): string[] {
 
 /** Runs of the base64 and base64url alphabets long enough to hold a secret of MIN_SECRET_LENGTH bytes. */
 const BASE64_RUN = /[A-Za-z0-9+/_-]{8,}={0,2}/g;
+
+/**
+ * Credentials by their shape, whatever their value: what follows `Bearer` or `Basic` (an Authorization
+ * header a peer quotes back), and the values of `access_token`, `refresh_token` and `id_token` in JSON.
+ * These catch tokens the registry was never told — minted inside a client library (GCE tokens from a
+ * service-account key or the default credentials, self-signed JWTs, Kubernetes exec plugins) or read
+ * from a file since rotated.
+ */
+const AUTH_SCHEME_VALUE = /\b(Bearer|Basic)(\s+)([A-Za-z0-9._~+/-]{8,}=*)/gi;
+const JSON_TOKEN_VALUE = /("(?:access|refresh|id)_token"\s*:\s*")[^"\\]{8,}(")/g;
+/** A word of prose after the scheme ("Bearer required") is all letters and short; a token is not. */
+const looksLikeToken = (value: string): boolean => /[0-9._~+/=-]/.test(value) || value.length >= 20;
+
+export function redactCredentialShapes(text: string): string {
+  return text
+    .replace(AUTH_SCHEME_VALUE, (whole, scheme: string, space: string, value: string) => (looksLikeToken(value) ? `${scheme}${space}${REDACTED}` : whole))
+    .replace(JSON_TOKEN_VALUE, `$1${REDACTED}$2`);
+}
 
 /** The three-character key of position `i` of `text` (UTF-16 units, so it always fits a double exactly). */
 function keyAt(text: string, i: number): number {
@@ -138,10 +159,10 @@ export class SecretRegistry implements SecretSink, Redactor {
   }
 
   redact(text: string): string {
+    if (text.length < MIN_SECRET_LENGTH) return text;
     const index = this.#indexed();
-    if (index.size === 0 || text.length < MIN_SECRET_LENGTH) return text;
-    const plain = this.#redactForms(text, index);
-    return plain.replace(BASE64_RUN, (run) => (this.#holdsSecret(run, index) ? REDACTED : run));
+    const known = index.size === 0 ? text : this.#redactForms(text, index).replace(BASE64_RUN, (run) => (this.#holdsSecret(run, index) ? REDACTED : run));
+    return redactCredentialShapes(known);
   }
 
   /** Whether `run`, decoded as base64 (either alphabet), holds a secret. */
