@@ -7,10 +7,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
-import { cp, mkdir, readFile, symlink } from 'node:fs/promises';
+import { cp, mkdir, readFile, symlink, writeFile } from 'node:fs/promises';
 import { createServer, request, type Server } from 'node:http';
 import { dirname, join } from 'node:path';
-import { parse } from 'yaml';
+import { parse, stringify } from 'yaml';
 import { silentLogger } from '../../src/logging.ts';
 import { proxyEgressPolicy } from '../../src/egress/policy-config.ts';
 import { createKubernetesLifecycle } from '../../src/providers/kubernetes/lifecycle.ts';
@@ -241,13 +241,15 @@ describe.sequential('images, compose and the provider Pod under podman', () => {
       // The objects as stored, without what the apiserver adds (uid, times, status).
       const { uid: _u, resourceVersion: _r, creationTimestamp: _c, ...podMeta } = pod.metadata as unknown as Record<string, unknown>;
       const { uid: _su, resourceVersion: _sr, creationTimestamp: _sc, ...secretMeta } = secret.metadata as unknown as Record<string, unknown>;
-      const manifests = [
-        { apiVersion: 'v1', kind: 'Secret', metadata: secretMeta, type: secret.type, data: secret.data },
-        { apiVersion: 'v1', kind: 'Pod', metadata: podMeta, spec: pod.spec },
-      ];
-      // JSON documents (YAML's subset): podman 4.3 keeps a played Secret's document as it was written
-      // and reads it back as JSON for secretKeyRef ("secret … is not valid JSON" from a YAML one).
-      await import('node:fs/promises').then((fs) => fs.writeFile(playFile, manifests.map((m) => JSON.stringify(m)).join('\n---\n'), { mode: 0o600 }));
+      const secretDocument = { apiVersion: 'v1', kind: 'Secret', metadata: secretMeta, type: secret.type, data: secret.data };
+      const podDocument = { apiVersion: 'v1', kind: 'Pod', metadata: podMeta, spec: pod.spec };
+      // The Secret goes in as a podman secret holding its JSON, which is what `kube play` reads for a
+      // secretKeyRef: podman 4.3 stores a Secret played from a file as YAML and then fails to read it
+      // back ("secret … is not valid JSON"). The Pod is played as the provider wrote it.
+      const secretFile = join(dirname(playFile), 'secret.json');
+      await writeFile(secretFile, JSON.stringify(secretDocument), { mode: 0o600 });
+      await podman.podman(['secret', 'create', name, secretFile]);
+      await writeFile(playFile, stringify(podDocument), { mode: 0o600 });
       await podman.podman(['kube', 'play', playFile]);
       const containerName = `${name}-proxy`;
       await podman.waitForLog(containerName, /proxy listening/);
@@ -276,6 +278,7 @@ describe.sequential('images, compose and the provider Pod under podman', () => {
       expect((await through(`http://127.0.0.1:${originPort}/`, 'u-real:pw-from-the-secret')).status).toBe(403);
 
       await podman.podman(['kube', 'down', playFile]);
+      await podman.podman(['secret', 'rm', name]);
       expect((await podman.podman(['ps', '-a', '--format', '{{.Names}}'])).stdout.trim()).toBe('');
     } finally {
       await new Promise<void>((resolve) => (origin ? origin.close(() => resolve()) : resolve()));
