@@ -25,7 +25,8 @@ describe('egress up in one process', () => {
         { name: 'stuck', type: 'local' },
       ],
       intervalMs: 60_000,
-      timeoutMs: 400,
+      // Reached only by the hanging provider: a healthy check has seconds to spare.
+      timeoutMs: 3000,
       concurrency: 1,
     });
     roles = await runRoles(config, ['publisher', 'worker', 'scheduler', 'api'], silentLogger(), {

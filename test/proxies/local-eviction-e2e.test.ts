@@ -124,7 +124,7 @@ describe('eviction on the local provider', () => {
   });
 
   test('a stopped (SIGSTOP) proxy process leaves discovery on its first timed-out probe and returns after SIGCONT', async () => {
-    const config = testConfig({ queues: ['reconcile'], resyncMs: 0, readiness: { intervalMs: 1000, timeoutMs: 500 } });
+    const config = testConfig({ queues: ['reconcile'], resyncMs: 0, readiness: { intervalMs: 1000, timeoutMs: 3000 } });
     const stack = await start(config);
     stacks.push(stack);
     const ready = await apply(stack.api, 'stop-1');
@@ -137,7 +137,7 @@ describe('eviction on the local provider', () => {
       30_000,
     );
     expect(evicted.status).toMatchObject({ phase: 'Provisioning', instanceId: ready.status.instanceId });
-    expect(evicted.status.lastError).toMatch(/no answer within 500 ms/);
+    expect(evicted.status.lastError).toMatch(/no answer within 3000 ms/);
     const metrics = await (await fetch(`${stack.api}/metrics`)).text();
     expect(metric(metrics, 'proxy_operator_proxy_evictions_total{provider="local",cause="timeout"}')).toBe(1);
     process.kill(pid, 'SIGCONT');

@@ -23,6 +23,8 @@ export interface RpcStats {
   pingsSent: number;
   /** PINGs from the peer this client answered with a PONG. */
   pingsAnswered: number;
+  /** PONGs the peer sent back for this client's PINGs. */
+  pongsReceived: number;
 }
 
 export interface CallOptions {

@@ -44,6 +44,7 @@ export class RpcCore {
   private reason: Error | undefined;
   private pingsSent = 0;
   private pingsAnswered = 0;
+  private pongsReceived = 0;
   /** Set by a client close: a peer EOF is then the expected end, not a loss. */
   closingByClient = false;
 
@@ -80,8 +81,8 @@ export class RpcCore {
   stats(): RpcStats {
     let tombstones = 0;
     for (const v of this.inFlight.values()) if (v.kind === 'tombstone') tombstones++;
-    const { pingsSent, pingsAnswered } = this;
-    return { inFlight: this.inFlight.size, queued: this.queue.length, tombstones, streams: this.streams.size, pingsSent, pingsAnswered };
+    const { pingsSent, pingsAnswered, pongsReceived } = this;
+    return { inFlight: this.inFlight.size, queued: this.queue.length, tombstones, streams: this.streams.size, pingsSent, pingsAnswered, pongsReceived };
   }
 
   /** Sends one CALL and resolves with the REPLY payload. */
@@ -278,6 +279,8 @@ export class RpcCore {
         if (f.proc === KEEPALIVE_PROC_PING) {
           this.pingsAnswered++;
           this.sendKeepalive(KEEPALIVE_PROC_PONG);
+        } else if (f.proc === KEEPALIVE_PROC_PONG) {
+          this.pongsReceived++;
         }
         return;
       }
