@@ -60,7 +60,8 @@ class ListedLifecycle implements ProxyLifecycle {
 function store(proxies: Proxy[]): ProxyReader {
   return {
     list: async () => proxies,
-    get: () => Promise.reject(new Error('GC lists')),
+    // The re-read just before each delete (a proxy may have come back since the listing).
+    get: async (name: string) => proxies.find((p) => p.name === name),
     getMany: () => Promise.reject(new Error('GC lists')),
   };
 }

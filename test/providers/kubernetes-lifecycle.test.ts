@@ -753,7 +753,7 @@ describe('kubernetes lifecycle: GC of orphaned Secrets', () => {
     kube.seedSecret({
       metadata: { name: 'ep-lookalike', namespace: 'proxies', labels: { [FLEET_LABEL]: 'fleet-a', [PROXY_LABEL]: 'gone' }, creationTimestamp: old },
     });
-    const proxies = { list: () => Promise.resolve([]) } as unknown as GcDeps['proxies'];
+    const proxies = { list: () => Promise.resolve([]), get: () => Promise.resolve(undefined) } as unknown as GcDeps['proxies'];
     const result = await sweepProvider('k8s', lifecycle(), { proxies, fleet: 'fleet-a', graceMs: 60_000, logger: silentLogger() }, signal());
     expect(result.deleted).toEqual([{ name: 'ep-orphan-1', reason: 'no-proxy' }]);
     expect(result.young).toBe(1);
