@@ -241,7 +241,10 @@ describe.sequential('images, compose and the provider Pod under podman', () => {
       // The objects as stored, without what the apiserver adds (uid, times, status).
       const { uid: _u, resourceVersion: _r, creationTimestamp: _c, ...podMeta } = pod.metadata as unknown as Record<string, unknown>;
       const { uid: _su, resourceVersion: _sr, creationTimestamp: _sc, ...secretMeta } = secret.metadata as unknown as Record<string, unknown>;
-      const secretDocument = { apiVersion: 'v1', kind: 'Secret', metadata: secretMeta, type: secret.type, data: secret.data };
+      // As `stringData` (the same values, decoded): podman 4.3 base64-decodes `data` values once more
+      // when it resolves a secretKeyRef ("illegal base64 data").
+      const stringData = Object.fromEntries(Object.entries(secret.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
+      const secretDocument = { apiVersion: 'v1', kind: 'Secret', metadata: secretMeta, type: secret.type, stringData };
       const podDocument = { apiVersion: 'v1', kind: 'Pod', metadata: podMeta, spec: pod.spec };
       // The Secret goes in as a podman secret holding its JSON, which is what `kube play` reads for a
       // secretKeyRef: podman 4.3 stores a Secret played from a file as YAML and then fails to read it
