@@ -240,17 +240,13 @@ describe.sequential('images, compose and the provider Pod under podman', () => {
       if (!secret || !pod) throw new Error('the provider made no Pod or Secret');
       // The objects as stored, without what the apiserver adds (uid, times, status).
       const { uid: _u, resourceVersion: _r, creationTimestamp: _c, ...podMeta } = pod.metadata as unknown as Record<string, unknown>;
-      const { uid: _su, resourceVersion: _sr, creationTimestamp: _sc, ...secretMeta } = secret.metadata as unknown as Record<string, unknown>;
-      // As `stringData` (the same values, decoded): podman 4.3 base64-decodes `data` values once more
-      // when it resolves a secretKeyRef ("illegal base64 data").
-      const stringData = Object.fromEntries(Object.entries(secret.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
-      const secretDocument = { apiVersion: 'v1', kind: 'Secret', metadata: secretMeta, type: secret.type, stringData };
       const podDocument = { apiVersion: 'v1', kind: 'Pod', metadata: podMeta, spec: pod.spec };
-      // The Secret goes in as a podman secret holding its JSON, which is what `kube play` reads for a
-      // secretKeyRef: podman 4.3 stores a Secret played from a file as YAML and then fails to read it
-      // back ("secret … is not valid JSON"). The Pod is played as the provider wrote it.
+      // The Secret goes in as the podman secret `kube play` resolves a secretKeyRef against: podman 4.3
+      // reads it as a JSON map of key → base64 value, the Secret's `data` exactly (a Secret played from
+      // the file is stored in another form it then cannot read back: "secret … is not valid JSON").
+      // The Pod is played as the provider wrote it.
       const secretFile = join(dirname(playFile), 'secret.json');
-      await writeFile(secretFile, JSON.stringify(secretDocument), { mode: 0o600 });
+      await writeFile(secretFile, JSON.stringify(secret.data ?? {}), { mode: 0o600 });
       await podman.podman(['secret', 'create', name, secretFile]);
       await writeFile(playFile, stringify(podDocument), { mode: 0o600 });
       await podman.podman(['kube', 'play', playFile]);
