@@ -222,13 +222,14 @@ describe.sequential('images, compose and the provider Pod under podman', () => {
       kube.store.namespaces.add('proxies');
       // The origin the proxy may reach: the test on the host side of podman's bridge (a private address,
       // so allowed by the provider's egress policy, as a user would); loopback stays refused.
-      const gateway = '10.88.0.1';
+      // podman's bridge networks are allocated from 10.88.0.0/13 (which one depends on what the store made before).
+      const PODMAN_NETS = '10.88.0.0/13';
       const lifecycle = createKubernetesLifecycle({
         kubeConfig: kube.kubeConfig(),
         namespace: 'proxies',
         image: PROXY_IMAGE,
         logger: silentLogger(),
-        egressPolicy: proxyEgressPolicy({ allow: [`${gateway}/32`], deny: [] }, undefined),
+        egressPolicy: proxyEgressPolicy({ allow: [PODMAN_NETS], deny: [] }, undefined),
       });
       const name = 'ep-real-0123abcd';
       await lifecycle.ensureInstance(
@@ -253,7 +254,8 @@ describe.sequential('images, compose and the provider Pod under podman', () => {
       const containerName = `${name}-proxy`;
       await podman.waitForLog(containerName, /proxy listening/);
       const address = (await podman.podman(['inspect', '--format', '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}', containerName])).stdout.trim();
-      expect(address).toMatch(/^10\.88\./);
+      expect(address).toMatch(/^10\.(8[89]|9[0-5])\./);
+      const gateway = (await podman.podman(['inspect', '--format', '{{range .NetworkSettings.Networks}}{{.Gateway}}{{end}}', containerName])).stdout.trim();
 
       origin = createServer((req, res) => res.end(`origin saw ${req.url}`));
       await new Promise<void>((resolve) => origin?.listen(0, gateway, resolve));
