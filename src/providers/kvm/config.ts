@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { egressPolicySchema } from '../../egress/policy-config.ts';
 import { durationMs, resourceName } from '../../schema/zod-helpers.ts';
 import { providerGcSchema } from '../gc-settings.ts';
-import { REQUIRED_PLACEHOLDERS, SETTING_PLACEHOLDERS } from './domain-xml.ts';
+import { QEMU_XMLNS, REQUIRED_PLACEHOLDERS, SETTING_PLACEHOLDERS } from './domain-xml.ts';
 import { parsePortRange } from './port-forward.ts';
 
 import { kvmHostSchema } from '../../kvm/host-config.ts';
@@ -69,7 +69,7 @@ export const kvmProxiesSchema = kvmProxiesObject.superRefine((proxies, ctx) => {
     ctx.addIssue({
       code: 'custom',
       path: ['domainTemplate'],
-      message: "must declare xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0' on <domain> when portForward is set",
+      message: `must declare xmlns:qemu='${QEMU_XMLNS}' on <domain> when portForward is set`,
     });
   }
 });

@@ -105,6 +105,9 @@ export interface DomainTemplateValues {
 /** Placeholders a custom template must hold (the tag must go in at define time). */
 export const REQUIRED_PLACEHOLDERS = ['name', 'metadata', 'disk'] as const;
 
+/** The namespace `<qemu:commandline>` lives in (the port forward's netdev); the default template declares it on `<domain>`. */
+export const QEMU_XMLNS = 'http://libvirt.org/schemas/domain/qemu/1.0';
+
 /** What a custom template must hold for a setting to take effect (config.ts refuses it otherwise). */
 export const SETTING_PLACEHOLDERS = { kernel: 'boot', portForward: 'qemuCommandline' } as const;
 
@@ -112,7 +115,7 @@ export const SETTING_PLACEHOLDERS = { kernel: 'boot', portForward: 'qemuCommandl
  * The default template: `{{domainType}}` (the provider's `domainType`, default kvm), the volume as
  * a virtio disk, one virtio NIC (or the port forward's), VNC on loopback only, a pty console.
  */
-export const DEFAULT_DOMAIN_TEMPLATE = `<domain type='{{domainType}}' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>
+export const DEFAULT_DOMAIN_TEMPLATE = `<domain type='{{domainType}}' xmlns:qemu='${QEMU_XMLNS}'>
   <name>{{name}}</name>
   <metadata>{{metadata}}</metadata>
   <memory unit='MiB'>{{memoryMiB}}</memory>

@@ -13,9 +13,6 @@
  */
 import { escapeXml } from './domain-xml.ts';
 
-/** The namespace `<qemu:commandline>` lives in; the default template declares it on `<domain>`. */
-export const QEMU_XMLNS = 'http://libvirt.org/schemas/domain/qemu/1.0';
-
 export interface PortRange {
   first: number;
   last: number;
