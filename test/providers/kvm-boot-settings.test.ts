@@ -134,8 +134,8 @@ describe('domainType', () => {
 describe('portForward', () => {
   it('gives each proxy its own host port from the range as its endpoint, through restricted user-mode networking', async () => {
     const first = await freePortPair();
-    // A guest forward's host end must listen before the domain starts (QEMU connects to it then).
-    const echo = (await listenOn(0)).address() as { port: number };
+    // A guest forward's host end need not listen when the domain starts: QEMU dials it until it does.
+    const echo = { port: await freePortPair() };
     const lc = lifecycle({
       portForward: { address: '127.0.0.1', ports: `${first}-${first + 1}`, guestForwards: [{ guest: '10.0.2.100:8080', host: `127.0.0.1:${echo.port}` }] },
     });
@@ -146,8 +146,12 @@ describe('portForward', () => {
     expect(a.endpoint?.host).toBe('127.0.0.1');
     const xml = await domainXmlOf(a.name);
     expect(xml).toContain(`restrict=on,hostfwd=tcp:127.0.0.1:${a.endpoint?.port}-:3128`);
-    expect(xml).toContain(`guestfwd=tcp:10.0.2.100:8080-tcp:127.0.0.1:${echo.port}`);
+    expect(xml).toContain(`guestfwd=tcp:10.0.2.100:8080-tcp:127.0.0.1:${echo.port},,reconnect=1`);
     expect(xml).not.toContain('<interface');
+    // The echo starts listening after the domains: each domain's QEMU connects its guest forward to it.
+    const late = await listenOn(echo.port);
+    let dialled = 0;
+    await new Promise<void>((resolve) => late.on('connection', () => ++dialled === 2 && resolve()));
     // Read back as any worker would, and after a restart: the port is in the domain itself.
     expect((await lc.getInstance(a.name, host.name, sig()))?.endpoint).toEqual(a.endpoint);
 
@@ -193,6 +197,22 @@ describe('portForward', () => {
       proxies: { baseImageVolume: 'b', portForward: { ports: '20099-20000' } },
     });
     expect(badRange.error?.issues.map((i) => i.path.join('.'))).toEqual(['proxies.portForward.ports']);
+  });
+
+  it('refuses guest forwards QEMU would refuse at start, naming the field; a network of its own makes room for a metadata address', () => {
+    const issuesOf = (portForward: object) =>
+      kvmProviderSchema
+        .safeParse({ name: 'k', type: 'kvm', hosts: [{ ...host }], proxies: { baseImageVolume: 'b', portForward: { ports: '20000', ...portForward } } })
+        .error?.issues.map((i) => `${i.path.join('.')}: ${i.message}`) ?? [];
+    const metadata = { guest: '169.254.169.254:80', host: '127.0.0.1:8081' };
+    expect(issuesOf({ guestForwards: [{ guest: '10.0.2.100:80', host: '127.0.0.1:8080' }, metadata] })).toEqual([
+      'proxies.portForward.guestForwards.1.guest: 169.254.169.254 is outside the guest network 10.0.2.0/24 (portForward.network)',
+    ]);
+    expect(issuesOf({ guestForwards: [{ guest: '10.0.2.2:80', host: '127.0.0.1:8080' }] })).toEqual([
+      "proxies.portForward.guestForwards.0.guest: 10.0.2.2 is slirp's own host address in 10.0.2.0/24",
+    ]);
+    expect(issuesOf({ network: '10.0.2.0/31' })).toEqual(['proxies.portForward.network: must be an IPv4 CIDR such as 10.0.2.0/24, at most /30']);
+    expect(issuesOf({ network: '169.254.0.0/16', guestForwards: [metadata] })).toEqual([]);
   });
 });
 

@@ -1,199 +1,261 @@
 /**
- * A real proxy VM (issue 22 §1), `npm run test:real`: the kvm lifecycle, unchanged, on the real
- * test host (libvirtd behind sshd) boots a Debian 12 guest built by scripts/vm-image.sh (TCG,
- * direct kernel boot, user-mode networking with a forwarded host port), with the provider's own
- * NoCloud seed. The proxy the seed starts inside the guest carries a request to an origin on this
- * machine (reached from the guest through a guest forward), refuses requests without the
- * credentials, and its egress policy refuses the host and the metadata address from inside. The
- * delete leaves no domain or volume. Nothing leaves loopback: slirp runs with restrict=on.
+ * A real proxy VM through the roles (issue 22 §1), `npm run test:real`: scheduler, worker (checks,
+ * reconcile, GC), publisher and API in this process, with a kvm provider on the real test host
+ * (libvirtd behind sshd) whose proxies boot a Debian 12 guest built by scripts/vm-image.sh (TCG,
+ * direct kernel boot, user-mode networking with a forwarded host port) from the provider's own
+ * NoCloud seed. A Proxy applied through the API comes Ready after the real readiness probe through
+ * the VM to the API's echo (reached from the guest through a guest forward), carries a request to
+ * an origin on this machine, refuses the API's other paths, the host and the metadata address from
+ * inside; the host's ProviderHealth stays Ok with the domain running; a tagged domain without a
+ * Proxy is collected by GC; SIGKILL of the VM's QEMU takes the proxy out of discovery and a
+ * reconcile boots the domain again; the delete leaves no domain or volume. Nothing leaves loopback:
+ * slirp runs with restrict=on. Every wait is for an answer or a state, bounded by a deadline.
  */
-import { execFile } from 'node:child_process';
-import { createServer as createHttpServer, request, type Server as HttpServer } from 'node:http';
-import { createServer, type Server } from 'node:net';
+import { readFile } from 'node:fs/promises';
+import type { Server as HttpServer } from 'node:http';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runRoles, type RunningRoles } from '../../src/cli/run-roles.ts';
+import { freezeConfig } from '../../src/config/app.ts';
+import { parseConfigDocument } from '../../src/config/file.ts';
 import { proxyEgressPolicy } from '../../src/egress/policy-config.ts';
+import type { ProviderHealth } from '../../src/health/provider-health.ts';
 import type { HostConnection } from '../../src/kvm/host-connection.ts';
-import type { LibvirtConnection } from '../../src/kvm/libvirt/index.ts';
+import { isLibvirtNotFound, type LibvirtConnection } from '../../src/kvm/libvirt/index.ts';
 import { createKvmHostPool, createKvmPoolMetrics, type KvmHostPool } from '../../src/kvm/pool/index.ts';
 import { createLogger } from '../../src/logging.ts';
 import type { KvmHostConfig } from '../../src/providers/kvm/config.ts';
 import { createKvmLifecycle } from '../../src/providers/kvm/lifecycle.ts';
 import { orUndefined } from '../../src/providers/kvm/lifecycle-ops.ts';
-import type { InstanceSpec, ProxyLifecycle } from '../../src/providers/lifecycle.ts';
-import { kvmHostConfigOf, kvmTestHost, removeDomainAndVolumes } from '../support/kvm-host.ts';
+import type { ProxyView } from '../../src/proxies/discovery.ts';
+import { fleetOf } from '../../src/proxies/instance-name.ts';
+import { testConfig, uniquePrefix } from '../support/config.ts';
+import { kvmHostConfigOf, kvmTestHost, removeDomainAndVolumes, type KvmTestHost } from '../support/kvm-host.ts';
+import { waitFor } from '../support/wait.ts';
+import { guestStreamRelay, guestStreamServer } from './support/guest-forward.ts';
+import { BOOT_DEADLINE_MS, capturedLogger, freePorts, listen, removeVolumes, RUN_ID, run, viaProxy, vmImage, vmSettings } from './support/vm.ts';
 
-const run = promisify(execFile);
-const VM_IMAGE = fileURLToPath(new URL('../../scripts/vm-image.sh', import.meta.url));
-const RUN_ID = `${process.pid.toString(36)}${Date.now().toString(36).slice(-4)}`;
-const NAME = `egt-vm-${RUN_ID}`;
-const PASSWORD = `pw-${RUN_ID}-Vm9_secret`;
-/** Under TCG a boot takes 1.5 minutes on an idle 2-core machine; several under load. */
-const BOOT_DEADLINE_MS = 12 * 60_000;
-/** Where the guest reaches the origin on this machine (a guest forward). */
+const PROVIDER = 'kvm-real';
+const PROXY = `vm-${RUN_ID}`;
+/** Where the guest reaches the origin on this machine, and the API's echo (guest forwards). */
 const ORIGIN_IN_GUEST = '10.0.2.100:8099';
+const API_IN_GUEST = '10.0.2.101:8080';
 
+let testHost: KvmTestHost;
 let host: KvmHostConfig;
 let pool: KvmHostPool;
-let lifecycle: ProxyLifecycle;
-let origin: HttpServer;
-let logText = '';
-const held: Server[] = [];
-/** Volumes the lifecycle uploads once per host (base, kernel, initrd): removed after the test. */
-const sharedVolumes = new Set<string>();
+let roles: RunningRoles | undefined;
+let api = '';
+let logText: () => string;
+const servers: HttpServer[] = [];
+const prefix = uniquePrefix();
+const baseImageVolume = `egt-vm-base-${RUN_ID}.qcow2`;
+const orphanBase = `egt-vm-orphan-base-${RUN_ID}.qcow2`;
+const orphan = `ep-ghost-${RUN_ID}`;
+/** Domains this file may leave on a failure (removed after it, with their volumes). */
+const domains = new Set<string>([orphan]);
 
 const sig = (ms = 60_000): AbortSignal => AbortSignal.timeout(ms);
 const lib = <T>(fn: (c: LibvirtConnection, s: AbortSignal) => Promise<T>): Promise<T> =>
   pool.call(host, (conn: HostConnection, s) => fn(conn.libvirt, s), sig());
 
-function listen(server: Server | HttpServer, port = 0): Promise<number> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, '127.0.0.1', () => resolve((server.address() as { port: number }).port));
-  });
-}
-
-/** A free port on 127.0.0.1 for the forward (bound, then released). */
-async function freePort(): Promise<number> {
-  const s = createServer();
-  const port = await listen(s);
-  await new Promise((r) => s.close(r));
-  return port;
-}
-
-function viaProxy(
-  endpoint: { host: string; port: number },
+/** A request through the proxy at `proxyUrl` with its own credentials, none, or a wrong password. */
+function through(
+  proxyUrl: string,
   target: string,
-  auth: string | undefined,
   signal: AbortSignal,
+  auth: 'theirs' | 'none' | 'wrong' = 'theirs',
 ): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      {
-        host: endpoint.host,
-        port: endpoint.port,
-        path: target,
-        agent: false,
-        signal,
-        headers: { Host: new URL(target).host, ...(auth ? { 'Proxy-Authorization': `Basic ${Buffer.from(auth).toString('base64')}` } : {}) },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
-        res.on('error', reject);
-      },
-    );
-    req.on('error', reject);
-    req.end();
-  });
+  const u = new URL(proxyUrl);
+  const creds = `${decodeURIComponent(u.username)}:${decodeURIComponent(u.password)}${auth === 'wrong' ? 'x' : ''}`;
+  return viaProxy({ host: u.hostname, port: u.port }, target, auth === 'none' ? undefined : creds, signal);
 }
 
-/**
- * Waits for the proxy in the guest to answer on its forwarded port: slirp accepts on the host side
- * at once and drops the connection while nothing listens in the guest, so the first HTTP answer
- * is the proxy's. Each try is one request; the deadline bounds the whole boot.
- */
-async function proxyAnswers(endpoint: { host: string; port: number }, deadline: AbortSignal): Promise<number> {
-  for (;;) {
-    deadline.throwIfAborted();
-    const answer = await viaProxy(endpoint, `http://${ORIGIN_IN_GUEST}/ready`, undefined, AbortSignal.any([deadline, AbortSignal.timeout(10_000)])).catch(
-      () => undefined,
-    );
-    if (answer) return answer.status;
-    await new Promise((r) => setTimeout(r, 1_000));
-  }
-}
+const getJson = async <T>(path: string): Promise<T> => (await (await fetch(`${api}${path}`, { signal: sig() })).json()) as T;
+const proxyView = (): Promise<ProxyView> => getJson<ProxyView>(`/v1/proxies/${PROXY}`);
+const readyNames = async (): Promise<string[]> => (await getJson<{ items: ProxyView[] }>('/v1/proxies?ready=true')).items.map((p) => p.name);
+const exists = (name: string): Promise<boolean> => lib(async (c, s) => Boolean(await orUndefined(c.domainLookupByName(name, s))));
 
 beforeAll(async () => {
-  const image = (await run('bash', [VM_IMAGE], { maxBuffer: 16 * 1024 * 1024 })).stdout.trim().split('\n').pop() ?? '';
-  const testHost = await kvmTestHost();
-  host = kvmHostConfigOf(testHost, 'kvm-real');
-  const logger = createLogger({ level: 'debug', destination: new Writable({ write: (c: Buffer, _e, done) => ((logText += c.toString()), done()) }) });
+  const image = await vmImage();
+  testHost = await kvmTestHost();
+  host = kvmHostConfigOf(testHost, 'kvm-real-host');
+  const captured = capturedLogger();
+  const logger = captured.logger;
+  logText = captured.text;
   pool = createKvmHostPool({ logger, metrics: createKvmPoolMetrics(new Registry()), idleTimeoutMs: 0 });
-  // QEMU's guest forward connects to the origin once, when the domain starts, and carries every guest
-  // connection over that one stream: the origin must not time it out while the guest boots.
-  origin = createHttpServer({ requestTimeout: 0, headersTimeout: 0, keepAliveTimeout: 0 }, (_req, res) =>
-    res.writeHead(200, { 'Content-Type': 'text/plain' }).end('origin says hello'),
-  );
-  const originPort = await listen(origin);
-  const forwardPort = await freePort();
-  const baseImageVolume = `egt-vm-base-${RUN_ID}.qcow2`;
-  sharedVolumes.add(baseImageVolume);
-  lifecycle = createKvmLifecycle({
-    pool,
-    hosts: [host],
-    logger,
-    options: {
-      baseImageVolume,
-      baseImageFile: join(image, 'base.qcow2'),
-      baseImageFormat: 'qcow2',
-      bootUserData: true,
-      domainType: 'qemu',
-      memoryMiB: 1024,
-      vcpus: 2,
-      kernel: { kernelFile: join(image, 'vmlinuz'), initrdFile: join(image, 'initrd.img'), cmdline: 'root=/dev/vda rw console=ttyS0' },
-      portForward: { address: '127.0.0.1', ports: String(forwardPort), guestForwards: [{ guest: ORIGIN_IN_GUEST, host: `127.0.0.1:${originPort}` }] },
+
+  const origin = guestStreamServer((_req, res) => res.writeHead(200, { 'Content-Type': 'text/plain', 'Content-Length': '17' }).end('origin says hello'));
+  const echoRelay = guestStreamRelay(() => api);
+  servers.push(origin, echoRelay);
+  const [originPort, relayPort] = [await listen(origin), await listen(echoRelay)];
+  const first = await freePorts(4);
+  const { providers } = parseConfigDocument(
+    {
+      providers: [
+        {
+          name: PROVIDER,
+          type: 'kvm',
+          hosts: [host],
+          proxies: {
+            ...vmSettings(image, baseImageVolume),
+            baseImageFormat: 'qcow2',
+            bootUserData: true,
+            portForward: {
+              address: '127.0.0.1',
+              ports: `${first}-${first + 3}`,
+              guestForwards: [
+                { guest: ORIGIN_IN_GUEST, host: `127.0.0.1:${originPort}` },
+                { guest: API_IN_GUEST, host: `127.0.0.1:${relayPort}` },
+              ],
+            },
+            egressPolicy: { allow: ['10.0.2.100/31'] },
+          },
+        },
+      ],
     },
-    egressPolicy: proxyEgressPolicy({ allow: ['10.0.2.100/32'], deny: [] }, undefined),
+    'test',
+  );
+  const base = testConfig({
+    providers,
+    prefix,
+    queues: ['checks', 'reconcile', 'gc'],
+    intervalMs: 5_000,
+    timeoutMs: 20_000,
+    // A reconcile every 10 s looks at every proxy: the one whose QEMU was killed is started again.
+    resyncMs: 10_000,
+    gcIntervalMs: 2_000,
+    gcGraceMs: 1_000,
+    lockDurationMs: 30_000,
+    // TCG is slow: a probe may take seconds, and a boot must not count as "unready too long".
+    readiness: { intervalMs: 3_000, timeoutMs: 20_000, failureThreshold: 1, successThreshold: 2, replaceAfterMs: 60 * 60_000 },
   });
+  // The guests reach the API's echo at its forwarded address (the relay carries it to the API).
+  roles = await runRoles(freezeConfig({ ...base, echoUrl: `http://${API_IN_GUEST}/v1/echo` }), ['publisher', 'worker', 'scheduler', 'api'], logger);
+  api = roles.api?.url ?? '';
 }, 20 * 60_000);
 
 afterAll(async () => {
+  if (api) {
+    await fetch(`${api}/v1/proxies/${PROXY}`, { method: 'DELETE' }).catch(() => undefined);
+    await waitFor('the proxy gone', async () => (await fetch(`${api}/v1/proxies/${PROXY}`)).status === 404, 120_000).catch(() => undefined);
+  }
+  await roles?.close();
   if (pool) {
-    await lib((c, s) => removeDomainAndVolumes(c, s, host.pool, NAME, []));
-    await lib(async (c, s) => {
-      const p = await c.storagePoolLookupByName(host.pool, s);
-      for (const vol of await c.storagePoolListAllVolumes(p, s)) {
-        if (sharedVolumes.has(vol.name) || vol.name.startsWith('egress-boot-')) await c.storageVolDelete(vol, 0, s);
-      }
-    });
+    for (const name of domains) await lib((c, s) => removeDomainAndVolumes(c, s, host.pool, name, ['.qcow2', '.seed.iso'])).catch(() => undefined);
+    await lib((c, s) => removeVolumes(c, s, host.pool, (v) => v === baseImageVolume || v === orphanBase));
     await pool.close();
   }
-  origin?.close();
-  for (const s of held) s.close();
-}, 120_000);
+  for (const s of servers) s.close();
+}, 10 * 60_000);
 
-describe('a KVM proxy in a real VM', () => {
+describe('a KVM proxy in a real VM, through the roles', () => {
   it(
-    'boots from the provider’s seed, carries traffic to an origin on the host, refuses the inside, and is deleted without a trace',
+    'comes Ready after a real probe, carries traffic, refuses the inside, survives a killed QEMU, and leaves nothing when deleted',
     async () => {
-      const spec: InstanceSpec = {
-        name: NAME,
-        owner: { fleet: 'fleet-real', proxy: 'vm-1' },
-        credentials: { username: 'u-vm', password: PASSWORD },
-        placement: host.name,
-      };
-      const instance = await lifecycle.ensureInstance(spec, sig(10 * 60_000));
-      expect(instance.state).toBe('running');
-      const endpoint = instance.endpoint;
-      expect(endpoint?.host).toBe('127.0.0.1');
-      if (!endpoint) throw new Error('no endpoint');
+      const applied = await fetch(`${api}/v1/proxies`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ metadata: { name: PROXY }, spec: { provider: PROVIDER } }),
+      });
+      expect(applied.status).toBe(200);
+      const ready = await waitFor(
+        `${PROXY} Ready`,
+        async () => {
+          const p = await proxyView();
+          if (p.status.instanceName) domains.add(p.status.instanceName);
+          return p.status.phase === 'Ready' ? p : undefined;
+        },
+        BOOT_DEADLINE_MS,
+        1_000,
+      );
+      const instance = ready.status.instanceName ?? '';
+      const proxyUrl = ready.proxyUrl ?? '';
+      expect(ready.status.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      expect(await readyNames()).toContain(PROXY);
 
-      // Without credentials the first answer is the proxy's 407: it booted, and it is ours.
-      expect(await proxyAnswers(endpoint, AbortSignal.timeout(BOOT_DEADLINE_MS))).toBe(407);
-      const ok = await viaProxy(endpoint, `http://${ORIGIN_IN_GUEST}/hello`, `u-vm:${PASSWORD}`, sig());
-      expect(ok).toEqual({ status: 200, body: 'origin says hello' });
-      expect((await viaProxy(endpoint, `http://${ORIGIN_IN_GUEST}/hello`, `u-vm:not-${PASSWORD}`, sig())).status).toBe(407);
-      // The egress policy inside the guest: slirp's host address (the orchestrator's side) and the metadata address are refused.
-      for (const inside of ['http://10.0.2.2:8080/', 'http://169.254.169.254/computeMetadata/v1/']) {
-        const refused = await viaProxy(endpoint, inside, `u-vm:${PASSWORD}`, sig());
-        expect(refused.status, inside).toBe(403);
+      // Through its URL: the origin on this machine with the credentials, 407 without or with wrong ones.
+      expect(await through(proxyUrl, `http://${ORIGIN_IN_GUEST}/hello`, sig())).toEqual({ status: 200, body: 'origin says hello' });
+      expect((await through(proxyUrl, `http://${ORIGIN_IN_GUEST}/hello`, sig(), 'none')).status).toBe(407);
+      expect((await through(proxyUrl, `http://${ORIGIN_IN_GUEST}/hello`, sig(), 'wrong')).status).toBe(407);
+      // The egress policy inside the guest: the API beyond its echo, slirp's host address and the metadata address are refused.
+      for (const inside of [`http://${API_IN_GUEST}/v1/proxies`, 'http://10.0.2.2:8080/', 'http://169.254.169.254/computeMetadata/v1/']) {
+        expect((await through(proxyUrl, inside, sig())).status, inside).toBe(403);
       }
-      expect(logText).not.toContain(PASSWORD);
 
-      await lifecycle.deleteInstance(NAME, host.name, { owner: spec.owner, nameIsOurs: true }, sig());
-      expect(await lifecycle.getInstance(NAME, host.name, sig())).toBeUndefined();
+      // The host's ProviderHealth is Ok while the domain runs.
+      const health = await waitFor(
+        'a ProviderHealth round with the domain running',
+        async () => {
+          const ph = await getJson<ProviderHealth>(`/v1/providerhealths/${PROVIDER}`).catch(() => undefined);
+          return ph?.status.targets.length ? ph : undefined;
+        },
+        120_000,
+        500,
+      );
+      expect(health.status.targets.map((t) => [t.name, t.ready, t.reason])).toEqual([[host.name, true, 'Ok']]);
+
+      // A tagged domain of this fleet without a Proxy is an orphan: GC deletes it and its overlay.
+      await run('qemu-img', ['create', '-q', '-f', 'qcow2', join(testHost.poolDir, orphanBase), '16M']);
+      await lib(async (c, s) => c.storagePoolRefresh(await c.storagePoolLookupByName(host.pool, s), s));
+      const orphans = createKvmLifecycle({
+        pool,
+        hosts: [host],
+        logger: createLogger({ level: 'silent' }),
+        options: { baseImageVolume: orphanBase, memoryMiB: 64, domainType: 'qemu' },
+        egressPolicy: proxyEgressPolicy({ allow: [], deny: [] }, undefined),
+      });
+      await orphans.ensureInstance(
+        {
+          name: orphan,
+          owner: { fleet: fleetOf(prefix), proxy: 'ghost' },
+          credentials: { username: 'u', password: `p-${RUN_ID}-orphan` },
+          placement: host.name,
+        },
+        sig(),
+      );
+      await waitFor('GC to collect the orphan domain', async () => !(await exists(orphan)), 120_000, 500);
+      const overlayLeft = await lib(async (c, s) =>
+        c.storageVolLookupByName(await c.storagePoolLookupByName(host.pool, s), `${orphan}.qcow2`, s).then(
+          () => true,
+          (err: unknown) => !isLibvirtNotFound(err),
+        ),
+      );
+      expect(overlayLeft).toBe(false);
+      expect(await exists(instance)).toBe(true);
+
+      // SIGKILL of the VM's QEMU: the proxy leaves discovery, and a reconcile boots its domain again.
+      const pidFile = `/run/libvirt/qemu/${instance}.pid`;
+      const killed = Number((await readFile(pidFile, 'utf8')).trim());
+      process.kill(killed, 'SIGKILL');
+      await waitFor(`${PROXY} out of discovery`, async () => !(await readyNames()).includes(PROXY), 120_000, 250);
+      const back = await waitFor(
+        `${PROXY} Ready again on a new QEMU`,
+        async () => {
+          const p = await proxyView();
+          const pid = Number((await readFile(pidFile, 'utf8').catch(() => '0')).trim());
+          return p.status.phase === 'Ready' && pid !== 0 && pid !== killed ? p : undefined;
+        },
+        BOOT_DEADLINE_MS,
+        1_000,
+      );
+      expect(back.status.url).toBe(ready.status.url);
+      expect(await through(proxyUrl, `http://${ORIGIN_IN_GUEST}/again`, sig())).toEqual({ status: 200, body: 'origin says hello' });
+      expect(logText()).not.toContain(new URL(proxyUrl).password);
+
+      // The delete: the Proxy, its domain, overlay and seed go.
+      expect((await fetch(`${api}/v1/proxies/${PROXY}`, { method: 'DELETE' })).status).toBeLessThan(300);
+      await waitFor(`${PROXY} gone`, async () => (await fetch(`${api}/v1/proxies/${PROXY}`)).status === 404, 120_000, 250);
+      expect(await exists(instance)).toBe(false);
       const left = await lib(async (c, s) => {
         const p = await c.storagePoolLookupByName(host.pool, s);
-        return Promise.all([`${NAME}.qcow2`, `${NAME}.seed.iso`].map(async (v) => ((await orUndefined(c.storageVolLookupByName(p, v, s))) ? v : undefined)));
+        return Promise.all(
+          [`${instance}.qcow2`, `${instance}.seed.iso`].map(async (v) => ((await orUndefined(c.storageVolLookupByName(p, v, s))) ? v : undefined)),
+        );
       });
       expect(left.filter(Boolean)).toEqual([]);
     },
-    BOOT_DEADLINE_MS + 10 * 60_000,
+    3 * BOOT_DEADLINE_MS,
   );
 });

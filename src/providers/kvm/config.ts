@@ -3,7 +3,7 @@ import { egressPolicySchema } from '../../egress/policy-config.ts';
 import { durationMs, resourceName } from '../../schema/zod-helpers.ts';
 import { providerGcSchema } from '../gc-settings.ts';
 import { QEMU_XMLNS, REQUIRED_PLACEHOLDERS, SETTING_PLACEHOLDERS } from './domain-xml.ts';
-import { parsePortRange } from './port-forward.ts';
+import { DEFAULT_GUEST_NETWORK, guestForwardProblem, guestNetworkOf, parsePortRange } from './port-forward.ts';
 
 import { kvmHostSchema } from '../../kvm/host-config.ts';
 
@@ -19,14 +19,31 @@ export const kvmKernelSchema = z.strictObject({
 });
 
 /** User-mode networking with a host port forwarded per proxy (port-forward.ts). */
-export const kvmPortForwardSchema = z.strictObject({
-  /** The host address the forwards listen on; the proxy's URL is `address:port`. */
-  address: z.ipv4().default('127.0.0.1'),
-  /** The host ports proxies are given, one each: `"20000-20099"`. */
-  ports: z.string().refine((t) => parsePortRange(t) !== undefined, 'must be PORT or FIRST-LAST within 1-65535'),
-  /** Guest addresses forwarded to host services (the orchestrator's echo, an origin); nothing else leaves the guest. */
-  guestForwards: z.array(z.strictObject({ guest: hostPort, host: hostPort })).default([]),
-});
+export const kvmPortForwardSchema = z
+  .strictObject({
+    /** The host address the forwards listen on; the proxy's URL is `address:port`. */
+    address: z.ipv4().default('127.0.0.1'),
+    /** The host ports proxies are given, one each: `"20000-20099"`. */
+    ports: z.string().refine((t) => parsePortRange(t) !== undefined, 'must be PORT or FIRST-LAST within 1-65535'),
+    /** Guest addresses forwarded to host services (the orchestrator's echo, an origin); nothing else leaves the guest. */
+    guestForwards: z.array(z.strictObject({ guest: hostPort, host: hostPort })).default([]),
+    /**
+     * The guest's network slirp makes (its `net=`): default 10.0.2.0/24. Every guest forward's address
+     * lies in it; 169.254.0.0/16 gives a guest GCE's metadata address (169.254.169.254) as a forward.
+     */
+    network: z
+      .string()
+      .refine((t) => guestNetworkOf(t) !== undefined, 'must be an IPv4 CIDR such as 10.0.2.0/24, at most /30')
+      .optional(),
+  })
+  .superRefine((forward, ctx) => {
+    const net = guestNetworkOf(forward.network ?? DEFAULT_GUEST_NETWORK);
+    if (!net) return;
+    forward.guestForwards.forEach((f, i) => {
+      const problem = guestForwardProblem(net, f.guest.slice(0, f.guest.lastIndexOf(':')));
+      if (problem) ctx.addIssue({ code: 'custom', path: ['guestForwards', i, 'guest'], message: problem });
+    });
+  });
 
 /** How proxies are made on the hosts; without it the provider is health-checked but hosts no proxies. */
 const kvmProxiesObject = z.strictObject({

@@ -69,7 +69,7 @@ export interface KvmLifecycleOptions {
   /** Direct kernel boot; the files are uploaded to each host's pool (boot-files.ts). */
   kernel?: KernelFiles;
   /** User-mode networking with a host port per proxy from `ports` (port-forward.ts). */
-  portForward?: { address: string; ports: string; guestForwards: readonly GuestForward[] };
+  portForward?: { address: string; ports: string; guestForwards: readonly GuestForward[]; network?: string };
 }
 
 export interface KvmLifecycleDeps {
@@ -230,7 +230,13 @@ export function createKvmLifecycle(deps: KvmLifecycleDeps): ProxyLifecycle {
         if (hostPort === undefined) {
           throw new EgressError('ERR_KVM_NO_FREE_PORT', `no free port in portForward.ports "${forward.ports}" on KVM host "${host.name}"`, { retryable: true });
         }
-        commandline = qemuCommandline({ address: forward.address, hostPort, guestPort: port, guestForwards: forward.guestForwards });
+        commandline = qemuCommandline({
+          address: forward.address,
+          hostPort,
+          guestPort: port,
+          guestForwards: forward.guestForwards,
+          ...(forward.network ? { network: forward.network } : {}),
+        });
         avoid.add(hostPort);
       }
       const tag = { fleet: spec.owner.fleet, proxy: spec.owner.proxy, createdAt: new Date().toISOString() };

@@ -11,6 +11,7 @@
  * workers are kept apart by the port itself — a start whose port another QEMU holds fails, and
  * the lifecycle then defines the domain again on the next free port (lifecycle.ts).
  */
+import ipaddr from 'ipaddr.js';
 import { escapeXml } from './domain-xml.ts';
 
 export interface PortRange {
@@ -28,6 +29,39 @@ export function parsePortRange(text: string): PortRange | undefined {
   return { first, last };
 }
 
+/** slirp's guest network unless `portForward.network` says otherwise. */
+export const DEFAULT_GUEST_NETWORK = '10.0.2.0/24';
+
+export interface GuestNetwork {
+  cidr: string;
+  range: [ipaddr.IPv4, number];
+}
+
+/** An IPv4 CIDR of at most /30 (slirp needs room for its host, DNS and DHCP addresses); undefined otherwise. */
+export function guestNetworkOf(text: string): GuestNetwork | undefined {
+  try {
+    const [addr, bits] = ipaddr.IPv4.parseCIDR(text.trim());
+    if (bits > 30) return undefined;
+    return { cidr: `${ipaddr.IPv4.networkAddressFromCIDR(text.trim()).toString()}/${bits}`, range: [addr, bits] };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Why QEMU would refuse `guest` as a guest forward's address in `net` (it must lie in the guest's
+ * network and be neither slirp's host address, the second, nor its DNS, the third), or undefined.
+ */
+export function guestForwardProblem(net: GuestNetwork, guest: string): string | undefined {
+  if (!ipaddr.IPv4.isValidFourPartDecimal(guest)) return `${guest} is not an IPv4 address`;
+  const addr = ipaddr.IPv4.parse(guest);
+  if (!addr.match(net.range)) return `${guest} is outside the guest network ${net.cidr} (portForward.network)`;
+  const base = ipaddr.IPv4.networkAddressFromCIDR(net.cidr).toByteArray();
+  const offset = addr.toByteArray().reduce((n, b) => n * 256 + b, 0) - base.reduce((n, b) => n * 256 + b, 0);
+  if (offset === 2 || offset === 3) return `${guest} is slirp's own ${offset === 2 ? 'host' : 'DNS'} address in ${net.cidr}`;
+  return undefined;
+}
+
 export interface GuestForward {
   /** Address:port inside the guest (slirp's 10.0.2.0/24, e.g. 10.0.2.100:8080). */
   guest: string;
@@ -40,13 +74,28 @@ export interface PortForwardPlan {
   hostPort: number;
   guestPort: number;
   guestForwards: readonly GuestForward[];
+  /** The guest network (`net=`); slirp's default 10.0.2.0/24 when absent. */
+  network?: string;
 }
 
 /** slirp's netdev id in our domains; also how a domain's forward is found again in its XML. */
 const NETDEV_ID = 'egressnet0';
 
+/**
+ * A guest forward's host end is a QEMU socket chardev: one stream per domain start that carries the
+ * guest's connections to that address one after another (libvirt's seccomp sandbox forbids the
+ * per-connection `cmd:` form). `reconnect=1` (the `,,` is an escaped comma inside the netdev's
+ * options) lets the domain start while the host service is not listening yet and has QEMU dial it
+ * again, a second later, after the service closed the stream; what the guest wrote meanwhile is lost.
+ */
+const GUEST_FORWARD_OPTIONS = ',,reconnect=1';
+
 function netdevArg(plan: PortForwardPlan): string {
-  const rules = [`hostfwd=tcp:${plan.address}:${plan.hostPort}-:${plan.guestPort}`, ...plan.guestForwards.map((f) => `guestfwd=tcp:${f.guest}-tcp:${f.host}`)];
+  const rules = [
+    `hostfwd=tcp:${plan.address}:${plan.hostPort}-:${plan.guestPort}`,
+    ...plan.guestForwards.map((f) => `guestfwd=tcp:${f.guest}-tcp:${f.host}${GUEST_FORWARD_OPTIONS}`),
+    ...(plan.network ? [`net=${plan.network}`] : []),
+  ];
   return ['user', `id=${NETDEV_ID}`, 'restrict=on', ...rules].join(',');
 }
 
