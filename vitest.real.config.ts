@@ -1,7 +1,7 @@
 import { defineConfig } from 'vitest/config';
 
 // `npm run test:real`: the suites that run the project's files for real on this machine (test/real/):
-// a proxy VM booted by the kvm lifecycle (scripts/vm-image.sh, the KVM test host), and podman
+// proxy VMs (scripts/vm-image.sh, the KVM test host: a kvm Proxy through the roles, the gcp user-data), and podman
 // building and running the images (root; scripts/container-stand-ins.sh). One file at a time: each is
 // mostly boots, builds and container start-ups competing for the same two cores.
 export default defineConfig({
