@@ -24,13 +24,14 @@ COPY package.json package-lock.json ./
 #   alone (src/providers/gcp/clients.ts), which read protos/protos.json, never protos.js, the .proto
 #   sources, v1beta or v1small (46 MB);
 # - bare-fs and what it alone needs: tar-fs loads them only under the Bare runtime's `bare` condition;
+# - web-streams-polyfill: fetch-blob loads it only on a Node without a global ReadableStream (before 18);
 # - the ES module copies of @opentelemetry/* (build/esm, build/esnext), which only bundlers read: Node
 #   loads build/src (`main`, or the `default` of `exports`);
 # - type declarations, TypeScript sources and source maps, which are for editors.
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force \
  && rm -rf node_modules/typescript node_modules/.bin/tsc node_modules/.bin/tsserver \
  && rm -rf node_modules/@google-cloud/compute/build/protos/protos.js node_modules/@google-cloud/compute/build/protos/google node_modules/@google-cloud/compute/build/src/v1beta node_modules/@google-cloud/compute/build/src/v1small \
- && rm -rf node_modules/bare-fs node_modules/bare-path node_modules/bare-url node_modules/bare-buffer node_modules/bare-stream \
+ && rm -rf node_modules/bare-fs node_modules/bare-path node_modules/bare-url node_modules/bare-buffer node_modules/bare-stream node_modules/web-streams-polyfill \
  && find node_modules/@opentelemetry -type d \( -path '*/build/esm' -o -path '*/build/esnext' \) -prune -exec rm -rf {} + \
  && find node_modules -type f \( -name '*.ts' -o -name '*.mts' -o -name '*.cts' -o -name '*.map' \) -delete
 COPY bin ./bin
