@@ -11,16 +11,28 @@ COPY queues ./queues
 COPY workers ./workers
 RUN npm run build
 
-# Runtime stage: production dependencies and the compiled tree only (no TypeScript, no tsx).
+# Runtime stage: production dependencies and the compiled tree only (no TypeScript, no tsx, no esbuild:
+# the programs the orchestrator hands out to run were bundled by `npm run build` into dist/bin/).
 FROM node:20-bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends tini && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 ENV NODE_ENV=production
 COPY package.json package-lock.json ./
-# typescript comes with `--omit=dev` only as valibot's optional peer (devOptional in the lockfile) and
-# nothing loads it at run time; type declarations, TypeScript sources and source maps are for editors.
+# Out of the production install, files nothing loads at run time (test/real/images.test.ts holds the size):
+# - typescript, which comes with `--omit=dev` only as valibot's optional peer (devOptional in the lockfile);
+# - of @google-cloud/compute, what only its main entry loads: the gcp provider imports the v1 clients
+#   alone (src/providers/gcp/clients.ts), which read protos/protos.json, never protos.js, the .proto
+#   sources, v1beta or v1small (46 MB);
+# - bare-fs and what it alone needs: tar-fs loads them only under the Bare runtime's `bare` condition;
+# - web-streams-polyfill: fetch-blob loads it only on a Node without a global ReadableStream (before 18);
+# - the ES module copies of @opentelemetry/* (build/esm, build/esnext), which only bundlers read: Node
+#   loads build/src (`main`, or the `default` of `exports`);
+# - type declarations, TypeScript sources and source maps, which are for editors.
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force \
  && rm -rf node_modules/typescript node_modules/.bin/tsc node_modules/.bin/tsserver \
+ && rm -rf node_modules/@google-cloud/compute/build/protos/protos.js node_modules/@google-cloud/compute/build/protos/google node_modules/@google-cloud/compute/build/src/v1beta node_modules/@google-cloud/compute/build/src/v1small \
+ && rm -rf node_modules/bare-fs node_modules/bare-path node_modules/bare-url node_modules/bare-buffer node_modules/bare-stream node_modules/web-streams-polyfill \
+ && find node_modules/@opentelemetry -type d \( -path '*/build/esm' -o -path '*/build/esnext' \) -prune -exec rm -rf {} + \
  && find node_modules -type f \( -name '*.ts' -o -name '*.mts' -o -name '*.cts' -o -name '*.map' \) -delete
 COPY bin ./bin
 COPY --from=build /app/dist ./dist

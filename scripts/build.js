@@ -1,7 +1,7 @@
-// `npm run build`: compiles the TypeScript (tsc -p tsconfig.build.json -> dist/), bundles the proxy
-// program (scripts/build-proxy-program.js), then records in dist/.source-hash the fingerprint of the
-// sources it compiled, taken before it started: `npm start` compares it to skip a build that would
-// change nothing. A failed build records nothing, so the next start builds again.
+// `npm run build`: compiles the TypeScript (tsc -p tsconfig.build.json -> dist/), bundles the programs
+// the orchestrator hands out to run (scripts/build-programs.js -> dist/bin/), then records in
+// dist/.source-hash the fingerprint of the sources it compiled, taken before it started: `npm start`
+// compares it to skip a build that would change nothing. A failed build records nothing, so the next start builds again.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -13,7 +13,7 @@ export const HASH_FILE = join(ROOT, 'dist', '.source-hash');
 
 /** What the build reads: the compiled trees, the bundler step and the files that configure them. */
 const INPUT_DIRS = ['src', 'queues', 'workers'];
-const INPUT_FILES = ['tsconfig.json', 'tsconfig.build.json', 'package.json', 'package-lock.json', 'scripts/build-proxy-program.js', 'scripts/build.js'];
+const INPUT_FILES = ['tsconfig.json', 'tsconfig.build.json', 'package.json', 'package-lock.json', 'scripts/build-programs.js', 'scripts/build.js'];
 
 function filesUnder(dir) {
   const out = [];
@@ -56,7 +56,7 @@ function step(args) {
 /** Builds dist/ and records `hash`, the fingerprint of the sources taken before the build began. */
 export function build(hash = sourceHash()) {
   step([join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')]);
-  step([join(ROOT, 'scripts/build-proxy-program.js')]);
+  step([join(ROOT, 'scripts/build-programs.js')]);
   writeFileSync(HASH_FILE, `${hash}\n`);
 }
 

@@ -1,7 +1,7 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { createServer, request, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,6 +9,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { freePort } from '../../src/redis/redis-server.ts';
 import { hostPath, playDockerfile, type StageResult } from '../support/dockerfile.ts';
+import { startFakeCompute } from '../fakes/compute/index.ts';
 import { waitFor } from '../support/wait.ts';
 
 const run = promisify(execFile);
@@ -88,7 +89,7 @@ describe('the images, played without a Docker engine', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  test('Dockerfile: the compiled orchestrator with production dependencies only, non-root under tini; --version, and the local proxy program builds and serves from it', async () => {
+  test('Dockerfile: the compiled orchestrator with production dependencies only, non-root under tini; --version, and the proxy program npm run build bundled serves from it', async () => {
     const stages = await playDockerfile('Dockerfile', { dir: join(dir, 'egress'), cache: stageCache });
     const image = stages.at(-1) as StageResult;
     expect(image.user).toBe('node');
@@ -109,7 +110,10 @@ describe('the images, played without a Docker engine', () => {
     const help = await run(process.execPath, [...argv, '--help'], { cwd: app, env: { ...BASE_ENV, ...image.env } });
     expect(help.stdout).toContain('Usage: egress');
 
-    // A worker's local provider bundles the proxy program at run time from the compiled tree (esbuild is a runtime dependency).
+    // The programs the orchestrator hands out to run were bundled by `npm run build`: the image has no bundler
+    // (esbuild is a dev dependency), and the compiled tree writes the build's own proxy program from dist/bin/.
+    expect(existsSync(join(app, 'node_modules/esbuild'))).toBe(false);
+    expect((await readdir(join(app, 'dist/bin'))).sort()).toEqual(['policy-sync.cjs', 'proxy-host.cjs', 'proxy-process.cjs']);
     const dataDir = join(dir, 'egress-data');
     const built = await run(
       process.execPath,
@@ -123,6 +127,27 @@ describe('the images, played without a Docker engine', () => {
     const program = built.stdout.trim();
     expect(program).toBe(join(dataDir, 'bin/proxy-process.cjs'));
     await proveProxy([program, '--env'], app, image.env, originUrl);
+
+    // The image keeps of @google-cloud/compute only what the gcp provider's v1 clients load: they still
+    // insert, list and poll against a Compute API (the fake), from the image's install.
+    const compute = await startFakeCompute({ project: 'image-project', tokens: ['image-token'] });
+    try {
+      const tokenFile = join(dir, 'compute-token');
+      await writeFile(tokenFile, 'image-token\n', { mode: 0o600 });
+      const call = `const { computeClientOptions, createComputeClients } = await import(${JSON.stringify(join(app, 'dist/src/providers/gcp/clients.js'))});
+        const c = createComputeClients(computeClientOptions({ ...${JSON.stringify(compute.clientOptions())}, accessTokenFile: ${JSON.stringify(tokenFile)} }));
+        const zone = 'us-central1-a', project = 'image-project';
+        const [op] = await c.instances.insert({ project, zone, instanceResource: { name: 'from-the-image', machineType: 'zones/' + zone + '/machineTypes/e2-micro', networkInterfaces: [{}] } });
+        const [done] = await c.zoneOperations.wait({ project, zone, operation: op.latestResponse.name });
+        const [list] = await c.instances.list({ project, zone });
+        const [rules] = await c.firewalls.list({ project });
+        console.log(JSON.stringify({ op: done.status, instances: list.map((i) => i.name), rules: rules.length }));
+        await c.close();`;
+      const listed = await run(process.execPath, ['--input-type=module', '-e', call], { cwd: app, env: { ...BASE_ENV, ...image.env } });
+      expect(JSON.parse(listed.stdout)).toEqual({ op: 'DONE', instances: ['from-the-image'], rules: 0 });
+    } finally {
+      await compute.close();
+    }
   }, 240_000);
 
   test('Dockerfile.proxy: one self-contained file, non-root; in container mode it serves with PROXY_USER/PROXY_PASSWORD, 407 without, and refuses to start without a password', async () => {

@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
-import { cp, mkdir, readFile, symlink, writeFile } from 'node:fs/promises';
+import { chmod, cp, mkdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { createServer, request, type Server } from 'node:http';
 import { dirname, join } from 'node:path';
 import { parse, stringify } from 'yaml';
@@ -22,6 +22,10 @@ import { podmanDown, privatePodman, REPO_ROOT, run, type Podman } from './suppor
 const ORCHESTRATOR_IMAGE = 'localhost/egress:real-test';
 const PROXY_IMAGE = 'localhost/egress-proxy:real-test';
 const MB = 1_000_000;
+/** The most each image may weigh (podman's .Size: every layer, uncompressed), on the stand-in bases (issue 22). */
+const SIZE_LIMITS = { Dockerfile: 300 * MB, 'Dockerfile.proxy': 120 * MB } as const;
+/** The user who follows the README's compose steps: not root, and not the image's `node` (1000). */
+const USER_ID = 4321;
 
 let podman: Podman;
 let storeDir: string | undefined;
@@ -82,6 +86,9 @@ beforeAll(async () => {
   hostBefore = hostState();
   checkout = await tempDir('real-checkout-');
   await copyCheckout(checkout);
+  // The checkout is a user's who is not root (the compose test runs the README as them). Owned so from
+  // the start, the first test's builds are the layer cache compose's `--build` finds.
+  await run('chown', ['-R', `${USER_ID}:${USER_ID}`, checkout]);
   storeDir = join(await tempDir('real-podman-'), 'store');
   podman = await privatePodman(storeDir);
   // The first run on a machine builds the stand-ins (debootstrap; minutes, more on a loaded machine).
@@ -93,17 +100,23 @@ afterAll(async () => {
 }, 300_000);
 
 describe.sequential('images, compose and the provider Pod under podman', () => {
-  it('builds Dockerfile and Dockerfile.proxy with nothing pulled; build-only packages stay out of the orchestrator image', async () => {
+  it('builds Dockerfile and Dockerfile.proxy with nothing pulled, within their sizes; build-only packages stay out of the orchestrator image', async () => {
     const figures: string[] = [];
+    const sizes: Record<string, number> = {};
     for (const [file, image] of [
       ['Dockerfile', ORCHESTRATOR_IMAGE],
       ['Dockerfile.proxy', PROXY_IMAGE],
     ] as const) {
       const started = performance.now();
       await podman.podman(['build', '--pull=never', '-q', '-f', file, '-t', image, '.'], { cwd: checkout });
-      figures.push(`${file}: ${((await imageSize(image)) / MB).toFixed(1)} MB, built in ${((performance.now() - started) / 1000).toFixed(0)} s`);
+      const size = await imageSize(image);
+      sizes[file] = size;
+      figures.push(
+        `${file}: ${(size / MB).toFixed(1)} MB (limit ${SIZE_LIMITS[file] / MB} MB), built in ${((performance.now() - started) / 1000).toFixed(0)} s`,
+      );
     }
     process.stdout.write(`image sizes (podman image inspect .Size):\n  ${figures.join('\n  ')}\n`);
+    for (const file of ['Dockerfile', 'Dockerfile.proxy'] as const) expect(sizes[file], file).toBeLessThanOrEqual(SIZE_LIMITS[file]);
 
     // The HEALTHCHECK survives the build (it needs the docker format, BUILDAH_FORMAT=docker).
     const health = await podman.podman(['image', 'inspect', '--format', '{{json .Config.Healthcheck}}', ORCHESTRATOR_IMAGE]);
@@ -118,12 +131,12 @@ describe.sequential('images, compose and the provider Pod under podman', () => {
       'node',
       ORCHESTRATOR_IMAGE,
       '-e',
-      "for (const m of ['typescript', 'tsx', 'vitest', 'eslint']) { try { require.resolve(m, { paths: ['/app'] }); console.log(m); } catch {} }",
+      "for (const m of ['typescript', 'tsx', 'vitest', 'eslint', 'esbuild']) { try { require.resolve(m, { paths: ['/app'] }); console.log(m); } catch {} }",
     ]);
     expect(leftovers.stdout.trim().split('\n').filter(Boolean)).toEqual([]);
   }, 1_200_000);
 
-  it("runs docker-compose.yml with podman-compose as the README's compose section says, as root", async () => {
+  it("runs docker-compose.yml with podman-compose as the README's compose section says, the token file made by a user who is not root", async () => {
     const readme = await readFile(join(checkout, 'README.md'), 'utf8');
     const section = readme.slice(readme.indexOf('## Running under docker-compose'));
     const blocks = [...section.slice(0, section.indexOf('\n## ', 3)).matchAll(/```sh\n([\s\S]*?)```/g)].map((m) =>
@@ -134,13 +147,27 @@ describe.sequential('images, compose and the provider Pod under podman', () => {
 
     // The only substitutions: podman-compose for `docker compose`; no editor (deploy/egress.yaml as shipped has
     // the local provider); `npm ci` is this checkout's node_modules (the same lockfile) linked in.
+    // Who runs what: the checkout is the user's (uid USER_ID), who runs every step but compose itself, so the
+    // token file is theirs, mode 0600; compose runs as root, as Docker's daemon does for a user of the
+    // docker group (a compose secret is a bind mount of the file as it is on the host).
+    const home = await tempDir('real-user-home-');
+    await mkdir(join(home, 'tmp'));
+    await run('chown', ['-R', `${USER_ID}:${USER_ID}`, home]);
+    // The run's temp directory is root's, 0700: the user may pass through it to their checkout and home.
+    const runDir = dirname(checkout);
+    const runDirMode = (await stat(runDir)).mode & 0o7777;
+    await chmod(runDir, runDirMode | 0o111);
     let exports = '';
     // npx never installs a package here (no registry look-up of a name like `egress`): the CLI is the checkout's.
-    const sh = (line: string) =>
-      podman.exec('sh', ['-c', `${exports}${line}`], {
-        cwd: checkout,
-        env: { EGRESS_FROM_SOURCE: undefined, npm_config_yes: 'false', npm_config_offline: 'true' },
-      });
+    const cliEnv = { EGRESS_FROM_SOURCE: undefined, npm_config_yes: 'false', npm_config_offline: 'true' };
+    const asRoot = (line: string) => podman.exec('sh', ['-c', `${exports}${line}`], { cwd: checkout, env: cliEnv });
+    // The user's own npm settings: none of the npm_config_* that this run's npm passed down (its cache is root's).
+    const npmSettings = Object.fromEntries(Object.keys(process.env).flatMap((k) => (/^npm_/i.test(k) ? [[k, undefined]] : [])));
+    const userEnv = { ...npmSettings, ...cliEnv, HOME: home, TMPDIR: join(home, 'tmp'), USER: 'crawler', LOGNAME: 'crawler' };
+    const asUser = (line: string) =>
+      podman.exec('setpriv', [`--reuid=${USER_ID}`, `--regid=${USER_ID}`, '--clear-groups', 'sh', '-c', `${exports}${line}`], { cwd: checkout, env: userEnv });
+    const sh = (line: string) => (line.startsWith('podman-compose ') ? asRoot(line) : asUser(line));
+    const tokenFile = join(checkout, 'deploy/api-tokens');
     for (const line of commands) {
       const command = line.replace(/\s+#.*$/, '').trim();
       if (command.startsWith('$EDITOR')) continue;
@@ -154,6 +181,9 @@ describe.sequential('images, compose and the provider Pod under podman', () => {
       }
       const mapped = command.replace(/^docker compose /, 'podman-compose ');
       if (mapped.startsWith('podman-compose up')) {
+        // The secret's source as compose finds it: the user's, readable by nobody else.
+        const file = await stat(tokenFile);
+        expect([file.uid, file.mode & 0o777]).toEqual([USER_ID, 0o600]);
         await sh(mapped);
         await waitFor('the API on 127.0.0.1:8080', async () => (await fetch('http://127.0.0.1:8080/healthz')).ok, 180_000, 250);
       } else if (mapped.includes('get ph')) {
@@ -202,6 +232,17 @@ describe.sequential('images, compose and the provider Pod under podman', () => {
       'http://worker:9464/metrics 200 true 401',
       'http://publisher:9464/metrics 200 true 401',
     ]);
+
+    // The same step with the file root's (made by root as the README says, 0600): the compose file's own
+    // one-shot service copies it into the volume, owned by the roles' uid 1000 and mode 0400.
+    await rm(tokenFile);
+    await asRoot(commands.find((l) => l.includes('deploy/api-tokens') && l.startsWith('openssl')) ?? 'false');
+    const rootFile = await stat(tokenFile);
+    expect([rootFile.uid, rootFile.mode & 0o777]).toEqual([0, 0o600]);
+    await asRoot('podman-compose run --rm tokens');
+    const copied = await podman.podman(['exec', await container('api'), 'sh', '-c', 'stat -c "%u %a" /run/egress/api-tokens && cat /run/egress/api-tokens']);
+    expect(copied.stdout).toBe(`1000 400\n${await readFile(tokenFile, 'utf8')}`);
+    await chmod(runDir, runDirMode);
 
     // down, then what podman-compose 1.0.3 leaves (the network, the volume) removed.
     await sh('podman-compose down');

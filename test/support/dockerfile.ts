@@ -11,7 +11,7 @@ const run = promisify(execFile);
  * directory, COPY copies what the image would hold, and the RUN steps that produce the image's
  * files are run for real, with one stand-in: `npm ci` without `--omit=dev` (the build stage's full
  * install of the same lock) is a symlink to this checkout's node_modules, which `npm ci` made.
- * `npm ci --omit=dev` (what the image ships), its pruning (`rm -rf node_modules/…`, `find node_modules …`) and `npm run build` do run. RUN steps about the base system (apt-get, users, ownership) are
+ * `npm ci --omit=dev` (what the image ships), its pruning (`rm -rf node_modules/…`, `find node_modules…`) and `npm run build` do run. RUN steps about the base system (apt-get, users, ownership) are
  * recognised and skipped; any other RUN step fails the test, so a new one cannot slip past.
  */
 export interface Instruction {
@@ -130,7 +130,7 @@ export async function playDockerfile(file: string, options: PlayOptions): Promis
               const [cmd = '', ...argv] = step.split(/\s+/);
               const { stdout, stderr } = await run(cmd, argv, { cwd, env: { ...process.env, EGRESS_FROM_SOURCE: '' }, maxBuffer: 16 << 20 });
               options.log?.(`${file}: ${step}\n${stdout}${stderr}`);
-            } else if (/^(rm -rf node_modules\/|find node_modules )/.test(step)) {
+            } else if (/^(rm -rf node_modules\/|find node_modules[/ ])/.test(step)) {
               // Pruning of the production install: run on the stage's own node_modules.
               await run('sh', ['-c', step], { cwd });
             } else if (SYSTEM_STEPS.some((re) => re.test(step))) {

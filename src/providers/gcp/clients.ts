@@ -1,6 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { FirewallsClient, GlobalOperationsClient, InstancesClient, ZoneOperationsClient } from '@google-cloud/compute';
+// The v1 clients alone: the package's main entry also loads v1beta, v1small and protos.js (30 MB of
+// generated message classes, which a REST client never uses), 1.6 s and 270 MB of memory instead of
+// 0.4 s and 100 MB; the Dockerfile leaves those files out of the image.
+import { FirewallsClient, GlobalOperationsClient, InstancesClient, ZoneOperationsClient } from '@google-cloud/compute/build/src/v1/index.js';
 import { OAuth2Client } from 'google-auth-library';
 import { ConfigError } from '../../errors.ts';
 import type { GcpProviderConfig } from './config.ts';

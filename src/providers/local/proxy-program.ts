@@ -2,23 +2,37 @@ import { existsSync } from 'node:fs';
 import { lstat, mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { build } from 'esbuild';
 import { EgressError } from '../../errors.ts';
 import { ensureOwnedDir, verifyOwnedFile, verifyTrustedDir } from '../../fs/private-path.ts';
 import type { Logger } from '../../logging.ts';
 import { writeFileAtomic } from './instance-files.ts';
 import { PROXY_HOST_PROGRAM_FILE, PROXY_PROGRAM_FILE } from './process-table.ts';
+// Types only: esbuild itself is imported when a bundle is made (a dev dependency; bundleProgram).
+import type { build as EsbuildBuild } from 'esbuild';
 
-/** The forward-proxy process's entry: its TypeScript source, or in the compiled tree (dist/) its compiled JavaScript. */
-const SOURCE =
-  [new URL('./proxy-process.ts', import.meta.url), new URL('./proxy-process.js', import.meta.url)]
-    .map((url) => fileURLToPath(url))
-    .find((path) => existsSync(path)) ?? fileURLToPath(new URL('./proxy-process.ts', import.meta.url));
-/** The proxy host's entry, likewise. */
-const HOST_SOURCE =
-  [new URL('./proxy-host.ts', import.meta.url), new URL('./proxy-host.js', import.meta.url)]
-    .map((url) => fileURLToPath(url))
-    .find((path) => existsSync(path)) ?? fileURLToPath(new URL('./proxy-host.ts', import.meta.url));
+/**
+ * The self-contained programs the orchestrator hands to something else to run: the forward proxy
+ * (local proxies of the earlier model, containers, VMs), the local proxy host, and the gcp policy
+ * sync. `entry` is relative to the tree's root (the checkout, or dist/ once compiled); `file` is the
+ * name of its bundle, which `npm run build` writes into `dist/bin/` (scripts/build-programs.js).
+ */
+export const PROGRAMS = {
+  proxy: { entry: 'src/providers/local/proxy-process', file: PROXY_PROGRAM_FILE, what: 'local proxy program' },
+  host: { entry: 'src/providers/local/proxy-host', file: PROXY_HOST_PROGRAM_FILE, what: 'local proxy host program' },
+  policySync: { entry: 'src/providers/boot/gce-policy-sync', file: 'policy-sync.cjs', what: 'gcp policy sync program' },
+} as const;
+export type ProgramName = keyof typeof PROGRAMS;
+
+/** The root of the tree this module runs from: the checkout (TypeScript sources) or dist/ (compiled). */
+const TREE_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+/** Compiled (dist/): this module is JavaScript, and the programs' bundles are in dist/bin/. */
+const COMPILED = import.meta.url.endsWith('.js');
+
+/** A program's entry in this tree: its TypeScript source, or in the compiled tree its compiled JavaScript. */
+export function programEntry(name: ProgramName): string {
+  const base = join(TREE_ROOT, PROGRAMS[name].entry);
+  return [`${base}.ts`, `${base}.js`].find((path) => existsSync(path)) ?? `${base}.ts`;
+}
 
 /** The proxy program could not be built; nothing else can start before that is fixed. */
 export class ProxyProgramError extends EgressError {
@@ -45,7 +59,7 @@ export function buildProxyProgram(dataDir: string): Promise<string> {
 
 /** The proxy host's program as one self-contained CommonJS file: the orchestrator's own copy, which installProgram writes. */
 export function bundleProxyHostProgram(): Promise<Uint8Array> {
-  return bundleProgram(HOST_SOURCE, 'local proxy host program');
+  return programCode('host');
 }
 
 /**
@@ -112,14 +126,42 @@ async function writeProgram(dataDir: string, file: string, bundled: Promise<Uint
 
 /** The forward-proxy program as one self-contained CommonJS file (what buildProxyProgram writes). */
 export function bundleProxyProgram(): Promise<Uint8Array> {
-  return bundleProgram(SOURCE, 'local proxy program');
+  return programCode('proxy');
 }
 
 /**
- * Bundles one entry point into a self-contained CommonJS file for plain `node` 18 or later (the
- * Node of Debian 12, which booted proxy VMs run: src/providers/boot/).
+ * One program as a self-contained CommonJS file. Run from dist/, it is the bundle the same
+ * `npm run build` wrote beside the compiled tree (dist/bin/), so a production install needs no
+ * bundler (esbuild is a dev dependency); from the TypeScript sources, or in a dist/ built without
+ * the bundles (tsc alone), it is bundled now with esbuild.
+ */
+export async function programCode(name: ProgramName): Promise<Uint8Array> {
+  const program = PROGRAMS[name];
+  if (COMPILED) {
+    const built = await readFile(join(TREE_ROOT, 'bin', program.file)).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') return undefined;
+      throw new ProxyProgramError(`could not read the ${program.what} built by npm run build: ${err.message}`, { cause: err });
+    });
+    if (built) return new Uint8Array(built);
+  }
+  return bundleProgram(programEntry(name), program.what);
+}
+
+/**
+ * Bundles one entry point with esbuild into a self-contained CommonJS file for plain `node` 18 or
+ * later (the Node of Debian 12, which booted proxy VMs run: src/providers/boot/). esbuild is loaded
+ * only here: without it (a production install) this fails with ERR_LOCAL_PROXY_PROGRAM.
  */
 export async function bundleProgram(entry: string, what: string): Promise<Uint8Array> {
+  let build: typeof EsbuildBuild;
+  try {
+    ({ build } = await import('esbuild'));
+  } catch (err) {
+    throw new ProxyProgramError(
+      `could not build the ${what} from ${entry}: esbuild is not installed (a dev dependency); run \`npm run build\` in a full install, which bundles it into dist/bin/`,
+      { cause: err },
+    );
+  }
   try {
     const result = await build({
       entryPoints: [entry],
