@@ -61,7 +61,6 @@ export function toError(value: unknown): Error {
   return new Error(typeof value === 'string' ? value : JSON.stringify(value), { cause: value });
 }
 
-
 /** The first error of the given class in a cause chain. */
 export function findCause<T extends Error>(value: unknown, cls: abstract new (...args: never[]) => T): T | undefined {
   for (let e: unknown = value, depth = 0; e instanceof Error && depth < 10; e = e.cause, depth++) {
