@@ -13,7 +13,7 @@ import { ProbeLoop } from '../src/readiness/probe-loop.ts';
 import type { ProxyCredentialsReader, ProxyReader, ProxyStatusWriter } from '../src/store/proxy-store.ts';
 import type { EventSink } from '../src/events/event-sink.ts';
 import type { Secrets } from '../src/secrets/secret-registry.ts';
-import { runShutdownSteps, ShutdownError } from '../src/roles/role-lifecycle.ts';
+import { boundedStep, runShutdownSteps, ShutdownError } from '../src/roles/role-lifecycle.ts';
 
 export interface ReadinessWatchDeps {
   config: AppConfig;
@@ -101,7 +101,8 @@ export function startReadiness(
         () => {
           for (const off of unsubscribe) off();
         },
-        () => probeLoop?.close(),
+        // Probes in flight get the grace period: their store writes may wait on Redis for good.
+        boundedStep('the probe loop', config.shutdownGraceMs, () => probeLoop?.close()),
         () => redis?.disconnect(),
       ]);
       if (errors.length > 0) throw new ShutdownError('the shutdown of the readiness watch', errors);

@@ -21,7 +21,14 @@ import { startTracing, type TracingRuntime } from '../telemetry/tracing.ts';
 import { SecretRegistry } from '../secrets/secret-registry.ts';
 import type { RedisTarget } from '../../queues/connection.ts';
 import { EgressError } from '../errors.ts';
-import { runShutdownSteps, ShutdownError, type RoleState, type RoleStatus, type ShutdownStep } from '../roles/role-lifecycle.ts';
+import { boundedStep, runShutdownSteps, settleAll, ShutdownError, type RoleState, type RoleStatus, type ShutdownStep } from '../roles/role-lifecycle.ts';
+
+/**
+ * How long each shutdown step that has no bound of its own (a store, a connection, the tracing
+ * exporter) may take. The roles bound their closes themselves (their grace period for running
+ * jobs, then BullMQ's bounds), the private redis-server its stop, the providers theirs.
+ */
+const STEP_MS = 5000;
 
 /** `http://127.0.0.1:8080` → its host (without brackets) and port. */
 function listenerOf(url: string): { host: string; port: number } {
@@ -136,7 +143,7 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
   try {
     // First in, last out: spans of the shutdown itself are still exported.
     const tracing = await startTracing(config.telemetry, roles, secrets);
-    closers.push(() => tracing.shutdown());
+    closers.push(boundedStep('the tracing exporter', STEP_MS, () => tracing.shutdown()));
     if (tracing.enabled) logger.info({ tracesUrl: config.telemetry?.tracesUrl, protocol: config.telemetry?.protocol, roles }, 'tracing on');
     let redisUrl = config.redis.url;
     if (redisUrl === undefined && config.redis.clusterNodes === undefined) {
@@ -167,18 +174,18 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
     if (redisTarget.kind === 'cluster')
       logger.info({ nodes: redisTarget.nodes.map((n) => `${n.host}:${n.port}`), tls: redisTarget.tls }, 'using a Redis Cluster');
     const redis: RedisClient = createRedis(redisTarget, 'worker', logger.child({ component: 'redis' }));
-    closers.push(() => closeRedis(redis));
+    closers.push(boundedStep('the Redis connection', STEP_MS, () => closeRedis(redis)));
     await warnUnlessNoEviction(redis, logger);
     // ProviderHealth and Proxy objects: Redis, or Kubernetes custom resources (`--store`).
     const stores = await createStores(config.store, redis, config.redis.prefix, logger, secrets);
     const store = stores.status;
-    closers.push(() => store.close());
-    closers.push(() => stores.proxies.close());
-    closers.push(() => stores.pools.close());
+    closers.push(boundedStep('the status store', STEP_MS, () => store.close()));
+    closers.push(boundedStep('the proxy store', STEP_MS, () => stores.proxies.close()));
+    closers.push(boundedStep('the pool store', STEP_MS, () => stores.pools.close()));
     if (config.store?.kind === 'kubernetes') logger.info({ namespace: config.store.namespace }, 'ProviderHealth and Proxy objects live in Kubernetes');
     // One event stream per fleet; each role records under its own name. Closed after the roles (closers run in reverse).
     const events = new RedisEventStore(redis, config.redis.prefix, config.events, logger.child({ component: 'events' }), secrets);
-    closers.push(() => events.close());
+    closers.push(boundedStep('the event store', STEP_MS, () => events.close()));
     const registry = createRegistry();
     const jobMetrics = createJobMetrics(registry);
 
@@ -215,7 +222,7 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
         logger,
         openFiles: options.openFiles,
       });
-      closers.push(() => metrics.close());
+      closers.push(boundedStep('the metrics listener', STEP_MS, () => metrics.close()));
       metricsListener = listenerOf(metrics.url);
       logger.info({ url: `${metrics.url}/metrics` }, 'metrics listening');
     }
@@ -231,9 +238,7 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
       });
       const built = await createProviders(config.providers, { logger, registry, dataDir: config.dataDir, egress, secrets }, options.providerFactory);
       providers = built;
-      closers.push(async () => {
-        await Promise.allSettled([...built.values()].map((p) => p.close()));
-      });
+      closers.push(() => settleAll([...built.values()].map((p) => p.close())));
     }
     let scheduler: SchedulerRole | undefined;
     let worker: WorkerRole | undefined;

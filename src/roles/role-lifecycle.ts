@@ -41,6 +41,34 @@ export class ShutdownError extends EgressError {
 /** One step of a shutdown: closing a queue, a store, a role. */
 export type ShutdownStep = () => unknown;
 
+/** A shutdown step that did not finish in its bound (`ERR_SHUTDOWN_TIMEOUT`); the shutdown goes on without it. */
+export class StepTimeoutError extends EgressError {
+  readonly what: string;
+  constructor(what: string, ms: number) {
+    super('ERR_SHUTDOWN_TIMEOUT', `${what} did not close within ${ms} ms; the shutdown went on without it`, { retryable: false });
+    this.what = what;
+  }
+}
+
+/**
+ * The step, given at most `ms`: past that it rejects with a StepTimeoutError naming `what`, so a
+ * close that waits on Redis for good neither holds the shutdown nor goes unreported.
+ */
+export function boundedStep(what: string, ms: number, step: ShutdownStep): ShutdownStep {
+  return async () => {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new StepTimeoutError(what, ms)), ms);
+      timer.unref();
+    });
+    try {
+      await Promise.race([Promise.resolve().then(step), late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+}
+
 /** AggregateErrors (several closes at once) and ShutdownErrors (a role's own) count as their parts. */
 function flatten(err: unknown): Error[] {
   if (err instanceof ShutdownError || err instanceof AggregateError) return (err.errors as unknown[]).flatMap(flatten);

@@ -4,7 +4,7 @@ import { createLogger, type Logger } from '../../logging.ts';
 import { SecretRegistry } from '../../secrets/secret-registry.ts';
 import { ensurePrivateDir } from '../../redis/private-files.ts';
 import { ensureLocalToken, LOCAL_TOKEN_NAME, recordRunningApi, type LocalToken } from '../local-api-access.ts';
-import type { CliIO } from '../output.ts';
+import { errorLine, type CliIO } from '../output.ts';
 import { raiseOpenFilesLimit } from '../../open-files.ts';
 import { runRoles, type RunningRoles, type RunRolesOptions } from '../run-roles.ts';
 import { buildServerConfig, SERVER_FLAG_DEFAULTS, type ServerFlags } from '../server-config.ts';
@@ -123,6 +123,8 @@ export async function runServerCommand(role: string, flags: ServerFlags, io: Cli
   const hardStop = setTimeout(
     () => {
       logger.error('shutdown did not finish in time: exiting');
+      // The failure that started the shutdown is still the command's last line.
+      if ('failure' in ended) io.err(errorLine(ended.failure));
       process.exit(1);
     },
     config.shutdownGraceMs * 2 + 15_000,
