@@ -16,7 +16,7 @@ const FAILING_WORKER = resolve(ROOT, 'test/support/failing-worker.ts');
 describe('a role that fails ends its command', () => {
   const procs: EgressProcess[] = [];
   afterAll(async () => {
-    await Promise.all(procs.map((p) => (p.child.exitCode === null && p.child.signalCode === null ? p.stop() : undefined)));
+    await Promise.all(procs.filter((p) => p.child.exitCode === null && p.child.signalCode === null).map((p) => p.stop()));
   });
 
   test('egress worker whose consumer stops running exits 1, printing the role and the cause', async () => {
