@@ -1,5 +1,5 @@
 import { DelayedError, Queue, RateLimitError, UnrecoverableError, WaitingChildrenError, Worker, type Job, type RedisOptions, type Telemetry } from 'bullmq';
-import { closeWorkerBounded } from './bounded-close.ts';
+import { closeBounded } from './bounded-close.ts';
 import { parseJobData, type JobData, type JobDefinition, type JobSettings } from './jobs.ts';
 import type { JobLog } from './log.ts';
 import type { QueueName } from './names.ts';
@@ -68,8 +68,29 @@ export interface ConsumeOptions {
 
 export interface Consumer {
   readonly worker: Worker;
-  /** Stops taking jobs, waits the grace period, aborts the rest, closes its connections. Idempotent. */
+  /**
+   * Settles when the consumer stops: resolves after `close()` once its worker's run loop ended;
+   * rejects with a ConsumerFailedError when the loop rejected or ended without a close (the
+   * consumer takes no more jobs: its role has failed).
+   */
+  readonly stopped: Promise<void>;
+  /**
+   * Stops taking jobs, waits the grace period, aborts the rest, closes its connections (bounded:
+   * queues/bounded-close.ts; rejects with its CloseError when that went wrong). Idempotent.
+   */
   close(): Promise<void>;
+}
+
+/** A consumer whose BullMQ worker stopped running while nobody closed it (`ERR_CONSUMER_FAILED`); `cause` when its run loop rejected. */
+export class ConsumerFailedError extends Error {
+  readonly code = 'ERR_CONSUMER_FAILED';
+  readonly retryable = false;
+  readonly queue: string;
+  constructor(queue: string, message: string, cause?: unknown) {
+    super(`the ${queue} consumer stopped taking jobs: ${message}`, cause === undefined ? undefined : { cause });
+    this.name = 'ConsumerFailedError';
+    this.queue = queue;
+  }
 }
 
 /**
@@ -183,16 +204,32 @@ export async function consume(queue: QueueName, handlers: readonly JobHandler[],
     ...(options.telemetry ? { telemetry: options.telemetry } : {}),
   });
   instrument(worker, options.observer, options.logger);
-  worker.run().catch((err: unknown) => options.logger.error({ queue, err: (err as Error).message }, 'worker stopped'));
-  await worker.waitUntilReady();
   let closing: Promise<void> | undefined;
-  return {
-    worker,
-    close() {
-      closing ??= closeWorkerBounded(worker, options.graceMs, options.logger);
-      return closing;
+  // BullMQ retries what Redis does to the loop by itself: the loop ends only when the worker is
+  // closed, or when something it does not survive happened. Without our close, that is the end
+  // of this consumer.
+  const stopped = worker.run().then(
+    () => {
+      if (!closing) throw new ConsumerFailedError(queue, 'its BullMQ worker ended its run loop without being closed');
     },
+    (err: unknown) => {
+      if (closing) return;
+      throw new ConsumerFailedError(queue, err instanceof Error ? err.message : String(err), err);
+    },
+  );
+  stopped.catch((err: unknown) => options.logger.error({ queue, err: (err as Error).message }, 'consumer failed'));
+  const close = (): Promise<void> => {
+    closing ??= closeBounded(worker, { graceMs: options.graceMs, logger: options.logger, what: `the ${queue} worker` });
+    return closing;
   };
+  try {
+    await worker.waitUntilReady();
+  } catch (err) {
+    // A consumer that never became ready leaves nothing open behind it.
+    await close().catch(() => undefined);
+    throw err;
+  }
+  return { worker, stopped, close };
 }
 
 /** The way to a queue for producers: the configured backoff and retention as defaults, and the mandatory error listener. */

@@ -1,13 +1,16 @@
 /**
- * Retry decisions are data on the error. `consume` reads them and tells BullMQ:
- * - an error whose nearest `retryable` flag (itself or down its `cause` chain) is `false` fails its
- *   job at once (BullMQ's UnrecoverableError): a retry alone cannot get past it (a 403, bad data);
- * - one that carries `retryAfterMs` puts the same job back as delayed for that long: "look again
- *   later" is not a failure and spends no attempt;
- * - anything else (`retryable: true`, or an error that says nothing) is retried with the job's backoff
- *   until its attempts are spent.
- * The project's EgressError carries `retryable`; this module reads the data, not the class, so the
- * job boundary depends on nothing else of ours.
+ * The one retry classifier of the project: every caller that asks "may this be retried?" (the job
+ * boundary, and any code that must tell a transient failure from a final one) asks `retryVerdict`.
+ * Retry decisions are data on the error, read from the error itself and then down its `cause` chain:
+ * - the nearest `retryAfterMs` (a finite number ≥ 0) puts the same job back as delayed for that
+ *   long: "look again later" is not a failure and spends no attempt;
+ * - the nearest boolean `retryable` decides: `false` fails the job at once (BullMQ's
+ *   UnrecoverableError), since a retry alone cannot get past it (a 403, bad data); `true` retries;
+ * - **the default: an error that says nothing is retried** with the job's backoff until its
+ *   attempts are spent. A new error class that forgets its flag costs attempts, never a job that
+ *   could have succeeded. Final is what a thrower states.
+ * The project's EgressError carries `retryable` (absent unless its thrower sets it); this module
+ * reads the data, not the class, so the job boundary depends on nothing else of ours.
  */
 export type RetryVerdict = { kind: 'retry' } | { kind: 'final' } | { kind: 'later'; delayMs: number };
 

@@ -1,30 +1,35 @@
 /**
  * Typed errors with stable codes. Whether an operation may be retried is data on the
- * error (`retryable`), never a pattern matched against a message.
+ * error (`retryable`), never a pattern matched against a message. One classifier reads it,
+ * `retryVerdict` (queues/retry.ts), and its default is stated once there: an error that says
+ * nothing is retried.
  */
 export interface EgressErrorOptions {
   cause?: unknown;
-  /** Defaults to false: an error is final unless its thrower says otherwise. */
+  /**
+   * True: a retry may succeed; false: it cannot (a 403, bad input). Absent: the error says
+   * nothing, and its cause chain or the classifier's default (retried) decides.
+   */
   retryable?: boolean;
 }
 
 export class EgressError extends Error {
   readonly code: string;
-  readonly retryable: boolean;
+  readonly retryable: boolean | undefined;
 
   constructor(code: string, message: string, options: EgressErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = new.target.name;
     this.code = code;
-    this.retryable = options.retryable ?? false;
+    this.retryable = options.retryable;
   }
 }
 
-/** Bad configuration: a file, a field or a flag. `path` names it (`providers[1].hosts[0].port`). */
+/** Bad configuration: a file, a field or a flag (final: a retry reads the same configuration). `path` names it (`providers[1].hosts[0].port`). */
 export class ConfigError extends EgressError {
   readonly path: string;
   constructor(path: string, message: string, options: EgressErrorOptions = {}) {
-    super('ERR_CONFIG', path ? `${path}: ${message}` : message, options);
+    super('ERR_CONFIG', path ? `${path}: ${message}` : message, { retryable: false, ...options });
     this.path = path;
   }
 }
@@ -32,7 +37,7 @@ export class ConfigError extends EgressError {
 /** Bad command-line usage: an unknown flag, a missing argument. */
 export class UsageError extends EgressError {
   constructor(message: string, options: EgressErrorOptions = {}) {
-    super('ERR_USAGE', message, options);
+    super('ERR_USAGE', message, { retryable: false, ...options });
   }
 }
 
@@ -46,7 +51,7 @@ export class DeadlineError extends EgressError {
 /** A named thing does not exist (provider, job, proxy). */
 export class NotFoundError extends EgressError {
   constructor(what: string, name: string, options: EgressErrorOptions = {}) {
-    super('ERR_NOT_FOUND', `${what} "${name}" not found`, options);
+    super('ERR_NOT_FOUND', `${what} "${name}" not found`, { retryable: false, ...options });
   }
 }
 
@@ -54,14 +59,6 @@ export class NotFoundError extends EgressError {
 export function toError(value: unknown): Error {
   if (value instanceof Error) return value;
   return new Error(typeof value === 'string' ? value : JSON.stringify(value), { cause: value });
-}
-
-/** True when the error, or an EgressError in its cause chain, says the operation may be retried. */
-export function isRetryable(value: unknown): boolean {
-  for (let e: unknown = value, depth = 0; e instanceof Error && depth < 10; e = e.cause, depth++) {
-    if (e instanceof EgressError) return e.retryable;
-  }
-  return false;
 }
 
 /** The first error of the given class in a cause chain. */

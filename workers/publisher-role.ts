@@ -14,6 +14,7 @@ import { consumeJobs } from './consumer.ts';
 import type { Redactor } from '../src/secrets/secret-registry.ts';
 import type { EventSink } from '../src/events/event-sink.ts';
 import { reasonChanges } from '../src/events/health-events.ts';
+import { RoleLifecycle, type RoleStateObserver, type RoleStatus } from '../src/roles/role-lifecycle.ts';
 
 export interface PublisherDeps {
   config: AppConfig;
@@ -28,10 +29,15 @@ export interface PublisherDeps {
   telemetry?: Telemetry | undefined;
   /** The process's secret registry: a failed results job's error passes its redaction (the Redis password in a connection error). */
   secrets?: Redactor;
+  /** Told each state the role enters (src/roles/role-lifecycle.ts). */
+  onState?: RoleStateObserver | undefined;
 }
 
 export interface PublisherRole {
+  /** starting → running → draining → stopped, or failed (its consumer stopped taking jobs, its close went wrong). */
+  readonly status: RoleStatus;
   readonly worker: Consumer['worker'];
+  /** Bounded; rejects with a ShutdownError naming what did not close. Idempotent. */
   close(): Promise<void>;
 }
 
@@ -82,6 +88,7 @@ export async function publishResults(
 /** `egress publisher`: consumes the durable `results` queue (`results` and `result` jobs) into ProviderHealth status. */
 export async function startPublisherRole(deps: PublisherDeps): Promise<PublisherRole> {
   const { config, logger } = deps;
+  const lifecycle = new RoleLifecycle('publisher', deps.onState);
   const configured = new Set(config.providers.map((p) => p.name));
   const now = deps.now ?? (() => new Date());
   const publish = async (results: readonly CheckResultData[], jobId: string | undefined, signal: AbortSignal): Promise<void> => {
@@ -108,7 +115,12 @@ export async function startPublisherRole(deps: PublisherDeps): Promise<Publisher
     // Transactions on one provider's object serialise in the store; concurrency overlaps the
     // queue round trips of different results.
     32,
-  );
+  ).catch((err: unknown) => {
+    lifecycle.fail(err);
+    throw err;
+  });
+  lifecycle.watch(consumer.stopped);
   logger.info('publisher started');
-  return { worker: consumer.worker, close: () => consumer.close() };
+  lifecycle.started();
+  return { status: lifecycle, worker: consumer.worker, close: () => lifecycle.close([() => consumer.close()]) };
 }

@@ -13,6 +13,7 @@ import { ProbeLoop } from '../src/readiness/probe-loop.ts';
 import type { ProxyCredentialsReader, ProxyReader, ProxyStatusWriter } from '../src/store/proxy-store.ts';
 import type { EventSink } from '../src/events/event-sink.ts';
 import type { Secrets } from '../src/secrets/secret-registry.ts';
+import { boundedStep, runShutdownSteps, ShutdownError } from '../src/roles/role-lifecycle.ts';
 
 export interface ReadinessWatchDeps {
   config: AppConfig;
@@ -87,15 +88,24 @@ export function startReadiness(
       hooks,
       logger: logger.child({ component: 'probe-loop' }),
     });
+    // Each failed pass or probe record is logged by the loop itself and tried again at the next
+    // interval: not the end of the loop, nor of the role.
     probeLoop.on('error', () => undefined);
     probeLoop.start();
   }
   return {
     probeLoop,
     async close() {
-      for (const off of unsubscribe) off();
-      await probeLoop?.close();
-      redis?.disconnect();
+      // Every step runs, and what failed is reported, not dropped.
+      const errors = await runShutdownSteps([
+        () => {
+          for (const off of unsubscribe) off();
+        },
+        // Probes in flight get the grace period: their store writes may wait on Redis for good.
+        boundedStep('the probe loop', config.shutdownGraceMs, () => probeLoop?.close()),
+        () => redis?.disconnect(),
+      ]);
+      if (errors.length > 0) throw new ShutdownError('the shutdown of the readiness watch', errors);
     },
   };
 }

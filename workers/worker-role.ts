@@ -3,6 +3,7 @@ import type { Telemetry, Worker } from 'bullmq';
 import pLimit from 'p-limit';
 import type { Registry } from 'prom-client';
 import type { RedisTarget } from '../queues/connection.ts';
+import { closeAllBounded } from '../queues/bounded-close.ts';
 import type { Consumer, JobHandler } from '../queues/consume.ts';
 import { QUEUES } from '../queues/names.ts';
 import { gcDeletesPerSecond, type AppConfig } from '../src/config/app.ts';
@@ -27,6 +28,7 @@ import { reconcileHandlers } from './reconcile-processor.ts';
 import { createResultBatcher } from './result-batcher.ts';
 import { noEvents, type EventSink } from '../src/events/event-sink.ts';
 import type { Secrets } from '../src/secrets/secret-registry.ts';
+import { RoleLifecycle, settleAll, type RoleStateObserver, type RoleStatus } from '../src/roles/role-lifecycle.ts';
 
 export interface WorkerRoleDeps {
   config: AppConfig;
@@ -50,13 +52,17 @@ export interface WorkerRoleDeps {
    * credentials by reconcile; its redaction applied to status, check results and failed jobs.
    */
   secrets: Secrets;
+  /** Told each state the role enters (src/roles/role-lifecycle.ts). */
+  onState?: RoleStateObserver | undefined;
 }
 
 export interface WorkerRole {
+  /** starting → running → draining → stopped, or failed (a consumer stopped taking jobs, a close went wrong). */
+  readonly status: RoleStatus;
   readonly workers: readonly Worker[];
   /** The readiness probe loop (workers of the reconcile queue with --probe-interval above 0). */
   readonly probeLoop: ProbeLoop | undefined;
-  /** Stops taking jobs, waits the grace period, aborts the rest, closes connections. */
+  /** Stops taking jobs, waits the grace period, aborts the rest, closes connections; rejects with a ShutdownError naming what did not close. Idempotent. */
   close(): Promise<void>;
 }
 
@@ -67,6 +73,7 @@ const CHECK_JOBS_PER_SLOT = 2;
 export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole> {
   const { config, logger } = deps;
   const prefix = config.redis.prefix;
+  const lifecycle = new RoleLifecycle('worker', deps.onState);
   const results = openJobQueue(deps, QUEUES.results);
   const reconcileQueue = openJobQueue(deps, QUEUES.reconcile);
   const lifecycles = new Map<string, ProxyLifecycle>();
@@ -124,17 +131,21 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
     ],
   };
   const consumers: Consumer[] = [];
+  const closeQueues = (): Promise<void> => closeAllBounded([results, reconcileQueue], { logger });
   try {
     for (const queue of config.worker.queues) {
       // A check job holds its place until its result is on the `results` queue; twice the jobs
       // let the next checks run meanwhile, while at most --concurrency checks run at once.
       const concurrency = queue === 'checks' ? config.worker.concurrency * CHECK_JOBS_PER_SLOT : config.worker.concurrency;
-      consumers.push(await consumeJobs(deps, QUEUES[queue], handlers[queue](), concurrency));
+      const consumer = await consumeJobs(deps, QUEUES[queue], handlers[queue](), concurrency);
+      consumers.push(consumer);
+      lifecycle.watch(consumer.stopped);
     }
   } catch (err) {
-    await Promise.all(consumers.map((c) => c.close()));
-    await results.close();
-    await reconcileQueue.close();
+    lifecycle.fail(err);
+    await lifecycle
+      .close([() => settleAll(consumers.map((c) => c.close())), closeQueues])
+      .catch((closeErr: unknown) => logger.warn({ err: (closeErr as Error).message }, 'closing a worker that did not start'));
     throw err;
   }
   const readiness = config.worker.queues.includes('reconcile')
@@ -150,20 +161,18 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
     { queues: config.worker.queues, concurrency: config.worker.concurrency, probeIntervalMs: readiness?.probeLoop ? config.readiness.intervalMs : 0 },
     'worker started',
   );
-
-  let closing: Promise<void> | undefined;
+  lifecycle.started();
   return {
+    status: lifecycle,
     workers: consumers.map((c) => c.worker),
     probeLoop: readiness?.probeLoop,
-    close() {
-      closing ??= (async () => {
-        await readiness?.close();
-        await Promise.all(consumers.map((c) => c.close()));
-        await results.close();
-        await reconcileQueue.close();
-      })();
-      return closing;
-    },
+    close: () =>
+      lifecycle.close([
+        () => readiness?.close(),
+        // Every consumer is closed, whatever another's close did.
+        () => settleAll(consumers.map((c) => c.close())),
+        closeQueues,
+      ]),
   };
 }
 

@@ -6,6 +6,8 @@ import type { Registry } from 'prom-client';
 import { redisOptions, type RedisTarget } from '../../queues/connection.ts';
 import { ALL_QUEUES, QUEUES } from '../../queues/names.ts';
 import { openQueue } from '../../queues/consume.ts';
+import { closeAllBounded, closeBounded } from '../../queues/bounded-close.ts';
+import { RoleLifecycle, type RoleStateObserver, type RoleStatus } from '../roles/role-lifecycle.ts';
 import type { AppConfig } from '../config/app.ts';
 import { JobInspector } from '../jobs/job-inspection.ts';
 import type { Logger } from '../logging.ts';
@@ -54,11 +56,16 @@ export interface ApiRoleDeps {
   telemetry?: Telemetry | undefined;
   /** The process's soft limit on open files: the API holds at most half of it in connections. */
   openFiles?: number | undefined;
+  /** Told each state the role enters (src/roles/role-lifecycle.ts). */
+  onState?: RoleStateObserver | undefined;
 }
 
 export interface ApiRole {
   /** The base URL it listens on (`http://127.0.0.1:8080`). */
   readonly url: string;
+  /** starting → running → draining → stopped, or failed (it did not start, its close went wrong). */
+  readonly status: RoleStatus;
+  /** Stops listening, closes its queues (bounded); rejects with a ShutdownError naming what did not close. Idempotent. */
   close(): Promise<void>;
 }
 
@@ -68,6 +75,7 @@ const API_FILES_SHARE = 0.5;
 /** `egress api`: the HTTP API, Bull Board and /metrics. */
 export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
   const { config, logger } = deps;
+  const lifecycle = new RoleLifecycle('api', deps.onState);
   const queues = ALL_QUEUES.map((name) =>
     openQueue(name, {
       connection: redisOptions(deps.redisTarget, 'producer'),
@@ -82,23 +90,9 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
   checkEvents.on('error', (err) => logger.warn({ err: err.message }, 'queue events connection error'));
   const proxies = deps.proxies;
   // Whatever fails from here on (Redis, a busy port) closes what was opened above: a queue left
-  // open keeps reconnecting and keeps the process alive.
-  const closeOpened = async (): Promise<void> => {
-    await Promise.allSettled([
-      closeWithin(
-        2000,
-        () => checkEvents.close(),
-        () => checkEvents.disconnect(),
-      ),
-      ...queues.map((q) =>
-        closeWithin(
-          2000,
-          () => q.close(),
-          () => q.disconnect(),
-        ),
-      ),
-    ]);
-  };
+  // open keeps reconnecting and keeps the process alive. Bounded: after a Redis outage QueueEvents'
+  // close can wait on its blocked reader for good.
+  const closeOpened = (): Promise<void> => closeAllBounded([checkEvents, ...queues], { logger });
   let server: ServerType;
   let url: string;
   try {
@@ -166,39 +160,26 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
     const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
     url = `http://${host}:${address.port}`;
   } catch (err) {
-    await closeOpened();
+    lifecycle.fail(err);
+    await lifecycle.close([closeOpened]).catch((closeErr: unknown) => logger.warn({ err: (closeErr as Error).message }, 'closing an API that did not start'));
     throw err;
   }
   logger.info({ url, auth: config.api.tokens.length > 0 }, 'api listening');
-
-  let closing: Promise<void> | undefined;
+  lifecycle.started();
   return {
     url,
-    close() {
-      closing ??= (async () => {
-        await new Promise<void>((resolve) => {
-          server.close(() => resolve());
-          if ('closeAllConnections' in server) server.closeAllConnections();
-        });
-        // Bounded: after a Redis outage QueueEvents' close can wait on its blocked reader for good.
-        await closeWithin(
-          2000,
-          () => checkEvents.close(),
-          () => checkEvents.disconnect(),
-        );
-        await proxies.close();
-        await Promise.all(
-          queues.map((q) =>
-            closeWithin(
-              2000,
-              () => q.close(),
-              () => q.disconnect(),
-            ),
-          ),
-        );
-      })();
-      return closing;
-    },
+    status: lifecycle,
+    close: () =>
+      lifecycle.close([
+        () =>
+          new Promise<void>((resolve) => {
+            server.close(() => resolve());
+            if ('closeAllConnections' in server) server.closeAllConnections();
+          }),
+        () => closeBounded(checkEvents, { logger }),
+        () => proxies.close(),
+        () => closeAllBounded(queues, { logger }),
+      ]),
   };
 }
 
@@ -232,24 +213,6 @@ function buildPicks(
     }),
     rateLimit: new FeedbackRateLimit(deps.redis, keys, settings.feedbackRate, settings.feedbackBurst),
   };
-}
-
-/**
- * `close()`, or after `ms` `force()` (a disconnect, not awaited: it may wait on Redis too):
- * shutting down never waits on Redis for good.
- */
-async function closeWithin(ms: number, close: () => Promise<void>, force: () => Promise<void>): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<'late'>((resolve) => {
-    timer = setTimeout(() => resolve('late'), ms);
-  });
-  const closed = close().then(() => 'closed' as const);
-  closed.catch(() => undefined);
-  try {
-    if ((await Promise.race([closed, late])) === 'late') force().catch(() => undefined);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /** The echo URL's `host:port`: readiness probes send that Host through each proxy (only when set by --echo-url). */

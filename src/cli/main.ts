@@ -4,9 +4,10 @@ import { ApiClient } from './api-client.ts';
 import { localTokenOf, resolveApiAccess } from './api-access.ts';
 import type { EventsOptions } from './commands/event-commands.ts';
 import { addServerOptions } from './commands/server-commands.ts';
-import type { CliIO } from './output.ts';
+import { errorLine, type CliIO } from './output.ts';
 import { GET_TYPES, POOL_TYPES } from './resource-types.ts';
 import type { ServerFlags } from './server-config.ts';
+import type { ServerCommandOptions } from './commands/run-server.ts';
 import { JOB_STATES } from '../jobs/job-inspection.ts';
 import { packageVersion } from '../version.ts';
 
@@ -33,6 +34,8 @@ const DEFAULT_IO: CliIO = {
 export interface MainOptions {
   /** Ends `egress events --watch` (tests; the command line ends it with SIGINT or SIGTERM). */
   watchSignal?: AbortSignal;
+  /** What test harnesses give the long-running commands (injected providers, a hook on the running roles). */
+  server?: ServerCommandOptions;
 }
 
 interface ClientFlags {
@@ -101,7 +104,7 @@ function buildProgram(env: CliEnv, io: CliIO, result: { code: number }, options:
     addServerOptions(program.command(name).description(what), env, name).action(async (flags: ServerFlags) => {
       // Loaded on demand: the client commands never pay for BullMQ, Bull Board and the providers.
       const { runServerCommand } = await import('./commands/run-server.ts');
-      result.code = await runServerCommand(name, { ...flags, otelEnv: env }, io);
+      result.code = await runServerCommand(name, { ...flags, otelEnv: env }, io, options.server);
     });
   }
 
@@ -231,12 +234,10 @@ export async function main(argv: readonly string[], env: CliEnv, io: CliIO = DEF
       return err.exitCode === 0 ? 0 : 2;
     }
     if (err instanceof ConfigError || err instanceof UsageError) {
-      io.err(`error: ${err.message}\n`);
+      io.err(errorLine(err, false));
       return 2;
     }
-    const message = err instanceof Error ? err.message : String(err);
-    const code = err instanceof EgressError ? ` (${err.code})` : '';
-    io.err(`error: ${message}${code}\n`);
+    io.err(errorLine(err, err instanceof EgressError));
     return 1;
   }
 }

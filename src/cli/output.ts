@@ -9,6 +9,13 @@ export interface CliIO {
   err: (text: string) => void;
 }
 
+/** The one line the CLI ends a failed command with: `error: <message>`, and ` (<code>)` for an error that has one. */
+export function errorLine(err: unknown, withCode = true): string {
+  const message = err instanceof Error ? err.message : String(err);
+  const code = (err as { code?: unknown } | undefined)?.code;
+  return `error: ${message}${withCode && typeof code === 'string' ? ` (${code})` : ''}\n`;
+}
+
 /** Renders rows as a `kubectl get`-style table: upper-case headers, columns padded by three spaces. */
 export function renderTable(headers: readonly string[], rows: readonly (readonly string[])[]): string {
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));

@@ -12,7 +12,7 @@ import { startPrivateRedis, type PrivateRedis } from '../redis/private-redis.ts'
 import { SchedulerRole } from '../scheduler/scheduler-role.ts';
 import { registerSchedulerGauges } from '../metrics/scheduler-gauges.ts';
 import { createStores } from '../store/create-stores.ts';
-import { startWorkerRole } from '../../workers/worker-role.ts';
+import { startWorkerRole, type WorkerRole } from '../../workers/worker-role.ts';
 import { echoUrlAdvice } from '../readiness/echo-url-advice.ts';
 import { egressGuards } from '../egress/policy-config.ts';
 import { RedisEventStore } from '../events/redis-event-store.ts';
@@ -20,6 +20,15 @@ import { inRole } from '../telemetry/spans.ts';
 import { startTracing, type TracingRuntime } from '../telemetry/tracing.ts';
 import { SecretRegistry } from '../secrets/secret-registry.ts';
 import type { RedisTarget } from '../../queues/connection.ts';
+import { EgressError } from '../errors.ts';
+import { boundedStep, runShutdownSteps, settleAll, ShutdownError, type RoleState, type RoleStatus, type ShutdownStep } from '../roles/role-lifecycle.ts';
+
+/**
+ * How long each shutdown step that has no bound of its own (a store, a connection, the tracing
+ * exporter) may take. The roles bound their closes themselves (their grace period for running
+ * jobs, then BullMQ's bounds), the private redis-server its stop, the providers theirs.
+ */
+const STEP_MS = 5000;
 
 /** `http://127.0.0.1:8080` → its host (without brackets) and port. */
 function listenerOf(url: string): { host: string; port: number } {
@@ -34,11 +43,31 @@ export interface RunningRoles {
   readonly redisUrl: string | undefined;
   readonly api: ApiRole | undefined;
   readonly scheduler: SchedulerRole | undefined;
+  readonly worker: WorkerRole | undefined;
   readonly providers: ReadonlyMap<string, Provider>;
   /** Tracing of this process (TRACING_OFF without an OTLP endpoint). */
   readonly tracing: TracingRuntime;
-  /** Closes roles in reverse start order, then connections, then the private Redis. */
+  /** Each role's state (starting → running → draining → stopped | failed) and failure. */
+  readonly roles: ReadonlyMap<RoleName, RoleStatus>;
+  /**
+   * Settles when the roles end (the model: Temporal's `Worker.run()`): resolves once every role
+   * stopped after `close()`; rejects as soon as one fails (a RoleFailedError naming the role and
+   * its cause), or when the private redis-server exits under the roles (PrivateRedisLostError).
+   * It closes nothing: the caller, seeing it reject, calls `close()`.
+   */
+  run(): Promise<void>;
+  /**
+   * Closes roles in reverse start order, then connections, then the private Redis; every step
+   * runs, each bounded. Rejects with a ShutdownError listing every step that failed. Idempotent.
+   */
   close(): Promise<void>;
+}
+
+/** The private redis-server exited while the roles used it (`ERR_REDIS_LOST`): nothing of this process can go on. */
+export class PrivateRedisLostError extends EgressError {
+  constructor(pid: number, how: string) {
+    super('ERR_REDIS_LOST', `the private redis-server (pid ${pid}) ${how} while the roles used it`, { retryable: false });
+  }
 }
 
 export interface RunRolesOptions {
@@ -54,6 +83,8 @@ export interface RunRolesOptions {
    * build a logger of their own): runRoles builds one.
    */
   secrets?: SecretRegistry;
+  /** Told every state each role enters, with a failure's cause (besides the log line each transition writes). */
+  onRoleState?: (role: RoleName, state: RoleState, cause?: Error) => void;
 }
 
 /** Tells the registry the secrets a process's configuration holds: the API tokens and the Redis password. */
@@ -82,22 +113,37 @@ export function echoUrlFor(config: Pick<AppConfig, 'echoUrl' | 'api'>, apiUrl: s
  * not leak the rest).
  */
 export async function runRoles(config: AppConfig, roles: readonly RoleName[], logger: Logger, options: RunRolesOptions = {}): Promise<RunningRoles> {
-  const closers: (() => Promise<void>)[] = [];
+  const closers: ShutdownStep[] = [];
   const secrets = options.secrets ?? new SecretRegistry();
   secrets.set('api-tokens', config.api.tokens);
-  const closeAll = async (): Promise<void> => {
-    for (const close of closers.reverse()) {
-      try {
-        await close();
-      } catch (err) {
-        logger.warn({ err: (err as Error).message }, 'error while shutting down');
-      }
-    }
+  let closing: Promise<void> | undefined;
+  let requestClose: () => void = () => undefined;
+  const closeRequested = new Promise<void>((resolve) => {
+    requestClose = resolve;
+  });
+  const closeAll = (): Promise<void> =>
+    (closing ??= (async () => {
+      requestClose();
+      const errors = await runShutdownSteps([...closers].reverse());
+      for (const err of errors) logger.error({ err: err.message, code: (err as { code?: unknown }).code }, 'error while shutting down');
+      if (errors.length > 0) throw new ShutdownError('the shutdown', errors);
+    })());
+  const statuses = new Map<RoleName, RoleStatus>();
+  const onState = (role: string, state: RoleState, cause?: Error): void => {
+    if (state === 'failed') logger.error({ role, state, err: cause?.message }, 'role failed');
+    else logger.info({ role, state }, `role ${state}`);
+    options.onRoleState?.(role as RoleName, state, cause);
   };
+  // What ends the process besides its roles: the private redis-server exiting under them.
+  let lost: (err: Error) => void = () => undefined;
+  const redisLost = new Promise<never>((_, reject) => {
+    lost = reject;
+  });
+  redisLost.catch(() => undefined);
   try {
     // First in, last out: spans of the shutdown itself are still exported.
     const tracing = await startTracing(config.telemetry, roles, secrets);
-    closers.push(() => tracing.shutdown());
+    closers.push(boundedStep('the tracing exporter', STEP_MS, () => tracing.shutdown()));
     if (tracing.enabled) logger.info({ tracesUrl: config.telemetry?.tracesUrl, protocol: config.telemetry?.protocol, roles }, 'tracing on');
     let redisUrl = config.redis.url;
     if (redisUrl === undefined && config.redis.clusterNodes === undefined) {
@@ -108,6 +154,12 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
         ...options.privateRedis,
       });
       closers.push(() => own.close());
+      void own.exited.then(({ code, signal }) => {
+        if (closing) return;
+        const err = new PrivateRedisLostError(own.pid, signal ? `was killed by ${signal}` : `exited with code ${code}`);
+        logger.error({ redisPid: own.pid, code, signal }, err.message);
+        lost(err);
+      });
       // The URL carries the password: every connection of this process uses it, no log line shows it.
       redisUrl = own.url;
       logger.info({ url: own.displayUrl, redisPid: own.pid, dir: own.dir, diesWithOwner: own.diesWithOwner }, 'started a private redis-server');
@@ -122,18 +174,18 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
     if (redisTarget.kind === 'cluster')
       logger.info({ nodes: redisTarget.nodes.map((n) => `${n.host}:${n.port}`), tls: redisTarget.tls }, 'using a Redis Cluster');
     const redis: RedisClient = createRedis(redisTarget, 'worker', logger.child({ component: 'redis' }));
-    closers.push(() => closeRedis(redis));
+    closers.push(boundedStep('the Redis connection', STEP_MS, () => closeRedis(redis)));
     await warnUnlessNoEviction(redis, logger);
     // ProviderHealth and Proxy objects: Redis, or Kubernetes custom resources (`--store`).
     const stores = await createStores(config.store, redis, config.redis.prefix, logger, secrets);
     const store = stores.status;
-    closers.push(() => store.close());
-    closers.push(() => stores.proxies.close());
-    closers.push(() => stores.pools.close());
+    closers.push(boundedStep('the status store', STEP_MS, () => store.close()));
+    closers.push(boundedStep('the proxy store', STEP_MS, () => stores.proxies.close()));
+    closers.push(boundedStep('the pool store', STEP_MS, () => stores.pools.close()));
     if (config.store?.kind === 'kubernetes') logger.info({ namespace: config.store.namespace }, 'ProviderHealth and Proxy objects live in Kubernetes');
     // One event stream per fleet; each role records under its own name. Closed after the roles (closers run in reverse).
     const events = new RedisEventStore(redis, config.redis.prefix, config.events, logger.child({ component: 'events' }), secrets);
-    closers.push(() => events.close());
+    closers.push(boundedStep('the event store', STEP_MS, () => events.close()));
     const registry = createRegistry();
     const jobMetrics = createJobMetrics(registry);
 
@@ -155,9 +207,11 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
           logger: logger.child({ role: 'api' }),
           telemetry: tracing.bullmq('api'),
           openFiles: options.openFiles,
+          onState,
         }),
       );
       api = a;
+      statuses.set('api', a.status);
       closers.push(() => a.close());
     }
     let metricsListener: { host: string; port: number } | undefined;
@@ -168,7 +222,7 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
         logger,
         openFiles: options.openFiles,
       });
-      closers.push(() => metrics.close());
+      closers.push(boundedStep('the metrics listener', STEP_MS, () => metrics.close()));
       metricsListener = listenerOf(metrics.url);
       logger.info({ url: `${metrics.url}/metrics` }, 'metrics listening');
     }
@@ -184,11 +238,10 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
       });
       const built = await createProviders(config.providers, { logger, registry, dataDir: config.dataDir, egress, secrets }, options.providerFactory);
       providers = built;
-      closers.push(async () => {
-        await Promise.allSettled([...built.values()].map((p) => p.close()));
-      });
+      closers.push(() => settleAll([...built.values()].map((p) => p.close())));
     }
     let scheduler: SchedulerRole | undefined;
+    let worker: WorkerRole | undefined;
     for (const role of roles) {
       const log = logger.child({ role });
       if (role === 'worker') {
@@ -208,8 +261,11 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
             events: events.sink('worker'),
             telemetry: tracing.bullmq(role),
             secrets,
+            onState,
           }),
         );
+        statuses.set(role, w.status);
+        worker = w;
         closers.push(() => w.close());
       } else if (role === 'publisher') {
         const p = await inRole(role, () =>
@@ -222,8 +278,10 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
             events: events.sink('publisher'),
             telemetry: tracing.bullmq(role),
             secrets,
+            onState,
           }),
         );
+        statuses.set(role, p.status);
         closers.push(() => p.close());
       } else if (role === 'scheduler') {
         const s = new SchedulerRole({
@@ -235,8 +293,11 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
           events: events.sink('scheduler'),
           telemetry: tracing.bullmq(role),
           proxyChanges: stores.proxyChanges,
+          onState,
         });
+        // A failed lead is the role's failure (its status, below); the event only keeps EventEmitter from throwing it.
         s.on('error', () => undefined);
+        statuses.set(role, s.status);
         inRole(role, () => s.start());
         registerSchedulerGauges(registry, s, config.checks.intervalMs);
         scheduler = s;
@@ -248,20 +309,26 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
       const advice = echoUrlAdvice(config.providers, url);
       if (advice) logger.warn({ echoUrl: url }, advice);
     }
-    let closing: Promise<void> | undefined;
+    // Roles stop only after close(); a process without roles ends with its close too.
+    const running = Promise.all([...statuses.values()].map((st) => st.run())).then(async () => {
+      await closeRequested;
+    });
+    const ended = Promise.race([running, redisLost]);
+    ended.catch(() => undefined);
     return {
       redisUrl,
       api,
       scheduler,
+      worker,
       providers,
       tracing,
-      close() {
-        closing ??= closeAll();
-        return closing;
-      },
+      roles: statuses,
+      run: () => ended,
+      close: closeAll,
     };
   } catch (err) {
-    await closeAll();
+    // The start's own error is what the caller hears; the shutdown's are logged (closeAll).
+    await closeAll().catch(() => undefined);
     throw err;
   }
 }

@@ -5,7 +5,7 @@ import type { Logger } from '../logging.ts';
 import { lockDataDir } from './data-dir-lock.ts';
 import { ensurePrivateDir, PRIVATE_FILE_MODE, readOrCreateSecret, tightenTree } from './private-files.ts';
 import { commandLineOf, exeAndCwdOf, isAlive, processesIn, startTicksOf, stillRunning } from './process-info.ts';
-import { freePort, portIsFree, startRedisChild, type RedisChild } from './redis-server.ts';
+import { freePort, portIsFree, startRedisChild, type RedisChild, type RedisExit } from './redis-server.ts';
 
 /** `<dataDir>/redis/server.json`: the last private redis-server of this data directory. */
 interface ServerRecord {
@@ -39,6 +39,8 @@ export interface PrivateRedis {
   readonly pid: number;
   readonly dir: string;
   readonly diesWithOwner: boolean;
+  /** Resolves when redis-server has exited: after close(), or on its own (killed, crashed). */
+  readonly exited: Promise<RedisExit>;
   /** Stops redis-server, then releases the data directory. */
   close(): Promise<void>;
 }
@@ -191,6 +193,7 @@ export async function startPrivateRedis(options: PrivateRedisOptions): Promise<P
       pid: c.pid,
       dir,
       diesWithOwner: c.diesWithOwner,
+      exited: c.exited,
       close() {
         closing ??= (async () => {
           try {

@@ -15,7 +15,15 @@ export interface RedisChild {
   readonly pid: number;
   /** True when the kernel stops this redis-server if its owner dies (Linux, util-linux `setpriv`). */
   readonly diesWithOwner: boolean;
+  /** Resolves when the process has exited, for whatever reason (stop() included): how it ended. */
+  readonly exited: Promise<RedisExit>;
   stop(): Promise<void>;
+}
+
+/** How a redis-server process ended: its exit code, or the signal that ended it. */
+export interface RedisExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
 }
 
 export interface RedisChildOptions {
@@ -156,7 +164,7 @@ export async function startRedisChild(options: RedisChildOptions): Promise<Redis
   const stdout = child.stdout;
   const stderr = child.stderr;
   if (!stdout || !stderr) throw new EgressError('ERR_REDIS_START', 'redis-server started without output pipes');
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const exited = new Promise<RedisExit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
   const recorded = child.pid !== undefined && options.onSpawn ? options.onSpawn(child.pid) : Promise.resolve();
   // A recording failure is reported after the start settles; never an unhandled rejection meanwhile.
   recorded.catch(() => undefined);
@@ -213,6 +221,7 @@ export async function startRedisChild(options: RedisChildOptions): Promise<Redis
     port,
     pid: child.pid ?? -1,
     diesWithOwner,
+    exited,
     stop() {
       stopping ??= (async () => {
         if (child.exitCode !== null || child.signalCode !== null) return;

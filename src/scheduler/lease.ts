@@ -8,6 +8,9 @@ const RENEW = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('
 /** Deletes the lease only if we still hold it. KEYS[1] lease key; ARGV[1] holder id. */
 const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;
 
+/** How long handing the lease back may take at most. */
+const RELEASE_BOUND_MS = 2000;
+
 export interface LeaseEvents {
   acquired: [];
   lost: [];
@@ -72,13 +75,32 @@ export class Lease extends EventEmitter<LeaseEvents> {
     this.emit(held ? 'acquired' : 'lost');
   }
 
-  /** Stops renewing and hands the lease back so a standby can take over at once. */
+  /**
+   * Stops renewing and hands the lease back so a standby can take over at once. Bounded: when
+   * Redis does not answer within the lease's length (2 s at most) it rejects saying so, and the
+   * lease, no longer renewed, expires by itself.
+   */
   async stop(): Promise<void> {
     this.#stopped = true;
     if (this.#timer) clearTimeout(this.#timer);
-    if (this.#held) {
-      this.#held = false;
-      await this.#redis.eval(RELEASE, 1, this.#key, this.id).catch(() => undefined);
+    if (!this.#held) return;
+    this.#held = false;
+    const boundMs = Math.min(this.#leaseMs, RELEASE_BOUND_MS);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((resolve) => {
+      timer = setTimeout(() => resolve('late'), boundMs);
+    });
+    const released = this.#redis.eval(RELEASE, 1, this.#key, this.id).then(
+      () => 'released' as const,
+      (err: unknown) => err as Error,
+    );
+    try {
+      const outcome = await Promise.race([released, late]);
+      if (outcome === 'released') return;
+      const why = outcome === 'late' ? `Redis did not answer within ${boundMs} ms` : outcome.message;
+      throw new Error(`the scheduler lease was not handed back (${why}): a standby takes over once it expires, within ${this.#leaseMs} ms`);
+    } finally {
+      clearTimeout(timer);
     }
   }
 }

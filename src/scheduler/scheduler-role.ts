@@ -17,6 +17,8 @@ import { Lease } from './lease.ts';
 import { hostname } from 'node:os';
 import { noEvents, type EventSink } from '../events/event-sink.ts';
 import type { Telemetry } from 'bullmq';
+import { closeAllBounded } from '../../queues/bounded-close.ts';
+import { RoleLifecycle, type RoleStateObserver, type RoleStatus } from '../roles/role-lifecycle.ts';
 
 const RESYNC_SCHEDULER = 'reconcile-resync';
 
@@ -36,6 +38,8 @@ export interface SchedulerDeps {
    * per fleet, so each change is enqueued once) and asks for a reconcile of each proxy and pool it reports.
    */
   proxyChanges?: ProxyChangeFeed | undefined;
+  /** Told each state the role enters (src/roles/role-lifecycle.ts). */
+  onState?: RoleStateObserver | undefined;
 }
 
 export interface LeadershipRound {
@@ -87,7 +91,7 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
   readonly #gc: Queue;
   readonly #reconcile: Queue;
   readonly #lease: Lease;
-  #closing: Promise<void> | undefined;
+  readonly #lifecycle: RoleLifecycle;
   readonly #handBack: () => void;
   /** Ends the proxy watch this scheduler runs while it leads. */
   #watching: AbortController | undefined;
@@ -96,6 +100,7 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
   constructor(deps: SchedulerDeps) {
     super();
     this.#deps = deps;
+    this.#lifecycle = new RoleLifecycle('scheduler', deps.onState);
     const { config } = deps;
     const open = (name: QueueName): Queue =>
       openQueue(name, {
@@ -132,7 +137,10 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
       this.#lead().then(
         (round) => this.emit('leading', round),
         (err: unknown) => {
+          // A leader that cannot sync its schedules holds the lease and does nothing: the role has
+          // failed, so that its process ends and another scheduler leads.
           deps.logger.error({ err: (err as Error).message }, 'taking the lead failed');
+          this.#lifecycle.fail(new Error(`taking the lead failed: ${(err as Error).message}`, { cause: err }));
           this.emit('error', err as Error);
         },
       );
@@ -149,9 +157,15 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
     return this.#lease.held;
   }
 
+  /** starting → running (leading or standing by) → draining → stopped, or failed (taking the lead failed, its close went wrong). */
+  get status(): RoleStatus {
+    return this.#lifecycle;
+  }
+
   start(): void {
     this.#deps.logger.info({ leaseId: this.#lease.id }, 'scheduler started; trying for the lease');
     this.#lease.start();
+    this.#lifecycle.started();
   }
 
   async #lead(): Promise<LeadershipRound> {
@@ -249,16 +263,15 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
     );
   }
 
-  /** Hands the lease back (a standby takes over at once) and closes the queue. */
+  /** Hands the lease back (a standby takes over at once) and closes its queues, bounded; rejects with a ShutdownError naming what did not close. Idempotent. */
   close(): Promise<void> {
-    this.#closing ??= (async () => {
-      if (this.#lease.held) this.#handBack();
-      await this.#stopWatch();
-      await this.#lease.stop();
-      await this.#checks.close();
-      await this.#gc.close();
-      await this.#reconcile.close();
-    })();
-    return this.#closing;
+    return this.#lifecycle.close([
+      () => {
+        if (this.#lease.held) this.#handBack();
+      },
+      () => this.#stopWatch(),
+      () => this.#lease.stop(),
+      () => closeAllBounded([this.#checks, this.#gc, this.#reconcile], { logger: this.#deps.logger }),
+    ]);
   }
 }

@@ -2,6 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { ShutdownError } from '../../src/roles/role-lifecycle.ts';
 import { runRoles, type RunningRoles } from '../../src/cli/run-roles.ts';
 import { freezeConfig } from '../../src/config/app.ts';
 import { silentLogger } from '../../src/logging.ts';
@@ -43,7 +44,11 @@ describe('the API while Redis is away', () => {
       ))
     )
       redis = await startRedisChild({ dir, appendOnly: false, port: redis.port });
-    await roles.close();
+    // After an outage BullMQ's QueueEvents may not close on its blocked reader: the shutdown
+    // drops its connections in bounds and reports it (a ShutdownError); anything else is a failure.
+    await roles.close().catch((err: unknown) => {
+      if (!(err instanceof ShutdownError)) throw err;
+    });
     await redis.stop();
     await rm(dir, { recursive: true, force: true });
   });

@@ -19,19 +19,33 @@ describe('retryVerdict', () => {
   });
 
   test('retryable false is final, true is a retry, on the error itself', () => {
-    expect(retryVerdict(new EgressError('ERR_X', 'forbidden'))).toEqual({ kind: 'final' });
+    expect(retryVerdict(new EgressError('ERR_X', 'forbidden', { retryable: false }))).toEqual({ kind: 'final' });
     expect(retryVerdict(new DeadlineError('late'))).toEqual({ kind: 'retry' });
     expect(retryVerdict(withData({ retryable: false }))).toEqual({ kind: 'final' });
   });
 
+  test('an EgressError, or a subclass, that states no flag is retried; its cause may still say final', () => {
+    class ForgotTheFlag extends EgressError {
+      constructor() {
+        super('ERR_FORGOT', 'a new error class without a retryable flag');
+      }
+    }
+    expect(new ForgotTheFlag().retryable).toBeUndefined();
+    expect(retryVerdict(new ForgotTheFlag())).toEqual({ kind: 'retry' });
+    expect(retryVerdict(new EgressError('ERR_X', 'says nothing'))).toEqual({ kind: 'retry' });
+    expect(retryVerdict(new EgressError('ERR_X', 'wraps a final one', { cause: new EgressError('ERR_Y', 'forbidden', { retryable: false }) }))).toEqual({
+      kind: 'final',
+    });
+  });
+
   test('the nearest flag down the cause chain decides', () => {
-    expect(retryVerdict(new Error('wrapper', { cause: new EgressError('ERR_X', 'forbidden') }))).toEqual({ kind: 'final' });
-    expect(retryVerdict(withData({ retryable: true }, new EgressError('ERR_X', 'forbidden')))).toEqual({ kind: 'retry' });
+    expect(retryVerdict(new Error('wrapper', { cause: new EgressError('ERR_X', 'forbidden', { retryable: false }) }))).toEqual({ kind: 'final' });
+    expect(retryVerdict(withData({ retryable: true }, new EgressError('ERR_X', 'forbidden', { retryable: false })))).toEqual({ kind: 'retry' });
     expect(retryVerdict(new Error('a', { cause: new Error('b', { cause: withData({ retryable: false }) }) }))).toEqual({ kind: 'final' });
   });
 
   test('a flag that is not a boolean is no verdict: the chain goes on', () => {
-    expect(retryVerdict(withData({ retryable: 'no' }, new EgressError('ERR_X', 'forbidden')))).toEqual({ kind: 'final' });
+    expect(retryVerdict(withData({ retryable: 'no' }, new EgressError('ERR_X', 'forbidden', { retryable: false })))).toEqual({ kind: 'final' });
     expect(retryVerdict(withData({ retryable: 0 }))).toEqual({ kind: 'retry' });
   });
 

@@ -227,3 +227,42 @@ describe('a configuration that drops every provider', () => {
     expect(off.lines).toEqual([]);
   });
 });
+
+describe('a leader that cannot lead', () => {
+  test('fails its role with the cause (run() rejects), and hands the lease back when closed', async () => {
+    const config = testConfig({ intervalMs: 60_000 });
+    const redis = connect();
+    const store = new RedisStatusStore(redis, config.redis.prefix);
+    cleanups.push(() => store.close());
+    // The store refuses what the lead round needs (a Kubernetes store without the right, say).
+    const refusing = Object.assign(Object.create(store) as RedisStatusStore, {
+      listProviderHealth: () => Promise.reject(new Error('providerhealths is forbidden')),
+    });
+    const states: string[] = [];
+    const s = new SchedulerRole({
+      config,
+      redisTarget: inject('redisUrl'),
+      redis,
+      store: refusing,
+      logger: silentLogger(),
+      onState: (_role, state) => void states.push(state),
+    });
+    s.on('error', () => undefined);
+    cleanups.push(() => s.close());
+    s.start();
+    await expect(s.status.run()).rejects.toMatchObject({
+      code: 'ERR_ROLE_FAILED',
+      role: 'scheduler',
+      message: 'the scheduler role failed: taking the lead failed: providerhealths is forbidden',
+    });
+    expect(s.status.state).toBe('failed');
+    expect(states).toEqual(['starting', 'running', 'failed']);
+    await s.close();
+    // Handed back: the next scheduler leads at once.
+    const next = scheduler(config);
+    const leading = once(next, 'leading');
+    next.start();
+    await leading;
+    expect(next.leader).toBe(true);
+  });
+});

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { providerHealthCrd } from '../../src/crds/definitions.ts';
-import { isRetryable } from '../../src/errors.ts';
+import { retryVerdict } from '../../queues/retry.ts';
 import type { ProviderHealth } from '../../src/health/provider-health.ts';
 import { KubernetesStatusStore } from '../../src/store/kubernetes/status-store.ts';
 import { startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';
@@ -29,7 +29,7 @@ describe('ProviderHealth with a publisher that may write only status', () => {
     const scheduler = new KubernetesStatusStore(fake.kubeConfig());
     const early = await publisher.updateProviderHealth('local', () => health).catch((err: unknown) => err);
     expect(early).toMatchObject({ code: 'ERR_KUBERNETES_STORE', status: 403 });
-    expect(isRetryable(early)).toBe(true);
+    expect(retryVerdict(early)).toEqual({ kind: 'retry' });
     expect(await scheduler.getProviderHealth('local')).toBeUndefined();
 
     await scheduler.ensureProviderHealth(['local']);

@@ -21,7 +21,7 @@ describe('retry decisions are data on the error', () => {
   test.each([
     ['an EgressError that says it cannot be retried', final, { kind: 'final' }],
     ['an EgressError that says it can', retry, { kind: 'retry' }],
-    ['an EgressError without a say (final by default)', new EgressError('ERR_Z', 'z'), { kind: 'final' }],
+    ['an EgressError without a say (retried: the one default)', new EgressError('ERR_Z', 'z'), { kind: 'retry' }],
     ['a plain Error wrapping a final one', new Error('wrapped', { cause: final }), { kind: 'final' }],
     ['the nearest flag wins', new EgressError('ERR_W', 'outer', { retryable: true, cause: final }), { kind: 'retry' }],
     ['a deadline', new DeadlineError('late'), { kind: 'retry' }],
@@ -53,6 +53,13 @@ describe('the wait of a job is counted from when it was due', () => {
   });
 });
 
+/** A new EgressError subclass whose author forgot the retryable flag: retried like any error that says nothing. */
+class ForgotTheFlag extends EgressError {
+  constructor() {
+    super('ERR_FORGOT', 'a failure nobody classified');
+  }
+}
+
 /** Records what consume reports, for the assertions. */
 function recorder(): JobObserver & { outcomes: string[]; waits: number[] } {
   const outcomes: string[] = [];
@@ -69,7 +76,7 @@ describe('consume and enqueue on a real Redis', () => {
   const verdictJob = {
     queue: QUEUES.checks,
     name: 'verdict',
-    schema: z.strictObject({ id: z.string(), throws: z.enum(['final', 'retryable', 'plain', 'later-once', 'nothing']) }),
+    schema: z.strictObject({ id: z.string(), throws: z.enum(['final', 'retryable', 'plain', 'unflagged', 'later-once', 'nothing']) }),
     attempts: 3,
   } satisfies JobDefinition;
 
@@ -83,6 +90,7 @@ describe('consume and enqueue on a real Redis', () => {
           if (data.throws === 'final') throw new EgressError('ERR_FORBIDDEN', 'HTTP 403: forbidden', { retryable: false });
           if (data.throws === 'retryable') throw new EgressError('ERR_BUSY', 'busy', { retryable: true });
           if (data.throws === 'plain') throw new Error('socket hang up');
+          if (data.throws === 'unflagged') throw new ForgotTheFlag();
           if (data.throws === 'later-once' && n === 1) throw new LookAgainLater(1, 'still starting');
           return { id: data.id, run: n, deadlineSignal: ctx.signal.aborted };
         }),
@@ -138,7 +146,7 @@ describe('consume and enqueue on a real Redis', () => {
     expect(observer.outcomes).toEqual(['failed']);
   });
 
-  test.each(['retryable', 'plain'] as const)('a %s error is retried with backoff until the attempts are spent', async (throws) => {
+  test.each(['retryable', 'plain', 'unflagged'] as const)('a %s error is retried with backoff until the attempts are spent', async (throws) => {
     const observer = recorder();
     await start(observer);
     const job = await settled(await enqueue(queue, verdictJob, { id: throws, throws }));

@@ -4,9 +4,9 @@ import { createLogger, type Logger } from '../../logging.ts';
 import { SecretRegistry } from '../../secrets/secret-registry.ts';
 import { ensurePrivateDir } from '../../redis/private-files.ts';
 import { ensureLocalToken, LOCAL_TOKEN_NAME, recordRunningApi, type LocalToken } from '../local-api-access.ts';
-import type { CliIO } from '../output.ts';
+import { errorLine, type CliIO } from '../output.ts';
 import { raiseOpenFilesLimit } from '../../open-files.ts';
-import { runRoles, type RunRolesOptions } from '../run-roles.ts';
+import { runRoles, type RunningRoles, type RunRolesOptions } from '../run-roles.ts';
 import { buildServerConfig, SERVER_FLAG_DEFAULTS, type ServerFlags } from '../server-config.ts';
 import { ROLES_OF } from './server-commands.ts';
 import { prepareTrustedDirs } from '../trusted-dirs.ts';
@@ -65,8 +65,17 @@ async function recordApi(role: string, config: AppConfig, url: string, local: Lo
   }
 }
 
-/** Runs a long-running command until SIGINT/SIGTERM, then shuts down within bounds and exits 0. */
-export async function runServerCommand(role: string, flags: ServerFlags, io: CliIO, options: RunRolesOptions = {}): Promise<number> {
+export interface ServerCommandOptions extends RunRolesOptions {
+  /** Test harnesses (test/support) reach the roles of the running command, e.g. to break one of them. */
+  onStarted?: (running: RunningRoles) => void;
+}
+
+/**
+ * Runs a long-running command until SIGINT/SIGTERM, then shuts down within bounds and returns 0;
+ * throws (exit 1, its message printed) when a role failed — after closing everything — or when
+ * a step of the shutdown failed (a ShutdownError listing them).
+ */
+export async function runServerCommand(role: string, flags: ServerFlags, io: CliIO, options: ServerCommandOptions = {}): Promise<number> {
   const roles = ROLES_OF[role] ?? [];
   const built = await buildServerConfig({ ...SERVER_FLAG_DEFAULTS, ...flags }, { defaultProviders: role === 'up', servesApi: roles.includes('api') });
   // Before anything starts: the directories this process will execute from or trust (exit 2 when one may not be trusted).
@@ -87,6 +96,7 @@ export async function runServerCommand(role: string, flags: ServerFlags, io: Cli
     logger.warn('--no-auth: the API requires no token: every user of this machine can read every proxy password and apply or delete proxies');
   const openFiles = await raiseOpenFilesLimit(logger);
   const running = await runRoles(config, roles, logger, { ...options, secrets, ...(openFiles === undefined ? {} : { openFiles }) });
+  options.onStarted?.(running);
   // Listen before anything else is awaited, and before saying "up": the roles already work (a check
   // may be in flight), whoever reads that line may send SIGTERM at once, and a signal before the
   // handler exists kills the process without a shutdown (its children orphaned).
@@ -99,19 +109,36 @@ export async function runServerCommand(role: string, flags: ServerFlags, io: Cli
       : '';
     io.err(`egress is up: API ${running.api.url}, Bull Board ${running.api.url}/admin/queues, metrics ${running.api.url}/metrics\n${tokenLine}`);
   }
-  const signal = await signalled;
-  logger.info({ signal }, 'shutting down');
+  // Until a signal, or a role that fails (a consumer that stopped taking jobs, a lost private
+  // Redis): either way everything is closed; a failure then ends the command with its cause.
+  const ended = await Promise.race([
+    signalled.then((signal) => ({ signal })),
+    running.run().then(
+      () => ({ failure: new Error('the roles stopped on their own') }),
+      (err: unknown) => ({ failure: err instanceof Error ? err : new Error(String(err)) }),
+    ),
+  ]);
+  if ('signal' in ended) logger.info({ signal: ended.signal }, 'shutting down');
+  else logger.error({ err: ended.failure.message }, 'a role failed: shutting down');
   const hardStop = setTimeout(
     () => {
       logger.error('shutdown did not finish in time: exiting');
+      // The failure that started the shutdown is still the command's last line.
+      if ('failure' in ended) io.err(errorLine(ended.failure));
       process.exit(1);
     },
     config.shutdownGraceMs * 2 + 15_000,
   );
   hardStop.unref();
-  await running.close();
+  const shutdown = await running.close().then(
+    () => undefined,
+    (err: unknown) => err as Error,
+  );
   await removeRecord().catch((err: unknown) => logger.warn({ err: (err as Error).message }, 'cannot remove the API record'));
   clearTimeout(hardStop);
+  if ('failure' in ended) throw ended.failure;
+  // Each failed step was logged by the shutdown; the exit code says it did not end cleanly.
+  if (shutdown) throw shutdown;
   logger.info('stopped');
   return 0;
 }

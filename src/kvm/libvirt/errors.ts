@@ -2,7 +2,7 @@
  * Errors of the libvirt client. Every decision is made from numbers (libvirt's error code and
  * domain, the procedure, whether the connection had authenticated), never from a message.
  */
-import { EgressError, isRetryable } from '../../errors.ts';
+import { EgressError } from '../../errors.ts';
 import { truncateMessage } from '../../health/message.ts';
 import { ErrorCode, ErrorDomain, Proc } from './constants.ts';
 
@@ -110,7 +110,7 @@ export class LibvirtAuthError extends EgressError {
   readonly kind = 'auth' as const;
   readonly offered: readonly number[];
   constructor(message: string, offered: readonly number[], options: { cause?: unknown } = {}) {
-    super('ERR_LIBVIRT_AUTH', message, options);
+    super('ERR_LIBVIRT_AUTH', message, { retryable: false, ...options });
     this.offered = offered;
   }
 }
@@ -176,7 +176,8 @@ export class StreamEndedError extends EgressError {
 }
 
 /**
- * The caller's signal ended the call. `cause` is `signal.reason`; retryable when that reason is.
+ * The caller's signal ended the call. `cause` is `signal.reason`, and the error itself says
+ * nothing about retrying: the verdict is its reason's (retried unless the reason says it is final).
  * When `mayHaveExecuted` is true the call had been sent.
  */
 export class LibvirtAbortError extends EgressError {
@@ -184,7 +185,6 @@ export class LibvirtAbortError extends EgressError {
   constructor(procedure: string, reason: unknown, mayHaveExecuted: boolean) {
     super('ERR_LIBVIRT_ABORTED', `libvirt ${procedure} aborted${mayHaveExecuted ? ' after it was sent (it may have executed)' : ' before it was sent'}`, {
       cause: reason,
-      retryable: isRetryable(reason),
     });
     this.name = 'AbortError';
     this.mayHaveExecuted = mayHaveExecuted;

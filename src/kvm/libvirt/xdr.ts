@@ -9,7 +9,7 @@ import { EgressError } from '../../errors.ts';
 
 export class XdrError extends EgressError {
   constructor(message: string, options: { cause?: unknown } = {}) {
-    super('ERR_LIBVIRT_XDR', `malformed XDR: ${message}`, options);
+    super('ERR_LIBVIRT_XDR', `malformed XDR: ${message}`, { retryable: false, ...options });
   }
 }
 
