@@ -7,7 +7,7 @@ import { ensureLocalToken, LOCAL_TOKEN_NAME, recordRunningApi, type LocalToken }
 import type { CliIO } from '../output.ts';
 import { raiseOpenFilesLimit } from '../../open-files.ts';
 import { runRoles, type RunRolesOptions } from '../run-roles.ts';
-import { buildServerConfig, SERVER_FLAG_DEFAULTS, type ServerFlags } from '../server-config.ts';
+import { buildServerConfig, type ServerFlags } from '../server-config.ts';
 import { ROLES_OF } from './server-commands.ts';
 import { prepareTrustedDirs } from '../trusted-dirs.ts';
 
@@ -68,7 +68,7 @@ async function recordApi(role: string, config: AppConfig, url: string, local: Lo
 /** Runs a long-running command until SIGINT/SIGTERM, then shuts down within bounds and exits 0. */
 export async function runServerCommand(role: string, flags: ServerFlags, io: CliIO, options: RunRolesOptions = {}): Promise<number> {
   const roles = ROLES_OF[role] ?? [];
-  const built = await buildServerConfig({ ...SERVER_FLAG_DEFAULTS, ...flags }, { defaultProviders: role === 'up', servesApi: roles.includes('api') });
+  const built = await buildServerConfig(flags, { defaultProviders: role === 'up', servesApi: roles.includes('api') });
   // Before anything starts: the directories this process will execute from or trust (exit 2 when one may not be trusted).
   const trusted = await prepareTrustedDirs(built, roles, !flags.checkConfig);
   if (flags.checkConfig) {
