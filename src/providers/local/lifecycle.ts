@@ -38,6 +38,7 @@ import {
 import { ExitWatch, observerWarning, type WatchedProxy } from './exit-watch.ts';
 import { ProxyHostSupervisor } from './host-client.ts';
 import { findProxyProcesses, isHostProcess, isProxyProcess, sendSignal, waitUntilGone } from './process-table.ts';
+import { NameLocks } from './name-locks.ts';
 import { hostProgramInstaller } from './proxy-program.ts';
 import { createSourceAddressPool, type SourceAddressPool } from './source-addresses.ts';
 
@@ -133,17 +134,7 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
    */
   const removals = new Map<string, number>();
   /** Serialises the calls on one name inside this process. */
-  const locks = new Map<string, Promise<unknown>>();
-  function withLock<T>(name: string, run: () => Promise<T>): Promise<T> {
-    const previous = locks.get(name) ?? Promise.resolve();
-    const next = previous.then(run, run);
-    const settled = next.catch(() => undefined);
-    locks.set(name, settled);
-    void settled.then(() => {
-      if (locks.get(name) === settled) locks.delete(name);
-    });
-    return next;
-  }
+  const locks = new NameLocks();
 
   async function readState(dir: string): Promise<{ intent?: IntentRecord; record?: InstanceRecord }> {
     const intent = asIntent(await readJson(join(dir, INTENT_FILE)));
@@ -392,7 +383,7 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
       watchRunning().catch((err: unknown) => logger.warn({ err: (err as Error).message }, 'could not list running local proxies to watch'));
       return off;
     },
-    ensureInstance: (spec, signal) => withLock(spec.name, () => ensure(spec, signal)),
+    ensureInstance: (spec, signal) => locks.run(spec.name, () => ensure(spec, signal)),
 
     async getInstance(name, _placement, signal) {
       signal.throwIfAborted();
@@ -403,7 +394,7 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
       return intent ? describe(dir, intent, record, removal) : undefined;
     },
 
-    deleteInstance: (name, _placement, target, signal) => withLock(name, () => remove(name, target, signal)),
+    deleteInstance: (name, _placement, target, signal) => locks.run(name, () => remove(name, target, signal)),
 
     async *listInstances(fleet, signal) {
       let names: string[];
