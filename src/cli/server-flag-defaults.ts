@@ -1,7 +1,9 @@
 /**
- * The defaults of the long-running commands' flags, as strings the way a user would type them. Kept
- * apart from their validation (server-config.ts, which loads zod and the providers' config schemas) so
- * that building the command tree for `egress --help` costs nothing but this table.
+ * The defaults of the long-running commands' flags, as strings the way a user would type them: the
+ * one place they are stated. Commander shows them (server-commands.ts) and the flags' schemas apply
+ * them (server-flags.ts). Kept apart from those schemas (which load zod, and server-config.ts the
+ * providers' config schemas) so that building the command tree for `egress --help` costs nothing
+ * but this table.
  */
 import { DEFAULT_PREFIX } from '../../queues/names.ts';
 

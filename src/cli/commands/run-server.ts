@@ -7,7 +7,7 @@ import { ensureLocalToken, LOCAL_TOKEN_NAME, recordRunningApi, type LocalToken }
 import { errorLine, type CliIO } from '../output.ts';
 import { raiseOpenFilesLimit } from '../../open-files.ts';
 import { runRoles, type RunningRoles, type RunRolesOptions } from '../run-roles.ts';
-import { buildServerConfig, SERVER_FLAG_DEFAULTS, type ServerFlags } from '../server-config.ts';
+import { buildServerConfig, type ServerFlags } from '../server-config.ts';
 import { ROLES_OF } from './server-commands.ts';
 import { prepareTrustedDirs } from '../trusted-dirs.ts';
 
@@ -77,7 +77,7 @@ export interface ServerCommandOptions extends RunRolesOptions {
  */
 export async function runServerCommand(role: string, flags: ServerFlags, io: CliIO, options: ServerCommandOptions = {}): Promise<number> {
   const roles = ROLES_OF[role] ?? [];
-  const built = await buildServerConfig({ ...SERVER_FLAG_DEFAULTS, ...flags }, { defaultProviders: role === 'up', servesApi: roles.includes('api') });
+  const built = await buildServerConfig(flags, { defaultProviders: role === 'up', servesApi: roles.includes('api') });
   // Before anything starts: the directories this process will execute from or trust (exit 2 when one may not be trusted).
   const trusted = await prepareTrustedDirs(built, roles, !flags.checkConfig);
   if (flags.checkConfig) {

@@ -15,9 +15,10 @@ import type { Logger } from '../../logging.ts';
 import { ProvisioningError } from '../lifecycle.ts';
 import type { ComputeClients } from './clients.ts';
 import { httpStatus } from './classify.ts';
-import { awaitOperation, gaxCall, raceAbort, type Operation } from './lifecycle-calls.ts';
-import { GcpRequestError, mapComputeError, operationErrorText } from './lifecycle-errors.ts';
+import { gaxCall, raceAbort, type Operation } from './lifecycle-calls.ts';
+import { mapComputeError } from './lifecycle-errors.ts';
 import { lastSegment } from './lifecycle-instance.ts';
+import { failedOperation, operationFailure } from './operations.ts';
 
 type Firewall = protos.google.cloud.compute.v1.IFirewall;
 
@@ -101,18 +102,11 @@ export function createFirewallEnsurer(o: FirewallEnsurerOptions): FirewallEnsure
     (await gaxCall<Operation>(clients.globalOperations, 'wait', { project, operation }, { project, operation }, signal)).response;
 
   async function finish(op: Operation, what: string, signal: AbortSignal): Promise<void> {
-    let done: Operation;
-    try {
-      done = await awaitOperation(op, waitGlobal, o.operationPollMs, signal);
-    } catch (err) {
-      throw mapComputeError(err, `waiting for ${what}`, signal);
-    }
-    if (done.error) {
-      const { code, text } = operationErrorText(done.error);
-      // The rule as configured cannot be made (a quota on firewall rules, an invalid field): not fixed by retrying.
-      if (code === 'QUOTA_EXCEEDED' || (done.httpErrorStatusCode ?? 0) === 400) throw new ProvisioningError(`${what}: ${text}`);
-      throw new GcpRequestError(`${what}: ${text}`, done.httpErrorStatusCode ?? undefined, code);
-    }
+    const failure = await operationFailure(op, waitGlobal, o.operationPollMs, signal, (err) => mapComputeError(err, `waiting for ${what}`, signal));
+    if (!failure) return;
+    // The rule as configured cannot be made (a quota on firewall rules, an invalid field): not fixed by retrying.
+    if (failure.code === 'QUOTA_EXCEEDED' || (failure.status ?? 0) === 400) throw new ProvisioningError(`${what}: ${failure.text}`);
+    throw failedOperation(what, failure);
   }
 
   async function read(signal: AbortSignal): Promise<Firewall | undefined> {

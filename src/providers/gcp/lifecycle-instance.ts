@@ -141,3 +141,11 @@ export function toInstance(inst: ComputeInstance, defaultPort: number): Instance
     ...(inst.statusMessage ? { message: inst.statusMessage } : {}),
   };
 }
+
+/** Why an instance is not running, for the logs: the API does not say whether a spot VM was preempted or stopped. */
+export function stopReason(inst: ComputeInstance): string {
+  const status = String(inst.status);
+  if (status === 'SUSPENDED') return 'suspended';
+  const spot = String(inst.scheduling?.provisioningModel) === 'SPOT' || inst.scheduling?.preemptible === true;
+  return spot ? 'preempted or stopped (spot VM)' : 'stopped';
+}

@@ -11,23 +11,24 @@
  * brought up to date with setMetadata (under the metadata fingerprint) before anything else, so a
  * stopped instance boots with the current one; an unchanged policy writes nothing. Every request is
  * cancelled when the caller's signal ends (lifecycle-calls.ts). Error mapping: lifecycle-errors.ts. */
-import type { protos } from '@google-cloud/compute';
 import { proxyEgressPolicy, type ProxyEgressPolicy } from '../../egress/policy-config.ts';
 import type { Logger } from '../../logging.ts';
 import { ForeignInstanceError, foreignOwner, ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../lifecycle.ts';
-import { DEFAULT_MAX_PAGES, PageBound } from '../page-bound.ts';
+import { DEFAULT_MAX_PAGES } from '../page-bound.ts';
 import type { ComputeClients } from './clients.ts';
 import { httpStatus } from './classify.ts';
 import { createFirewallEnsurer, proxyNetworkTag, type FirewallEnsurer } from './firewall.ts';
-import { awaitOperation as pollOperation, gaxCall } from './lifecycle-calls.ts';
-import { GcpRequestError, mapComputeError, operationErrorText } from './lifecycle-errors.ts';
+import { gaxCall, type Operation } from './lifecycle-calls.ts';
+import { instanceCalls } from './instance-calls.ts';
+import { GcpRequestError, mapComputeError } from './lifecycle-errors.ts';
+import { failedOperation } from './operations.ts';
 import {
   FLEET_LABEL,
   PROXY_LABEL,
-  fleetFilter,
   instanceResource,
   isManaged,
   policyUpdate,
+  stopReason,
   toInstance,
   type BootItems,
   type ComputeInstance,
@@ -50,9 +51,6 @@ export {
   fleetFilter,
 } from './lifecycle-instance.ts';
 export { firewallRuleName, proxyNetworkTag } from './firewall.ts';
-
-type Operation = protos.google.cloud.compute.v1.IOperation;
-type ScopedList = protos.google.cloud.compute.v1.IInstancesScopedList;
 
 export const DEFAULT_MACHINE_TYPE = 'e2-micro';
 export const DEFAULT_PROXY_PORT = 3128;
@@ -100,14 +98,6 @@ export interface GcpLifecycleOptions {
   bootUserData?: boolean;
 }
 
-/** Why an instance is not running, for the logs: the API does not say whether a spot VM was preempted or stopped. */
-function stopReason(inst: ComputeInstance): string {
-  const status = String(inst.status);
-  if (status === 'SUSPENDED') return 'suspended';
-  const spot = String(inst.scheduling?.provisioningModel) === 'SPOT' || inst.scheduling?.preemptible === true;
-  return spot ? 'preempted or stopped (spot VM)' : 'stopped';
-}
-
 export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle {
   const { clients, project } = options;
   if (Boolean(options.image) === Boolean(options.instanceTemplate)) {
@@ -131,6 +121,7 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
           operationPollMs: pollMs,
         })
       : undefined;
+  const calls = instanceCalls({ clients, project, pollMs, pageSize, maxPages, logger: log });
   const zoneOf = (placement: string | undefined): string => placement ?? options.zone;
   // Serialised once: an unchanged policy is the same text on every ensure, so it never rewrites metadata.
   const policy = JSON.stringify(options.egressPolicy ?? proxyEgressPolicy(undefined, undefined));
@@ -145,30 +136,6 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
     firewallTag,
     policy,
   });
-
-  /** The instance, or undefined when there is none (404). */
-  async function read(name: string, zone: string, signal: AbortSignal): Promise<ComputeInstance | undefined> {
-    try {
-      const { response } = await gaxCall<ComputeInstance>(
-        clients.instances,
-        'get',
-        { project, zone, instance: name },
-        { project, zone, instance: name },
-        signal,
-      );
-      return response;
-    } catch (err) {
-      if (!signal.aborted && httpStatus(err) === 404) return undefined;
-      throw mapComputeError(err, `reading instance "${name}" in zone "${zone}"`, signal);
-    }
-  }
-
-  /** Polls the zone operation until DONE (`wait` blocks up to ~2 minutes per call on the real API). */
-  function awaitOperation(op: Operation, zone: string, signal: AbortSignal): Promise<Operation> {
-    const wait = async (operation: string, s: AbortSignal): Promise<Operation> =>
-      (await gaxCall<Operation>(clients.zoneOperations, 'wait', { project, zone, operation }, { project, zone, operation }, s)).response;
-    return pollOperation(op, wait, pollMs, signal);
-  }
 
   function adopt(inst: ComputeInstance, spec: InstanceSpec, zone: string): Instance {
     const labels = inst.labels ?? {};
@@ -204,24 +171,20 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
     } catch (err) {
       // A concurrent ensure inserted it between our read and our insert: continue from what it made.
       if (!signal.aborted && httpStatus(err) === 409) {
-        const raced = await read(spec.name, zone, signal);
+        const raced = await calls.read(spec.name, zone, signal);
         if (raced) return adopt(raced, spec, zone);
       }
       throw mapComputeError(err, what, signal, true);
     }
     log.info({ instance: spec.name, zone, proxy: spec.owner.proxy, operation: op.name }, 'proxy instance insert started');
-    let done: Operation;
-    try {
-      done = await awaitOperation(op, zone, signal);
-    } catch (err) {
-      throw mapComputeError(err, `waiting for the insert of instance "${spec.name}" in zone "${zone}"`, signal);
+    const failure = await calls.zoneOperationFailure(op, zone, signal, (err) =>
+      mapComputeError(err, `waiting for the insert of instance "${spec.name}" in zone "${zone}"`, signal),
+    );
+    if (failure) {
+      log.warn({ instance: spec.name, zone, code: failure.code }, 'proxy instance insert failed');
+      throw new ProvisioningError(`${what}: ${failure.text}`);
     }
-    if (done.error) {
-      const { code, text } = operationErrorText(done.error);
-      log.warn({ instance: spec.name, zone, code }, 'proxy instance insert failed');
-      throw new ProvisioningError(`${what}: ${text}`);
-    }
-    const created = await read(spec.name, zone, signal);
+    const created = await calls.read(spec.name, zone, signal);
     if (!created) throw new GcpRequestError(`${what}: the insert finished but the instance is gone`, undefined, undefined);
     return adopt(created, spec, zone);
   }
@@ -250,25 +213,15 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
       const mapped = mapComputeError(err, what, signal);
       return mapped instanceof ProvisioningError ? new GcpRequestError(mapped.message, httpStatus(err), undefined, { cause: mapped.cause }) : mapped;
     };
-    let done: Operation;
-    try {
-      const { response: op } = await gaxCall<Operation>(
-        clients.instances,
-        action,
-        { project, zone, instance: name },
-        { project, zone, instance: name },
-        signal,
-      );
-      done = await awaitOperation(op, zone, signal);
-    } catch (err) {
+    const op = await calls.startOperation(action, zone, name, {}, signal).catch((err: unknown) => {
       throw retryable(err);
+    });
+    const failure = await calls.zoneOperationFailure(op, zone, signal, retryable);
+    if (failure) {
+      log.warn({ instance: name, zone, code: failure.code }, `proxy instance ${action} failed`);
+      throw failedOperation(what, failure);
     }
-    if (done.error) {
-      const { code, text } = operationErrorText(done.error);
-      log.warn({ instance: name, zone, code }, `proxy instance ${action} failed`);
-      throw new GcpRequestError(`${what}: ${text}`, done.httpErrorStatusCode ?? undefined, code);
-    }
-    const fresh = await read(name, zone, signal);
+    const fresh = await calls.read(name, zone, signal);
     if (!fresh) throw new GcpRequestError(`${what}: the instance is gone`, undefined, undefined);
     const instance = adopt(fresh, spec, zone);
     log.info(
@@ -289,23 +242,12 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
     if (!update) return;
     const name = spec.name;
     const what = `updating the egress policy of instance "${name}" in zone "${zone}"`;
-    let done: Operation;
-    try {
-      const { response: op } = await gaxCall<Operation>(
-        clients.instances,
-        'setMetadata',
-        { project, zone, instance: name, metadataResource: update },
-        { project, zone, instance: name },
-        signal,
-      );
-      done = await awaitOperation(op, zone, signal);
-    } catch (err) {
-      throw mapComputeError(err, what, signal);
-    }
-    if (done.error) {
-      const { code, text } = operationErrorText(done.error);
-      throw new GcpRequestError(`${what}: ${text}`, done.httpErrorStatusCode ?? undefined, code);
-    }
+    const mapError = (err: unknown): unknown => mapComputeError(err, what, signal);
+    const op = await calls.startOperation('setMetadata', zone, name, { metadataResource: update }, signal).catch((err: unknown) => {
+      throw mapError(err);
+    });
+    const failure = await calls.zoneOperationFailure(op, zone, signal, mapError);
+    if (failure) throw failedOperation(what, failure);
     log.info({ instance: name, zone, proxy: spec.owner.proxy }, 'proxy egress policy changed: instance metadata updated');
   }
 
@@ -325,7 +267,7 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
   return {
     async ensureInstance(spec, signal) {
       const zone = zoneOf(spec.placement);
-      const existing = await read(spec.name, zone, signal);
+      const existing = await calls.read(spec.name, zone, signal);
       if (existing) {
         adopt(existing, spec, zone); // refuses an instance that is not this proxy's before writing to it
         await updatePolicy(existing, spec, zone, signal);
@@ -336,13 +278,13 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
     },
 
     async getInstance(name, placement, signal) {
-      const inst = await read(name, zoneOf(placement), signal);
+      const inst = await calls.read(name, zoneOf(placement), signal);
       return inst && isManaged(inst) ? toInstance(inst, port) : undefined;
     },
 
     async deleteInstance(name, placement, { owner }, signal) {
       const zone = zoneOf(placement);
-      const inst = await read(name, zone, signal);
+      const inst = await calls.read(name, zone, signal);
       if (!inst) return;
       const labels = inst.labels ?? {};
       const foreign = isManaged(inst) ? foreignOwner({ fleet: labels[FLEET_LABEL], proxy: labels[PROXY_LABEL] }, owner) : foreignOwner(undefined, owner);
@@ -353,72 +295,20 @@ export function createGcpLifecycle(options: GcpLifecycleOptions): ProxyLifecycle
       const what = `deleting instance "${name}" in zone "${zone}"`;
       let op: Operation;
       try {
-        ({ response: op } = await gaxCall<Operation>(
-          clients.instances,
-          'delete',
-          { project, zone, instance: name },
-          { project, zone, instance: name },
-          signal,
-        ));
+        op = await calls.startOperation('delete', zone, name, {}, signal);
       } catch (err) {
         if (!signal.aborted && httpStatus(err) === 404) return;
         throw mapComputeError(err, what, signal);
       }
-      let done: Operation;
-      try {
-        done = await awaitOperation(op, zone, signal);
-      } catch (err) {
-        throw mapComputeError(err, `waiting for the delete of instance "${name}" in zone "${zone}"`, signal);
-      }
-      if (done.error) {
-        const { code, text } = operationErrorText(done.error);
-        throw new GcpRequestError(`${what}: ${text}`, done.httpErrorStatusCode ?? undefined, code);
-      }
+      const failure = await calls.zoneOperationFailure(op, zone, signal, (err) =>
+        mapComputeError(err, `waiting for the delete of instance "${name}" in zone "${zone}"`, signal),
+      );
+      if (failure) throw failedOperation(what, failure);
       log.info({ instance: name, zone }, 'proxy instance deleted');
     },
 
     async *listInstances(fleet, signal) {
-      const filter = fleetFilter(fleet);
-      // Zones a page could not reach: their instances are missing from this inventory, so after
-      // yielding the rest the listing fails (the sweep deletes nothing from an incomplete inventory).
-      const unreachable = new Set<string>();
-      const bound = new PageBound('listing proxy instances', maxPages);
-      let pageToken: string | undefined;
-      do {
-        let items: Record<string, ScopedList>;
-        let raw: { nextPageToken?: string | null; unreachables?: string[] | null } | null;
-        try {
-          const page = await gaxCall<Record<string, ScopedList> | null>(
-            clients.instances,
-            'aggregatedList',
-            { project, filter, maxResults: pageSize, returnPartialSuccess: true, ...(pageToken ? { pageToken } : {}) },
-            { project },
-            signal,
-          );
-          items = page.response ?? {};
-          raw = page.raw as typeof raw;
-        } catch (err) {
-          throw mapComputeError(err, 'listing proxy instances', signal);
-        }
-        if (raw?.unreachables?.length) {
-          log.warn({ unreachables: raw.unreachables }, 'some zones could not be listed; their instances are left out');
-          for (const zone of raw.unreachables) unreachable.add(zone);
-        }
-        for (const scoped of Object.values(items)) {
-          for (const inst of scoped.instances ?? []) {
-            // The server filtered already; checking again costs nothing and guards the "never touch" rule.
-            if (isManaged(inst) && inst.labels?.[FLEET_LABEL] === fleet) yield toInstance(inst, port);
-          }
-        }
-        pageToken = bound.next(raw?.nextPageToken);
-      } while (pageToken);
-      if (unreachable.size > 0) {
-        throw new GcpRequestError(
-          `listing proxy instances: ${[...unreachable].sort().join(', ')} could not be listed (the inventory is incomplete)`,
-          undefined,
-          'unreachable',
-        );
-      }
+      for await (const inst of calls.listFleet(fleet, signal)) yield toInstance(inst, port);
     },
   };
 }

@@ -1,7 +1,6 @@
-import { mkdir, readdir, readFile, rm, rmdir } from 'node:fs/promises';
+import { mkdir, readdir, rm, rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { proxyEgressPolicy, type ProxyEgressPolicy } from '../../egress/policy-config.ts';
-import { EgressError } from '../../errors.ts';
 import { observerFailure } from '../../observer-errors.ts';
 import type { Logger } from '../../logging.ts';
 import {
@@ -15,29 +14,25 @@ import {
   type ProxyLifecycle,
 } from '../lifecycle.ts';
 import {
-  asCredentials,
-  asInstance,
-  asIntent,
-  CREDENTIALS_FILE,
-  DELETING_FILE,
   egressPolicyPath,
-  HOST_LOG,
-  hostDir,
-  INSTANCE_FILE,
   instanceDir,
   instancesDir,
   INTENT_FILE,
-  LOG_FILE,
-  logTail,
+  asInstance,
+  asIntent,
+  DELETING_FILE,
   readJson,
   writeFileAtomic,
-  writeJsonAtomic,
   type InstanceRecord,
   type IntentRecord,
 } from './instance-files.ts';
 import { ExitWatch, observerWarning, type WatchedProxy } from './exit-watch.ts';
 import { ProxyHostSupervisor } from './host-client.ts';
-import { findProxyProcesses, isHostProcess, isProxyProcess, sendSignal, waitUntilGone } from './process-table.ts';
+import { LocalInstanceError } from './instance-error.ts';
+import { egressPolicyWriter, failure, hostedWatched, hostInstanceId, NAME_PATTERN, readState, recordIntent, sameOwner } from './instance-state.ts';
+import { legacyAlive, legacyInstanceId, legacyProcesses, legacyProcessFor, legacyWatched, reloadLegacyCredentials, stopLegacy } from './legacy-proxies.ts';
+import { NameLocks } from './name-locks.ts';
+import { isHostProcess } from './process-table.ts';
 import { hostProgramInstaller } from './proxy-program.ts';
 import { createSourceAddressPool, type SourceAddressPool } from './source-addresses.ts';
 
@@ -70,23 +65,7 @@ export interface LocalLifecycle extends ProxyLifecycle {
   close(): void;
 }
 
-/** A local instance could not be started or stopped; retrying may help. */
-export class LocalInstanceError extends EgressError {
-  constructor(message: string, options: { cause?: unknown } = {}) {
-    super('ERR_LOCAL_INSTANCE', message, { ...options, retryable: true });
-  }
-}
-
-const NAME_PATTERN = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
-
-function sameOwner(a: IntentRecord, b: InstanceSpec): boolean {
-  return a.owner.fleet === b.owner.fleet && a.owner.proxy === b.owner.proxy;
-}
-
-/** An instance's id: the serving host's pid and the proxy's port (a restarted host or a re-created proxy is a new instance). */
-function hostInstanceId(record: InstanceRecord): string {
-  return `${record.pid}:${record.port}`;
-}
+export { LocalInstanceError };
 
 /**
  * Local proxies: one listener each on 127.0.0.1, all served by one detached proxy host per data
@@ -96,30 +75,16 @@ function hostInstanceId(record: InstanceRecord): string {
  * Migration: an instance still served by a per-instance proxy process of the earlier model
  * (its `instance.json` names a live one) is adopted as it is — described, watched, given new
  * credentials by SIGHUP, stopped by SIGTERM on deletion — until it exits or is deleted; a new
- * start of it goes to the host, on the same port.
+ * start of it goes to the host, on the same port. All of that model is legacy-proxies.ts; the
+ * files of an instance are read and written by instance-state.ts.
  */
 export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifecycle {
   const { dataDir, logger } = options;
   const stopGraceMs = options.stopGraceMs ?? 5000;
-  const policyFile = egressPolicyPath(dataDir);
   const exits = new ExitWatch({ pollMs: options.exitPollMs, onObserverError: observerWarning(logger, options.onObserverError) });
-  const policyText = `${JSON.stringify(options.egressPolicy ?? proxyEgressPolicy(undefined, undefined))}\n`;
-  let policyWritten: Promise<void> | undefined;
-  function writeEgressPolicy(): Promise<void> {
-    policyWritten ??= (async () => {
-      await mkdir(dataDir, { recursive: true, mode: 0o700 });
-      const existing = await readFile(policyFile, 'utf8').catch(() => undefined);
-      if (existing === policyText) return;
-      await writeFileAtomic(policyFile, policyText, 0o600);
-      logger.info({ file: policyFile }, 'egress policy written for the local proxies');
-    })().catch((err: unknown) => {
-      policyWritten = undefined;
-      throw new LocalInstanceError(`could not write the egress policy ${policyFile}: ${(err as Error).message}`, { cause: err });
-    });
-    return policyWritten;
-  }
+  const writeEgressPolicy = egressPolicyWriter(dataDir, options.egressPolicy ?? proxyEgressPolicy(undefined, undefined), logger);
   const program = hostProgramInstaller(dataDir, logger);
-  const host = new ProxyHostSupervisor({ dataDir, logger, program, policyFile, onChildExit: (pid) => exits.check(pid) });
+  const host = new ProxyHostSupervisor({ dataDir, logger, program, policyFile: egressPolicyPath(dataDir), onChildExit: (pid) => exits.check(pid) });
   const addresses: SourceAddressPool | undefined =
     options.sourceAddresses && options.sourceAddresses.length > 0
       ? createSourceAddressPool(dataDir, options.sourceAddresses, async (name) =>
@@ -133,51 +98,11 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
    */
   const removals = new Map<string, number>();
   /** Serialises the calls on one name inside this process. */
-  const locks = new Map<string, Promise<unknown>>();
-  function withLock<T>(name: string, run: () => Promise<T>): Promise<T> {
-    const previous = locks.get(name) ?? Promise.resolve();
-    const next = previous.then(run, run);
-    const settled = next.catch(() => undefined);
-    locks.set(name, settled);
-    void settled.then(() => {
-      if (locks.get(name) === settled) locks.delete(name);
-    });
-    return next;
-  }
+  const locks = new NameLocks();
 
-  async function readState(dir: string): Promise<{ intent?: IntentRecord; record?: InstanceRecord }> {
-    const intent = asIntent(await readJson(join(dir, INTENT_FILE)));
-    const record = asInstance(await readJson(join(dir, INSTANCE_FILE)));
-    return { intent, record };
-  }
-
-  /** A record of the earlier model whose process still runs. */
-  async function legacyAlive(dir: string, record: InstanceRecord | undefined): Promise<boolean> {
-    return record !== undefined && record.host !== true && (await isProxyProcess(record.pid, dir));
-  }
-
-  function watchHosted(intent: IntentRecord, record: InstanceRecord, removal: number | undefined): void {
-    if (removals.get(intent.name) !== removal) return;
-    exits.watch({
-      name: intent.name,
-      owner: intent.owner,
-      id: hostInstanceId(record),
-      pid: record.pid,
-      isOurs: () => isHostProcess(record.pid, dataDir),
-      exitMessage: `proxy host ${record.pid} exited`,
-    });
-  }
-
-  function watchLegacy(dir: string, intent: IntentRecord, record: InstanceRecord, removal: number | undefined): void {
-    if (removals.get(intent.name) !== removal) return;
-    exits.watch({
-      name: intent.name,
-      owner: intent.owner,
-      id: String(record.pid),
-      pid: record.pid,
-      isOurs: () => isProxyProcess(record.pid, dir),
-      exitMessage: `proxy process ${record.pid} exited`,
-    });
+  /** Watches `proxy` unless a deletion of its name began since `removal` was read. */
+  function watch(proxy: WatchedProxy, removal: number | undefined): void {
+    if (removals.get(proxy.name) === removal) exits.watch(proxy);
   }
 
   async function describe(
@@ -195,15 +120,15 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
     };
     if (record?.host === true && (hostPid === record.pid || (await isHostProcess(record.pid, dataDir)))) {
       // Every running proxy we describe is watched, so one adopted from an earlier worker is too.
-      watchHosted(intent, record, removal);
+      watch(hostedWatched(dataDir, intent, record), removal);
       return { ...base, id: hostInstanceId(record), state: 'running', endpoint: { host: '127.0.0.1', port: record.port } };
     }
     if (await legacyAlive(dir, record)) {
-      watchLegacy(dir, intent, record!, removal);
-      return { ...base, id: String(record!.pid), state: 'running', endpoint: { host: '127.0.0.1', port: record!.port } };
+      watch(legacyWatched(dir, intent.name, intent.owner, record!), removal);
+      return { ...base, id: legacyInstanceId(record!), state: 'running', endpoint: { host: '127.0.0.1', port: record!.port } };
     }
-    const starting = await findProxyProcesses(dir);
-    if (starting[0] !== undefined) return { ...base, id: String(starting[0]), state: 'provisioning' };
+    const starting = await legacyProcessFor(dir);
+    if (starting !== undefined) return { ...base, id: String(starting), state: 'provisioning' };
     // Out of descriptors here says nothing about the proxy: the look fails (retried), it is not "failed".
     const running = await host.running(AbortSignal.timeout(5000)).catch((err: unknown) => {
       if (observerFailure('the proxy host', err)) throw err;
@@ -213,12 +138,8 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
       // The host that served it is gone and a new one runs: it brings the proxy back (or the next ensure asks it to).
       return { ...base, id: '', state: 'provisioning', message: `proxy host ${record.pid} is no longer running; host ${running.pid} restarts the proxy` };
     }
-    const tail = await logTail(record?.host === true || !record ? join(hostDir(dataDir), HOST_LOG) : join(dir, LOG_FILE));
-    const what = record?.host === true ? `proxy host ${record.pid}` : `proxy process ${record?.pid ?? ''}`;
-    const message = record
-      ? `${what} is no longer running${tail ? `; last log lines:\n${tail}` : ''}`
-      : `proxy was never started (intent recorded at ${intent.createdAt})${tail ? `; last log lines:\n${tail}` : ''}`;
-    return { ...base, id: record ? (record.host === true ? hostInstanceId(record) : String(record.pid)) : '', state: 'failed', message };
+    const { id, message } = await failure(dataDir, dir, intent, record);
+    return { ...base, id, state: 'failed', message };
   }
 
   async function ensure(spec: InstanceSpec, signal: AbortSignal): Promise<Instance> {
@@ -231,44 +152,18 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
     signal.throwIfAborted();
     await writeEgressPolicy();
     await mkdir(dir, { recursive: true, mode: 0o700 });
-    let { intent, record } = await readState(dir);
-    if (intent && !sameOwner(intent, spec)) {
+    const state = await readState(dir);
+    if (state.intent && !sameOwner(state.intent, spec)) {
       throw new ProvisioningError(
-        `instance "${spec.name}" belongs to ${intent.owner.fleet}/${intent.owner.proxy}, not ${spec.owner.fleet}/${spec.owner.proxy}`,
+        `instance "${spec.name}" belongs to ${state.intent.owner.fleet}/${state.intent.owner.proxy}, not ${spec.owner.fleet}/${spec.owner.proxy}`,
       );
     }
     // A deletion that did not finish (its worker died): the name is wanted again.
     await rm(join(dir, DELETING_FILE), { force: true });
-    if (!intent) {
-      intent = {
-        name: spec.name,
-        owner: spec.owner,
-        createdAt: new Date().toISOString(),
-        ...(spec.placement === undefined ? {} : { placement: spec.placement }),
-      };
-    }
-    if (addresses) {
-      const address = await addresses.claim(spec.name, intent.sourceAddress, signal);
-      if (address !== intent.sourceAddress) {
-        intent = { ...intent, sourceAddress: address };
-        await writeJsonAtomic(join(dir, INTENT_FILE), intent);
-        log.info({ dir, sourceAddress: address }, 'local instance intent recorded');
-      }
-    }
-    if (!(await readJson(join(dir, INTENT_FILE)))) {
-      await writeJsonAtomic(join(dir, INTENT_FILE), intent);
-      log.info({ dir }, 'local instance intent recorded');
-    }
-    const stored = asCredentials(await readJson(join(dir, CREDENTIALS_FILE)));
-    const credentialsChanged = !stored || stored.username !== spec.credentials.username || stored.password !== spec.credentials.password;
-    if (credentialsChanged) await writeJsonAtomic(join(dir, CREDENTIALS_FILE), spec.credentials, 0o600);
-
-    if (await legacyAlive(dir, record)) {
-      if (credentialsChanged) {
-        sendSignal(record!.pid, 'SIGHUP');
-        log.info({ pid: record!.pid }, 'credentials changed; proxy process of the earlier model told to reload them');
-      }
-      return describe(dir, intent, record, removal);
+    const { intent, credentialsChanged } = await recordIntent(dir, spec, state.intent, addresses, signal, log);
+    if (await legacyAlive(dir, state.record)) {
+      if (credentialsChanged) reloadLegacyCredentials(state.record!, log);
+      return describe(dir, intent, state.record, removal);
     }
     // The host starts the proxy (on its previous port when free) or re-reads its credentials.
     const answer = await host.call('PUT', `/proxies/${spec.name}`, true, signal);
@@ -279,20 +174,7 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
         `the proxy host could not start "${spec.name}": ${typeof error === 'string' ? error : `status ${answer?.status ?? 'none'}`}`,
       );
     }
-    record = served;
-    return describe(dir, intent, record, removal, record.pid);
-  }
-
-  async function stopLegacy(name: string, dir: string, pids: Set<number>, signal: AbortSignal): Promise<void> {
-    for (const pid of pids) sendSignal(pid, 'SIGTERM');
-    for (const pid of pids) {
-      if (await waitUntilGone(pid, dir, signal, stopGraceMs)) continue;
-      // Still ours after the grace period (checked again just now): force it.
-      if (await isProxyProcess(pid, dir)) sendSignal(pid, 'SIGKILL');
-      if (!(await waitUntilGone(pid, dir, signal, stopGraceMs))) {
-        throw new LocalInstanceError(`local proxy process ${pid} of "${name}" did not exit after SIGKILL`);
-      }
-    }
+    return describe(dir, intent, served, removal, served.pid);
   }
 
   async function remove(name: string, target: DeleteTarget, signal: AbortSignal): Promise<void> {
@@ -304,10 +186,7 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
       logger.warn({ instance: name, reason: foreign }, 'local instance is not ours; not deleting it');
       throw new ForeignInstanceError(name, `local instance: ${foreign}`);
     }
-    // Processes of the earlier model: only an instance the host has not served yet can have one
-    // (scanning /proc costs a read per process on the machine, too much for every deletion).
-    const pids = new Set(record?.host === true ? [] : await findProxyProcesses(dir));
-    if (record && record.host !== true && (await isProxyProcess(record.pid, dir))) pids.add(record.pid);
+    const pids = await legacyProcesses(dir, record);
     if (!intent && !record && pids.size === 0) {
       // No intent recorded: not an instance of ours. Only an empty directory (a create that died
       // right after making it) is removed; anything else there is left as it is.
@@ -318,7 +197,7 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
     removals.set(name, (removals.get(name) ?? 0) + 1);
     exits.unwatch(name);
     await writeFileAtomic(join(dir, DELETING_FILE), `${new Date().toISOString()}\n`);
-    await stopLegacy(name, dir, pids, signal);
+    await stopLegacy(name, dir, pids, signal, stopGraceMs);
     // Returns once the host closed the listener (no host running: nothing listens).
     const answer = await host.call('DELETE', `/proxies/${name}`, false, signal);
     if (answer && answer.status !== 200) throw new LocalInstanceError(`the proxy host could not stop "${name}": status ${answer.status}`);
@@ -345,9 +224,10 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
       const { intent, record } = await readState(dir);
       if (!intent || !record) continue;
       if (record.host === true) {
-        let live = hostAlive.get(record.pid);
-        if (live === undefined) hostAlive.set(record.pid, (live = await isHostProcess(record.pid, dataDir)));
-        if (live) watchHosted(intent, record, removal);
+        const live = hostAlive.get(record.pid) ?? (await isHostProcess(record.pid, dataDir));
+        hostAlive.set(record.pid, live);
+        if (live) watch(hostedWatched(dataDir, intent, record), removal);
+        // Reported, not watched: no restart of the host from here (the next ensure starts one).
         else if (removals.get(name) === removal)
           exits.report(
             { name, owner: intent.owner, id: hostInstanceId(record), pid: record.pid, isOurs: () => Promise.resolve(false), exitMessage: '' },
@@ -355,17 +235,10 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
           );
         continue;
       }
-      const watched: WatchedProxy = {
-        name,
-        owner: intent.owner,
-        id: String(record.pid),
-        pid: record.pid,
-        isOurs: () => isProxyProcess(record.pid, dir),
-        exitMessage: `proxy process ${record.pid} exited`,
-      };
-      if (await isProxyProcess(record.pid, dir)) {
+      const watched = legacyWatched(dir, name, intent.owner, record);
+      if (await legacyAlive(dir, record)) {
         if (removals.get(name) === removal) exits.watch(watched);
-      } else if ((await findProxyProcesses(dir)).length === 0 && removals.get(name) === removal) {
+      } else if ((await legacyProcessFor(dir)) === undefined && removals.get(name) === removal) {
         exits.report(watched, `proxy process ${record.pid} is no longer running`);
       }
     }
@@ -392,7 +265,7 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
       watchRunning().catch((err: unknown) => logger.warn({ err: (err as Error).message }, 'could not list running local proxies to watch'));
       return off;
     },
-    ensureInstance: (spec, signal) => withLock(spec.name, () => ensure(spec, signal)),
+    ensureInstance: (spec, signal) => locks.run(spec.name, () => ensure(spec, signal)),
 
     async getInstance(name, _placement, signal) {
       signal.throwIfAborted();
@@ -403,7 +276,7 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
       return intent ? describe(dir, intent, record, removal) : undefined;
     },
 
-    deleteInstance: (name, _placement, target, signal) => withLock(name, () => remove(name, target, signal)),
+    deleteInstance: (name, _placement, target, signal) => locks.run(name, () => remove(name, target, signal)),
 
     async *listInstances(fleet, signal) {
       let names: string[];

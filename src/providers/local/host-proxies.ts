@@ -1,0 +1,179 @@
+/**
+ * The proxies one proxy host serves (proxy-host.ts): each a listener on 127.0.0.1 started from its
+ * instance directory, with its own credentials, source address and denial counts, under the host's
+ * one egress policy. Every start, credential reload and stop of a name is serialised (NameLocks).
+ */
+import { stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Server } from 'proxy-chain';
+import type { LivePolicy } from '../../egress/live-policy.ts';
+import type { Logger } from '../../logging.ts';
+import type { ProxyCredentials } from '../lifecycle.ts';
+import { createDenialRecorder, type DenialRecorder } from './denial-stats.ts';
+import {
+  asCredentials,
+  asInstance,
+  asIntent,
+  CREDENTIALS_FILE,
+  DELETING_FILE,
+  INSTANCE_FILE,
+  instanceDir,
+  INTENT_FILE,
+  readJson,
+  writeJsonAtomic,
+  type InstanceRecord,
+} from './instance-files.ts';
+import { NameLocks } from './name-locks.ts';
+import { credentialCheck, listenProxy } from './proxy-server.ts';
+
+/** A control request refused with an HTTP status (409: the instance cannot be served as it is). */
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+interface Served {
+  server: Server;
+  record: InstanceRecord;
+  denials: DenialRecorder;
+  /** What the proxy's credential check reads: replaced when they rotate. */
+  auth: { credentials: ProxyCredentials };
+}
+
+export interface HostedProxiesOptions {
+  dataDir: string;
+  logger: Logger;
+  policy: LivePolicy;
+  /** Client connections each proxy's listener holds at once. */
+  maxConnections: number;
+  /** The process's open-files limit (NaN: unknown), for the warning when it is low for the proxies served. */
+  openFilesLimit: number;
+}
+
+export async function exists(path: string): Promise<boolean> {
+  return stat(path).then(
+    () => true,
+    () => false,
+  );
+}
+
+export class HostedProxies {
+  private readonly served = new Map<string, Served>();
+  /** The ports the egress policy already guards (a new listener on an old port is not guarded twice). */
+  private readonly guarded = new Set<number>();
+  private readonly locks = new NameLocks();
+  private warnedFds = false;
+
+  constructor(private readonly options: HostedProxiesOptions) {}
+
+  /** Proxies served. */
+  get size(): number {
+    return this.served.size;
+  }
+
+  /** Names with a start, reload or stop running or queued. */
+  get inProgress(): number {
+    return this.locks.size;
+  }
+
+  names(): string[] {
+    return [...this.served.keys()];
+  }
+
+  /** Starts the proxy (on its previous port when free), or re-reads its credentials when it runs; answers its record. */
+  ensure(name: string): Promise<InstanceRecord> {
+    return this.locks.run(name, async () => {
+      const s = this.served.get(name);
+      if (!s) return this.start(name);
+      const next = asCredentials(await readJson(join(instanceDir(this.options.dataDir, name), CREDENTIALS_FILE)));
+      if (next && (next.username !== s.auth.credentials.username || next.password !== s.auth.credentials.password)) {
+        s.auth.credentials = next;
+        this.options.logger.info({ instance: name }, 'credentials reloaded');
+      }
+      return s.record;
+    });
+  }
+
+  /** Closes the proxy's listener and connections, after whatever runs on its name; false when it was not served. */
+  remove(name: string): Promise<boolean> {
+    return this.locks.run(name, () => this.stop(name));
+  }
+
+  /** Stops every proxy at once (the host is going). */
+  async stopAll(): Promise<void> {
+    await Promise.allSettled(this.names().map((name) => this.stop(name)));
+  }
+
+  private async start(name: string): Promise<InstanceRecord> {
+    const { dataDir, logger, policy, maxConnections } = this.options;
+    const idir = instanceDir(dataDir, name);
+    const intent = asIntent(await readJson(join(idir, INTENT_FILE)));
+    const credentials = asCredentials(await readJson(join(idir, CREDENTIALS_FILE)));
+    if (!intent || intent.name !== name || !credentials) throw new HttpError(409, `instance ${name} has no intent.json or credentials.json`);
+    if (await exists(join(idir, DELETING_FILE))) throw new HttpError(409, `instance ${name} is being deleted`);
+    const previous = asInstance(await readJson(join(idir, INSTANCE_FILE)).catch(() => undefined));
+    const log = logger.child({ instance: name });
+    const proxyStartedAt = new Date().toISOString();
+    const denials = createDenialRecorder(idir, { pid: process.pid, startedAt: proxyStartedAt }, log);
+    const auth = { credentials };
+    const check = credentialCheck(() => auth.credentials);
+    const listen = (port: number): Promise<Server> =>
+      listenProxy({
+        host: '127.0.0.1',
+        port,
+        check,
+        egress: { policy, denials, logger: log },
+        maxConnections,
+        ...(intent.sourceAddress ? { localAddress: intent.sourceAddress } : {}),
+      });
+    let server: Server;
+    try {
+      server = await listen(previous?.port ?? 0);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE' || !previous) throw err;
+      log.info({ port: previous.port }, 'previous port is taken; listening on a new one');
+      server = await listen(0);
+    }
+    if (!this.guarded.has(server.port)) {
+      // Its own listeners too: with loopback allowed, a client could otherwise loop a proxy through the host.
+      this.guarded.add(server.port);
+      await policy.guard({ host: '127.0.0.1', port: server.port, role: 'proxy' });
+    }
+    server.on('requestFailed', ({ error }: { error: Error }) => log.warn({ err: error.message }, 'proxied request failed'));
+    const record: InstanceRecord = { ...intent, pid: process.pid, port: server.port, startedAt: proxyStartedAt, host: true };
+    this.served.set(name, { server, record, denials, auth });
+    this.warnWhenFdsLow();
+    await writeJsonAtomic(join(idir, INSTANCE_FILE), record);
+    // A deletion that began while this one started (it found no listener to stop): honour it.
+    if (!(await exists(join(idir, INTENT_FILE))) || (await exists(join(idir, DELETING_FILE)))) {
+      await this.stop(name);
+      throw new HttpError(409, `instance ${name} was deleted while it started`);
+    }
+    log.info({ port: server.port, sourceAddress: intent.sourceAddress }, 'proxy listening');
+    return record;
+  }
+
+  /** Each proxy holds a listener and, while in use, two sockets per connection: warn (once) well before running out. */
+  private warnWhenFdsLow(): void {
+    const limit = this.options.openFilesLimit;
+    if (this.warnedFds || !Number.isFinite(limit) || this.served.size * 4 <= limit) return;
+    this.warnedFds = true;
+    this.options.logger.warn(
+      { proxies: this.served.size, openFilesLimit: limit },
+      'the open-files limit is low for this many proxies: raise the hard limit (LimitNOFILE, ulimit -Hn) of the worker that starts the host',
+    );
+  }
+
+  private async stop(name: string): Promise<boolean> {
+    const s = this.served.get(name);
+    if (!s) return false;
+    this.served.delete(name);
+    await Promise.all([s.server.close(true), s.denials.flush()]);
+    this.options.logger.info({ instance: name, port: s.record.port }, 'proxy stopped');
+    return true;
+  }
+}
