@@ -77,11 +77,13 @@ export async function rawBullmq(
   return { jobsPerSecond, latency: summarize(samples) };
 }
 
-async function pipeline(
+/** The check pipeline in this process (worker and publisher roles), or with the publisher in a child process; traced when `otlpEndpoint` is set. */
+export async function pipeline(
   redisUrl: string,
   dataDir: string,
   publisherProcess: boolean,
   otlpEndpoint?: string,
+  n = N,
 ): Promise<{ jobsPerSecond: number; latency: { p50: number; p99: number; n: number } }> {
   const plain = config(redisUrl, publisherProcess ? '{bench-pipeline-2p}' : otlpEndpoint ? '{bench-pipeline-traced}' : '{bench-pipeline}', dataDir);
   const cfg = otlpEndpoint ? freezeConfig({ ...plain, telemetry: telemetryFromEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: otlpEndpoint }) }) : plain;
@@ -119,8 +121,8 @@ async function pipeline(
     return c.completed ?? 0;
   };
   const t0 = performance.now();
-  for (let i = 0; i < N; i += 500) {
-    await checks.addBulk(Array.from({ length: Math.min(500, N - i) }, () => ({ name: 'check', data: { provider: 'noop', trigger: 'adhoc' } })));
+  for (let i = 0; i < n; i += 500) {
+    await checks.addBulk(Array.from({ length: Math.min(500, n - i) }, () => ({ name: 'check', data: { provider: 'noop', trigger: 'adhoc' } })));
   }
   // Retention keeps at most 1000 completed results: count published ones through the store's
   // writes instead, by waiting for the results queue to drain after all checks completed.
@@ -131,7 +133,7 @@ async function pipeline(
     if (pending === 0 && (await published()) > 0) break;
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
-  const jobsPerSecond = N / ((performance.now() - t0) / 1000);
+  const jobsPerSecond = n / ((performance.now() - t0) / 1000);
   const samples: number[] = [];
   for (let i = 0; i < LATENCY_SAMPLES; i++) {
     const start = new Promise<number>((resolve) => (started = resolve));

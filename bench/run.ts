@@ -4,6 +4,7 @@
  */
 const benches: Record<string, () => Promise<unknown>> = {
   pipeline: async () => (await import('./pipeline.bench.ts')).runPipelineBench(),
+  tracing: async () => (await import('./tracing.bench.ts')).runTracingBench(),
   'health-round': async () => (await import('./health-round.bench.ts')).runHealthRoundBench(),
   'proxy-lifecycle': async () => (await import('./proxy-lifecycle.bench.ts')).runProxyLifecycleBench(),
   reconcile: async () => (await import('./reconcile.bench.ts')).runReconcileBench(),

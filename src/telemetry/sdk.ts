@@ -4,7 +4,19 @@
  * name and exporter; the global tracer routes a span to its role's provider by the role in the
  * active context (src/telemetry/spans.ts `inRole`), so `egress up` reports four services.
  */
-import { context, propagation, ROOT_CONTEXT, trace, type Context, type Span, type SpanOptions, type Tracer, type TracerProvider } from '@opentelemetry/api';
+import {
+  context,
+  propagation,
+  ROOT_CONTEXT,
+  trace,
+  type Attributes,
+  type Context,
+  type Exception,
+  type Span,
+  type SpanOptions,
+  type Tracer,
+  type TracerProvider,
+} from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
@@ -20,7 +32,7 @@ import {
   type Sampler,
 } from '@opentelemetry/sdk-trace-node';
 import type { Telemetry } from 'bullmq';
-import { BullMQOtel, BullMQOTelSpan } from 'bullmq-otel';
+import { BullMQOtel } from 'bullmq-otel';
 import { packageVersion } from '../version.ts';
 import type { TelemetryConfig } from './config.ts';
 import { ROLE_KEY } from './spans.ts';
@@ -63,15 +75,57 @@ class RoutingTracer {
   }
 }
 
-/** BullMQ's telemetry (bullmq-otel) for one role: its spans on the role's provider, its contexts marked with the role. */
+/** What BullMQ puts on a completed job's `process` span event: the job's whole return value, as JSON. */
+const JOB_RESULT = 'bullmq.job.result';
+
+/**
+ * BullMQ's span, as bullmq-otel's adapter makes it, except that the `job completed` event does not
+ * carry the job's return value (`bullmq.job.result`): that copy of every job's result (for a check,
+ * its whole CheckResult) was a third of tracing's cost per check — redacted, then serialised into
+ * every export — and says nothing the trace lacks: a check's targets are its `check target` spans,
+ * and the value stays on the job in Redis.
+ */
+class JobSpan {
+  readonly #span: Span;
+  constructor(span: Span) {
+    this.#span = span;
+  }
+  setSpanOnContext(ctx: Context): Context {
+    return trace.setSpan(ctx, this.#span);
+  }
+  setAttribute(key: string, value: Attributes[string] & {}): void {
+    this.#span.setAttribute(key, value);
+  }
+  setAttributes(attributes: Attributes): void {
+    this.#span.setAttributes(attributes);
+  }
+  addEvent(name: string, attributes?: Attributes): void {
+    if (attributes && JOB_RESULT in attributes) {
+      const { [JOB_RESULT]: _result, ...rest } = attributes;
+      this.#span.addEvent(name, rest);
+    } else {
+      this.#span.addEvent(name, attributes);
+    }
+  }
+  recordException(exception: Exception, time?: number): void {
+    this.#span.recordException(exception, time);
+  }
+  end(): void {
+    this.#span.end();
+  }
+}
+
+/** BullMQ's telemetry (bullmq-otel's context manager) for one role: its spans on the role's provider, its contexts marked with the role. */
 function bullmqTelemetry(role: string, provider: NodeTracerProvider): Telemetry {
   const otel = new BullMQOtel({ tracerName: 'bullmq' });
   const tracer = provider.getTracer('bullmq');
   const manager = otel.contextManager;
+  // A context already marked with this role (the usual case inside a job) is used as it is: marking it again copies it.
+  const marked = (ctx: Context): Context => (ctx.getValue(ROLE_KEY) === role ? ctx : ctx.setValue(ROLE_KEY, role));
   return {
-    tracer: { startSpan: (name, options, ctx?: Context) => new BullMQOTelSpan(tracer.startSpan(name, options, ctx)) },
+    tracer: { startSpan: (name, options, ctx?: Context) => new JobSpan(tracer.startSpan(name, options, ctx)) },
     contextManager: {
-      with: (ctx: Context, fn) => manager.with(ctx.setValue(ROLE_KEY, role), fn),
+      with: (ctx: Context, fn) => manager.with(marked(ctx), fn),
       active: () => manager.active(),
       root: () => ROOT_CONTEXT.setValue(ROLE_KEY, role),
       getMetadata: (ctx: Context) => manager.getMetadata(ctx),

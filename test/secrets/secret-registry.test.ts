@@ -5,9 +5,9 @@ import { EgressError } from '../../src/errors.ts';
 import { ProvisioningError } from '../../src/providers/lifecycle.ts';
 import { redactError } from '../../src/secrets/redact-error.ts';
 import { REDACTED, SecretRegistry } from '../../src/secrets/secret-registry.ts';
-import { redactedSpan } from '../../src/telemetry/redacting-exporter.ts';
+import { redactedSpan, redactingExporter } from '../../src/telemetry/redacting-exporter.ts';
 import { generateCredentials } from '../../src/model/proxy-credentials.ts';
-import type { ReadableSpan } from '@opentelemetry/sdk-trace-node';
+import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-node';
 
 const PASSWORD = 'p&ss<w"rd>/+=é 1';
 const USER = 'egress-web';
@@ -153,5 +153,46 @@ describe('spans', () => {
     expect(view.attributes.n).toBe(1);
     expect(view.spanContext().spanId).toBe('s');
     expect(view.kind).toBe(0);
+  });
+
+  it('are exported through the redaction as the registry stands at each export: a token rotated between two exports is redacted in the second', () => {
+    const r = new SecretRegistry();
+    r.set('api-tokens', ['token-old-5d1c9a']);
+    const exported: ReadableSpan[][] = [];
+    const inner: SpanExporter = { export: (spans, done) => (exported.push(spans), done({ code: 0 })), shutdown: () => Promise.resolve() };
+    const exporter = redactingExporter(inner, r);
+    const quoting = (token: string): ReadableSpan =>
+      ({
+        name: 'kubernetes GET',
+        attributes: { 'server.address': 'api.example', note: `sent ${token}` },
+        status: { code: 2, message: `401 for ${token}` },
+        events: [],
+        spanContext: () => ({ traceId: 't', spanId: 's', traceFlags: 1 }),
+        kind: 2,
+      }) as unknown as ReadableSpan;
+    const texts = (spans: readonly ReadableSpan[] | undefined): string => JSON.stringify((spans ?? []).map((s) => [s.name, s.attributes, s.status]));
+
+    exporter.export([quoting('token-old-5d1c9a'), quoting('token-new-8e2f7b'), quoting('token-old-5d1c9a')], () => undefined);
+    expect(texts(exported[0])).not.toContain('token-old-5d1c9a');
+    // Not told yet: nothing can redact it.
+    expect(texts(exported[0])).toContain('token-new-8e2f7b');
+
+    r.set('api-tokens', ['token-new-8e2f7b']);
+    exporter.export([quoting('token-new-8e2f7b'), quoting('token-new-8e2f7b')], () => undefined);
+    expect(texts(exported[1])).not.toContain('token-new-8e2f7b');
+    expect(exported[1]?.[1]?.attributes.note).toBe(`sent ${REDACTED}`);
+    expect(exported[1]?.[0]?.spanContext().spanId).toBe('s');
+  });
+
+  it('pass a span holding nothing to redact to the exporter as it is', () => {
+    const span = {
+      name: 'process checks',
+      attributes: { 'bullmq.job.id': '17', n: 2, list: ['a', 'b'] },
+      status: { code: 0 },
+      events: [{ name: 'job completed', time: [0, 0], attributes: {} }],
+      spanContext: () => ({ traceId: 't', spanId: 's', traceFlags: 1 }),
+      kind: 5,
+    } as unknown as ReadableSpan;
+    expect(redactedSpan(span, registry())).toBe(span);
   });
 });
