@@ -100,3 +100,62 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
   const { p50, p99 } = summarize(latencies);
   return { requests: latencies.length, errors, reconnects, seconds, rps: latencies.length / seconds, p50Ms: p50, p99Ms: p99 };
 }
+
+export interface DownloadOptions {
+  /** `direct` to the origin, or `connect` through the proxy's tunnel. */
+  mode: 'direct' | 'connect';
+  host: string;
+  port: number;
+  origin: { host: string; port: number };
+  auth?: string;
+  /** The origin's path that answers `bytes` bytes. */
+  path: string;
+  bytes: number;
+}
+
+export interface DownloadResult {
+  bytes: number;
+  seconds: number;
+  /** MB/s (10^6 bytes). */
+  mbPerSecond: number;
+}
+
+/** One download of `bytes` over one connection (one CONNECT tunnel in connect mode), counted as it arrives, nothing kept. */
+export async function runDownload(o: DownloadOptions): Promise<DownloadResult> {
+  const originHost = `${o.origin.host}:${o.origin.port}`;
+  const auth = o.auth ? `Proxy-Authorization: Basic ${Buffer.from(o.auth).toString('base64')}\r\n` : '';
+  const socket = await open(o.host, o.port);
+  try {
+    if (o.mode === 'connect') {
+      const reader = new ResponseReader(socket);
+      socket.write(`CONNECT ${originHost} HTTP/1.1\r\nHost: ${originHost}\r\n${auth}\r\n`);
+      const { status } = await reader.next(true);
+      if (status !== 200) throw new Error(`CONNECT answered ${status}`);
+      socket.removeAllListeners('data');
+    }
+    const started = performance.now();
+    socket.write(`GET ${o.path} HTTP/1.1\r\nHost: ${originHost}\r\n\r\n`);
+    const received = await new Promise<number>((resolve, reject) => {
+      let head: Buffer | undefined = Buffer.alloc(0);
+      let body = 0;
+      socket.on('data', (chunk: Buffer) => {
+        if (head !== undefined) {
+          head = Buffer.concat([head, chunk]);
+          const end = head.indexOf('\r\n\r\n');
+          if (end < 0) return;
+          const status = Number(head.subarray(9, 12).toString('latin1'));
+          if (status !== 200) return reject(new Error(`download answered ${status}`));
+          body = head.length - end - 4;
+          head = undefined;
+        } else body += chunk.length;
+        if (body >= o.bytes) resolve(body);
+      });
+      socket.once('error', reject);
+      socket.once('close', () => reject(new Error(`connection closed after ${body} of ${o.bytes} bytes`)));
+    });
+    const seconds = (performance.now() - started) / 1000;
+    return { bytes: received, seconds, mbPerSecond: received / 1e6 / seconds };
+  } finally {
+    socket.destroy();
+  }
+}

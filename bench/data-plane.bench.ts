@@ -1,39 +1,57 @@
 /**
  * Requests per second and p99 through one local egress proxy, beside a direct request and beside
- * Debian's tinyproxy (Basic auth), to the same origin with the same load generator in one run.
+ * Debian's tinyproxy and squid (Basic auth each), to the same origin with the same load generator in
+ * one run; every row again with one core kept busy by another process; and a 1 GiB download through
+ * a CONNECT tunnel of each beside the same download direct.
  *
- *   apt-get install -y tinyproxy      (the tinyproxy rows are skipped, saying so, when it is missing)
- *   npm run bench -- data-plane       (BENCH_REQUESTS=20000, BENCH_CONCURRENCY=20)
+ *   apt-get install -y tinyproxy squid   (an anchor's rows are skipped, saying so, when it is missing)
+ *   npm run bench -- data-plane          (BENCH_REQUESTS=20000, BENCH_CONCURRENCY=20, BENCH_DOWNLOAD_MB=1024)
  *
- * - origin: a Node HTTP server in its own process on 127.0.0.1 (keep-alive, a 13-byte body);
+ * - origin: a Node HTTP server in its own process on 127.0.0.1 (keep-alive, a 13-byte body; `/big`
+ *   answers BENCH_DOWNLOAD_MB MiB from one buffer written over and over);
  * - egress: one proxy of the local provider (the proxy host, its egress policy allowing 127.0.0.1/32);
- * - tinyproxy: started here with a private configuration in a temporary directory (Basic auth,
- *   loopback only), stopped after — never the system service;
+ * - tinyproxy, squid: bench/support/anchor-proxies.ts (private configurations, stopped after);
  * - load: bench/data-plane-load.ts, `concurrency` keep-alive connections, one request at a time
  *   each; plain rows send absolute-URI requests to the proxy, CONNECT rows open one tunnel per
- *   connection and send origin-form requests inside it. 500 requests of warm-up per row first.
+ *   connection and send origin-form requests inside it. 500 requests of warm-up per row first;
+ * - one core busy: a `node -e "for(;;);"` process spinning while the rows run again.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { connect, createServer } from 'node:net';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { proxyEgressPolicy } from '../src/egress/policy-config.ts';
 import { silentLogger } from '../src/logging.ts';
 import { createLocalLifecycle } from '../src/providers/local/lifecycle.ts';
-import { runLoad, type LoadMode, type LoadResult } from './data-plane-load.ts';
+import { runDownload, runLoad, type DownloadResult, type LoadMode, type LoadResult } from './data-plane-load.ts';
+import { startSquid, startTinyproxy, type AnchorProxy } from './support/anchor-proxies.ts';
 import { fmt } from './stats.ts';
 
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? '20000');
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? '20');
+const DOWNLOAD_MB = Number(process.env.BENCH_DOWNLOAD_MB ?? '1024');
 const WARMUP = 500;
 const USER = 'bench';
 const PASSWORD = 'bench-data-plane-pw';
 
 const ORIGIN = `
 const http = require('node:http');
+const chunk = Buffer.alloc(1 << 20, 120);
+const big = ${DOWNLOAD_MB};
 const server = http.createServer((req, res) => {
+  if (req.url === '/big') {
+    res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(big * chunk.length) });
+    let left = big;
+    const more = () => {
+      while (left > 0) {
+        left--;
+        if (!res.write(chunk)) return void res.once('drain', more);
+      }
+      res.end();
+    };
+    return more();
+  }
   res.writeHead(200, { 'content-type': 'text/plain', 'content-length': '13' });
   res.end('hello, world\\n');
 });
@@ -41,79 +59,15 @@ server.keepAliveTimeout = 60000;
 server.listen(0, '127.0.0.1', () => process.stdout.write(String(server.address().port) + '\\n'));
 `;
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  const port = typeof address === 'object' && address ? address.port : 0;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
 async function startOrigin(): Promise<{ child: ChildProcess; port: number }> {
   const child = spawn(process.execPath, ['-e', ORIGIN], { stdio: ['ignore', 'pipe', 'inherit'] });
   const [line] = (await once(child.stdout, 'data')) as [Buffer];
   return { child, port: Number(line.toString().trim()) };
 }
 
-function portAccepts(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect({ host: '127.0.0.1', port });
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
-}
-
-async function which(program: string): Promise<string | undefined> {
-  for (const dir of (process.env.PATH ?? '/usr/bin:/bin').split(':').concat('/usr/sbin', '/usr/bin')) {
-    const path = join(dir, program);
-    if (
-      await readFile(path).then(
-        () => true,
-        () => false,
-      )
-    )
-      return path;
-  }
-  return undefined;
-}
-
-/** tinyproxy in the foreground with a private configuration; undefined (and why) when it is not installed. */
-async function startTinyproxy(dir: string): Promise<{ child: ChildProcess; port: number } | string> {
-  const program = await which('tinyproxy');
-  if (!program) return 'tinyproxy is not installed: `apt-get install -y tinyproxy` (Debian/Ubuntu) to add its rows';
-  const port = await freePort();
-  const conf = join(dir, 'tinyproxy.conf');
-  await writeFile(
-    conf,
-    [
-      `Port ${port}`,
-      'Listen 127.0.0.1',
-      'Timeout 600',
-      'MaxClients 1000',
-      `BasicAuth ${USER} ${PASSWORD}`,
-      'LogLevel Error',
-      `LogFile "${join(dir, 'tinyproxy.log')}"`,
-      `PidFile "${join(dir, 'tinyproxy.pid')}"`,
-      'DisableViaHeader Yes',
-      '',
-    ].join('\n'),
-  );
-  const child = spawn(program, ['-d', '-c', conf], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let stderr = '';
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const deadline = Date.now() + 10_000;
-  while (!(await portAccepts(port))) {
-    if (child.exitCode !== null || Date.now() > deadline) {
-      child.kill('SIGKILL');
-      return `tinyproxy did not start: ${stderr.trim() || `exit ${child.exitCode}`}`;
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return { child, port };
+/** A process keeping one core busy while it lives. */
+function busyCore(): ChildProcess {
+  return spawn(process.execPath, ['-e', 'for (;;);'], { stdio: 'ignore' });
 }
 
 async function rssMb(pid: number | undefined): Promise<number> {
@@ -125,7 +79,22 @@ async function rssMb(pid: number | undefined): Promise<number> {
 interface Row {
   row: string;
   mode: LoadMode;
+  /** `idle`, or `one core busy` (a spinning process beside the rows). */
+  load: string;
   result?: LoadResult;
+  note?: string;
+}
+
+interface DownloadRow {
+  row: string;
+  result?: DownloadResult;
+  note?: string;
+}
+
+interface Target {
+  name: string;
+  port?: number;
+  /** Why its rows are skipped. */
   note?: string;
 }
 
@@ -137,38 +106,63 @@ export async function runDataPlaneBench(): Promise<void> {
     logger: silentLogger(),
     egressPolicy: proxyEgressPolicy({ allow: ['127.0.0.1/32'], deny: [] }, undefined),
   });
-  const tiny = await startTinyproxy(dir);
+  const anchors: { name: string; proxy: AnchorProxy }[] = [];
   const rows: Row[] = [];
-  let egressRss = NaN;
-  let tinyRss = NaN;
+  const downloads: DownloadRow[] = [];
+  const rss: Record<string, number> = {};
+  let spinner: ChildProcess | undefined;
   try {
     const instance = await lifecycle.ensureInstance(
       { name: 'bench-1', owner: { fleet: 'bench', proxy: 'bench-1' }, credentials: { username: USER, password: PASSWORD } },
       AbortSignal.timeout(60_000),
     );
-    const egressPort = instance.endpoint!.port;
     const hostPid = Number(instance.id.split(':')[0]);
+    const targets: Target[] = [{ name: 'egress local proxy', port: instance.endpoint!.port }];
+    for (const [name, start] of [
+      ['tinyproxy (Basic auth)', startTinyproxy],
+      ['squid (ncsa Basic auth)', startSquid],
+    ] as const) {
+      const anchor = await start(dir, USER, PASSWORD);
+      if (typeof anchor === 'string') targets.push({ name, note: anchor });
+      else {
+        anchors.push({ name, proxy: anchor });
+        targets.push({ name, port: anchor.port });
+      }
+    }
     const o = { host: '127.0.0.1', origin: { host: '127.0.0.1', port: origin.port }, auth: `${USER}:${PASSWORD}`, concurrency: CONCURRENCY };
-    const measure = async (row: string, mode: LoadMode, port: number): Promise<void> => {
+    const measure = async (row: string, mode: LoadMode, port: number | undefined, load: string, note?: string): Promise<void> => {
+      if (port === undefined) return void rows.push({ row, mode, load, note: note ?? '' });
       await runLoad({ ...o, mode, port, requests: WARMUP });
-      rows.push({ row, mode, result: await runLoad({ ...o, mode, port, requests: REQUESTS }) });
+      rows.push({ row, mode, load, result: await runLoad({ ...o, mode, port, requests: REQUESTS }) });
     };
-    await measure('direct (no proxy)', 'direct', origin.port);
-    await measure('egress local proxy, plain HTTP', 'proxy', egressPort);
-    if (typeof tiny === 'string') rows.push({ row: 'tinyproxy, plain HTTP', mode: 'proxy', note: tiny });
-    else await measure('tinyproxy (Basic auth), plain HTTP', 'proxy', tiny.port);
-    await measure('egress local proxy, CONNECT', 'connect', egressPort);
-    if (typeof tiny === 'string') rows.push({ row: 'tinyproxy, CONNECT', mode: 'connect', note: tiny });
-    else await measure('tinyproxy (Basic auth), CONNECT', 'connect', tiny.port);
-    egressRss = await rssMb(hostPid);
-    if (typeof tiny !== 'string') tinyRss = await rssMb(tiny.child.pid);
+    for (const load of ['idle', 'one core busy']) {
+      if (load !== 'idle') spinner = busyCore();
+      await measure('direct (no proxy)', 'direct', origin.port, load);
+      for (const t of targets) await measure(`${t.name}, plain HTTP`, 'proxy', t.port, load, t.note);
+      for (const t of targets) await measure(`${t.name}, CONNECT`, 'connect', t.port, load, t.note);
+      if (spinner) {
+        spinner.kill('SIGKILL');
+        await once(spinner, 'exit');
+        spinner = undefined;
+      }
+    }
+    const bytes = DOWNLOAD_MB * (1 << 20);
+    const d = { host: '127.0.0.1', origin: o.origin, auth: o.auth, path: '/big', bytes };
+    downloads.push({ row: 'direct (no proxy)', result: await runDownload({ ...d, mode: 'direct', port: origin.port }) });
+    for (const t of targets) {
+      if (t.port === undefined) downloads.push({ row: `${t.name}, CONNECT`, note: t.note ?? '' });
+      else {
+        const result = await runDownload({ ...d, mode: 'connect', port: t.port }).catch((err: Error) => err.message);
+        downloads.push(typeof result === 'string' ? { row: `${t.name}, CONNECT`, note: result } : { row: `${t.name}, CONNECT`, result });
+      }
+    }
+    rss['egress proxy host'] = await rssMb(hostPid);
+    for (const a of anchors) rss[a.name] = await rssMb(a.proxy.child.pid);
     await lifecycle.deleteInstance('bench-1', undefined, { owner: { fleet: 'bench', proxy: 'bench-1' }, nameIsOurs: true }, AbortSignal.timeout(60_000));
   } finally {
+    spinner?.kill('SIGKILL');
     lifecycle.close();
-    if (typeof tiny !== 'string') {
-      tiny.child.kill('SIGTERM');
-      await once(tiny.child, 'exit');
-    }
+    for (const a of anchors) await a.proxy.stop();
     origin.child.kill('SIGTERM');
     await once(origin.child, 'exit');
     await rm(dir, { recursive: true, force: true });
@@ -176,22 +170,59 @@ export async function runDataPlaneBench(): Promise<void> {
   console.log(
     `data plane: ${REQUESTS} requests per row after ${WARMUP} of warm-up, ${CONCURRENCY} keep-alive connections, one load generator (bench/data-plane-load.ts) for every row`,
   );
-  console.log('| row | req/s | p50 ms | p99 ms | errors | connections the server closed |');
-  console.log('|---|---|---|---|---|---|');
+  console.log('| load | row | req/s | p50 ms | p99 ms | errors | connections the server closed |');
+  console.log('|---|---|---|---|---|---|---|');
   for (const r of rows) {
-    if (!r.result) console.log(`| ${r.row} | n/a | n/a | n/a | ${r.note ?? ''} | |`);
-    else console.log(`| ${r.row} | ${fmt(r.result.rps, 0)} | ${fmt(r.result.p50Ms)} | ${fmt(r.result.p99Ms)} | ${r.result.errors} | ${r.result.reconnects} |`);
+    if (!r.result) console.log(`| ${r.load} | ${r.row} | n/a | n/a | n/a | ${r.note ?? ''} | |`);
+    else
+      console.log(
+        `| ${r.load} | ${r.row} | ${fmt(r.result.rps, 0)} | ${fmt(r.result.p50Ms)} | ${fmt(r.result.p99Ms)} | ${r.result.errors} | ${r.result.reconnects} |`,
+      );
   }
-  console.log(`resident memory after the run: egress proxy host ${fmt(egressRss, 1)} MB, tinyproxy ${fmt(tinyRss, 1)} MB`);
+  console.log(`\n${DOWNLOAD_MB} MiB download, one connection`);
+  console.log('| row | MB/s | seconds | × direct |');
+  console.log('|---|---|---|---|');
+  const direct = downloads[0]?.result?.mbPerSecond ?? NaN;
+  for (const r of downloads) {
+    if (!r.result) console.log(`| ${r.row} | n/a | n/a | ${r.note ?? ''} |`);
+    else console.log(`| ${r.row} | ${fmt(r.result.mbPerSecond, 0)} | ${fmt(r.result.seconds, 2)} | ${fmt(r.result.mbPerSecond / direct)} |`);
+  }
+  console.log(
+    `\nresident memory after the run: ${Object.entries(rss)
+      .map(([k, v]) => `${k} ${fmt(v, 1)} MB`)
+      .join(', ')}`,
+  );
+  for (const line of verdicts(rows)) console.log(line);
   console.log(
     JSON.stringify({
       bench: 'data-plane',
       requests: REQUESTS,
       concurrency: CONCURRENCY,
-      rows: rows.map((r) => ({ row: r.row, mode: r.mode, ...(r.result ?? {}), ...(r.note ? { skipped: r.note } : {}) })),
-      rssMb: { egressHost: egressRss, tinyproxy: tinyRss },
+      rows: rows.map((r) => ({ row: r.row, mode: r.mode, load: r.load, ...(r.result ?? {}), ...(r.note ? { skipped: r.note } : {}) })),
+      downloads: downloads.map((r) => ({ row: r.row, ...(r.result ?? {}), ...(r.note ? { skipped: r.note } : {}) })),
+      rssMb: rss,
     }),
   );
+}
+
+/** Issue 27's targets per load and mode: egress ≥ tinyproxy in req/s at ≤ 1.5× its p99; plain HTTP ≥ 0.3× direct. */
+function verdicts(rows: Row[]): string[] {
+  const out: string[] = [];
+  for (const load of ['idle', 'one core busy']) {
+    const find = (prefix: string, mode: LoadMode) => rows.find((r) => r.load === load && r.mode === mode && r.row.startsWith(prefix))?.result;
+    const direct = find('direct', 'direct');
+    for (const mode of ['proxy', 'connect'] as const) {
+      const egress = find('egress', mode);
+      const tiny = find('tinyproxy', mode);
+      if (!egress || !tiny) continue;
+      const label = mode === 'proxy' ? 'plain HTTP' : 'CONNECT';
+      out.push(
+        `${load}, ${label}: egress/tinyproxy req/s ${fmt(egress.rps / tiny.rps)}×, p99 ${fmt(egress.p99Ms / tiny.p99Ms)}×` +
+          (mode === 'proxy' && direct ? `; egress/direct ${fmt(egress.rps / direct.rps)}×` : ''),
+      );
+    }
+  }
+  return out;
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) await runDataPlaneBench();
