@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { StoreSettings } from '../config/app.ts';
 import { ConfigError } from '../errors.ts';
-import type { KubeConnectionConfig } from '../providers/kubernetes/kubeconfig.ts';
+import type { KubeConnectionConfig } from '../clients/kubernetes/kubeconfig.ts';
 
 /** The `--store*` flags as commander hands them over. */
 export interface StoreFlags {
@@ -94,7 +94,7 @@ export async function parseStoreSettings(flags: StoreFlags): Promise<StoreSettin
   };
   let namespace = flags.storeNamespace;
   try {
-    const { buildKubeConfig, contextNamespace } = await import('../providers/kubernetes/kubeconfig.ts');
+    const { buildKubeConfig, contextNamespace } = await import('../clients/kubernetes/kubeconfig.ts');
     const kc = buildKubeConfig(connection, 'store');
     namespace ??= contextNamespace(kc);
   } catch (err) {

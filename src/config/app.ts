@@ -1,7 +1,7 @@
 import type { ProviderConfig } from '../providers/config.ts';
 import type { CheckSchedule } from './checks.ts';
 import type { TelemetryConfig } from '../telemetry/config.ts';
-import type { KubeConnectionConfig } from '../providers/kubernetes/kubeconfig.ts';
+import type { KubeConnectionConfig } from '../clients/kubernetes/kubeconfig.ts';
 
 /** Queues a worker can process. */
 export const QUEUE_SET = ['checks', 'reconcile', 'gc'] as const;

@@ -1,5 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import type { ProxyCredentials } from '../providers/lifecycle.ts';
+
+/** Basic Proxy-Authorization for one proxy: what the stores keep, reconcile hands a provider and discovery serves. */
+export interface ProxyCredentials {
+  username: string;
+  password: string;
+}
 
 /** Fresh Basic Proxy-Authorization credentials for one proxy: URL-safe, 192 bits of secret. */
 export function generateCredentials(proxyName: string): ProxyCredentials {

@@ -3,8 +3,8 @@ import { toError } from '../errors.ts';
 import { urlWithCredentials } from '../model/proxy-credentials.ts';
 import { POOL_LABEL, type Pool } from '../model/pool-resource.ts';
 import type { Proxy } from '../model/proxy-resource.ts';
-import type { ProxyCredentials } from '../providers/lifecycle.ts';
 import type { ProxyChanges, ProxyCredentialsReader, ProxyReader } from '../store/proxy-store.ts';
+import type { ProxyCredentials } from '../model/proxy-credentials.ts';
 
 /** What the cache reads of the PoolStore port. */
 export interface PoolLister {

@@ -1,4 +1,5 @@
 import { EgressError, type EgressErrorOptions } from '../errors.ts';
+import type { ProxyCredentials } from '../model/proxy-credentials.ts';
 
 /**
  * The proxy-instance side of a provider: what reconcile (create, delete) and the GC sweep
@@ -21,11 +22,6 @@ export interface InstanceOwner {
   fleet: string;
   /** The Proxy resource's name. */
   proxy: string;
-}
-
-export interface ProxyCredentials {
-  username: string;
-  password: string;
 }
 
 export interface InstanceSpec {

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import type { ProxyCredentials } from '../providers/lifecycle.ts';
 import { urlWithCredentials } from '../model/proxy-credentials.ts';
 import type { Proxy } from '../model/proxy-resource.ts';
+import type { ProxyCredentials } from '../model/proxy-credentials.ts';
 
 export interface DiscoveryFilter {
   ready?: boolean;

@@ -1,5 +1,5 @@
 import { findCause } from '../errors.ts';
-import { ProvisioningError, type Instance, type InstanceOwner, type ProxyCredentials, type ProxyLifecycle } from '../providers/lifecycle.ts';
+import { ProvisioningError, type Instance, type InstanceOwner, type ProxyLifecycle } from '../providers/lifecycle.ts';
 import { deleteOwnInstance } from './delete-own-instance.ts';
 import type { ReconcileStore } from '../store/proxy-store.ts';
 import { withReadyCondition } from './conditions.ts';
@@ -11,6 +11,7 @@ import type { EventSink } from '../events/event-sink.ts';
 import * as ev from '../events/proxy-events.ts';
 import { resourceName } from '../schema/zod-helpers.ts';
 import { NO_REDACTION, proxySecretOwner, type Secrets } from '../secrets/secret-registry.ts';
+import type { ProxyCredentials } from '../model/proxy-credentials.ts';
 
 export type ProbeVerdict =
   { ok: true; egressIp: string; durationSeconds?: number } | { ok: false; cause: 'timeout' | 'refused' | 'error'; message: string; durationSeconds?: number };

@@ -3,7 +3,6 @@ import { EventEmitter } from 'node:events';
 import type { RedisClient } from '../redis/connections.ts';
 import pLimit from 'p-limit';
 import type { Logger } from '../logging.ts';
-import type { ProxyCredentials } from '../providers/lifecycle.ts';
 import { withReadyCondition } from '../proxies/conditions.ts';
 import { evictionCauseOf, type ReadinessRules } from '../proxies/eviction.ts';
 import type { ProbeVerdict, ReadinessHooks, ReadinessProbe } from '../proxies/reconcile.ts';
@@ -11,6 +10,7 @@ import type { Proxy } from '../model/proxy-resource.ts';
 import type { ProxyCredentialsReader, ProxyReader, ProxyStatusWriter } from '../store/proxy-store.ts';
 import { recordFailure, type FailureOutcome } from './evict.ts';
 import { observerFailure, type ObserverResourceError } from '../observer-errors.ts';
+import type { ProxyCredentials } from '../model/proxy-credentials.ts';
 
 export interface ProbeLoopDeps {
   proxies: ProxyReader & ProxyCredentialsReader & ProxyStatusWriter;

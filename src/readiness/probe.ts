@@ -1,10 +1,10 @@
 import { request, type IncomingMessage } from 'node:http';
 import { isIP, Socket } from 'node:net';
-import type { ProxyCredentials } from '../providers/lifecycle.ts';
 import { observerFailure } from '../observer-errors.ts';
 import { normalizeAddress } from './echo.ts';
 import { SpanStatusCode } from '@opentelemetry/api';
 import { withSpan } from '../telemetry/spans.ts';
+import type { ProxyCredentials } from '../model/proxy-credentials.ts';
 
 export interface ProbeOptions {
   /** The forward proxy (HTTP with CONNECT, Basic Proxy-Authorization). */

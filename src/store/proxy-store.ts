@@ -1,6 +1,6 @@
 import { EgressError } from '../errors.ts';
-import type { ProxyCredentials } from '../providers/lifecycle.ts';
 import type { Proxy, ProxyDocument } from '../model/proxy-resource.ts';
+import type { ProxyCredentials } from '../model/proxy-credentials.ts';
 
 /**
  * Where Proxy objects and their credentials live. A port, like StatusStore: no Redis types cross

@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { RedisClient } from '../redis/connections.ts';
 import { NotFoundError } from '../errors.ts';
-import type { ProxyCredentials } from '../providers/lifecycle.ts';
 import { generateCredentials } from '../model/proxy-credentials.ts';
 import type { Proxy, ProxyDocument } from '../model/proxy-resource.ts';
 import { ProxyTerminatingError, type ApplyOutcome, type ProxyStore } from './proxy-store.ts';
 import { RedisJsonCollection, updateStatusIn, type CollectionChanges } from './redis-json-collection.ts';
+import type { ProxyCredentials } from '../model/proxy-credentials.ts';
 
 /**
  * Proxies and their credentials in Redis. Proxy objects are JSON in a RedisJsonCollection;

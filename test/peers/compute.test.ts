@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/logging.ts';
-import { ListingPagesError } from '../../src/providers/page-bound.ts';
+import { ListingPagesError } from '../../src/clients/page-bound.ts';
 import {
   computeClientOptions,
   createComputeClients,

@@ -10,7 +10,7 @@ import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { proxyCrd } from '../../src/crds/definitions.ts';
 import { createLogger, silentLogger } from '../../src/logging.ts';
-import { ListingPagesError } from '../../src/providers/page-bound.ts';
+import { ListingPagesError } from '../../src/clients/page-bound.ts';
 import { createKubernetesLifecycle } from '../../src/providers/kubernetes/lifecycle.ts';
 import { createKubernetesProvider, kubernetesProviderSchema, MANAGED_LABELS } from '../../src/providers/kubernetes/index.ts';
 import { KubernetesProxyStore } from '../../src/store/kubernetes/proxy-store.ts';

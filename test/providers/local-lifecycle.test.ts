@@ -9,11 +9,12 @@ import { pino } from 'pino';
 import { afterEach, beforeAll, afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { proxyEgressPolicy } from '../../src/egress/policy-config.ts';
 import { silentLogger } from '../../src/logging.ts';
-import type { Instance, InstanceExit, InstanceSpec, ProxyCredentials } from '../../src/providers/lifecycle.ts';
+import type { Instance, InstanceExit, InstanceSpec } from '../../src/providers/lifecycle.ts';
 import { createLocalLifecycle, type LocalLifecycle } from '../../src/providers/local/lifecycle.ts';
 import { ProxyHostSupervisor } from '../../src/providers/local/host-client.ts';
 import { findHostProcesses, findProxyProcesses } from '../../src/providers/local/process-table.ts';
 import { waitFor } from '../support/wait.ts';
+import type { ProxyCredentials } from '../../src/model/proxy-credentials.ts';
 
 const SCRIPT = resolve('src/providers/local/proxy-process.ts');
 const CREDS: ProxyCredentials = { username: 'crawler', password: 's3cret-pass' };

@@ -13,7 +13,7 @@ import { KubernetesStoreError } from '../../src/store/kubernetes/errors.ts';
 import { KubernetesProxyStore } from '../../src/store/kubernetes/proxy-store.ts';
 import { startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';
 import { ForeignInstanceError, type ProxyLifecycle } from '../../src/providers/lifecycle.ts';
-import { ListingPagesError } from '../../src/providers/page-bound.ts';
+import { ListingPagesError } from '../../src/clients/page-bound.ts';
 import { RecordingLifecycle } from '../support/recording-lifecycle.ts';
 
 const FLEET = 'gc-inventory';

@@ -10,11 +10,11 @@ import { Server as ProxyServer } from 'proxy-chain';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { egressGuards, proxyEgressPolicy } from '../../src/egress/policy-config.ts';
 import { silentLogger } from '../../src/logging.ts';
-import type { ProxyCredentials } from '../../src/providers/lifecycle.ts';
 import { createLocalLifecycle } from '../../src/providers/local/lifecycle.ts';
 import { echoBody, echoRoute } from '../../src/readiness/echo.ts';
 import { probeProxy } from '../../src/readiness/probe.ts';
 import { startPausableProxy } from '../support/pausable-proxy.ts';
+import type { ProxyCredentials } from '../../src/model/proxy-credentials.ts';
 
 const CREDS: ProxyCredentials = { username: 'probe', password: 'probe-secret' };
 

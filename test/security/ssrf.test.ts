@@ -15,7 +15,6 @@ import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { egressGuards, type EgressPolicyConfig } from '../../src/egress/policy-config.ts';
 import { silentLogger } from '../../src/logging.ts';
-import type { ProxyCredentials } from '../../src/providers/lifecycle.ts';
 import { createLocalProvider } from '../../src/providers/local/index.ts';
 import { asInstance, INSTANCE_FILE, readJson } from '../../src/providers/local/instance-files.ts';
 import { findHostProcesses } from '../../src/providers/local/process-table.ts';
@@ -23,6 +22,7 @@ import { buildProxyProgram } from '../../src/providers/local/proxy-program.ts';
 import { freePort } from '../../src/redis/redis-server.ts';
 import type { Provider } from '../../src/providers/types.ts';
 import { waitFor } from '../support/wait.ts';
+import type { ProxyCredentials } from '../../src/model/proxy-credentials.ts';
 
 const CREDS: ProxyCredentials = { username: 'crawler', password: 'ssrf-test-pass' };
 const AUTH = `Basic ${Buffer.from(`${CREDS.username}:${CREDS.password}`).toString('base64')}`;

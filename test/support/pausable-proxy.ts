@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { Server as ProxyServer } from 'proxy-chain';
-import type { ProxyCredentials } from '../../src/providers/lifecycle.ts';
+import type { ProxyCredentials } from '../../src/model/proxy-credentials.ts';
 
 /**
  * A real forward proxy on 127.0.0.1 (proxy-chain, Basic Proxy-Authorization) that a test can

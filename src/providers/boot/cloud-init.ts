@@ -13,8 +13,9 @@
  */
 import { gzipSync } from 'node:zlib';
 import { stringify } from 'yaml';
-import { ProvisioningError, type ProxyCredentials } from '../lifecycle.ts';
+import { ProvisioningError } from '../lifecycle.ts';
 import type { BootPrograms } from './programs.ts';
+import type { ProxyCredentials } from '../../model/proxy-credentials.ts';
 
 /** Where everything lives on the VM (one directory: easy to inspect, one path for ReadWritePaths). */
 export const BOOT_DIR = '/opt/egress-proxy';

@@ -6,7 +6,7 @@
  */
 import type { protos } from '@google-cloud/compute';
 import type { Logger } from '../../logging.ts';
-import { PageBound } from '../page-bound.ts';
+import { PageBound } from '../../clients/page-bound.ts';
 import { httpStatus } from './classify.ts';
 import type { ComputeClients } from './clients.ts';
 import { gaxCall, type Operation } from './lifecycle-calls.ts';

@@ -14,7 +14,7 @@
 import { proxyEgressPolicy, type ProxyEgressPolicy } from '../../egress/policy-config.ts';
 import type { Logger } from '../../logging.ts';
 import { ForeignInstanceError, foreignOwner, ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../lifecycle.ts';
-import { DEFAULT_MAX_PAGES } from '../page-bound.ts';
+import { DEFAULT_MAX_PAGES } from '../../clients/page-bound.ts';
 import type { ComputeClients } from './clients.ts';
 import { httpStatus } from './classify.ts';
 import { createFirewallEnsurer, proxyNetworkTag, type FirewallEnsurer } from './firewall.ts';

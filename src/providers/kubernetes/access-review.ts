@@ -10,9 +10,9 @@
 import { AuthorizationV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from '../../logging.ts';
 import { ProvisioningError } from '../lifecycle.ts';
-import { statusMessage } from './classify.ts';
 import { KubernetesAccessError } from './lifecycle-errors.ts';
-import { raceAbort, withSignal } from './request-options.ts';
+import { raceAbort, withSignal } from '../../clients/kubernetes/request-options.ts';
+import { statusMessage } from '../../clients/kubernetes/status.ts';
 
 export interface CreateRefusal {
   /** The resource plural that was refused (pods, secrets, services). */

@@ -9,7 +9,7 @@ import { ForeignInstanceError, ProvisioningError, type InstanceOwner } from '../
 import type { ForbiddenCreateExplainer } from './access-review.ts';
 import { apiStatus, mapKubeError } from './lifecycle-errors.ts';
 import { notOwnedBy } from './lifecycle-owner.ts';
-import { raceAbort, withSignal } from './request-options.ts';
+import { raceAbort, withSignal } from '../../clients/kubernetes/request-options.ts';
 
 export type Kind = 'Pod' | 'Secret' | 'Service';
 const PLURAL: Record<Kind, string> = { Pod: 'pods', Secret: 'secrets', Service: 'services' };

@@ -19,7 +19,7 @@
 import { ApiException } from '@kubernetes/client-node';
 import { EgressError } from '../../errors.ts';
 import { ProvisioningError } from '../lifecycle.ts';
-import { statusMessage, statusReason } from './classify.ts';
+import { statusMessage, statusReason } from '../../clients/kubernetes/status.ts';
 
 /** A Kubernetes API call failed in a way a later retry may get past. */
 export class KubernetesRequestError extends EgressError {

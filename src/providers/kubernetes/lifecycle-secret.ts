@@ -5,8 +5,9 @@
  * with `secretKeyRef`, so none is in the Pod spec. Nothing here logs or formats a value.
  */
 import type { V1EnvVar, V1Secret } from '@kubernetes/client-node';
-import type { InstanceSpec, ProxyCredentials } from '../lifecycle.ts';
+import type { InstanceSpec } from '../lifecycle.ts';
 import { ownerLabels } from './lifecycle-owner.ts';
+import type { ProxyCredentials } from '../../model/proxy-credentials.ts';
 
 export const USER_KEY = 'PROXY_USER';
 export const PASSWORD_KEY = 'PROXY_PASSWORD';

@@ -15,7 +15,7 @@ import { CoreV1Api, type KubeConfig, type V1ObjectMeta, type V1Pod, type V1Secre
 import { proxyEgressPolicy, type ProxyEgressPolicy } from '../../egress/policy-config.ts';
 import type { Logger } from '../../logging.ts';
 import { ForeignInstanceError, ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../lifecycle.ts';
-import { DEFAULT_MAX_PAGES, PageBound } from '../page-bound.ts';
+import { DEFAULT_MAX_PAGES, PageBound } from '../../clients/page-bound.ts';
 import { forbiddenCreateExplainer } from './access-review.ts';
 import { describeCall, objectCalls, type Kind } from './lifecycle-calls.ts';
 import type { KubernetesServiceConfig } from './config.ts';
@@ -25,7 +25,7 @@ import { FLEET_LABEL, foreignReason, isManagedObject, notOwnedBy, ownerOf } from
 import { fleetSelector, iso, madeForSecret, podManifest, podToInstance } from './lifecycle-pod.ts';
 import { holdsContents, secretManifest, withContents } from './lifecycle-secret.ts';
 import { serviceEndpoint, serviceManifest } from './lifecycle-service.ts';
-import { raceAbort, withSignal } from './request-options.ts';
+import { raceAbort, withSignal } from '../../clients/kubernetes/request-options.ts';
 import { packageVersion } from '../../version.ts';
 
 export { KubernetesAccessError, KubernetesRequestError } from './lifecycle-errors.ts';

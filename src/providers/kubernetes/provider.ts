@@ -5,10 +5,10 @@ import type { Provider, ProviderDeps } from '../types.ts';
 import { createKubernetesLifecycle } from './lifecycle.ts';
 import { classifyKubeError, truncateMessage } from './classify.ts';
 import type { KubernetesProviderConfig } from './config.ts';
-import { apiHost, buildKubeConfig, registerKubeSecrets } from './kubeconfig.ts';
+import { apiHost, buildKubeConfig, registerKubeSecrets } from '../../clients/kubernetes/kubeconfig.ts';
 import { MANAGED_LABEL_SELECTOR } from './labels.ts';
 import { CHECK_BODY_BYTES, cappedHttpLibrary } from './capped-http.ts';
-import { raceAbort, tracedHttp, withSignal } from './request-options.ts';
+import { raceAbort, tracedHttp, withSignal } from '../../clients/kubernetes/request-options.ts';
 
 export const KUBERNETES_TARGET = 'apiserver';
 

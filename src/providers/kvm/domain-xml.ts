@@ -3,7 +3,8 @@
  * namespace), the proxy volume (a qcow2 overlay on the base image), the base volume, and the
  * domain made from a template. Pure functions; no I/O.
  */
-import type { InstanceOwner, ProxyCredentials } from '../lifecycle.ts';
+import type { InstanceOwner } from '../lifecycle.ts';
+import type { ProxyCredentials } from '../../model/proxy-credentials.ts';
 
 /** Our metadata namespace: a domain carrying an element in it is ours; nothing else is. */
 export const EGRESS_METADATA_URI = 'https://egress-proxies.dev/xmlns/libvirt/instance/1';

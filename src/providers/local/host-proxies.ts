@@ -8,7 +8,6 @@ import { join } from 'node:path';
 import type { Server } from 'proxy-chain';
 import type { LivePolicy } from '../../egress/live-policy.ts';
 import type { Logger } from '../../logging.ts';
-import type { ProxyCredentials } from '../lifecycle.ts';
 import { createDenialRecorder, type DenialRecorder } from './denial-stats.ts';
 import {
   asCredentials,
@@ -25,6 +24,7 @@ import {
 } from './instance-files.ts';
 import { NameLocks } from './name-locks.ts';
 import { credentialCheck, listenProxy } from './proxy-server.ts';
+import type { ProxyCredentials } from '../../model/proxy-credentials.ts';
 
 /** A control request refused with an HTTP status (409: the instance cannot be served as it is). */
 export class HttpError extends Error {

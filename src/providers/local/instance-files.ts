@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { InstanceOwner, ProxyCredentials } from '../lifecycle.ts';
+import type { InstanceOwner } from '../lifecycle.ts';
+import type { ProxyCredentials } from '../../model/proxy-credentials.ts';
 
 /**
  * The on-disk layout of one local proxy instance, `<dataDir>/instances/<name>/`:

@@ -28,7 +28,6 @@ import { pino } from 'pino';
 import type { Server } from 'proxy-chain';
 import { startLivePolicy, type LivePolicy } from '../../egress/live-policy.ts';
 import { createLogger, type Logger } from '../../logging.ts';
-import type { ProxyCredentials } from '../lifecycle.ts';
 import {
   asCredentials,
   asInstance,
@@ -43,6 +42,7 @@ import {
 import { createDenialRecorder, type DenialRecorder } from './denial-stats.ts';
 import { findProxyProcesses } from './process-table.ts';
 import { credentialCheck, listenProxy, type Egress } from './proxy-server.ts';
+import type { ProxyCredentials } from '../../model/proxy-credentials.ts';
 
 async function loadCredentials(dir: string): Promise<ProxyCredentials | undefined> {
   return asCredentials(await readJson(join(dir, CREDENTIALS_FILE)));

@@ -12,8 +12,8 @@ import { checkEgress, EgressDeniedError } from '../../egress/enforce.ts';
 import { closeSilentSockets } from '../../http/connection-limits.ts';
 import type { LivePolicy } from '../../egress/live-policy.ts';
 import type { Logger } from '../../logging.ts';
-import type { ProxyCredentials } from '../lifecycle.ts';
 import type { DenialRecorder } from './denial-stats.ts';
+import type { ProxyCredentials } from '../../model/proxy-credentials.ts';
 
 function digest(value: string): Buffer {
   return createHash('sha256').update(value).digest();

@@ -1,7 +1,7 @@
 import type { StoreSettings } from '../../config/app.ts';
 import type { Logger } from '../../logging.ts';
 import type { SecretSink } from '../../secrets/secret-registry.ts';
-import { buildKubeConfig, registerKubeSecrets } from '../../providers/kubernetes/kubeconfig.ts';
+import { buildKubeConfig, registerKubeSecrets } from '../../clients/kubernetes/kubeconfig.ts';
 import type { Stores } from '../create-stores.ts';
 import { KubernetesPoolStore } from './pool-store.ts';
 import { KubernetesProxyStore } from './proxy-store.ts';

@@ -1,6 +1,6 @@
 import { ApiException } from '@kubernetes/client-node';
 import { EgressError } from '../../errors.ts';
-import { statusMessage, statusReason } from '../../providers/kubernetes/classify.ts';
+import { statusMessage, statusReason } from '../../clients/kubernetes/status.ts';
 
 /**
  * A Kubernetes store call failed. Retryable unless the server refused the request as such (400, 401,

@@ -1,9 +1,9 @@
 import type { V1Secret } from '@kubernetes/client-node';
-import type { ProxyCredentials } from '../../providers/lifecycle.ts';
 import type { Proxy, ProxySpec, ProxyStatus } from '../../model/proxy-resource.ts';
 import { GROUP_VERSION, ORPHAN_ANNOTATION, PROXY_LABEL, proxyResourceSpecSchema, proxyResourceStatusSchema } from '../../crds/resources.ts';
 import { beyondSkew, clampConditions, clampTime, fieldsThatPass, partReader, type ReadContext } from './read-back.ts';
 import type { CustomObject } from './resource-client.ts';
+import type { ProxyCredentials } from '../../model/proxy-credentials.ts';
 
 /** A Proxy's status as the custom resource holds it: the domain status plus the credentials Secret's name. */
 export type ResourceStatus = ProxyStatus & { credentialsSecretRef?: { name: string } };

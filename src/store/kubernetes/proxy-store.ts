@@ -1,5 +1,4 @@
 import type { KubeConfig, V1Secret } from '@kubernetes/client-node';
-import type { ProxyCredentials } from '../../providers/lifecycle.ts';
 import { generateCredentials } from '../../model/proxy-credentials.ts';
 import type { Proxy, ProxyDocument, ProxySpec } from '../../model/proxy-resource.ts';
 import { POOL_LABEL } from '../../model/pool-resource.ts';
@@ -30,6 +29,7 @@ import {
 } from './proxy-objects.ts';
 import { ReadBackLog, type KubernetesStoreOptions, type ReadContext } from './read-back.ts';
 import { ResourceClient, SecretClient } from './resource-client.ts';
+import type { ProxyCredentials } from '../../model/proxy-credentials.ts';
 
 const PROXY: ObjectRef = { kind: 'Proxy', noun: 'proxy' };
 

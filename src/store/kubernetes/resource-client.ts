@@ -1,7 +1,7 @@
 import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
-import { withSignal } from '../../providers/kubernetes/request-options.ts';
+import { withSignal } from '../../clients/kubernetes/request-options.ts';
 import { API_GROUP, API_VERSION } from '../../crds/resources.ts';
-import { PageBound } from '../../providers/page-bound.ts';
+import { PageBound } from '../../clients/page-bound.ts';
 import { httpStatus, malformedList, storeError } from './errors.ts';
 
 /** The metadata the stores read and write; the rest of an object's metadata passes through untouched. */

@@ -2,14 +2,23 @@ import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { KubeConfig, type User } from '@kubernetes/client-node';
 import { ConfigError } from '../../errors.ts';
-import type { KubernetesProviderConfig } from './config.ts';
 import type { SecretSink } from '../../secrets/secret-registry.ts';
 
 /** How often a bearer token from `tokenFile` is re-read (projected service-account tokens rotate). */
 const TOKEN_REREAD_MS = 60_000;
 
-/** The part of the config that decides how to reach the API server. */
-export type KubeConnectionConfig = Pick<KubernetesProviderConfig, 'kubeconfig' | 'context' | 'server' | 'tokenFile' | 'caFile' | 'skipTLSVerify'>;
+/**
+ * How to reach an API server: the part of a kubernetes provider's config (and of `--store kubernetes`)
+ * that decides it. The provider's schema (`providers/kubernetes/config.ts`) documents each field.
+ */
+export interface KubeConnectionConfig {
+  kubeconfig?: string | undefined;
+  context?: string | undefined;
+  server?: string | undefined;
+  tokenFile?: string | undefined;
+  caFile?: string | undefined;
+  skipTLSVerify: boolean;
+}
 
 /**
  * Builds the client-node `KubeConfig` for a provider, in this order of precedence:
