@@ -1,4 +1,4 @@
-import { JOBS, parseJobData, type CheckResultData } from '../queues/jobs.ts';
+import { parseJobData } from '../queues/jobs.ts';
 import { handle, type JobHandler } from '../queues/consume.ts';
 import { QUEUES } from '../queues/names.ts';
 import { EgressError } from '../src/errors.ts';
@@ -11,6 +11,8 @@ import { NO_REDACTION, type Redactor } from '../src/secrets/secret-registry.ts';
 import { recordSpan, withSpan } from '../src/telemetry/spans.ts';
 import type { LimitFunction } from 'p-limit';
 import type { ResultSink } from './result-batcher.ts';
+import { JOBS } from '../src/work/jobs.ts';
+import type { CheckResultData } from '../src/health/check-result.ts';
 
 export interface CheckProcessorDeps {
   providers: ReadonlyMap<string, Provider>;

@@ -1,10 +1,10 @@
 import { Counter, type Registry } from 'prom-client';
 import { handle, type JobHandler } from '../queues/consume.ts';
-import { GC_DELETE_BUDGET_MS, JOBS } from '../queues/jobs.ts';
 import { QUEUES } from '../queues/names.ts';
 import type { Logger } from '../src/logging.ts';
 import type { ProxyLifecycle } from '../src/providers/lifecycle.ts';
 import { sweepProvider, type GcDeps, type SweepResult } from '../src/proxies/gc.ts';
+import { GC_DELETE_BUDGET_MS, JOBS } from '../src/work/jobs.ts';
 
 export interface GcProcessorDeps extends Omit<GcDeps, 'onDelete' | 'logger' | 'deletesPerSecond'> {
   lifecycles: ReadonlyMap<string, ProxyLifecycle>;

@@ -1,6 +1,5 @@
 import type { Queue } from 'bullmq';
 import { handle, type JobHandler } from '../queues/consume.ts';
-import { JOBS } from '../queues/jobs.ts';
 import { QUEUES } from '../queues/names.ts';
 import type { Logger } from '../src/logging.ts';
 import type { Proxy } from '../src/model/proxy-resource.ts';
@@ -9,6 +8,7 @@ import { requestPoolLook, requestPoolReconcile } from '../src/pools/request-pool
 import type { ReconcileOutcome } from '../src/proxies/reconcile.ts';
 import { requestReconcile } from '../src/proxies/request-reconcile.ts';
 import type { ProxyReader } from '../src/store/proxy-store.ts';
+import { JOBS } from '../src/work/jobs.ts';
 
 export interface PoolProcessorDeps extends Omit<PoolReconcileDeps, 'requestReconcile'> {
   logger: Logger;

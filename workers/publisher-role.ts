@@ -1,7 +1,6 @@
 import type { Telemetry } from 'bullmq';
 import type { RedisTarget } from '../queues/connection.ts';
 import { handle, type Consumer } from '../queues/consume.ts';
-import { JOBS, type CheckResultData } from '../queues/jobs.ts';
 import { QUEUES } from '../queues/names.ts';
 import type { AppConfig } from '../src/config/app.ts';
 import { nextProviderHealth } from '../src/health/next-status.ts';
@@ -15,6 +14,8 @@ import type { Redactor } from '../src/secrets/secret-registry.ts';
 import type { EventSink } from '../src/events/event-sink.ts';
 import { reasonChanges } from '../src/events/health-events.ts';
 import { RoleLifecycle, type RoleStateObserver, type RoleStatus } from '../src/roles/role-lifecycle.ts';
+import { JOBS } from '../src/work/jobs.ts';
+import type { CheckResultData } from '../src/health/check-result.ts';
 
 export interface PublisherDeps {
   config: AppConfig;

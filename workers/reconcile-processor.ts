@@ -1,6 +1,5 @@
 import type { Queue } from 'bullmq';
 import { handle, type JobHandler } from '../queues/consume.ts';
-import { JOBS } from '../queues/jobs.ts';
 import { QUEUES } from '../queues/names.ts';
 import { LookAgainLater } from '../queues/retry.ts';
 import type { Logger } from '../src/logging.ts';
@@ -11,6 +10,7 @@ import { poolOf } from '../src/pools/reconcile-pool.ts';
 import { requestPoolReconcile } from '../src/pools/request-pool-reconcile.ts';
 import type { PoolReader } from '../src/store/pool-store.ts';
 import { memberChanged } from './pool-processor.ts';
+import { JOBS } from '../src/work/jobs.ts';
 
 export interface ReconcileProcessorDeps extends ReconcileDeps {
   logger: Logger;

@@ -1,9 +1,11 @@
 import { createHash } from 'node:crypto';
 import { context, trace, type Context, type Link } from '@opentelemetry/api';
 import type { Queue } from 'bullmq';
-import { enqueue, JOBS, type CheckResultData } from '../queues/jobs.ts';
+import { enqueue } from '../queues/jobs.ts';
 import { safeJobId } from '../queues/names.ts';
 import { withSpan } from '../src/telemetry/spans.ts';
+import { JOBS } from '../src/work/jobs.ts';
+import type { CheckResultData } from '../src/health/check-result.ts';
 
 /** Where check results go: `publish` settles once the result is durably on the `results` queue. */
 export interface ResultSink {

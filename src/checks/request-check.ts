@@ -1,6 +1,8 @@
 import type { Queue, QueueEvents } from 'bullmq';
-import { checkResultSchema, enqueue, JOBS, type CheckResultData } from '../../queues/jobs.ts';
+import { enqueue } from '../../queues/jobs.ts';
 import { EgressError } from '../errors.ts';
+import { JOBS } from '../work/jobs.ts';
+import { checkResultSchema, type CheckResultData } from '../health/check-result.ts';
 
 /** The dedup id that coalesces "check this provider now" requests while one is waiting. */
 export function checkNowDedupId(provider: string): string {

@@ -1,6 +1,6 @@
-import type { CheckResultData } from '../../queues/jobs.ts';
 import { truncateMessage } from './message.ts';
 import type { ProviderHealth, TargetStatus } from './provider-health.ts';
+import type { CheckResultData } from './check-result.ts';
 
 function laterOf(a: string, b: string): string {
   return Date.parse(a) >= Date.parse(b) ? a : b;

@@ -1,7 +1,7 @@
-import type { TargetResult } from '../../queues/check-result.ts';
+import type { TargetResult } from './check-result.ts';
 
 /** What a checker reports for one target: one definition, with the job payload that carries it. */
-export type { TargetResult } from '../../queues/check-result.ts';
+export type { TargetResult } from './check-result.ts';
 
 /**
  * A provider's health check. It must return once `signal` has ended, and once it has,

@@ -1,5 +1,6 @@
 import type { Queue } from 'bullmq';
-import { enqueue, JOBS } from '../../queues/jobs.ts';
+import { enqueue } from '../../queues/jobs.ts';
+import { JOBS } from '../work/jobs.ts';
 
 /**
  * Asks for a reconcile of one proxy. Deduplicated per proxy with keepLastIfActive: a burst of

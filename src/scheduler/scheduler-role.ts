@@ -3,7 +3,7 @@ import type { Queue } from 'bullmq';
 import type { RedisClient } from '../redis/connections.ts';
 import { redisOptions, type RedisTarget } from '../../queues/connection.ts';
 import { openQueue } from '../../queues/consume.ts';
-import { enqueue, jobOptions, JOBS, parseJobData, type JobDefinition } from '../../queues/jobs.ts';
+import { enqueue, jobOptions, parseJobData, type JobDefinition } from '../../queues/jobs.ts';
 import { QUEUES, type QueueName } from '../../queues/names.ts';
 import type { AppConfig } from '../config/app.ts';
 import type { Logger } from '../logging.ts';
@@ -19,6 +19,7 @@ import { noEvents, type EventSink } from '../events/event-sink.ts';
 import type { Telemetry } from 'bullmq';
 import { closeAllBounded } from '../../queues/bounded-close.ts';
 import { RoleLifecycle, type RoleStateObserver, type RoleStatus } from '../roles/role-lifecycle.ts';
+import { JOBS } from '../work/jobs.ts';
 
 const RESYNC_SCHEDULER = 'reconcile-resync';
 

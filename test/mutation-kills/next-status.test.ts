@@ -5,10 +5,10 @@
  * Written for the mutation run (docs/testing.md#mutation-testing).
  */
 import { describe, expect, test } from 'vitest';
-import type { CheckResultData } from '../../queues/jobs.ts';
 import { nextProviderHealth } from '../../src/health/next-status.ts';
 import type { Reason } from '../../src/health/reasons.ts';
 import type { TargetResult } from '../../src/health/types.ts';
+import type { CheckResultData } from '../../src/health/check-result.ts';
 
 const T0 = '2026-11-01T10:00:00.000Z';
 const T1 = '2026-11-01T10:01:00.000Z';

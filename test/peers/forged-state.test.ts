@@ -8,7 +8,6 @@
 import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
-import type { CheckResultData } from '../../queues/jobs.ts';
 import { API_GROUP, API_VERSION, GROUP_VERSION } from '../../src/crds/resources.ts';
 import { providerHealthCrd, proxyCrd, proxyPoolCrd, type CustomResourceDefinition } from '../../src/crds/definitions.ts';
 import { MemoryEventStore } from '../../src/events/memory-event-store.ts';
@@ -27,6 +26,7 @@ import { publishResults } from '../../workers/publisher-role.ts';
 import { startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';
 import { uniquePrefix } from '../support/config.ts';
 import { RecordingLifecycle } from '../support/recording-lifecycle.ts';
+import type { CheckResultData } from '../../src/health/check-result.ts';
 
 const signal = AbortSignal.timeout(60_000);
 const FORGED = '2099-01-01T00:00:00.000Z';

@@ -1,7 +1,6 @@
 import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { redisOptions } from '../../queues/connection.ts';
-import type { CheckResultData } from '../../queues/jobs.ts';
 import { QUEUES } from '../../queues/names.ts';
 import { runRoles, type RunningRoles } from '../../src/cli/run-roles.ts';
 import type { AppConfig } from '../../src/config/app.ts';
@@ -11,6 +10,7 @@ import { runCli } from '../support/cli.ts';
 import { testConfig } from '../support/config.ts';
 import { factoryWithHanging } from '../support/providers.ts';
 import { waitFor } from '../support/wait.ts';
+import type { CheckResultData } from '../../src/health/check-result.ts';
 
 describe('egress up in one process', () => {
   let config: AppConfig;

@@ -1,10 +1,10 @@
 import { Queue } from 'bullmq';
 import { afterEach, describe, expect, inject, test } from 'vitest';
 import { redisOptions } from '../../queues/connection.ts';
-import type { CheckResultData } from '../../queues/jobs.ts';
 import { QUEUES } from '../../queues/names.ts';
 import { createResultBatcher } from '../../workers/result-batcher.ts';
 import { uniquePrefix } from '../support/config.ts';
+import type { CheckResultData } from '../../src/health/check-result.ts';
 
 const queues: Queue[] = [];
 afterEach(async () => {

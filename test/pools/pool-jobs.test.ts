@@ -2,7 +2,7 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { redisOptions } from '../../queues/connection.ts';
-import { enqueue, JOBS } from '../../queues/jobs.ts';
+import { enqueue } from '../../queues/jobs.ts';
 import { QUEUES } from '../../queues/names.ts';
 import { runRoles, type RunningRoles } from '../../src/cli/run-roles.ts';
 import type { AppConfig } from '../../src/config/app.ts';
@@ -14,6 +14,7 @@ import { POOL_LABEL } from '../../src/model/pool-resource.ts';
 import { reconcileAfterEviction } from '../../workers/pool-processor.ts';
 import { testConfig, uniquePrefix } from '../support/config.ts';
 import { waitFor } from '../support/wait.ts';
+import { JOBS } from '../../src/work/jobs.ts';
 
 describe('pool reconcile jobs', () => {
   let redis: Redis;

@@ -3,7 +3,6 @@ import { Queue, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, inject, test } from 'vitest';
 import { redisOptions } from '../../queues/connection.ts';
-import type { CheckResultData } from '../../queues/jobs.ts';
 import { QUEUES } from '../../queues/names.ts';
 import { defaultJobOptions } from '../../queues/options.ts';
 import { EgressError } from '../../src/errors.ts';
@@ -14,6 +13,7 @@ import { startPublisherRole } from '../../workers/publisher-role.ts';
 import { RedisStatusStore } from '../../src/store/redis-status-store.ts';
 import type { StatusStore } from '../../src/store/status-store.ts';
 import { testConfig } from '../support/config.ts';
+import type { CheckResultData } from '../../src/health/check-result.ts';
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {

@@ -2,7 +2,6 @@ import type { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { redisOptions } from '../../queues/connection.ts';
 import { openQueue } from '../../queues/consume.ts';
-import type { CheckResultData } from '../../queues/jobs.ts';
 import { QUEUES } from '../../queues/names.ts';
 import { silentLogger } from '../../src/logging.ts';
 import { telemetryFromEnv } from '../../src/telemetry/config.ts';
@@ -11,6 +10,7 @@ import { startTracing, type TracingRuntime } from '../../src/telemetry/tracing.t
 import { createResultBatcher } from '../../workers/result-batcher.ts';
 import { uniquePrefix } from '../support/config.ts';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.ts';
+import type { CheckResultData } from '../../src/health/check-result.ts';
 
 let receiver: OtlpReceiver;
 let tracing: TracingRuntime;

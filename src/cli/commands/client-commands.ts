@@ -1,9 +1,9 @@
-import type { CheckResultData } from '../../../queues/jobs.ts';
 import { UsageError } from '../../errors.ts';
 import type { ProviderHealth } from '../../health/provider-health.ts';
 import { JOB_STATES, type JobView } from '../../jobs/job-inspection.ts';
 import type { ApiClient } from '../api-client.ts';
 import { age, renderStructured, renderTable, targetCells, type CliIO, type OutputFormat } from '../output.ts';
+import type { CheckResultData } from '../../health/check-result.ts';
 
 export function parseOutput(value: string | undefined, allowed: readonly OutputFormat[]): OutputFormat {
   if (value === undefined) return 'table';

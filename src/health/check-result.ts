@@ -1,30 +1,5 @@
 import { z } from 'zod';
-
-/**
- * The reasons a ProviderHealth target can report. Stable strings: users alert on them.
- * Each one is documented in docs/health-checks.md (a test keeps the two in step). They are
- * part of the `results` job's payload, so they are defined here, with the payload.
- */
-export const REASONS = [
-  'Ok',
-  'Timeout',
-  'Unreachable',
-  'Forbidden',
-  'Unauthorized',
-  'SSHMaterialUnavailable',
-  'SSHHandshakeFailed',
-  'LibvirtConnectFailed',
-  'PoolNotFound',
-  'PoolInactive',
-  'DaemonError',
-  'Error',
-] as const;
-
-export type Reason = (typeof REASONS)[number];
-
-export function isReason(value: string): value is Reason {
-  return (REASONS as readonly string[]).includes(value);
-}
+import { REASONS } from './reasons.ts';
 
 /**
  * What a checker reports for one target of a provider (the apiserver, the compute API, a KVM
