@@ -1,19 +1,17 @@
-import type { Queue } from 'bullmq';
 import { handle, type JobHandler } from '../queues/consume.ts';
 import { QUEUES } from '../queues/names.ts';
 import type { Logger } from '../src/logging.ts';
 import type { Proxy } from '../src/model/proxy-resource.ts';
 import { poolOf, reconcilePool, type PoolReconcileDeps, type PoolReconcileOutcome } from '../src/pools/reconcile-pool.ts';
-import { requestPoolLook, requestPoolReconcile } from '../src/pools/request-pool-reconcile.ts';
 import type { ReconcileOutcome } from '../src/proxies/reconcile.ts';
-import { requestReconcile } from '../src/proxies/request-reconcile.ts';
 import type { ProxyReader } from '../src/store/proxy-store.ts';
+import type { WorkRequests } from '../src/work/work-requests.ts';
 import { JOBS } from '../src/work/jobs.ts';
 
 export interface PoolProcessorDeps extends Omit<PoolReconcileDeps, 'requestReconcile'> {
   logger: Logger;
-  /** The reconcile queue: member reconciles, the pool's own reconcile and its delayed looks. */
-  reconcile: Queue;
+  /** The pool's own reconcile and its delayed looks. */
+  work: Pick<WorkRequests, 'reconcilePool' | 'lookAtPool'>;
   requestReconcile: (proxy: string) => Promise<void>;
 }
 
@@ -28,7 +26,7 @@ export function poolHandlers(deps: PoolProcessorDeps): JobHandler[] {
     const log = deps.logger.child({ jobId: ctx.job.id, queue: QUEUES.reconcile, pool: data.pool });
     const outcome = await ctx.deadline((limit) => reconcilePool(data.pool, deps, limit));
     if (outcome.kind === 'reconciled') {
-      if (outcome.lookAfterMs !== undefined) await requestPoolLook(deps.reconcile, data.pool, outcome.lookAfterMs);
+      if (outcome.lookAfterMs !== undefined) await deps.work.lookAtPool(data.pool, outcome.lookAfterMs);
       const { desired, current, ready, rotating, failed } = outcome.status;
       log.info({ created: outcome.created, deleted: outcome.deleted, desired, current, ready, rotating, failed }, 'reconciled pool');
     } else log.info({ outcome: outcome.kind }, 'reconciled pool');
@@ -37,7 +35,7 @@ export function poolHandlers(deps: PoolProcessorDeps): JobHandler[] {
     return summary;
   });
   const look = handle(JOBS.poolLook, async (data): Promise<void> => {
-    await requestPoolReconcile(deps.reconcile, data.pool);
+    await deps.work.reconcilePool(data.pool);
   });
   return [reconcile, look];
 }
@@ -60,11 +58,11 @@ export function memberChanged(before: Proxy | undefined, outcome: ReconcileOutco
  * What an eviction outside reconcile (the probe loop, a local process exiting) asks for: the
  * proxy's reconcile and, for a pool member, its pool's, so the pool's status follows at once.
  */
-export function reconcileAfterEviction(reconcile: Queue, proxies: ProxyReader): (proxy: string) => Promise<void> {
+export function reconcileAfterEviction(work: Pick<WorkRequests, 'reconcileProxy' | 'reconcilePool'>, proxies: ProxyReader): (proxy: string) => Promise<void> {
   return async (proxy) => {
-    await requestReconcile(reconcile, proxy);
+    await work.reconcileProxy(proxy);
     const member = await proxies.get(proxy);
     const pool = member ? poolOf(member) : undefined;
-    if (pool !== undefined) await requestPoolReconcile(reconcile, pool);
+    if (pool !== undefined) await work.reconcilePool(pool);
   };
 }

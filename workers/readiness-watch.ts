@@ -1,4 +1,4 @@
-import type { Queue } from 'bullmq';
+import type { WorkRequests } from '../src/work/work-requests.ts';
 import { createRedisClient, redisOptions, type RedisTarget } from '../queues/connection.ts';
 import type { RedisClient } from '../src/redis/connections.ts';
 import type { AppConfig } from '../src/config/app.ts';
@@ -35,7 +35,7 @@ export interface ReadinessWatchDeps {
  */
 export function startReadiness(
   deps: ReadinessWatchDeps,
-  reconcileQueue: Queue,
+  work: Pick<WorkRequests, 'reconcileProxy' | 'reconcilePool'>,
   lifecycles: ReadonlyMap<string, ProxyLifecycle>,
   probe: ReadinessProbe,
   metrics: ReconcileMetrics,
@@ -50,7 +50,7 @@ export function startReadiness(
     ...(deps.secrets ? { secrets: deps.secrets } : {}),
   };
   // Only evictions (a failed probe, an exited process) ask for these; a pool member's pool looks again too.
-  const reconcileNow = reconcileAfterEviction(reconcileQueue, deps.proxies);
+  const reconcileNow = reconcileAfterEviction(work, deps.proxies);
   const failures: FailureDeps = { proxies: deps.proxies, rules: config.readiness, hooks, requestReconcile: reconcileNow };
 
   async function onExit(exit: InstanceExit): Promise<void> {

@@ -1,21 +1,19 @@
-import type { Queue } from 'bullmq';
 import { handle, type JobHandler } from '../queues/consume.ts';
 import { QUEUES } from '../queues/names.ts';
 import { LookAgainLater } from '../queues/retry.ts';
 import type { Logger } from '../src/logging.ts';
 import type { ReconcileMetrics } from '../src/metrics/proxy-metrics.ts';
 import { reconcileProxy, type ReconcileDeps, type ReconcileOutcome } from '../src/proxies/reconcile.ts';
-import { requestReconcile } from '../src/proxies/request-reconcile.ts';
 import { poolOf } from '../src/pools/reconcile-pool.ts';
-import { requestPoolReconcile } from '../src/pools/request-pool-reconcile.ts';
 import type { PoolReader } from '../src/store/pool-store.ts';
+import type { WorkRequests } from '../src/work/work-requests.ts';
 import { memberChanged } from './pool-processor.ts';
 import { JOBS } from '../src/work/jobs.ts';
 
 export interface ReconcileProcessorDeps extends ReconcileDeps {
   logger: Logger;
-  /** The queue itself, for the resync job to ask for a reconcile of every proxy. */
-  reconcile: Queue;
+  /** For the resync to ask for a reconcile of every proxy and pool, and a member's change for its pool's. */
+  work: Pick<WorkRequests, 'reconcileProxy' | 'reconcilePool'>;
   metrics?: ReconcileMetrics;
   /** How soon a proxy whose instance is still starting or being deleted is looked at again. */
   recheckMs: number;
@@ -40,9 +38,9 @@ export function reconcileHandlers(deps: ReconcileProcessorDeps): JobHandler[] {
   const resync = handle(JOBS.resync, async (_data, ctx): Promise<{ resynced: number; pools: number }> => {
     // Every proxy gets a reconcile (deduplicated per proxy), which re-probes Ready ones; every pool one too.
     const proxies = await deps.proxies.list(ctx.signal);
-    for (const p of proxies) await requestReconcile(deps.reconcile, p.name);
+    for (const p of proxies) await deps.work.reconcileProxy(p.name);
     const pools = deps.pools ? await deps.pools.list(ctx.signal) : [];
-    for (const p of pools) await requestPoolReconcile(deps.reconcile, p.name);
+    for (const p of pools) await deps.work.reconcilePool(p.name);
     return { resynced: proxies.length, pools: pools.length };
   });
   const reconcile = handle(JOBS.reconcile, async (data, ctx): Promise<ReconcileOutcome> => {
@@ -53,7 +51,7 @@ export function reconcileHandlers(deps: ReconcileProcessorDeps): JobHandler[] {
     const outcome = await ctx.deadline((limit) => reconcileProxy(data.proxy, withHooks, limit));
     // A pool member that became Ready, left Ready, Failed or is gone: its pool looks again now.
     const pool = before ? poolOf(before) : undefined;
-    if (deps.pools && pool !== undefined && memberChanged(before, outcome)) await requestPoolReconcile(deps.reconcile, pool);
+    if (deps.pools && pool !== undefined && memberChanged(before, outcome)) await deps.work.reconcilePool(pool);
     deps.metrics?.outcome(provider ?? 'unknown', outcome.kind);
     log.info(
       { outcome: outcome.kind, ...('why' in outcome ? { why: outcome.why } : {}), ...('message' in outcome ? { message: outcome.message } : {}) },

@@ -18,7 +18,7 @@ import { reconcileProbe } from '../src/readiness/reconcile-probe.ts';
 import type { ProxyStore } from '../src/store/proxy-store.ts';
 import type { PoolStore } from '../src/store/pool-store.ts';
 import type { MemberReplacements } from '../src/pools/member-replacements.ts';
-import { requestReconcile } from '../src/proxies/request-reconcile.ts';
+import { BullmqWorkRequests } from '../src/jobs/bullmq-work-requests.ts';
 import { poolHandlers } from './pool-processor.ts';
 import { checkHandler } from './check-processor.ts';
 import { consumeJobs, openJobQueue } from './consumer.ts';
@@ -76,6 +76,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
   const lifecycle = new RoleLifecycle('worker', deps.onState);
   const results = openJobQueue(deps, QUEUES.results);
   const reconcileQueue = openJobQueue(deps, QUEUES.reconcile);
+  const work = new BullmqWorkRequests({ reconcile: reconcileQueue });
   const lifecycles = new Map<string, ProxyLifecycle>();
   for (const [name, p] of deps.providers) if (p.lifecycle) lifecycles.set(name, p.lifecycle);
   const reconcileMetrics = createReconcileMetrics(deps.registry);
@@ -94,7 +95,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
     reconcile: () => [
       ...reconcileHandlers({
         proxies: deps.proxies,
-        reconcile: reconcileQueue,
+        work,
         metrics: reconcileMetrics,
         readiness: config.readiness,
         lifecycles,
@@ -110,8 +111,8 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
         pools: deps.pools,
         proxies: deps.proxies,
         replacements: deps.replacements,
-        reconcile: reconcileQueue,
-        requestReconcile: (proxy) => requestReconcile(reconcileQueue, proxy),
+        work,
+        requestReconcile: (proxy) => work.reconcileProxy(proxy),
         failedReplaceAfterMs: config.readiness.replaceAfterMs,
         events,
         logger,
@@ -151,7 +152,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
   const readiness = config.worker.queues.includes('reconcile')
     ? startReadiness(
         { config, redisTarget: deps.redisTarget, proxies: deps.proxies, logger, events, observerErrors: observerCounter(deps.registry), secrets: deps.secrets },
-        reconcileQueue,
+        work,
         lifecycles,
         probe,
         reconcileMetrics,

@@ -34,7 +34,7 @@ import { FeedbackRateLimit } from '../pools/feedback-rate-limit.ts';
 import { PickKeys } from '../pools/pick-keys.ts';
 import { PoolMemberCache } from '../pools/pick-members.ts';
 import { PoolPicker } from '../pools/pick-service.ts';
-import { requestPoolReconcile } from '../pools/request-pool-reconcile.ts';
+import { BullmqWorkRequests } from '../jobs/bullmq-work-requests.ts';
 import type { EventSink } from '../events/event-sink.ts';
 import { memberBlocked, replacementRequested } from '../events/feedback-events.ts';
 
@@ -108,6 +108,7 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
     const hosts = new HostAllowList([...config.api.allowedHosts, ...echoHost(config.echoUrl)]);
     const eventSink = deps.events.sink('api');
     const reconcile = queues.find((q) => q.name === QUEUES.reconcile);
+    const work = new BullmqWorkRequests({ reconcile, checks, checkEvents });
     const app = createApiApp({
       store: deps.store,
       proxies,
@@ -116,6 +117,7 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
       providers: config.providers.map((p) => p.name),
       checks,
       checkEvents,
+      work,
       queues,
       inspector: new JobInspector(queues),
       registry: deps.registry,
@@ -124,7 +126,7 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
       ...(config.api.tokenNames ? { tokenNames: config.api.tokenNames } : {}),
       events: deps.events,
       eventSink,
-      ...(reconcile ? { picks: buildPicks(deps, deps.pools, deps.replacements, (pool) => requestPoolReconcile(reconcile, pool), eventSink) } : {}),
+      ...(reconcile ? { picks: buildPicks(deps, deps.pools, deps.replacements, (pool) => work.reconcilePool(pool), eventSink) } : {}),
       maxBodyBytes: config.api.maxBodyBytes,
       hosts,
       ping: async (signal) => {

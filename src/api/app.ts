@@ -2,6 +2,8 @@ import type { Queue, QueueEvents } from 'bullmq';
 import { Hono } from 'hono';
 import type { Registry } from 'prom-client';
 import type { JobInspector } from '../jobs/job-inspection.ts';
+import { BullmqWorkRequests } from '../jobs/bullmq-work-requests.ts';
+import type { WorkRequests } from '../work/work-requests.ts';
 import type { Logger } from '../logging.ts';
 import type { StatusStore } from '../store/status-store.ts';
 import { requireToken } from '../http/auth.ts';
@@ -37,6 +39,8 @@ export interface ApiDeps {
   providers: readonly string[];
   checks: Queue;
   checkEvents: QueueEvents;
+  /** Where the routes ask for reconciles and checks; by default BullMQ jobs on `checks` and `queues`' reconcile queue. */
+  work?: WorkRequests;
   /** Every queue, for Bull Board and job inspection. */
   queues: readonly Queue[];
   inspector: JobInspector;
@@ -74,6 +78,8 @@ export interface ApiDeps {
 /** The HTTP API as a Hono app (served by @hono/node-server in api-server.ts). */
 export function createApiApp(deps: ApiDeps): Hono {
   const app = new Hono();
+  const reconcile = deps.queues.find((q) => q.name === 'reconcile');
+  const work = deps.work ?? new BullmqWorkRequests({ reconcile, checks: deps.checks, checkEvents: deps.checkEvents });
   app.onError((err, c) => errorResponse(err, c, { logger: deps.logger, storeConnected: deps.storeConnected }));
   app.notFound((c) => c.json({ error: 'ERR_NOT_FOUND', message: `no route for ${c.req.method} ${c.req.path.slice(0, 200)}` }, 404));
   // Order matters: who may talk to us (Host, token, Origin) before what they send (media type, size).
@@ -102,14 +108,10 @@ export function createApiApp(deps: ApiDeps): Hono {
     const body = await deps.registry.metrics();
     return c.body(body, 200, { 'Content-Type': deps.registry.contentType });
   });
-  app.route(
-    '/v1',
-    providerHealthRoutes({ store: deps.store, providers: deps.providers, checks: deps.checks, checkEvents: deps.checkEvents, waitMs: deps.checkWaitMs }),
-  );
+  app.route('/v1', providerHealthRoutes({ store: deps.store, providers: deps.providers, work, waitMs: deps.checkWaitMs }));
   app.route('/v1', jobRoutes(deps.inspector));
   app.route('/v1', echoRoute());
-  const reconcile = deps.queues.find((q) => q.name === 'reconcile');
-  if (reconcile) app.route('/v1', proxyRoutes({ proxies: deps.proxies, providers: deps.providers, reconcile, events: deps.eventSink ?? noEvents }));
+  if (reconcile) app.route('/v1', proxyRoutes({ proxies: deps.proxies, providers: deps.providers, work, events: deps.eventSink ?? noEvents }));
   if (reconcile) {
     app.route(
       '/v1',
@@ -118,7 +120,7 @@ export function createApiApp(deps: ApiDeps): Hono {
         proxies: deps.proxies,
         replacements: deps.replacements,
         providers: deps.providers,
-        reconcile,
+        work,
         events: deps.eventSink ?? noEvents,
       }),
     );

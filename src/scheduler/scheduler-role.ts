@@ -9,9 +9,8 @@ import type { AppConfig } from '../config/app.ts';
 import type { Logger } from '../logging.ts';
 import type { StatusStore } from '../store/status-store.ts';
 import type { ProxyChangeFeed } from '../store/proxy-store.ts';
-import { checkNowDedupId } from '../checks/request-check.ts';
-import { requestPoolReconcile } from '../pools/request-pool-reconcile.ts';
-import { requestReconcile } from '../proxies/request-reconcile.ts';
+import { BullmqWorkRequests, checkNowDedupId } from '../jobs/bullmq-work-requests.ts';
+import type { WorkRequests } from '../work/work-requests.ts';
 import { syncProviderSchedules, type ScheduleSync } from './provider-schedules.ts';
 import { Lease } from './lease.ts';
 import { hostname } from 'node:os';
@@ -91,6 +90,8 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
   readonly #checks: Queue;
   readonly #gc: Queue;
   readonly #reconcile: Queue;
+  /** The watch's reconciles, on `#reconcile`. */
+  readonly #work: WorkRequests;
   readonly #lease: Lease;
   readonly #lifecycle: RoleLifecycle;
   readonly #handBack: () => void;
@@ -114,6 +115,7 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
     this.#checks = open(QUEUES.checks);
     this.#gc = open(QUEUES.gc);
     this.#reconcile = open(QUEUES.reconcile);
+    this.#work = new BullmqWorkRequests({ reconcile: this.#reconcile });
     this.#lease = new Lease(deps.redis, `${config.redis.prefix}:scheduler:lease`, config.leaseMs, deps.logger);
     const events = deps.events ?? noEvents;
     // Which scheduler: the host and process, and the lease holder id that tells two runs apart.
@@ -226,15 +228,17 @@ export class SchedulerRole extends EventEmitter<SchedulerEvents> {
     const log = this.#deps.logger.child({ component: 'proxy-watch' });
     this.#watch = feed.run(
       (proxy) => {
-        requestReconcile(this.#reconcile, proxy).catch((err: unknown) =>
-          log.warn({ proxy, err: (err as Error).message }, 'could not enqueue a reconcile; the resync will'),
-        );
+        this.#work
+          .reconcileProxy(proxy)
+          .catch((err: unknown) => log.warn({ proxy, err: (err as Error).message }, 'could not enqueue a reconcile; the resync will'));
       },
       controller.signal,
       (pool) => {
-        requestPoolReconcile(this.#reconcile, pool).catch((err: unknown) =>
-          log.warn({ pool, err: (err as Error).message }, 'could not enqueue a pool reconcile; the next change of the pool or its members will'),
-        );
+        this.#work
+          .reconcilePool(pool)
+          .catch((err: unknown) =>
+            log.warn({ pool, err: (err as Error).message }, 'could not enqueue a pool reconcile; the next change of the pool or its members will'),
+          );
       },
     );
     log.info('watching Proxy and ProxyPool objects');

@@ -7,7 +7,8 @@ import { QUEUES } from '../../queues/names.ts';
 import { runRoles, type RunningRoles } from '../../src/cli/run-roles.ts';
 import type { AppConfig } from '../../src/config/app.ts';
 import { silentLogger } from '../../src/logging.ts';
-import { requestPoolLook, requestPoolReconcile } from '../../src/pools/request-pool-reconcile.ts';
+import { BullmqWorkRequests } from '../../src/jobs/bullmq-work-requests.ts';
+import { MemoryWorkRequests } from '../../src/work/memory-work-requests.ts';
 import { RedisPoolStore } from '../../src/store/redis-pool-store.ts';
 import { RedisProxyStore } from '../../src/store/redis-proxy-store.ts';
 import { POOL_LABEL } from '../../src/model/pool-resource.ts';
@@ -28,11 +29,12 @@ describe('pool reconcile jobs', () => {
   test('a pending delayed look never swallows an immediate request, and one due time is added once', async () => {
     const queue = new Queue(QUEUES.reconcile, { connection: redisOptions(inject('redisUrl'), 'producer'), prefix: uniquePrefix() });
     try {
+      const work = new BullmqWorkRequests({ reconcile: queue });
       const now = Date.now();
-      await requestPoolLook(queue, 'web', 60_000, now);
-      await requestPoolLook(queue, 'web', 60_000, now);
-      await requestPoolReconcile(queue, 'web');
-      await requestPoolReconcile(queue, 'web');
+      await work.lookAtPool('web', 60_000, now);
+      await work.lookAtPool('web', 60_000, now);
+      await work.reconcilePool('web');
+      await work.reconcilePool('web');
       const delayed = await queue.getJobs(['delayed']);
       expect(delayed.map((j) => [j.name, j.data as unknown])).toEqual([['pool-look', { pool: 'web' }]]);
       expect(delayed[0]?.id).toBe(`pool-look-web-${Math.ceil((now + 60_000) / 1000)}`);
@@ -46,25 +48,21 @@ describe('pool reconcile jobs', () => {
   });
 
   test('an eviction asks for the proxy’s reconcile and, for a pool member, its pool’s', async () => {
-    const prefix = uniquePrefix();
-    const queue = new Queue(QUEUES.reconcile, { connection: redisOptions(inject('redisUrl'), 'producer'), prefix });
-    const proxies = new RedisProxyStore(redis, prefix);
+    const proxies = new RedisProxyStore(redis, uniquePrefix());
+    const work = new MemoryWorkRequests();
     try {
       await proxies.apply({ metadata: { name: 'web-abcde', labels: { [POOL_LABEL]: 'web' } }, spec: { provider: 'local' } });
       await proxies.apply({ metadata: { name: 'plain', labels: {} }, spec: { provider: 'local' } });
-      const evicted = reconcileAfterEviction(queue, proxies);
+      const evicted = reconcileAfterEviction(work, proxies);
       await evicted('web-abcde');
       await evicted('plain');
-      const jobs = await queue.getJobs(['waiting']);
-      expect(jobs.map((j) => [j.name, j.data as unknown]).sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)))).toEqual([
-        ['pool-reconcile', { pool: 'web' }],
-        ['reconcile', { proxy: 'plain' }],
-        ['reconcile', { proxy: 'web-abcde' }],
+      expect(work.requests).toEqual([
+        { kind: 'reconcile-proxy', proxy: 'web-abcde' },
+        { kind: 'reconcile-pool', pool: 'web' },
+        { kind: 'reconcile-proxy', proxy: 'plain' },
       ]);
     } finally {
       await proxies.close();
-      await queue.obliterate({ force: true });
-      await queue.close();
     }
   });
 
@@ -80,7 +78,7 @@ describe('pool reconcile jobs', () => {
         spec: { replicas: 0, maxSurge: 1, template: { metadata: { labels: {} }, spec: { provider: 'local' } } },
       };
       await pools.apply(doc);
-      await requestPoolLook(queue, 'idle', 100);
+      await new BullmqWorkRequests({ reconcile: queue }).lookAtPool('idle', 100);
       await waitFor('the look to reconcile the pool', async () => (await pools.get('idle'))?.status.observedGeneration === 1);
       expect((await pools.get('idle'))?.status.conditions[0]).toMatchObject({ type: 'Ready', status: 'True', message: '0 of 0 members ready' });
       await pools.apply({ ...doc, metadata: { name: 'idle', labels: { tier: 'gold' } } });

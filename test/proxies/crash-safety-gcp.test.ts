@@ -11,7 +11,7 @@ import { silentLogger } from '../../src/logging.ts';
 import type { ProxyView } from '../../src/proxies/discovery.ts';
 import { sweepProvider } from '../../src/proxies/gc.ts';
 import { instanceNameFor } from '../../src/proxies/instance-name.ts';
-import { requestReconcile } from '../../src/proxies/request-reconcile.ts';
+import { BullmqWorkRequests } from '../../src/jobs/bullmq-work-requests.ts';
 import { createComputeClients, MANAGED_LABELS, type ComputeClients } from '../../src/providers/gcp/index.ts';
 import { createGcpLifecycle, firewallRuleName, FLEET_LABEL, METADATA_PASSWORD, METADATA_USER, PROXY_LABEL } from '../../src/providers/gcp/lifecycle.ts';
 import type { Instance, ProxyLifecycle } from '../../src/providers/lifecycle.ts';
@@ -255,7 +255,7 @@ describe('crash safety on the gcp provider (fake Compute API; the test plays the
     const name = first.status.instanceName ?? '';
     compute.preemptInstance(ZONE, name);
     const started = nextRequest(compute, (r) => r.method === 'POST' && r.path === `${INSTANCES}/${name}/start`);
-    await requestReconcile(c.reconcile, 'spot-1');
+    await new BullmqWorkRequests({ reconcile: c.reconcile }).reconcileProxy('spot-1');
     await started;
     const again = await withLogs(c.workers, () =>
       waitFor(

@@ -1,12 +1,10 @@
 import { once } from 'node:events';
 import type { Server as HttpServer } from 'node:http';
 import { serve } from '@hono/node-server';
-import { Queue } from 'bullmq';
 import { Hono } from 'hono';
 import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, inject, test } from 'vitest';
-import { redisOptions } from '../../queues/connection.ts';
 import { proxyRoutes } from '../../src/api/routes/proxies.ts';
 import { silentLogger } from '../../src/logging.ts';
 import { createReconcileMetrics } from '../../src/metrics/proxy-metrics.ts';
@@ -16,6 +14,7 @@ import { echoRoute } from '../../src/readiness/echo.ts';
 import { ProbeLoop, type ProbeEvent } from '../../src/readiness/probe-loop.ts';
 import { reconcileProbe } from '../../src/readiness/reconcile-probe.ts';
 import { RedisProxyStore } from '../../src/store/redis-proxy-store.ts';
+import { MemoryWorkRequests } from '../../src/work/memory-work-requests.ts';
 import { uniquePrefix } from '../support/config.ts';
 import { startPausableProxy, type PausableProxy } from '../support/pausable-proxy.ts';
 
@@ -69,12 +68,12 @@ describe('eviction on the first failed probe', () => {
   let redis: Redis;
   let prefix: string;
   let store: RedisProxyStore;
-  let reconcileQueue: Queue;
+  // The work-requests port in memory: the reconciles an eviction asks for, with no queue.
+  let work: MemoryWorkRequests;
   let echo: { server: HttpServer; url: string };
   let forward: PausableProxy;
   let loop: ProbeLoop | undefined;
   let registry: Registry;
-  const requested: string[] = [];
   const policy: ReadinessPolicy = { failureThreshold: 1, successThreshold: 2, replaceAfterMs: 300_000 };
 
   beforeAll(async () => {
@@ -89,9 +88,8 @@ describe('eviction on the first failed probe', () => {
   beforeEach(async () => {
     prefix = uniquePrefix();
     store = new RedisProxyStore(redis.duplicate(), prefix);
-    reconcileQueue = new Queue('reconcile', { connection: redisOptions(inject('redisUrl'), 'producer'), prefix });
+    work = new MemoryWorkRequests();
     registry = new Registry();
-    requested.length = 0;
     await store.apply({ metadata: { name: 'p', labels: {} }, spec: { provider: 'local' } });
     forward = await startPausableProxy((await store.credentials('p'))!);
   });
@@ -99,7 +97,6 @@ describe('eviction on the first failed probe', () => {
     await loop?.close();
     loop = undefined;
     await forward.close();
-    await reconcileQueue.close();
     await store.close();
   });
 
@@ -124,14 +121,14 @@ describe('eviction on the first failed probe', () => {
       intervalMs: 300,
       rules: { ...policy, failureThreshold },
       probe: probe(),
-      requestReconcile: async (name) => void requested.push(name),
+      requestReconcile: (name) => work.reconcileProxy(name),
       hooks: { onProbe: (p, ok, s) => metrics.probe(p, ok, s), onEvicted: (p, c, r) => metrics.evicted(p, c, r) },
       logger: silentLogger(),
     });
     loop.start();
     return loop;
   };
-  const api = () => proxyRoutes({ proxies: store, providers: ['local'], reconcile: reconcileQueue });
+  const api = () => proxyRoutes({ proxies: store, providers: ['local'], work });
   const discover = async (etag?: string) => {
     const res = await api().request('/proxies?ready=true', { headers: etag ? { 'if-none-match': etag } : {} });
     const body = res.status === 200 ? ((await res.json()) as { items: { name: string }[] }) : undefined;
@@ -159,7 +156,7 @@ describe('eviction on the first failed probe', () => {
     const after = await discover(ready.etag);
     expect(after).toMatchObject({ status: 200, names: [] });
     expect(after.etag).not.toBe(ready.etag);
-    expect(requested).toEqual(['p']);
+    expect(work.proxyReconciles()).toEqual(['p']);
     expect(await registry.getSingleMetricAsString('proxy_operator_proxy_evictions_total')).toContain(
       'proxy_operator_proxy_evictions_total{provider="local",cause="timeout"} 1',
     );
@@ -228,6 +225,6 @@ describe('eviction on the first failed probe', () => {
     // The next pass clears the count.
     await nextProbe(l, (e) => e.verdict.ok);
     expect((await store.get('p'))?.status.probeFailures).toBe(0);
-    expect(requested).toEqual([]);
+    expect(work.proxyReconciles()).toEqual([]);
   });
 });

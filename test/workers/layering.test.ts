@@ -20,7 +20,29 @@ function importsOf(file: string): string[] {
   return specs.map((s) => relative(root, join(root, file, '..', s)));
 }
 
+/** Every package a file imports or re-exports (bare specifiers, `node:` built-ins left out). */
+function packagesOf(file: string): string[] {
+  const text = readFileSync(join(root, file), 'utf8');
+  return [...text.matchAll(/(?:\bfrom\s+|\bimport\s*\(?\s*)'([^.'][^']*)'/g)].map((m) => m[1] ?? '').filter((s) => !s.startsWith('node:'));
+}
+
+/** The imports of every file under `dirs` that `forbidden` rejects, as `file → import`. */
+function reaching(dirs: readonly string[], forbidden: (spec: string) => boolean): string[] {
+  return dirs.flatMap((d) => sources(d)).flatMap((f) => [...importsOf(f), ...packagesOf(f)].filter(forbidden).map((i) => `${f} → ${i}`));
+}
+
 describe('layering', () => {
+  test('the domain and the API routes ask for work through the work-requests port: no bullmq, no job boundary', () => {
+    // queues/ is the job boundary; src/jobs/bullmq-work-requests.ts the port's BullMQ implementation, which roles compose.
+    const jobBoundary = (i: string): boolean =>
+      i === 'bullmq' || i.startsWith('bullmq/') || i.startsWith('queues/') || i === 'src/jobs/bullmq-work-requests.ts';
+    expect(reaching(['src/proxies', 'src/pools', 'src/readiness', 'src/checks', 'src/api/routes'], jobBoundary)).toEqual([]);
+  });
+
+  test('src/health and src/store import neither queues/ nor src/providers/', () => {
+    expect(reaching(['src/health', 'src/store'], (i) => i.startsWith('queues/') || i.startsWith('src/providers/'))).toEqual([]);
+  });
+
   test('queues/ imports nothing of ours outside itself', () => {
     const outside = sources('queues').flatMap((f) =>
       importsOf(f)

@@ -17,7 +17,7 @@ import { createKubernetesLifecycle } from '../../src/providers/kubernetes/lifecy
 import type { Instance, InstanceSpec, ProxyLifecycle } from '../../src/providers/lifecycle.ts';
 import { fleetOf } from '../../src/proxies/instance-name.ts';
 import type { ReadinessProbe } from '../../src/proxies/reconcile.ts';
-import { requestReconcile } from '../../src/proxies/request-reconcile.ts';
+import { BullmqWorkRequests } from '../../src/jobs/bullmq-work-requests.ts';
 import { RedisProxyStore } from '../../src/store/redis-proxy-store.ts';
 import type { ProxyStore } from '../../src/store/proxy-store.ts';
 import { consumeJobs, openJobQueue } from '../../workers/consumer.ts';
@@ -64,7 +64,7 @@ async function startHarness(provider: string, lifecycle: ProxyLifecycle): Promis
       QUEUES.reconcile,
       reconcileHandlers({
         proxies: store,
-        reconcile: queue,
+        work: new BullmqWorkRequests({ reconcile: queue }),
         metrics: createReconcileMetrics(registry),
         readiness: config.readiness,
         lifecycles: new Map([[provider, lifecycle]]),
@@ -108,7 +108,7 @@ describe('a 403 fails its reconcile job once: a retry alone cannot get past it',
     cleanups.push(() => h.close());
 
     await h.store.apply({ metadata: { name: 'denied', labels: {} }, spec: { provider: 'k8s' } });
-    await requestReconcile(h.queue, 'denied');
+    await new BullmqWorkRequests({ reconcile: h.queue }).reconcileProxy('denied');
     const job = await h.settled('denied');
     expect(await job.getState()).toBe('failed');
     expect(job.attemptsMade).toBe(1);
@@ -136,7 +136,7 @@ describe('a 403 fails its reconcile job once: a retry alone cannot get past it',
     cleanups.push(() => h.close());
 
     await h.store.apply({ metadata: { name: 'denied', labels: {} }, spec: { provider: 'gce' } });
-    await requestReconcile(h.queue, 'denied');
+    await new BullmqWorkRequests({ reconcile: h.queue }).reconcileProxy('denied');
     const job = await h.settled('denied');
     expect(await job.getState()).toBe('failed');
     expect(job.attemptsMade).toBe(1);
@@ -182,10 +182,10 @@ describe('proxy_operator_reconciles_total', () => {
     const started = await startHarness('mem', new MemoryLifecycle());
     h = started;
     await started.store.apply({ metadata: { name: 'short-lived', labels: {} }, spec: { provider: 'mem' } });
-    await requestReconcile(started.queue, 'short-lived');
+    await new BullmqWorkRequests({ reconcile: started.queue }).reconcileProxy('short-lived');
     await waitFor('the proxy Ready', async () => (await started.store.get('short-lived'))?.status.phase === 'Ready');
     await started.store.requestDeletion('short-lived');
-    await requestReconcile(started.queue, 'short-lived');
+    await new BullmqWorkRequests({ reconcile: started.queue }).reconcileProxy('short-lived');
     await waitFor('the proxy forgotten', async () => (await started.store.get('short-lived')) === undefined);
     const text = await waitFor('the deletion counted', async () => {
       const metrics = await started.registry.metrics();

@@ -1,4 +1,3 @@
-import type { Queue } from 'bullmq';
 import { Hono, type Context } from 'hono';
 import { EgressError, NotFoundError } from '../../errors.ts';
 import { noEvents, type EventSink } from '../../events/event-sink.ts';
@@ -9,7 +8,7 @@ import type { MemberReplacements } from '../../pools/member-replacements.ts';
 import { memberSummary } from '../../pools/member-summary.ts';
 import { parsePoolDocuments, validatePoolDocuments } from '../../pools/parse-pool-documents.ts';
 import { poolOf } from '../../pools/reconcile-pool.ts';
-import { requestPoolReconcile } from '../../pools/request-pool-reconcile.ts';
+import type { WorkRequests } from '../../work/work-requests.ts';
 import { PoolTerminatingError, type PoolApiStore } from '../../store/pool-store.ts';
 import type { ProxyReader } from '../../store/proxy-store.ts';
 import { readDocumentBody } from '../document-body.ts';
@@ -23,7 +22,8 @@ export interface PoolRouteDeps {
   /** Where `rotate` asks for every member's replacement. */
   replacements: MemberReplacements;
   providers: readonly string[];
-  reconcile: Queue;
+  /** Where applies, deletions and rotations ask for their pool's reconcile. */
+  work: Pick<WorkRequests, 'reconcilePool'>;
   events?: EventSink;
 }
 
@@ -68,7 +68,7 @@ export function poolRoutes(deps: PoolRouteDeps): Hono {
       if (outcome !== 'unchanged') {
         events.record(poolApplied(pool, outcome, callerName(c)));
         // Unfenced (BullMQ), and harmless if late: the pool reconcile is level-triggered, deduplicated by name.
-        await requestPoolReconcile(deps.reconcile, pool.name);
+        await deps.work.reconcilePool(pool.name);
       }
     }
     return c.json({ items });
@@ -88,7 +88,7 @@ export function poolRoutes(deps: PoolRouteDeps): Hono {
     const pool = await deps.pools.requestDeletion(c.req.param('name'), fencedWrite(c));
     writeApplied(c, { name: pool.name, deletionRequestedAt: pool.metadata.deletionRequestedAt });
     events.record(poolDeletionRequested(pool, callerName(c)));
-    await requestPoolReconcile(deps.reconcile, pool.name);
+    await deps.work.reconcilePool(pool.name);
     return c.json(pool, 202);
   });
 
@@ -106,7 +106,7 @@ export function poolRoutes(deps: PoolRouteDeps): Hono {
       if (await deps.replacements.request(name, m.name, reason, signal)) requested++;
       writeApplied(c, { member: m.name, replacement: 'requested' });
     }
-    await requestPoolReconcile(deps.reconcile, name);
+    await deps.work.reconcilePool(name);
     return c.json({ name, members: members.length, requested }, 202);
   });
   return app;

@@ -1,16 +1,15 @@
-import type { Queue, QueueEvents } from 'bullmq';
 import { Hono } from 'hono';
-import { requestCheck, waitForCheck } from '../../checks/request-check.ts';
 import { NotFoundError } from '../../errors.ts';
 import type { StatusStore } from '../../store/status-store.ts';
 import { BadRequestError } from '../http-errors.ts';
 import { releaseWriteDeadline } from '../write-deadline.ts';
+import type { WorkRequests } from '../../work/work-requests.ts';
 
 export interface ProviderHealthRouteDeps {
   store: StatusStore;
   providers: readonly string[];
-  checks: Queue;
-  checkEvents: QueueEvents;
+  /** Where ad-hoc checks are asked for and awaited. */
+  work: Pick<WorkRequests, 'checkProvider' | 'awaitCheck'>;
   /** How long `?wait=true` waits for a result. */
   waitMs: number;
 }
@@ -37,11 +36,11 @@ export function providerHealthRoutes(deps: ProviderHealthRouteDeps): Hono {
     if (!deps.providers.includes(name)) {
       throw new NotFoundError('provider', name);
     }
-    const jobId = await requestCheck(deps.checks, name);
+    const jobId = await deps.work.checkProvider(name);
     if (!wait) return c.json({ provider: name, jobId }, 202);
     // Enqueued: waiting for the result has a deadline of its own (504 ERR_CHECK_WAIT_TIMEOUT).
     releaseWriteDeadline(c);
-    const result = await waitForCheck(deps.checks, deps.checkEvents, jobId, AbortSignal.any([c.req.raw.signal, AbortSignal.timeout(deps.waitMs)]));
+    const result = await deps.work.awaitCheck(jobId, AbortSignal.any([c.req.raw.signal, AbortSignal.timeout(deps.waitMs)]));
     return c.json({ provider: name, jobId, result });
   });
   return app;

@@ -1,4 +1,3 @@
-import type { Queue } from 'bullmq';
 import { Hono, type Context } from 'hono';
 import { NotFoundError } from '../../errors.ts';
 import { matches, etagOf, withProxyUrl, type DiscoveryFilter } from '../../proxies/discovery.ts';
@@ -7,7 +6,7 @@ import type { ProxyDocument } from '../../model/proxy-resource.ts';
 import { ProxyTerminatingError, type ProxyApiStore } from '../../store/proxy-store.ts';
 import { BadRequestError } from '../http-errors.ts';
 import { readDocumentBody } from '../document-body.ts';
-import { requestReconcile } from '../../proxies/request-reconcile.ts';
+import type { WorkRequests } from '../../work/work-requests.ts';
 import { noEvents, type EventSink } from '../../events/event-sink.ts';
 import { callerName } from '../../http/auth.ts';
 import { applied, deletionRequested } from '../../events/proxy-events.ts';
@@ -16,7 +15,8 @@ import { fencedWrite, writeApplied } from '../write-deadline.ts';
 export interface ProxyRouteDeps {
   proxies: ProxyApiStore;
   providers: readonly string[];
-  reconcile: Queue;
+  /** Where applies and deletions ask for their proxy's reconcile. */
+  work: Pick<WorkRequests, 'reconcileProxy'>;
   /** Records applies and deletions with the caller's token name. */
   events?: EventSink;
 }
@@ -75,7 +75,7 @@ export function proxyRoutes(deps: ProxyRouteDeps): Hono {
       if (outcome !== 'unchanged') {
         events.record(applied(proxy, outcome, callerName(c)));
         // Unfenced (BullMQ), and harmless if late: a reconcile is idempotent and carries only the name.
-        await requestReconcile(deps.reconcile, proxy.name);
+        await deps.work.reconcileProxy(proxy.name);
       }
     }
     return c.json({ items });
@@ -110,7 +110,7 @@ export function proxyRoutes(deps: ProxyRouteDeps): Hono {
     const proxy = await deps.proxies.requestDeletion(c.req.param('name'), { orphan: orphan === 'true' }, fencedWrite(c));
     writeApplied(c, { name: proxy.name, deletionRequestedAt: proxy.metadata.deletionRequestedAt });
     events.record(deletionRequested(proxy, callerName(c)));
-    await requestReconcile(deps.reconcile, proxy.name);
+    await deps.work.reconcileProxy(proxy.name);
     return c.json(proxy, 202);
   });
   return app;
