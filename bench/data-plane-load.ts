@@ -35,6 +35,24 @@ export interface LoadResult {
   p99Ms: number;
 }
 
+/** A new connection to `host:port`, through a CONNECT tunnel to `tunnelTo` when given (`auth`: a Proxy-Authorization line or ''). */
+async function openConnection(host: string, port: number, tunnelTo: string | undefined, auth: string): Promise<{ socket: Socket; reader: ResponseReader }> {
+  const socket = await open(host, port);
+  const reader = new ResponseReader(socket);
+  if (tunnelTo !== undefined) {
+    socket.write(`CONNECT ${tunnelTo} HTTP/1.1\r\nHost: ${tunnelTo}\r\n${auth}\r\n`);
+    const { status } = await reader.next(true).catch((err: Error) => {
+      socket.destroy();
+      throw err;
+    });
+    if (status !== 200) {
+      socket.destroy();
+      throw new Error(`CONNECT answered ${status}`);
+    }
+  }
+  return { socket, reader };
+}
+
 export async function runLoad(o: LoadOptions): Promise<LoadResult> {
   const originHost = `${o.origin.host}:${o.origin.port}`;
   const auth = o.auth ? `Proxy-Authorization: Basic ${Buffer.from(o.auth).toString('base64')}\r\n` : '';
@@ -46,17 +64,8 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
   let issued = 0;
   let errors = 0;
   let reconnects = 0;
-  /** A new connection (through its CONNECT tunnel in connect mode). */
-  const connection = async (): Promise<{ socket: Socket; reader: ResponseReader }> => {
-    const socket = await open(o.host, o.port);
-    const reader = new ResponseReader(socket);
-    if (o.mode === 'connect') {
-      socket.write(`CONNECT ${originHost} HTTP/1.1\r\nHost: ${originHost}\r\n${auth}\r\n`);
-      const { status } = await reader.next(true);
-      if (status !== 200) throw new Error(`CONNECT answered ${status}`);
-    }
-    return { socket, reader };
-  };
+  const connection = (): Promise<{ socket: Socket; reader: ResponseReader }> =>
+    openConnection(o.host, o.port, o.mode === 'connect' ? originHost : undefined, auth);
   const worker = async (): Promise<void> => {
     let conn: { socket: Socket; reader: ResponseReader } | undefined;
     let served = 0;
@@ -124,15 +133,10 @@ export interface DownloadResult {
 export async function runDownload(o: DownloadOptions): Promise<DownloadResult> {
   const originHost = `${o.origin.host}:${o.origin.port}`;
   const auth = o.auth ? `Proxy-Authorization: Basic ${Buffer.from(o.auth).toString('base64')}\r\n` : '';
-  const socket = await open(o.host, o.port);
+  const { socket } = await openConnection(o.host, o.port, o.mode === 'connect' ? originHost : undefined, auth);
+  // The body is counted as it arrives, not read whole: the reader lets go of the socket's data.
+  socket.removeAllListeners('data');
   try {
-    if (o.mode === 'connect') {
-      const reader = new ResponseReader(socket);
-      socket.write(`CONNECT ${originHost} HTTP/1.1\r\nHost: ${originHost}\r\n${auth}\r\n`);
-      const { status } = await reader.next(true);
-      if (status !== 200) throw new Error(`CONNECT answered ${status}`);
-      socket.removeAllListeners('data');
-    }
     const started = performance.now();
     socket.write(`GET ${o.path} HTTP/1.1\r\nHost: ${originHost}\r\n\r\n`);
     const received = await new Promise<number>((resolve, reject) => {
