@@ -47,13 +47,15 @@ export function pinnedLookup(addresses: readonly LookupAddress[]): LookupFunctio
  * Judges a destination before anything connects to it. An IP literal is judged as is (node does
  * not resolve it); any other host is resolved once, each address judged, and the connection pinned
  * to those addresses (returned as a lookup). Throws EgressDeniedError when any address is denied
- * (the reason of the first denied one), or when the name resolves to none.
+ * (the reason of the first denied one), or when the name resolves to none. `signal` bounds the
+ * resolution; given as a function it is made only when a name has to be resolved (an IP literal,
+ * the common case on a proxy's hot path, costs no timer).
  */
 export async function checkEgress(
   policy: () => EgressPolicy,
   target: EgressTarget,
   resolve: Resolver,
-  signal: AbortSignal,
+  signal: AbortSignal | (() => AbortSignal),
 ): Promise<LookupFunction | undefined> {
   const shown = `${target.hostname}:${target.port}`;
   if (parseAddress(target.hostname)) {
@@ -63,7 +65,7 @@ export async function checkEgress(
   }
   let addresses: LookupAddress[];
   try {
-    addresses = await resolve(target.hostname, signal);
+    addresses = await resolve(target.hostname, typeof signal === 'function' ? signal() : signal);
   } catch {
     throw new EgressDeniedError('unresolvable', shown);
   }

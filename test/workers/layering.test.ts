@@ -43,6 +43,10 @@ describe('layering', () => {
     expect(reaching(['src/health', 'src/store'], (i) => i.startsWith('queues/') || i.startsWith('src/providers/'))).toEqual([]);
   });
 
+  test('the forward proxy core uses no package and nothing of ours but src/http (it is bundled into every proxy program)', () => {
+    expect(reaching(['src/forward-proxy'], (i) => !i.startsWith('src/forward-proxy/') && !i.startsWith('src/http/'))).toEqual([]);
+  });
+
   test('queues/ imports nothing of ours outside itself', () => {
     const outside = sources('queues').flatMap((f) =>
       importsOf(f)

@@ -5,7 +5,7 @@
  */
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Server } from 'proxy-chain';
+import type { ForwardProxy } from '../../forward-proxy/server.ts';
 import type { LivePolicy } from '../../egress/live-policy.ts';
 import type { Logger } from '../../logging.ts';
 import { createDenialRecorder, type DenialRecorder } from './denial-stats.ts';
@@ -37,7 +37,7 @@ export class HttpError extends Error {
 }
 
 interface Served {
-  server: Server;
+  server: ForwardProxy;
   record: InstanceRecord;
   denials: DenialRecorder;
   /** What the proxy's credential check reads: replaced when they rotate. */
@@ -121,7 +121,7 @@ export class HostedProxies {
     const denials = createDenialRecorder(idir, { pid: process.pid, startedAt: proxyStartedAt }, log);
     const auth = { credentials };
     const check = credentialCheck(() => auth.credentials);
-    const listen = (port: number): Promise<Server> =>
+    const listen = (port: number): Promise<ForwardProxy> =>
       listenProxy({
         host: '127.0.0.1',
         port,
@@ -130,7 +130,7 @@ export class HostedProxies {
         maxConnections,
         ...(intent.sourceAddress ? { localAddress: intent.sourceAddress } : {}),
       });
-    let server: Server;
+    let server: ForwardProxy;
     try {
       server = await listen(previous?.port ?? 0);
     } catch (err) {
@@ -143,7 +143,6 @@ export class HostedProxies {
       this.guarded.add(server.port);
       await policy.guard({ host: '127.0.0.1', port: server.port, role: 'proxy' });
     }
-    server.on('requestFailed', ({ error }: { error: Error }) => log.warn({ err: error.message }, 'proxied request failed'));
     const record: InstanceRecord = { ...intent, pid: process.pid, port: server.port, startedAt: proxyStartedAt, host: true };
     this.served.set(name, { server, record, denials, auth });
     this.warnWhenFdsLow();
@@ -172,7 +171,7 @@ export class HostedProxies {
     const s = this.served.get(name);
     if (!s) return false;
     this.served.delete(name);
-    await Promise.all([s.server.close(true), s.denials.flush()]);
+    await Promise.all([s.server.close(), s.denials.flush()]);
     this.options.logger.info({ instance: name, port: s.record.port }, 'proxy stopped');
     return true;
   }

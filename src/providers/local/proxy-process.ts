@@ -1,5 +1,5 @@
 /**
- * Entry point of one forward proxy process (HTTP with CONNECT, on proxy-chain): the container and
+ * Entry point of one forward proxy process (HTTP with CONNECT, src/forward-proxy): the container and
  * VM proxy, and — in its instance-directory mode — a local proxy of the earlier one-process-per-proxy
  * model (local proxies are now served by the proxy host, proxy-host.ts; the lifecycle adopts these
  * until they exit). That mode was run detached by the local lifecycle as `node <dataDir>/bin/proxy-process.cjs <instanceDir> [--port N] [--policy FILE]`
@@ -25,7 +25,7 @@
  */
 import { join } from 'node:path';
 import { pino } from 'pino';
-import type { Server } from 'proxy-chain';
+import type { ForwardProxy } from '../../forward-proxy/server.ts';
 import { startLivePolicy, type LivePolicy } from '../../egress/live-policy.ts';
 import { createLogger, type Logger } from '../../logging.ts';
 import {
@@ -48,7 +48,7 @@ async function loadCredentials(dir: string): Promise<ProxyCredentials | undefine
   return asCredentials(await readJson(join(dir, CREDENTIALS_FILE)));
 }
 
-function listen(host: string, port: number, check: (username: string, password: string) => boolean, egress: Egress): Promise<Server> {
+function listen(host: string, port: number, check: (username: string, password: string) => boolean, egress: Egress): Promise<ForwardProxy> {
   return listenProxy({ host, port, check, egress });
 }
 
@@ -73,11 +73,11 @@ async function startPolicy(logger: Logger): Promise<LivePolicy> {
   });
 }
 
-function stopOnSignals(server: Server, policy: LivePolicy, denials: DenialRecorder, logger: Logger): void {
+function stopOnSignals(server: ForwardProxy, policy: LivePolicy, denials: DenialRecorder, logger: Logger): void {
   const stop = (sig: string): void => {
     logger.info({ signal: sig }, 'stopping');
     policy.close();
-    Promise.all([server.close(true), denials.flush()]).then(
+    Promise.all([server.close(), denials.flush()]).then(
       () => process.exit(0),
       () => process.exit(1),
     );
@@ -108,7 +108,6 @@ async function mainFromEnv(): Promise<void> {
   const denials: DenialRecorder = { record: () => undefined, flush: () => Promise.resolve() };
   const server = await listen(host, port, check, { policy, denials, logger });
   await policy.guard({ host, port: server.port, role: 'proxy' });
-  server.on('requestFailed', ({ error }: { error: Error }) => logger.warn({ err: error.message }, 'proxied request failed'));
   process.on('SIGHUP', () => void policy.reload());
   stopOnSignals(server, policy, denials, logger);
   logger.info({ host, port: server.port, policyLoaded: policy.loaded }, 'proxy listening');
@@ -141,7 +140,7 @@ async function main(): Promise<void> {
   const startedAt = new Date().toISOString();
   const egress: Egress = { policy, denials: createDenialRecorder(dir, { pid: process.pid, startedAt }, logger), logger };
 
-  let server: Server;
+  let server: ForwardProxy;
   try {
     server = await listen('127.0.0.1', Number.isInteger(portHint) && portHint > 0 ? portHint : 0, check, egress);
   } catch (err) {
@@ -151,7 +150,6 @@ async function main(): Promise<void> {
   }
   // Its own listener too: with loopback allowed, a client could otherwise loop the proxy through itself.
   await policy.guard({ host: '127.0.0.1', port: server.port, role: 'proxy' });
-  server.on('requestFailed', ({ error }: { error: Error }) => logger.warn({ err: error.message }, 'proxied request failed'));
 
   // Handlers first: the lifecycle may signal us as soon as instance.json names our pid.
   process.on('SIGHUP', () => {

@@ -172,7 +172,7 @@ export async function bundleProgram(entry: string, what: string): Promise<Uint8A
       write: false,
       logLevel: 'silent',
       legalComments: 'none',
-      // Bundling renames clashing identifiers; proxy-chain tells its errors apart by class name.
+      // Bundling renames clashing identifiers; error classes keep their names in logs and stack traces.
       keepNames: true,
     });
     const output = result.outputFiles[0];

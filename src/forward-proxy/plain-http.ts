@@ -1,0 +1,83 @@
+import { request, type Agent, type ClientRequest, type IncomingMessage, type RequestOptions, type ServerResponse } from 'node:http';
+import { answer } from './answers.ts';
+import { endToEndHeaders } from './hop-by-hop.ts';
+import type { AbsoluteTarget } from './request-target.ts';
+import type { Admitted } from './types.ts';
+import { upstreamFailure, upstreamTimeout, type UpstreamFailure } from './upstream-failure.ts';
+
+/** An upstream that sends nothing for this long (no response head, or a pause in its body) is given up: 504 before the head. */
+export const UPSTREAM_IDLE_MS = 60_000;
+
+/** The client's Host is replaced by the target's; the rest of what is hop-by-hop goes in endToEndHeaders. */
+const DROP_FROM_REQUEST = new Set(['host']);
+const METHODS_RETRIED = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
+
+export interface ForwardContext {
+  agent: Agent;
+  admitted: Admitted;
+  localAddress?: string;
+  family?: 4 | 6;
+  onFailure: (failure: UpstreamFailure, err: unknown) => void;
+}
+
+/** True when the request carries no body: it can be sent again as it was. */
+function bodyless(req: IncomingMessage): boolean {
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] === undefined && (length === undefined || length === '0');
+}
+
+/**
+ * Forwards one admitted plain-HTTP request over the keep-alive pool and relays the answer. An
+ * idempotent request without a body that fails on a reused connection before any answer (the
+ * origin closed it as we sent) is sent once more on a new one; any other failure before the
+ * answer's head is a 502 or 504 to the client, and after it the client connection is cut (the
+ * answer cannot be completed honestly).
+ */
+export function forwardRequest(req: IncomingMessage, res: ServerResponse, target: AbsoluteTarget, context: ForwardContext): void {
+  const headers = endToEndHeaders(req.rawHeaders, DROP_FROM_REQUEST);
+  headers.push('Host', target.authority);
+  const options: RequestOptions = {
+    host: target.connectHost,
+    port: target.port,
+    method: req.method ?? 'GET',
+    path: target.path,
+    headers,
+    setHost: false,
+    agent: context.agent,
+    timeout: UPSTREAM_IDLE_MS,
+    ...(context.admitted.lookup ? { lookup: context.admitted.lookup } : {}),
+    ...(context.localAddress ? { localAddress: context.localAddress, family: context.family } : {}),
+  };
+  const replayable = bodyless(req) && METHODS_RETRIED.has(options.method ?? '');
+  let upstream: ClientRequest | undefined;
+  res.once('close', () => {
+    if (!res.writableFinished) upstream?.destroy();
+  });
+
+  const send = (retry: boolean): void => {
+    const up = request(options);
+    upstream = up;
+    up.setTimeout(UPSTREAM_IDLE_MS, () => up.destroy(upstreamTimeout('the destination')));
+    up.once('response', (answerIn: IncomingMessage) => relay(answerIn, res));
+    up.once('error', (err) => {
+      if (retry && up.reusedSocket && !res.headersSent && (err as NodeJS.ErrnoException).code === 'ECONNRESET') return send(false);
+      if (res.headersSent) return void res.destroy();
+      const failure = upstreamFailure(err);
+      context.onFailure(failure, err);
+      answer(res, failure.status, `The destination could not be reached: ${failure.kind}\n`);
+    });
+    if (replayable) up.end();
+    else req.pipe(up);
+  };
+  send(replayable);
+}
+
+function relay(answerIn: IncomingMessage, res: ServerResponse): void {
+  if (res.destroyed) return void answerIn.destroy();
+  res.sendDate = false;
+  res.writeHead(answerIn.statusCode ?? 502, answerIn.statusMessage, endToEndHeaders(answerIn.rawHeaders));
+  answerIn.once('close', () => {
+    if (!answerIn.complete) res.destroy();
+  });
+  answerIn.pipe(res);
+}

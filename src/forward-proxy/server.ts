@@ -1,0 +1,141 @@
+/**
+ * A forward proxy (HTTP/1.1 with CONNECT) on node:http: plain requests go out over a bounded
+ * keep-alive pool per destination, tunnels are two sockets piped together. What may be reached,
+ * and by whom, is the caller's `admit`: it runs for every request and every tunnel before
+ * anything connects. No package of its own: bundled into the proxy programs as it is.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { isIPv6, type Socket } from 'node:net';
+import { closeSilentSockets } from '../http/connection-limits.ts';
+import { answer, answerSocket } from './answers.ts';
+import { basicCredentials, type BasicCredentials } from './basic-credentials.ts';
+import { forwardRequest } from './plain-http.ts';
+import { absoluteTarget, authorityTarget, BadTarget } from './request-target.ts';
+import { openTunnel } from './tunnel.ts';
+import type { Admission, Destination, ForwardProxyOptions } from './types.ts';
+import { upstreamAgents } from './upstream-agents.ts';
+import type { UpstreamFailure } from './upstream-failure.ts';
+
+export interface ForwardProxy {
+  readonly port: number;
+  readonly server: Server;
+  /** Stops listening and ends every connection now: clients, tunnels, idle upstream sockets. */
+  close(): Promise<void>;
+}
+
+const MALFORMED_AUTH = 'Proxy-Authorization must be Basic credentials\n';
+
+type Judged = { credentials: BasicCredentials | undefined } | { refusal: string };
+
+function credentialsOf(req: IncomingMessage): Judged {
+  const credentials = basicCredentials(req.headers['proxy-authorization']);
+  return credentials === 'malformed' ? { refusal: MALFORMED_AUTH } : { credentials };
+}
+
+/** A failure of `admit` itself (not a refusal): the client gets a 500 and the proxy keeps serving. */
+function admitFailed(err: unknown): Admission {
+  return { allowed: false, status: 500, message: `The proxy could not decide on this request: ${(err as Error).message}\n` };
+}
+
+/** Starts the proxy listening; resolves once it listens (rejects with the listen error, EADDRINUSE included). */
+export async function listenForwardProxy(options: ForwardProxyOptions): Promise<ForwardProxy> {
+  const agents = upstreamAgents(options.generation);
+  const live = new Set<Socket>();
+  const source = options.localAddress ? { localAddress: options.localAddress, family: isIPv6(options.localAddress) ? (6 as const) : (4 as const) } : {};
+  const failed =
+    (destination: Destination) =>
+    (failure: UpstreamFailure, err: unknown): void =>
+      options.onUpstreamFailure?.(failure, destination, err);
+
+  /** Runs `admit`, then `act` on its answer (a failing `admit` answers 500); should `act` throw, the client's connection is closed and `onError` told. */
+  const decide = (credentials: BasicCredentials | undefined, destination: Destination, act: (admission: Admission) => void, abandon: () => void): void => {
+    options
+      .admit(credentials, destination)
+      .then(undefined, admitFailed)
+      .then(act)
+      .catch((err: unknown) => {
+        abandon();
+        options.onError?.(err);
+      });
+  };
+
+  const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
+    let target;
+    try {
+      target = absoluteTarget(req.url);
+    } catch (err) {
+      if (!(err instanceof BadTarget)) throw err;
+      return answer(res, 400, `${err.message}\n`);
+    }
+    const judged = credentialsOf(req);
+    if ('refusal' in judged) return answer(res, 400, judged.refusal);
+    const destination: Destination = { hostname: target.hostname, port: target.port, request: { method: req.method ?? '', path: target.path } };
+    decide(
+      judged.credentials,
+      destination,
+      (admission) => {
+        if (!admission.allowed) return answer(res, admission.status, admission.message, admission.headers);
+        if (res.destroyed) return;
+        forwardRequest(req, res, target, { agent: agents.current(), admitted: admission, ...source, onFailure: failed(destination) });
+      },
+      () => res.destroy(),
+    );
+  };
+
+  const onConnect = (req: IncomingMessage, socket: Socket, head: Buffer): void => {
+    socket.pause();
+    let target;
+    try {
+      target = authorityTarget(req.url);
+    } catch (err) {
+      if (!(err instanceof BadTarget)) throw err;
+      return answerSocket(socket, 400, `${err.message}\n`);
+    }
+    const judged = credentialsOf(req);
+    if ('refusal' in judged) return answerSocket(socket, 400, judged.refusal);
+    const destination: Destination = { hostname: target.hostname, port: target.port };
+    decide(
+      judged.credentials,
+      destination,
+      (admission) => {
+        if (!admission.allowed) return answerSocket(socket, admission.status, admission.message, admission.headers);
+        if (socket.destroyed) return;
+        openTunnel(socket, head, target, { admitted: admission, ...source, live, onFailure: failed(destination) });
+      },
+      () => socket.destroy(),
+    );
+  };
+
+  const server = createServer(onRequest);
+  server.on('connect', onConnect);
+  // A client socket's errors (a reset mid-answer) end that socket only.
+  server.on('connection', (socket: Socket) => socket.on('error', () => socket.destroy()));
+  server.maxConnections = options.maxConnections;
+  server.headersTimeout = options.headersTimeoutMs;
+  server.keepAliveTimeout = options.keepAliveTimeoutMs;
+  closeSilentSockets(server, options.headersTimeoutMs);
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : options.port;
+  let closing: Promise<void> | undefined;
+  return {
+    port,
+    server,
+    close() {
+      closing ??= new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+        for (const s of live) s.destroy();
+        agents.destroy();
+      });
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,63 @@
+import { connect, type Socket } from 'node:net';
+import { answerSocket } from './answers.ts';
+import type { AuthorityTarget } from './request-target.ts';
+import type { Admitted } from './types.ts';
+import { upstreamFailure, upstreamTimeout, type UpstreamFailure } from './upstream-failure.ts';
+
+/** A destination that does not accept the connection within this long is a 504. */
+export const CONNECT_TIMEOUT_MS = 30_000;
+
+const ESTABLISHED = 'HTTP/1.1 200 Connection Established\r\n\r\n';
+
+export interface TunnelContext {
+  admitted: Admitted;
+  localAddress?: string;
+  family?: 4 | 6;
+  /** Every socket of a tunnel while it lives (the proxy's close destroys them). */
+  live: Set<Socket>;
+  onFailure: (failure: UpstreamFailure, err: unknown) => void;
+}
+
+/**
+ * Connects an admitted CONNECT to its destination and relays bytes both ways, each side's end
+ * passed on (half-close kept), either side's error or close ending both. Bytes the client sent
+ * after its CONNECT head (`head`, a TLS hello sent without waiting) go first.
+ */
+export function openTunnel(client: Socket, head: Buffer, target: AuthorityTarget, context: TunnelContext): void {
+  client.pause();
+  const upstream = connect({
+    host: target.connectHost,
+    port: target.port,
+    noDelay: true,
+    ...(context.admitted.lookup ? { lookup: context.admitted.lookup } : {}),
+    ...(context.localAddress ? { localAddress: context.localAddress, family: context.family } : {}),
+  });
+  context.live.add(client);
+  context.live.add(upstream);
+  let connected = false;
+  upstream.setTimeout(CONNECT_TIMEOUT_MS, () => upstream.destroy(upstreamTimeout('connecting to the destination')));
+  upstream.once('connect', () => {
+    connected = true;
+    upstream.setTimeout(0);
+    client.setNoDelay(true);
+    client.write(ESTABLISHED);
+    if (head.length > 0) upstream.write(head);
+    upstream.pipe(client);
+    client.pipe(upstream);
+  });
+  upstream.once('error', (err) => {
+    if (connected) return void client.destroy();
+    const failure = upstreamFailure(err);
+    context.onFailure(failure, err);
+    answerSocket(client, failure.status, `The destination could not be reached: ${failure.kind}\n`);
+  });
+  client.once('error', () => upstream.destroy());
+  client.once('close', () => {
+    context.live.delete(client);
+    upstream.destroy();
+  });
+  upstream.once('close', () => {
+    context.live.delete(upstream);
+    if (connected) client.destroy();
+  });
+}

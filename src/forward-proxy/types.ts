@@ -1,0 +1,70 @@
+import type { LookupFunction } from 'node:net';
+import type { BasicCredentials } from './basic-credentials.ts';
+import type { UpstreamFailure } from './upstream-failure.ts';
+
+/** Where a client asked to go, as it wrote it. */
+export interface Destination {
+  /** A name, an IP literal, or `[v6]` (URL syntax), exactly as the request target spelled it. */
+  hostname: string;
+  port: number;
+  /** Plain HTTP only: the method and the path with its query. */
+  request?: { method: string; path: string };
+}
+
+/** The proxy refuses: nothing is connected, the client gets `status` with `message` as the body. */
+export interface Refusal {
+  allowed: false;
+  status: number;
+  message: string;
+  headers?: Readonly<Record<string, string>>;
+}
+
+/** The proxy may connect; `lookup` (when given) is the only resolution the connection may use. */
+export interface Admitted {
+  allowed: true;
+  lookup?: LookupFunction;
+}
+
+export type Admission = Admitted | Refusal;
+
+export interface ForwardProxyOptions {
+  host: string;
+  /** 0: a kernel-chosen port. */
+  port: number;
+  /**
+   * Decides every request and every CONNECT before anything connects: the credentials the client
+   * sent (undefined when none) and where it asked to go. It runs once per plain-HTTP request and
+   * once per tunnel, never once per connection.
+   */
+  admit: (credentials: BasicCredentials | undefined, destination: Destination) => Promise<Admission>;
+  /**
+   * Upstream keep-alive connections are reused only within one generation: when it changes, the
+   * idle ones are closed and new requests open new ones (a changed policy never reuses a socket the
+   * old one admitted).
+   */
+  generation: () => number;
+  /** The address every outgoing connection binds; the destination is then reached over its family only. */
+  localAddress?: string;
+  /** Client connections held at once; past it a new one is closed as it is accepted. */
+  maxConnections: number;
+  /** A client that sends no request head within this long is disconnected. */
+  headersTimeoutMs: number;
+  /** An idle client keep-alive connection is closed after this long. */
+  keepAliveTimeoutMs: number;
+  /** Told of each admitted destination that could not be reached (the client got 502 or 504). */
+  onUpstreamFailure?: (failure: UpstreamFailure, destination: Destination, err: unknown) => void;
+  /** Told of an unexpected failure while handling a request or tunnel (its client connection was closed). */
+  onError?: (err: unknown) => void;
+}
+
+/** Upstream sockets a proxy holds: per destination, and idle ones kept. */
+export interface UpstreamLimits {
+  /** Connections at once to one destination (host, port); further requests wait for one. */
+  perDestination: number;
+  /** Idle keep-alive connections kept per destination. */
+  idlePerDestination: number;
+  /** Upstream connections of all destinations at once. */
+  total: number;
+  /** An idle keep-alive connection is closed after this long (or the origin's `Keep-Alive: timeout` hint, when shorter). */
+  idleMs: number;
+}

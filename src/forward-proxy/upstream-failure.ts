@@ -1,0 +1,31 @@
+/** Why a destination the policy admitted could not be reached, as the client is told. */
+export interface UpstreamFailure {
+  /** 502 (refused, reset, unreachable, not resolvable) or 504 (no answer in time). */
+  status: 502 | 504;
+  /** A stable word for logs and the answer's body: `refused`, `reset`, `timeout`, `unreachable`, `unresolvable`, `error`. */
+  kind: 'refused' | 'reset' | 'timeout' | 'unreachable' | 'unresolvable' | 'error';
+}
+
+const BY_CODE: Record<string, UpstreamFailure> = {
+  ECONNREFUSED: { status: 502, kind: 'refused' },
+  ECONNRESET: { status: 502, kind: 'reset' },
+  EPIPE: { status: 502, kind: 'reset' },
+  ECONNABORTED: { status: 502, kind: 'reset' },
+  ETIMEDOUT: { status: 504, kind: 'timeout' },
+  EHOSTUNREACH: { status: 502, kind: 'unreachable' },
+  ENETUNREACH: { status: 502, kind: 'unreachable' },
+  EADDRNOTAVAIL: { status: 502, kind: 'unreachable' },
+  ENOTFOUND: { status: 502, kind: 'unresolvable' },
+  EAI_AGAIN: { status: 502, kind: 'unresolvable' },
+};
+
+/** The failure an upstream socket's error stands for (its `code`, never its message). */
+export function upstreamFailure(err: unknown): UpstreamFailure {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  return (code !== undefined ? BY_CODE[code] : undefined) ?? { status: 502, kind: 'error' };
+}
+
+/** An upstream that said nothing for too long: reported as ETIMEDOUT, whatever timer noticed it. */
+export function upstreamTimeout(what: string): NodeJS.ErrnoException {
+  return Object.assign(new Error(`${what} timed out`), { code: 'ETIMEDOUT' });
+}
