@@ -9,7 +9,8 @@
  *
  * - origin: a Node HTTP server in its own process on 127.0.0.1 (keep-alive, a 13-byte body; `/big`
  *   answers BENCH_DOWNLOAD_MB MiB from one buffer written over and over);
- * - egress: one proxy of the local provider (the proxy host, its egress policy allowing 127.0.0.1/32);
+ * - egress: one proxy of the local provider (the proxy host and its relay processes, its egress
+ *   policy allowing 127.0.0.1/32);
  * - tinyproxy, squid: bench/support/anchor-proxies.ts (private configurations, stopped after);
  * - load: bench/data-plane-load.ts, `concurrency` keep-alive connections, one request at a time
  *   each; plain rows send absolute-URI requests to the proxy, CONNECT rows open one tunnel per
@@ -26,6 +27,7 @@ import { silentLogger } from '../src/logging.ts';
 import { createLocalLifecycle } from '../src/providers/local/lifecycle.ts';
 import { runDownload, runLoad, type DownloadResult, type LoadMode, type LoadResult } from './data-plane-load.ts';
 import { startSquid, startTinyproxy, type AnchorProxy } from './support/anchor-proxies.ts';
+import { childrenOf } from './support/child-processes.ts';
 import { fmt } from './stats.ts';
 
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? '20000');
@@ -157,6 +159,8 @@ export async function runDataPlaneBench(): Promise<void> {
       }
     }
     rss['egress proxy host'] = await rssMb(hostPid);
+    const relays = await childrenOf(hostPid);
+    rss[`egress relays (${relays.length})`] = (await Promise.all(relays.map((pid) => rssMb(pid)))).reduce((a, b) => a + b, 0);
     for (const a of anchors) rss[a.name] = await rssMb(a.proxy.child.pid);
     await lifecycle.deleteInstance('bench-1', undefined, { owner: { fleet: 'bench', proxy: 'bench-1' }, nameIsOurs: true }, AbortSignal.timeout(60_000));
   } finally {

@@ -6,7 +6,7 @@
  * `egress up`'s roles in this process (its own private redis-server, worker concurrency 50):
  *
  * 1. N proxies applied in one request, timed until discovery lists every one Ready (each Ready proxy
- *    passed a probe through itself), then the host's resident memory (VmRSS of /proc/<pid>/status)
+ *    passed a probe through itself), then the resident memory of the host and its relays (VmRSS of /proc/<pid>/status)
  *    with N proxies;
  * 2. everything deleted (the host stops with its last proxy), then 1 proxy applied → host RSS with 1,
  *    then 99 more → RSS with 100.
@@ -23,6 +23,7 @@ import { asHostRecord, HOST_FILE, hostDir, readJson } from '../src/providers/loc
 import { findHostProcesses } from '../src/providers/local/process-table.ts';
 import { startRedisChild } from '../src/redis/redis-server.ts';
 import { fmt } from './stats.ts';
+import { childrenOf } from './support/child-processes.ts';
 import { benchConfig } from './support/app-config.ts';
 
 const N = Number(process.env.BENCH_LOCAL_SCALE ?? '1000');
@@ -45,11 +46,15 @@ async function until(what: string, probe: () => Promise<boolean>, timeoutMs: num
   }
 }
 
-/** Resident memory of `pid` in MB, and its open file descriptors. */
+/** Resident memory in MB and open file descriptors of the host `pid` and its relay processes together. */
 async function usage(pid: number): Promise<{ rssMb: number; fds: number }> {
-  const status = await readFile(`/proc/${pid}/status`, 'utf8');
-  const kb = Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? NaN);
-  const fds = (await readdir(`/proc/${pid}/fd`)).length;
+  let kb = 0;
+  let fds = 0;
+  for (const p of [pid, ...(await childrenOf(pid))]) {
+    const status = await readFile(`/proc/${p}/status`, 'utf8');
+    kb += Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? NaN);
+    fds += (await readdir(`/proc/${p}/fd`)).length;
+  }
   return { rssMb: kb / 1024, fds };
 }
 
@@ -59,7 +64,11 @@ export async function runLocalScaleBench(): Promise<void> {
   const roles = await runRoles(config(redis.url, dir), ['worker', 'api'], silentLogger());
   const api = roles.api?.url ?? '';
   const localDir = join(dir, 'local', 'local');
-  const count = async (q: string): Promise<number> => ((await (await fetch(`${api}/v1/proxies${q}`)).json()) as { items: unknown[] }).items.length;
+  const count = async (q: string): Promise<number> => {
+    const body = (await (await fetch(`${api}/v1/proxies${q}`)).json()) as { items?: unknown[] };
+    if (!body.items) throw new Error(`listing proxies${q} answered ${JSON.stringify(body)}`);
+    return body.items.length;
+  };
   const hostPid = async (): Promise<number> => {
     const record = asHostRecord(await readJson(join(hostDir(localDir), HOST_FILE)));
     if (!record) throw new Error('no proxy host record');
@@ -117,9 +126,9 @@ export async function runLocalScaleBench(): Promise<void> {
   console.log('|---|---|');
   console.log(`| apply ${N} → all Ready | ${fmt(readyMs / 1000, 1)} s |`);
   console.log(`| delete ${N} → all gone, host stopped | ${fmt(deleteMs / 1000, 1)} s |`);
-  console.log(`| host RSS with 1 proxy | ${fmt(at1.rssMb, 1)} MB (${at1.fds} fds) |`);
-  console.log(`| host RSS with 100 proxies | ${fmt(at100.rssMb, 1)} MB (${at100.fds} fds) |`);
-  console.log(`| host RSS with ${N} proxies | ${fmt(atN.rssMb, 1)} MB (${atN.fds} fds) |`);
+  console.log(`| host + relays RSS with 1 proxy | ${fmt(at1.rssMb, 1)} MB (${at1.fds} fds) |`);
+  console.log(`| host + relays RSS with 100 proxies | ${fmt(at100.rssMb, 1)} MB (${at100.fds} fds) |`);
+  console.log(`| host + relays RSS with ${N} proxies | ${fmt(atN.rssMb, 1)} MB (${atN.fds} fds) |`);
   console.log(`| marginal memory per proxy, 1 → 100 | ${fmt(perProxy100 * 1024, 0)} kB |`);
   console.log(`| marginal memory per proxy, 1 → ${N} | ${fmt(perProxyN * 1024, 0)} kB (target ≤ 2 MB) |`);
   console.log(

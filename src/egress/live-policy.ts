@@ -35,6 +35,8 @@ export interface LivePolicyOptions {
   refreshMs?: number;
   /** How often the file's stat is polled for changes (default 500 ms). */
   watchMs?: number;
+  /** Called once a changed document is in force (the proxy host tells its relays to read it at once). */
+  onDocument?: () => void;
   /** Reads the document's file (default: fs.readFile as UTF-8); a seam for tests that change the file mid-read. */
   readText?: (file: string) => Promise<string>;
 }
@@ -133,6 +135,7 @@ export async function startLivePolicy(options: LivePolicyOptions): Promise<LiveP
     lastText = text;
     loaded = true;
     await recompile();
+    options.onDocument?.();
     logger.info({ source, allow: doc.allow, deny: doc.deny, guarded: doc.guarded.length, echo: doc.echo !== undefined }, 'egress policy loaded');
   }
 

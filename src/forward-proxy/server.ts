@@ -16,11 +16,15 @@ import type { Admission, Destination, ForwardProxyOptions } from './types.ts';
 import { upstreamAgents } from './upstream-agents.ts';
 import type { UpstreamFailure } from './upstream-failure.ts';
 
-export interface ForwardProxy {
-  readonly port: number;
+/** A forward proxy that is not listening itself: connections come in as `server`'s `connection` events. */
+export interface ForwardProxyCore {
   readonly server: Server;
-  /** Stops listening and ends every connection now: clients, tunnels, idle upstream sockets. */
+  /** Stops listening (when it does) and ends every connection now: clients, tunnels, idle upstream sockets. */
   close(): Promise<void>;
+}
+
+export interface ForwardProxy extends ForwardProxyCore {
+  readonly port: number;
 }
 
 const MALFORMED_AUTH = 'Proxy-Authorization must be Basic credentials\n';
@@ -37,8 +41,11 @@ function admitFailed(err: unknown): Admission {
   return { allowed: false, status: 500, message: `The proxy could not decide on this request: ${(err as Error).message}\n` };
 }
 
-/** Starts the proxy listening; resolves once it listens (rejects with the listen error, EADDRINUSE included). */
-export async function listenForwardProxy(options: ForwardProxyOptions): Promise<ForwardProxy> {
+/**
+ * The proxy's request handling on an HTTP server that does not listen yet: `listenForwardProxy`
+ * listens with it; a relay process feeds it the connections of a listening socket it was handed.
+ */
+export function createForwardProxy(options: Omit<ForwardProxyOptions, 'host' | 'port'>): ForwardProxyCore {
   const agents = upstreamAgents(options.generation);
   const live = new Set<Socket>();
   const source = options.localAddress ? { localAddress: options.localAddress, family: isIPv6(options.localAddress) ? (6 as const) : (4 as const) } : {};
@@ -114,7 +121,26 @@ export async function listenForwardProxy(options: ForwardProxyOptions): Promise<
   server.headersTimeout = options.headersTimeoutMs;
   server.keepAliveTimeout = options.keepAliveTimeoutMs;
   closeSilentSockets(server, options.headersTimeoutMs);
+  let closing: Promise<void> | undefined;
+  return {
+    server,
+    close() {
+      closing ??= new Promise<void>((resolve) => {
+        if (server.listening) server.close(() => resolve());
+        else resolve();
+        server.closeAllConnections();
+        for (const s of live) s.destroy();
+        agents.destroy();
+      });
+      return closing;
+    },
+  };
+}
 
+/** Starts the proxy listening; resolves once it listens (rejects with the listen error, EADDRINUSE included). */
+export async function listenForwardProxy(options: ForwardProxyOptions): Promise<ForwardProxy> {
+  const core = createForwardProxy(options);
+  const { server } = core;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, options.host, () => {
@@ -124,18 +150,5 @@ export async function listenForwardProxy(options: ForwardProxyOptions): Promise<
   });
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : options.port;
-  let closing: Promise<void> | undefined;
-  return {
-    port,
-    server,
-    close() {
-      closing ??= new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-        for (const s of live) s.destroy();
-        agents.destroy();
-      });
-      return closing;
-    },
-  };
+  return { port, server, close: () => core.close() };
 }

@@ -27,6 +27,10 @@ export function echoRoute(): Hono {
   const app = new Hono();
   app.get(ECHO_PATH.slice('/v1'.length), (c) => {
     c.header('cache-control', 'no-store');
+    // Every proxy comes here once per probe interval: kept alive in the proxies' upstream pools,
+    // a fleet would hold one idle connection per proxy and relay on the API, taking its
+    // connection share from the other clients. The answer ends the connection.
+    c.header('connection', 'close');
     return c.json(echoBody(getConnInfo(c).remote.address));
   });
   return app;

@@ -66,6 +66,19 @@ afterAll(async () => {
 
 const endpoint = (): { host: string; port: number } => ({ host: '127.0.0.1', port: proxy.port });
 
+describe('the echo', () => {
+  it('ends each connection after its answer, so proxies keep no idle connection to the API for it', async () => {
+    const echo = await startEcho();
+    try {
+      const res = await fetch(echo.url);
+      expect(res.headers.get('connection')).toBe('close');
+      expect(await res.json()).toEqual({ address: '127.0.0.1' });
+    } finally {
+      await close(echo.server);
+    }
+  });
+});
+
 describe('probeProxy', () => {
   it('succeeds through a proxy with the right credentials and records the egress IP', async () => {
     const result = await probeProxy({ endpoint: endpoint(), credentials: CREDS, echoUrl: echo.url, signal: AbortSignal.timeout(10_000) });

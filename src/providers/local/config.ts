@@ -22,6 +22,11 @@ export const localProviderSchema = z.strictObject({
        * (docs/local-provider.md#source-addresses); without it, the kernel picks (127.0.0.1 toward loopback).
        */
       sourceAddresses: sourceAddressesSchema.optional(),
+      /**
+       * Processes besides the proxy host that accept and relay the proxies' connections, so that
+       * they use every core (docs/local-provider.md#cores); default one per core beyond the first, at most 7.
+       */
+      relayProcesses: z.number().int().min(0).max(64).optional(),
     })
     .optional(),
 });

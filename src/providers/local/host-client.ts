@@ -64,6 +64,8 @@ export interface ProxyHostSupervisorOptions {
   /** The host program's path, asked right before each spawn (the lifecycle writes our own build there and verifies it). */
   program: () => Promise<string>;
   policyFile: string;
+  /** `--relays` of a host this worker starts (absent: the host's default). */
+  relays?: number;
   /** A host this worker spawned exited (its `exit` event). */
   onChildExit?: (pid: number) => void;
 }
@@ -156,11 +158,15 @@ export class ProxyHostSupervisor {
     const program = await this.#o.program();
     const log = await open(join(dir, HOST_LOG), 'a', 0o600);
     try {
-      const child = spawn(process.execPath, [program, this.#o.dataDir, '--policy', this.#o.policyFile], {
-        cwd: this.#o.dataDir,
-        detached: true,
-        stdio: ['ignore', log.fd, log.fd],
-      });
+      const child = spawn(
+        process.execPath,
+        [program, this.#o.dataDir, '--policy', this.#o.policyFile, ...(this.#o.relays !== undefined ? ['--relays', String(this.#o.relays)] : [])],
+        {
+          cwd: this.#o.dataDir,
+          detached: true,
+          stdio: ['ignore', log.fd, log.fd],
+        },
+      );
       await new Promise<void>((resolveSpawn, reject) => {
         child.once('spawn', resolveSpawn);
         child.once('error', reject);

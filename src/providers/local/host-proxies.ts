@@ -22,6 +22,7 @@ import {
   writeJsonAtomic,
   type InstanceRecord,
 } from './instance-files.ts';
+import type { HostRelays } from './host-relays.ts';
 import { NameLocks } from './name-locks.ts';
 import { credentialCheck, listenProxy } from './proxy-server.ts';
 import type { ProxyCredentials } from '../../model/proxy-credentials.ts';
@@ -52,6 +53,8 @@ export interface HostedProxiesOptions {
   maxConnections: number;
   /** The process's open-files limit (NaN: unknown), for the warning when it is low for the proxies served. */
   openFilesLimit: number;
+  /** The relay processes that accept each proxy's connections too (none: the host alone). */
+  relays?: HostRelays;
 }
 
 export async function exists(path: string): Promise<boolean> {
@@ -92,6 +95,7 @@ export class HostedProxies {
       const next = asCredentials(await readJson(join(instanceDir(this.options.dataDir, name), CREDENTIALS_FILE)));
       if (next && (next.username !== s.auth.credentials.username || next.password !== s.auth.credentials.password)) {
         s.auth.credentials = next;
+        await this.options.relays?.rotate(name, next);
         this.options.logger.info({ instance: name }, 'credentials reloaded');
       }
       return s.record;
@@ -101,6 +105,13 @@ export class HostedProxies {
   /** Closes the proxy's listener and connections, after whatever runs on its name; false when it was not served. */
   remove(name: string): Promise<boolean> {
     return this.locks.run(name, () => this.stop(name));
+  }
+
+  /** Refusals a relay counted for `name`, added to the proxy's own. */
+  countDenials(name: string, counts: Record<string, number>): void {
+    const denials = this.served.get(name)?.denials;
+    if (!denials) return;
+    for (const [reason, n] of Object.entries(counts)) for (let i = 0; i < n; i++) denials.record(reason);
   }
 
   /** Stops every proxy at once (the host is going). */
@@ -145,6 +156,13 @@ export class HostedProxies {
     }
     const record: InstanceRecord = { ...intent, pid: process.pid, port: server.port, startedAt: proxyStartedAt, host: true };
     this.served.set(name, { server, record, denials, auth });
+    await this.options.relays?.serve(server.server, {
+      name,
+      port: server.port,
+      credentials,
+      maxConnections,
+      ...(intent.sourceAddress ? { localAddress: intent.sourceAddress } : {}),
+    });
     this.warnWhenFdsLow();
     await writeJsonAtomic(join(idir, INSTANCE_FILE), record);
     // A deletion that began while this one started (it found no listener to stop): honour it.
@@ -171,7 +189,7 @@ export class HostedProxies {
     const s = this.served.get(name);
     if (!s) return false;
     this.served.delete(name);
-    await Promise.all([s.server.close(), s.denials.flush()]);
+    await Promise.all([s.server.close(), this.options.relays?.stop(name), s.denials.flush()]);
     this.options.logger.info({ instance: name, port: s.record.port }, 'proxy stopped');
     return true;
   }

@@ -14,12 +14,14 @@ export function createLocalProvider(config: LocalProviderConfig, deps: ProviderD
   const dataDir = localDataDir(config, deps.dataDir);
   const egressPolicy = proxyEgressPolicy(config.proxies?.egressPolicy, deps.egress);
   const sourceAddresses = config.proxies?.sourceAddresses;
+  const relayProcesses = config.proxies?.relayProcesses;
   const observer = observerErrors(deps.registry);
   const lifecycle = createLocalLifecycle({
     dataDir,
     logger: deps.logger,
     egressPolicy,
     ...(sourceAddresses ? { sourceAddresses } : {}),
+    ...(relayProcesses !== undefined ? { relayProcesses } : {}),
     onObserverError: (err) => observer.inc({ where: 'exit-watch', code: resourceCodeOf(err) ?? 'unknown' }),
   });
   // At once, not on the first reconcile: proxies adopted from an earlier worker run (whose private

@@ -48,6 +48,8 @@ export interface LocalLifecycleOptions {
   exitPollMs?: number;
   /** Addresses or CIDR blocks of this machine the proxies send from, one each (`sourceAddresses`, validated by the config schema). */
   sourceAddresses?: readonly string[];
+  /** Relay processes the proxy host forks to use more cores (`proxies.relayProcesses`; default: the host's, one per core beyond the first). */
+  relayProcesses?: number;
   /** A look at the proxies' processes this process could not make for want of its own resources (EMFILE…): counted, never an exit. */
   onObserverError?: (err: Error) => void;
 }
@@ -84,7 +86,14 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
   const exits = new ExitWatch({ pollMs: options.exitPollMs, onObserverError: observerWarning(logger, options.onObserverError) });
   const writeEgressPolicy = egressPolicyWriter(dataDir, options.egressPolicy ?? proxyEgressPolicy(undefined, undefined), logger);
   const program = hostProgramInstaller(dataDir, logger);
-  const host = new ProxyHostSupervisor({ dataDir, logger, program, policyFile: egressPolicyPath(dataDir), onChildExit: (pid) => exits.check(pid) });
+  const host = new ProxyHostSupervisor({
+    dataDir,
+    logger,
+    program,
+    policyFile: egressPolicyPath(dataDir),
+    ...(options.relayProcesses !== undefined ? { relays: options.relayProcesses } : {}),
+    onChildExit: (pid) => exits.check(pid),
+  });
   const addresses: SourceAddressPool | undefined =
     options.sourceAddresses && options.sourceAddresses.length > 0
       ? createSourceAddressPool(dataDir, options.sourceAddresses, async (name) =>

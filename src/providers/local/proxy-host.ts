@@ -18,9 +18,15 @@
  * earlier model still serves. At most one host runs per data directory: a second one exits at
  * once (the one `host.json` names, else the lower pid, wins). It exits when its last proxy is
  * deleted, or when it has served nothing for a while after starting. SIGTERM closes everything.
+ *
+ * Connections use every core: the host forks relay processes (`--relays N`, default one per core
+ * beyond the first; host-relays.ts) and hands each the listening socket of every proxy, so the
+ * kernel spreads new connections over the host and its relays. The same program runs a relay
+ * when its first argument is `--relay` (relay-process.ts).
  */
 import { readdir, rm } from 'node:fs/promises';
 import type { Server } from 'node:http';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { startLivePolicy, type LivePolicy } from '../../egress/live-policy.ts';
@@ -28,6 +34,7 @@ import { createLogger, type Logger } from '../../logging.ts';
 import { raiseOpenFilesLimit } from '../../open-files.ts';
 import { controlHandler, listenControl, type HostState } from './host-control.ts';
 import { exists, HostedProxies } from './host-proxies.ts';
+import { HostRelays } from './host-relays.ts';
 import {
   asHostRecord,
   asInstance,
@@ -44,6 +51,7 @@ import {
   writeJsonAtomic,
 } from './instance-files.ts';
 import { findHostProcesses, isProxyProcess } from './process-table.ts';
+import { runRelay } from './relay-process.ts';
 
 const EXIT_DUPLICATE = 0;
 const NAME_PATTERN = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
@@ -62,15 +70,24 @@ function perProxyConnections(openFiles: number | undefined): number {
   return Math.max(16, Math.min(1024, Math.floor(openFiles / 8)));
 }
 
-/** `<dataDir> --policy FILE`, or the usage and exit 2. */
-function parseArgs(argv: readonly string[]): { dataDir: string; policyFile: string | undefined } {
+/** Relay processes when `--relays` is not given: one per core beyond the first, at most 7. */
+function defaultRelays(): number {
+  return Math.max(0, Math.min(7, availableParallelism() - 1));
+}
+
+/** `<dataDir> --policy FILE [--relays N]`, or the usage and exit 2. */
+function parseArgs(argv: readonly string[]): { dataDir: string; policyFile: string | undefined; relays: number } {
   const dataDir = argv[2];
-  if (dataDir === undefined || dataDir.startsWith('--')) {
-    process.stderr.write('usage: proxy-host <dataDir> --policy FILE\n');
+  const usage = (): never => {
+    process.stderr.write('usage: proxy-host <dataDir> --policy FILE [--relays N (0-64)]\n');
     process.exit(2);
-  }
+  };
+  if (dataDir === undefined || dataDir.startsWith('--')) usage();
   const at = argv.indexOf('--policy');
-  return { dataDir, policyFile: at > 0 ? argv[at + 1] : undefined };
+  const r = argv.indexOf('--relays');
+  const relays = r > 0 ? Number(argv[r + 1]) : defaultRelays();
+  if (!Number.isInteger(relays) || relays < 0 || relays > 64) usage();
+  return { dataDir: dataDir as string, policyFile: at > 0 ? argv[at + 1] : undefined, relays };
 }
 
 /** At most one host per data directory: defer to the one host.json names, else to any older (lower) pid. */
@@ -146,7 +163,8 @@ async function restoreProxies(dataDir: string, proxies: HostedProxies, idle: Idl
 }
 
 async function main(): Promise<void> {
-  const { dataDir, policyFile } = parseArgs(process.argv);
+  if (process.argv[2] === '--relay') return runRelay(process.argv);
+  const { dataDir, policyFile, relays: relayCount } = parseArgs(process.argv);
   const logger = createLogger({ level: 'info', destination: pino.destination(1) }).child({ dataDir });
   const dir = hostDir(dataDir);
   const hostFile = join(dir, HOST_FILE);
@@ -155,8 +173,20 @@ async function main(): Promise<void> {
 
   const openFiles = await raiseOpenFilesLimit(logger);
   const maxConnections = perProxyConnections(openFiles);
-  const policy: LivePolicy = await startLivePolicy({ ...(policyFile ? { file: policyFile } : {}), logger: logger.child({ component: 'egress-policy' }) });
-  const proxies = new HostedProxies({ dataDir, logger, policy, maxConnections, openFilesLimit: openFiles ?? NaN });
+  const relays = new HostRelays({
+    count: relayCount,
+    program: process.argv[1] ?? '',
+    dataDir,
+    policyFile,
+    logger,
+    onDenied: (name, counts) => proxies.countDenials(name, counts),
+  });
+  const policy: LivePolicy = await startLivePolicy({
+    ...(policyFile ? { file: policyFile } : {}),
+    logger: logger.child({ component: 'egress-policy' }),
+    onDocument: () => void relays.reloadPolicy(),
+  });
+  const proxies = new HostedProxies({ dataDir, logger, policy, maxConnections, openFilesLimit: openFiles ?? NaN, relays });
   const startedAt = new Date().toISOString();
   const state: HostState = { closing: false };
   let control: Server | undefined = undefined;
@@ -167,6 +197,7 @@ async function main(): Promise<void> {
     policy.close();
     control?.close();
     await proxies.stopAll();
+    relays.stopAll();
     // Only our own record: a successor may already have written its own.
     const record = asHostRecord(await readJson(hostFile).catch(() => undefined));
     if (record?.pid === process.pid) await rm(hostFile, { force: true });
@@ -185,7 +216,11 @@ async function main(): Promise<void> {
   process.on('SIGHUP', () => void policy.reload());
 
   await writeJsonAtomic(hostFile, { pid: process.pid, startedAt, socket });
-  logger.info({ pid: process.pid, socket, openFiles, maxConnectionsPerProxy: maxConnections, policyLoaded: policy.loaded }, 'proxy host listening');
+  logger.info(
+    { pid: process.pid, socket, openFiles, maxConnectionsPerProxy: maxConnections, policyLoaded: policy.loaded, relays: relayCount },
+    'proxy host listening',
+  );
+  await relays.start();
   await restoreProxies(dataDir, proxies, idle, logger);
   idle.exitWhenIdle();
 }

@@ -7,7 +7,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
 import { checkEgress, EgressDeniedError } from '../../egress/enforce.ts';
 import { listenForwardProxy, type ForwardProxy } from '../../forward-proxy/server.ts';
-import type { Admission, Destination } from '../../forward-proxy/types.ts';
+import type { Admission, Destination, ForwardProxyOptions } from '../../forward-proxy/types.ts';
 import type { BasicCredentials } from '../../forward-proxy/basic-credentials.ts';
 import type { LivePolicy } from '../../egress/live-policy.ts';
 import type { Logger } from '../../logging.ts';
@@ -99,8 +99,8 @@ const AUTH_REQUIRED: Admission = {
   headers: { 'proxy-authenticate': 'Basic realm="egress"' },
 };
 
-/** Starts one proxy listening; resolves once it listens (rejects with the listen error, EADDRINUSE included). */
-export function listenProxy(options: ProxyListenOptions): Promise<ForwardProxy> {
+/** What one proxy answers with, wherever its connections come from: its credentials, the egress policy, the limits. */
+export function proxyHandling(options: Omit<ProxyListenOptions, 'host' | 'port'>): Omit<ForwardProxyOptions, 'host' | 'port'> {
   const { check, egress } = options;
   const logDenial = oncePerMinute();
   const logFailure = oncePerMinute();
@@ -121,9 +121,7 @@ export function listenProxy(options: ProxyListenOptions): Promise<ForwardProxy> 
       return { allowed: false, status: 403, message: `Forbidden by egress policy: ${err.reason}\n` };
     }
   };
-  return listenForwardProxy({
-    host: options.host,
-    port: options.port,
+  return {
     admit,
     generation: () => egress.policy.generation,
     ...(options.localAddress ? { localAddress: options.localAddress } : {}),
@@ -138,5 +136,10 @@ export function listenProxy(options: ProxyListenOptions): Promise<ForwardProxy> 
       );
     },
     onError: (err) => egress.logger.error({ err: (err as Error).message }, 'proxy failed while handling a request; its connection was closed'),
-  });
+  };
+}
+
+/** Starts one proxy listening; resolves once it listens (rejects with the listen error, EADDRINUSE included). */
+export function listenProxy(options: ProxyListenOptions): Promise<ForwardProxy> {
+  return listenForwardProxy({ host: options.host, port: options.port, ...proxyHandling(options) });
 }

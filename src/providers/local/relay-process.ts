@@ -1,0 +1,143 @@
+/**
+ * A relay of the proxy host: a process the host forks (`proxy-host.cjs --relay <dataDir> --policy
+ * FILE`) so that the proxies' connections use more than one core. The host hands it each proxy's
+ * listening socket; the relay accepts from the same socket as the host does (the kernel gives each
+ * new connection to one of them) and answers exactly as the host would: the same credentials
+ * (rotations are sent along), the same egress policy (read from the same file), the same limits.
+ * Its refusals are counted by the host. It exits when the host goes (its IPC channel closes).
+ */
+import type { Server as NetServer } from 'node:net';
+import { pino } from 'pino';
+import { startLivePolicy, type LivePolicy } from '../../egress/live-policy.ts';
+import { createForwardProxy, type ForwardProxyCore } from '../../forward-proxy/server.ts';
+import { createLogger, type Logger } from '../../logging.ts';
+import type { ProxyCredentials } from '../../model/proxy-credentials.ts';
+import type { DenialRecorder } from './denial-stats.ts';
+import { credentialCheck, proxyHandling } from './proxy-server.ts';
+import { isToRelay, type FromRelay, type ServeMessage, type ToRelay } from './relay-messages.ts';
+
+/** Refusal counts go to the host at most this often. */
+const DENIALS_EVERY_MS = 100;
+
+interface Relayed {
+  listener: NetServer;
+  core: ForwardProxyCore;
+  auth: { credentials: ProxyCredentials };
+}
+
+function send(message: FromRelay): void {
+  if (process.connected) process.send?.(message);
+}
+
+/** Counts refusals per proxy and sends them to the host in batches. */
+function denialBatcher(): (name: string) => DenialRecorder {
+  let pending = new Map<string, Record<string, number>>();
+  let timer: NodeJS.Timeout | undefined;
+  const flush = (): Promise<void> => {
+    if (timer) clearTimeout(timer);
+    timer = undefined;
+    const batch = pending;
+    pending = new Map();
+    for (const [name, counts] of batch) send({ type: 'denied', name, counts });
+    return Promise.resolve();
+  };
+  return (name) => ({
+    record(reason) {
+      const counts = pending.get(name) ?? {};
+      counts[reason] = (counts[reason] ?? 0) + 1;
+      pending.set(name, counts);
+      timer ??= setTimeout(() => void flush(), DENIALS_EVERY_MS);
+    },
+    flush,
+  });
+}
+
+class Relay {
+  private readonly relayed = new Map<string, Relayed>();
+  private readonly guarded = new Set<number>();
+  private readonly denials = denialBatcher();
+
+  constructor(
+    private readonly policy: LivePolicy,
+    private readonly logger: Logger,
+  ) {}
+
+  async handle(message: ToRelay, handle: unknown): Promise<void> {
+    if (message.type === 'serve') return this.serve(message, handle as NetServer | undefined);
+    if (message.type === 'reload') return this.policy.reload();
+    const r = this.relayed.get(message.name);
+    if (message.type === 'credentials') {
+      if (r) r.auth.credentials = message.credentials;
+      return;
+    }
+    if (!r) return;
+    this.relayed.delete(message.name);
+    await Promise.all([new Promise<void>((resolve) => r.listener.close(() => resolve())), r.core.close(), this.denials(message.name).flush()]);
+  }
+
+  private async serve(message: ServeMessage, listener: NetServer | undefined): Promise<void> {
+    if (!listener || typeof listener.on !== 'function') throw new Error(`no listening socket came with proxy ${message.name}`);
+    const previous = this.relayed.get(message.name);
+    if (previous) {
+      this.relayed.delete(message.name);
+      previous.listener.close();
+      await previous.core.close();
+    }
+    if (!this.guarded.has(message.port)) {
+      this.guarded.add(message.port);
+      await this.policy.guard({ host: '127.0.0.1', port: message.port, role: 'proxy' });
+    }
+    const auth = { credentials: message.credentials };
+    const core = createForwardProxy(
+      proxyHandling({
+        check: credentialCheck(() => auth.credentials),
+        egress: { policy: this.policy, denials: this.denials(message.name), logger: this.logger.child({ instance: message.name }) },
+        maxConnections: message.maxConnections,
+        ...(message.localAddress ? { localAddress: message.localAddress } : {}),
+      }),
+    );
+    listener.maxConnections = message.maxConnections;
+    listener.on('connection', (socket) => core.server.emit('connection', socket));
+    this.relayed.set(message.name, { listener, core, auth });
+  }
+
+  async closeAll(): Promise<void> {
+    await Promise.allSettled([...this.relayed.values()].map((r) => (r.listener.close(), r.core.close())));
+    this.relayed.clear();
+  }
+}
+
+/** The relay's main: `--relay <dataDir> [--policy FILE]`, forked by the host with an IPC channel. */
+export async function runRelay(argv: readonly string[]): Promise<void> {
+  const dataDir = argv[argv.indexOf('--relay') + 1] ?? '';
+  const at = argv.indexOf('--policy');
+  const policyFile = at > 0 ? argv[at + 1] : undefined;
+  const logger = createLogger({ level: 'info', destination: pino.destination(1) }).child({ dataDir, relay: process.pid });
+  if (!process.send) {
+    process.stderr.write('a relay is started by the proxy host (it needs the host IPC channel)\n');
+    process.exit(2);
+  }
+  const policy = await startLivePolicy({ ...(policyFile ? { file: policyFile } : {}), logger: logger.child({ component: 'egress-policy' }) });
+  const relay = new Relay(policy, logger);
+  const stop = (reason: string): void => {
+    logger.info({ reason }, 'relay stopping');
+    policy.close();
+    void relay.closeAll().finally(() => process.exit(0));
+  };
+  process.on('disconnect', () => stop('the proxy host is gone'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGHUP', () => void policy.reload());
+  process.on('message', (message: unknown, handle: unknown) => {
+    if (!isToRelay(message)) return;
+    relay.handle(message, handle).then(
+      () => send({ type: 'done', id: message.id }),
+      (err: unknown) => {
+        logger.error({ instance: message.name, err: (err as Error).message }, `relay could not ${message.type}`);
+        send({ type: 'done', id: message.id, error: (err as Error).message });
+      },
+    );
+  });
+  send({ type: 'done', id: 0 });
+  logger.info({ policyLoaded: policy.loaded }, 'relay ready');
+}
