@@ -27,7 +27,7 @@ import { silentLogger } from '../src/logging.ts';
 import { createLocalLifecycle } from '../src/providers/local/lifecycle.ts';
 import { runDownload, runLoad, type DownloadResult, type LoadMode, type LoadResult } from './data-plane-load.ts';
 import { startSquid, startTinyproxy, type AnchorProxy } from './support/anchor-proxies.ts';
-import { childrenOf } from './support/child-processes.ts';
+import { childrenOf } from '../test/support/process-children.ts';
 import { fmt } from './stats.ts';
 
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? '20000');

@@ -35,6 +35,7 @@ import { startRedisChild } from '../src/redis/redis-server.ts';
 import { RedisProxyStore } from '../src/store/redis-proxy-store.ts';
 import { fmt, summarize } from './stats.ts';
 import { benchConfig } from './support/app-config.ts';
+import { childrenOf } from '../test/support/process-children.ts';
 
 const REPS = Number(process.env.BENCH_REPS ?? 5);
 const PROBE_SIZES = (process.env.BENCH_PROBE_SIZES ?? '100,1000')
@@ -75,7 +76,9 @@ async function evictionTimes(): Promise<{ stop: Sample[]; kill: Sample[] }> {
   };
   const stop: Sample[] = [];
   const kill: Sample[] = [];
-  let stoppedPid: number | undefined;
+  let stoppedPids: number[] = [];
+  // The instance id is `<proxy host pid>:<port>`.
+  const hostPidOf = (v: { status: { instanceId?: string } }): number => Number(v.status.instanceId?.split(':')[0]);
   try {
     const res = await fetch(`${api}/v1/proxies`, {
       method: 'POST',
@@ -84,21 +87,23 @@ async function evictionTimes(): Promise<{ stop: Sample[]; kill: Sample[] }> {
     });
     if (!res.ok) throw new Error(`apply failed: ${res.status}`);
     for (let rep = 0; rep < REPS; rep++) {
-      let pid = Number((await until('Ready', view, 120_000)).status.instanceId);
+      let pid = hostPidOf(await until('Ready', view, 120_000));
       // A random phase against the probe loop, as a real failure would have.
       await new Promise((r) => setTimeout(r, Math.random() * DEFAULTS.intervalMs));
       let t0 = performance.now();
-      process.kill(pid, 'SIGSTOP');
-      stoppedPid = pid;
+      // The host and its relays all accept the proxy's connections: it hangs only when all are stopped.
+      stoppedPids = [pid, ...(await childrenOf(pid))];
+      for (const p of stoppedPids) process.kill(p, 'SIGSTOP');
       await until('absent after SIGSTOP', async () => ((await view()) ? undefined : true), 120_000);
       const stopAbsent = performance.now() - t0;
       t0 = performance.now();
-      process.kill(pid, 'SIGCONT');
-      stoppedPid = undefined;
+      for (const p of stoppedPids) process.kill(p, 'SIGCONT');
+      stoppedPids = [];
       await until('back after SIGCONT', view, 120_000);
       stop.push({ absentMs: stopAbsent, backMs: performance.now() - t0 });
 
-      pid = Number((await until('Ready', view, 120_000)).status.instanceId);
+      const before = await until('Ready', view, 120_000);
+      pid = hostPidOf(before);
       await new Promise((r) => setTimeout(r, Math.random() * DEFAULTS.intervalMs));
       t0 = performance.now();
       process.kill(pid, 'SIGKILL');
@@ -108,7 +113,7 @@ async function evictionTimes(): Promise<{ stop: Sample[]; kill: Sample[] }> {
         'back after SIGKILL',
         async () => {
           const v = await view();
-          return v && v.status.instanceId !== String(pid) ? v : undefined;
+          return v && v.status.instanceId !== before.status.instanceId ? v : undefined;
         },
         120_000,
       );
@@ -117,7 +122,7 @@ async function evictionTimes(): Promise<{ stop: Sample[]; kill: Sample[] }> {
     await fetch(`${api}/v1/proxies/evict-1`, { method: 'DELETE' });
     await until('gone', async () => ((await fetch(`${api}/v1/proxies/evict-1`)).status === 404 ? true : undefined), 60_000);
   } finally {
-    if (stoppedPid !== undefined) process.kill(stoppedPid, 'SIGCONT');
+    for (const p of stoppedPids) process.kill(p, 'SIGCONT');
     await roles.close();
     await redis.stop();
     await rm(dir, { recursive: true, force: true });

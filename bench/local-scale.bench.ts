@@ -23,7 +23,7 @@ import { asHostRecord, HOST_FILE, hostDir, readJson } from '../src/providers/loc
 import { findHostProcesses } from '../src/providers/local/process-table.ts';
 import { startRedisChild } from '../src/redis/redis-server.ts';
 import { fmt } from './stats.ts';
-import { childrenOf } from './support/child-processes.ts';
+import { childrenOf } from '../test/support/process-children.ts';
 import { benchConfig } from './support/app-config.ts';
 
 const N = Number(process.env.BENCH_LOCAL_SCALE ?? '1000');

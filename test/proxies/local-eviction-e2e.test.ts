@@ -6,6 +6,7 @@ import type { ProxyView } from '../../src/proxies/discovery.ts';
 import { testConfig, uniquePrefix } from '../support/config.ts';
 import { waitFor } from '../support/wait.ts';
 import { tempDir } from '../support/temp-dirs.ts';
+import { childrenOf } from '../support/process-children.ts';
 
 /**
  * Eviction on the local provider with every part real: the roles in one process, the detached
@@ -129,8 +130,10 @@ describe('eviction on the local provider', () => {
     stacks.push(stack);
     const ready = await apply(stack.api, 'stop-1');
     const pid = Number(ready.status.instanceId?.split(':')[0]);
-    process.kill(pid, 'SIGSTOP');
-    stopped.push(pid);
+    // The host and its relay processes all accept the proxy's connections: the proxy hangs only when every one is stopped.
+    const serving = [pid, ...(await childrenOf(pid))];
+    for (const p of serving) process.kill(p, 'SIGSTOP');
+    stopped.push(...serving);
     const evicted = await waitFor(
       'stop-1 out of discovery',
       async () => !(await readyNames(stack.api)).includes('stop-1') && (await proxyOf(stack.api, 'stop-1')),
@@ -140,8 +143,8 @@ describe('eviction on the local provider', () => {
     expect(evicted.status.lastError).toMatch(/no answer within 3000 ms/);
     const metrics = await (await fetch(`${stack.api}/metrics`)).text();
     expect(metric(metrics, 'proxy_operator_proxy_evictions_total{provider="local",cause="timeout"}')).toBe(1);
-    process.kill(pid, 'SIGCONT');
-    stopped.pop();
+    for (const p of serving) process.kill(p, 'SIGCONT');
+    stopped.splice(0);
     const back = await waitFor(
       'stop-1 back in discovery',
       async () => (await readyNames(stack.api)).includes('stop-1') && (await proxyOf(stack.api, 'stop-1')),
