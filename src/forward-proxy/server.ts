@@ -8,11 +8,11 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { isIPv6, type Socket } from 'node:net';
 import { closeSilentSockets } from '../http/connection-limits.ts';
 import { answer, answerSocket } from './answers.ts';
-import { basicCredentials, type BasicCredentials } from './basic-credentials.ts';
+import { basicCredentials } from './basic-credentials.ts';
 import { forwardRequest } from './plain-http.ts';
 import { absoluteTarget, authorityTarget, BadTarget } from './request-target.ts';
 import { openTunnel } from './tunnel.ts';
-import type { Admission, Destination, ForwardProxyOptions } from './types.ts';
+import type { Admission, Admitted, Destination, ForwardProxyOptions } from './types.ts';
 import { upstreamAgents } from './upstream-agents.ts';
 import type { UpstreamFailure } from './upstream-failure.ts';
 
@@ -29,17 +29,29 @@ export interface ForwardProxy extends ForwardProxyCore {
 
 const MALFORMED_AUTH = 'Proxy-Authorization must be Basic credentials\n';
 
-type Judged = { credentials: BasicCredentials | undefined } | { refusal: string };
-
-function credentialsOf(req: IncomingMessage): Judged {
-  const credentials = basicCredentials(req.headers['proxy-authorization']);
-  return credentials === 'malformed' ? { refusal: MALFORMED_AUTH } : { credentials };
-}
-
 /** A failure of `admit` itself (not a refusal): the client gets a 500 and the proxy keeps serving. */
 function admitFailed(err: unknown): Admission {
   return { allowed: false, status: 500, message: `The proxy could not decide on this request: ${(err as Error).message}\n` };
 }
+
+/** Where a request's answer goes: a plain request's response, or a CONNECT's raw socket. */
+interface ClientSide {
+  refuse(status: number, message: string, headers?: Readonly<Record<string, string>>): void;
+  gone(): boolean;
+  abandon(): void;
+}
+
+const responseSide = (res: ServerResponse): ClientSide => ({
+  refuse: (status, message, headers) => answer(res, status, message, headers),
+  gone: () => res.destroyed,
+  abandon: () => res.destroy(),
+});
+
+const socketSide = (socket: Socket): ClientSide => ({
+  refuse: (status, message, headers) => answerSocket(socket, status, message, headers),
+  gone: () => socket.destroyed,
+  abandon: () => socket.destroy(),
+});
 
 /**
  * The proxy's request handling on an HTTP server that does not listen yet: `listenForwardProxy`
@@ -54,62 +66,58 @@ export function createForwardProxy(options: Omit<ForwardProxyOptions, 'host' | '
     (failure: UpstreamFailure, err: unknown): void =>
       options.onUpstreamFailure?.(failure, destination, err);
 
-  /** Runs `admit`, then `act` on its answer (a failing `admit` answers 500); should `act` throw, the client's connection is closed and `onError` told. */
-  const decide = (credentials: BasicCredentials | undefined, destination: Destination, act: (admission: Admission) => void, abandon: () => void): void => {
+  /**
+   * One request or CONNECT: its target read (400 when it is not one), its credentials read (400
+   * when not Basic), then `admit`, then `proceed` with what was admitted. A failing `admit` answers
+   * 500; should `proceed` throw, the client's connection is closed and `onError` told.
+   */
+  const serve = <T>(
+    req: IncomingMessage,
+    client: ClientSide,
+    parse: (url: string | undefined) => T,
+    destinationOf: (target: T) => Destination,
+    proceed: (target: T, admitted: Admitted, destination: Destination) => void,
+  ): void => {
+    let target: T;
+    try {
+      target = parse(req.url);
+    } catch (err) {
+      if (!(err instanceof BadTarget)) throw err;
+      return client.refuse(400, `${err.message}\n`);
+    }
+    const credentials = basicCredentials(req.headers['proxy-authorization']);
+    if (credentials === 'malformed') return client.refuse(400, MALFORMED_AUTH);
+    const destination = destinationOf(target);
     options
       .admit(credentials, destination)
       .then(undefined, admitFailed)
-      .then(act)
+      .then((admission) => {
+        if (!admission.allowed) return client.refuse(admission.status, admission.message, admission.headers);
+        if (!client.gone()) proceed(target, admission, destination);
+      })
       .catch((err: unknown) => {
-        abandon();
+        client.abandon();
         options.onError?.(err);
       });
   };
 
-  const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
-    let target;
-    try {
-      target = absoluteTarget(req.url);
-    } catch (err) {
-      if (!(err instanceof BadTarget)) throw err;
-      return answer(res, 400, `${err.message}\n`);
-    }
-    const judged = credentialsOf(req);
-    if ('refusal' in judged) return answer(res, 400, judged.refusal);
-    const destination: Destination = { hostname: target.hostname, port: target.port, request: { method: req.method ?? '', path: target.path } };
-    decide(
-      judged.credentials,
-      destination,
-      (admission) => {
-        if (!admission.allowed) return answer(res, admission.status, admission.message, admission.headers);
-        if (res.destroyed) return;
-        forwardRequest(req, res, target, { agent: agents.current(), admitted: admission, ...source, onFailure: failed(destination) });
-      },
-      () => res.destroy(),
+  const onRequest = (req: IncomingMessage, res: ServerResponse): void =>
+    serve(
+      req,
+      responseSide(res),
+      absoluteTarget,
+      (t) => ({ hostname: t.hostname, port: t.port, request: { method: req.method ?? '', path: t.path } }),
+      (t, admitted, destination) => forwardRequest(req, res, t, { agent: agents.current(), admitted, ...source, onFailure: failed(destination) }),
     );
-  };
 
   const onConnect = (req: IncomingMessage, socket: Socket, head: Buffer): void => {
     socket.pause();
-    let target;
-    try {
-      target = authorityTarget(req.url);
-    } catch (err) {
-      if (!(err instanceof BadTarget)) throw err;
-      return answerSocket(socket, 400, `${err.message}\n`);
-    }
-    const judged = credentialsOf(req);
-    if ('refusal' in judged) return answerSocket(socket, 400, judged.refusal);
-    const destination: Destination = { hostname: target.hostname, port: target.port };
-    decide(
-      judged.credentials,
-      destination,
-      (admission) => {
-        if (!admission.allowed) return answerSocket(socket, admission.status, admission.message, admission.headers);
-        if (socket.destroyed) return;
-        openTunnel(socket, head, target, { admitted: admission, ...source, live, onFailure: failed(destination) });
-      },
-      () => socket.destroy(),
+    serve(
+      req,
+      socketSide(socket),
+      authorityTarget,
+      (t) => ({ hostname: t.hostname, port: t.port }),
+      (t, admitted, destination) => openTunnel(socket, head, t, { admitted, ...source, live, onFailure: failed(destination) }),
     );
   };
 
