@@ -36,6 +36,9 @@ function bodyless(req: IncomingMessage): boolean {
 export function forwardRequest(req: IncomingMessage, res: ServerResponse, target: AbsoluteTarget, context: ForwardContext): void {
   const headers = endToEndHeaders(req.rawHeaders, DROP_FROM_REQUEST);
   headers.push('Host', target.authority);
+  // Transfer-Encoding is hop-by-hop, but the body it framed is not: sent on unframed (node frames
+  // a GET's body only when told), it would be read upstream as further requests (smuggling).
+  if (req.headers['transfer-encoding'] !== undefined) headers.push('Transfer-Encoding', 'chunked');
   const options: RequestOptions = {
     host: target.connectHost,
     port: target.port,

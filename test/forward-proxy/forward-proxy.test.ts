@@ -202,6 +202,32 @@ describe('plain HTTP', () => {
     expect(failures).toEqual(['502 reset']);
   });
 
+  test('a chunked request body goes upstream chunked: a request hidden in a GET body reaches the origin as body, never as a request', async () => {
+    const bodies: string[] = [];
+    const o = await origin((req, res) => {
+      let body = '';
+      req.setEncoding('utf8');
+      req.on('data', (c: string) => (body += c));
+      req.on('end', () => {
+        bodies.push(body);
+        res.end('ok');
+      });
+    });
+    const { proxy: p } = await proxy();
+    const hidden = `GET /hidden HTTP/1.1\r\nHost: 127.0.0.1:${o.port}\r\n\r\n`;
+    const chunk = `${Buffer.byteLength(hidden).toString(16)}\r\n${hidden}\r\n0\r\n\r\n`;
+    const socket = connect(p.port, '127.0.0.1');
+    let answer = '';
+    socket.on('data', (c: Buffer) => (answer += c.toString()));
+    socket.write(
+      `GET http://127.0.0.1:${o.port}/visible HTTP/1.1\r\nHost: 127.0.0.1:${o.port}\r\nProxy-Authorization: ${AUTH}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n${chunk}`,
+    );
+    await once(socket, 'close');
+    expect(answer).toMatch(/^HTTP\/1\.1 200/);
+    expect(o.seen.map((r) => r.url)).toEqual(['/visible']);
+    expect(bodies).toEqual([hidden]);
+  });
+
   test('a refused destination is a 502 naming why; the client connection stays usable', async () => {
     const closed = createTcpServer();
     closed.listen(0, '127.0.0.1');
