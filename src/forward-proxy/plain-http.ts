@@ -61,7 +61,7 @@ export function forwardRequest(req: IncomingMessage, res: ServerResponse, target
     const up = request(options);
     upstream = up;
     up.setTimeout(UPSTREAM_IDLE_MS, () => up.destroy(upstreamTimeout('the destination')));
-    up.once('response', (answerIn: IncomingMessage) => relay(answerIn, res));
+    up.once('response', (answerIn: IncomingMessage) => relay(answerIn, res, context.onFailure));
     up.once('error', (err) => {
       if (retry && up.reusedSocket && !res.headersSent && (err as NodeJS.ErrnoException).code === 'ECONNRESET') return send(false);
       if (res.headersSent) return void res.destroy();
@@ -75,10 +75,17 @@ export function forwardRequest(req: IncomingMessage, res: ServerResponse, target
   send(replayable);
 }
 
-function relay(answerIn: IncomingMessage, res: ServerResponse): void {
+function relay(answerIn: IncomingMessage, res: ServerResponse, onFailure: ForwardContext['onFailure']): void {
   if (res.destroyed) return void answerIn.destroy();
   res.sendDate = false;
-  res.writeHead(answerIn.statusCode ?? 502, answerIn.statusMessage, endToEndHeaders(answerIn.rawHeaders));
+  try {
+    res.writeHead(answerIn.statusCode ?? 502, answerIn.statusMessage, endToEndHeaders(answerIn.rawHeaders));
+  } catch (err) {
+    // A head node's parser took but its writer refuses (it runs in an event handler: thrown, it would end the process).
+    answerIn.destroy();
+    onFailure({ status: 502, kind: 'error' }, err);
+    return answer(res, 502, 'The destination answered with a head that cannot be relayed\n');
+  }
   answerIn.once('close', () => {
     if (!answerIn.complete) res.destroy();
   });

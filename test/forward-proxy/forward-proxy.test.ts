@@ -228,6 +228,18 @@ describe('plain HTTP', () => {
     expect(bodies).toEqual([hidden]);
   });
 
+  test('an origin answering a malformed head is a 502; the proxy keeps serving', async () => {
+    const bad = createTcpServer((c) => c.once('data', () => c.end('HTTP/1.1 200 OK\r\nX-Bad: a\x7fb\r\nContent-Length: 2\r\n\r\nok')));
+    bad.listen(0, '127.0.0.1');
+    await once(bad, 'listening');
+    closers.push(() => new Promise((resolve) => bad.close(resolve)));
+    const o = await origin();
+    const { proxy: p, failures } = await proxy();
+    expect((await viaProxy(p.port, `http://127.0.0.1:${(bad.address() as AddressInfo).port}/`)).status).toBe(502);
+    expect(failures).toEqual(['502 error']);
+    expect((await viaProxy(p.port, `http://127.0.0.1:${o.port}/`)).status).toBe(200);
+  });
+
   test('a refused destination is a 502 naming why; the client connection stays usable', async () => {
     const closed = createTcpServer();
     closed.listen(0, '127.0.0.1');
