@@ -117,6 +117,9 @@ export async function runLocalScaleBench(): Promise<void> {
   } finally {
     await roles.close();
     await redis.stop();
+    // A run that failed half-way leaves its proxies served: the host (and with it its relays) would outlive the bench.
+    for (const pid of await findHostProcesses(localDir)) process.kill(pid, 'SIGTERM');
+    await until('the proxy host stopped', async () => (await findHostProcesses(localDir)).length === 0, 30_000);
     await rm(dir, { recursive: true, force: true });
   }
   const perProxyN = (atN.rssMb - at1.rssMb) / (N - 1);
