@@ -4,8 +4,9 @@
  * every proxy's listening socket so that connections are accepted, and relayed, on every core.
  * Every start, credential rotation and stop is carried out by every live relay before it counts
  * as done (a deleted proxy's port is closed in every process when the delete answers). A relay
- * that exits is started again and handed every proxy anew; one that does not answer in time is
- * killed (and so started again).
+ * that exits is started again (after 1 s, doubled for each relay in a row that lived less than a
+ * minute, up to 30 s) and handed every proxy anew; one that does not start, or answer, within 10 s
+ * is killed (and so started again).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import type { Server as NetServer } from 'node:net';
@@ -13,10 +14,13 @@ import type { Logger } from '../../logging.ts';
 import type { ProxyCredentials } from '../../model/proxy-credentials.ts';
 import { isFromRelay, type ServeMessage, type ToRelay } from './relay-messages.ts';
 
-/** How long a relay may take to carry out one message before it is killed. */
+/** How long a relay may take to start, or to carry out one message, before it is killed. */
 const ANSWER_TIMEOUT_MS = 10_000;
-/** A relay that exited is started again after this long. */
+/** A relay that exited is started again after this long, doubled for each exit in a row up to RESTART_MAX_MS. */
 const RESTART_AFTER_MS = 1_000;
+const RESTART_MAX_MS = 30_000;
+/** A relay that lived this long was not failing: the next restart waits RESTART_AFTER_MS again. */
+const HEALTHY_AFTER_MS = 60_000;
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 type Outgoing = DistributiveOmit<ToRelay, 'id'>;
@@ -49,6 +53,12 @@ class RelayChild {
   ) {
     let markReady: () => void = () => undefined;
     this.ready = new Promise((resolve) => (markReady = resolve));
+    // One that never says it is ready would hold the host's start (and every ask) for good.
+    const startTimer = setTimeout(() => {
+      logger.warn({ relay: child.pid }, 'a relay did not start in time; killing it');
+      child.kill('SIGKILL');
+    }, ANSWER_TIMEOUT_MS);
+    void this.ready.then(() => clearTimeout(startTimer));
     child.on('message', (message: unknown) => {
       if (!isFromRelay(message)) return;
       if (message.type === 'denied') return onDenied(message.name, message.counts);
@@ -98,6 +108,8 @@ export class HostRelays {
   /** What every relay must serve: each proxy's socket and what it answers with. */
   private readonly proxies = new Map<string, { handle: NetServer; message: Omit<ServeMessage, 'id' | 'type'> }>();
   private stopping = false;
+  /** Relays in a row that exited before HEALTHY_AFTER_MS. */
+  private quickExits = 0;
 
   constructor(private readonly options: HostRelaysOptions) {}
 
@@ -119,11 +131,15 @@ export class HostRelays {
     });
     const relay = new RelayChild(child, logger, this.options.onDenied);
     this.relays.add(relay);
+    const startedAt = performance.now();
     child.once('exit', (code, signal) => {
       this.relays.delete(relay);
       if (this.stopping) return;
-      logger.warn({ relay: child.pid, code, signal }, 'a relay exited; starting another');
-      setTimeout(() => void this.spawn(), RESTART_AFTER_MS).unref();
+      // A relay failing at once (again and again) is started again ever more slowly, not once a second for good.
+      this.quickExits = performance.now() - startedAt > HEALTHY_AFTER_MS ? 0 : this.quickExits + 1;
+      const restartInMs = Math.min(RESTART_AFTER_MS * 2 ** Math.max(0, this.quickExits - 1), RESTART_MAX_MS);
+      logger.warn({ relay: child.pid, code, signal, restartInMs }, 'a relay exited; starting another');
+      setTimeout(() => void this.spawn(), restartInMs).unref();
     });
     child.once('error', (err) => logger.warn({ relay: child.pid, err: err.message }, 'relay process error'));
     await relay.ready;
