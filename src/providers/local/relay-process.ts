@@ -128,8 +128,7 @@ export async function runRelay(argv: readonly string[]): Promise<void> {
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGHUP', () => void policy.reload());
-  process.on('message', (message: unknown, handle: unknown) => {
-    if (!isToRelay(message)) return;
+  const carryOut = (message: ToRelay, handle: unknown): Promise<void> =>
     relay.handle(message, handle).then(
       () => send({ type: 'done', id: message.id }),
       (err: unknown) => {
@@ -137,6 +136,13 @@ export async function runRelay(argv: readonly string[]): Promise<void> {
         send({ type: 'done', id: message.id, error: (err as Error).message });
       },
     );
+  // One message at a time, in the order sent: a stop that overtook the serve it follows (a serve
+  // waits for the policy's guard) would find nothing to stop, and the serve would then keep a
+  // deleted proxy's port open in this process.
+  let previous: Promise<void> = Promise.resolve();
+  process.on('message', (message: unknown, handle: unknown) => {
+    if (!isToRelay(message)) return;
+    previous = previous.then(() => carryOut(message, handle));
   });
   send({ type: 'done', id: 0 });
   logger.info({ policyLoaded: policy.loaded }, 'relay ready');
