@@ -21,10 +21,10 @@ export interface TunnelContext {
 /**
  * Connects an admitted CONNECT to its destination and relays bytes both ways, each side's end
  * passed on (half-close kept), either side's error or close ending both. Bytes the client sent
- * after its CONNECT head (`head`, a TLS hello sent without waiting) go first.
+ * after its CONNECT head (`head`, a TLS hello sent without waiting) go first. `client` comes
+ * paused (the server pauses it before admitting), so nothing it sends meanwhile is lost.
  */
 export function openTunnel(client: Socket, head: Buffer, target: AuthorityTarget, context: TunnelContext): void {
-  client.pause();
   const upstream = connect({
     host: target.connectHost,
     port: target.port,

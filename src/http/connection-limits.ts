@@ -53,7 +53,7 @@ export function effectiveLimits(requested: RequestedLimits, openFiles: number | 
  * Closes a socket of `server` that has not sent a request within `ms` of connecting. Node's own
  * header timeout starts at the first byte of a request: a socket that never sends one would be
  * held for good. The socket's inactivity timeout does it (node's http server destroys a socket
- * that times out with no request on it, and proxy-chain does too); once a request (or a CONNECT)
+ * that times out with no request on it, and so does the forward proxy, on node's server); once a request (or a CONNECT)
  * arrives it is cleared, and node's keep-alive timeout takes over between requests.
  */
 export function closeSilentSockets(server: Server, ms: number): void {

@@ -11,6 +11,7 @@ import { basicCredentials } from '../../src/forward-proxy/basic-credentials.ts';
 import { endToEndHeaders } from '../../src/forward-proxy/hop-by-hop.ts';
 import { absoluteTarget, authorityTarget, BadTarget } from '../../src/forward-proxy/request-target.ts';
 import { listenForwardProxy, type ForwardProxy } from '../../src/forward-proxy/server.ts';
+import { freePort } from '../../src/redis/redis-server.ts';
 import type { Admission, Destination, ForwardProxyOptions } from '../../src/forward-proxy/types.ts';
 
 const AUTH = `Basic ${Buffer.from('u:p').toString('base64')}`;
@@ -241,11 +242,7 @@ describe('plain HTTP', () => {
   });
 
   test('a refused destination is a 502 naming why; the client connection stays usable', async () => {
-    const closed = createTcpServer();
-    closed.listen(0, '127.0.0.1');
-    await once(closed, 'listening');
-    const port = (closed.address() as AddressInfo).port;
-    await new Promise((resolve) => closed.close(resolve));
+    const port = await freePort();
     const o = await origin();
     const { proxy: p, failures } = await proxy();
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
@@ -323,11 +320,7 @@ describe('CONNECT', () => {
   test('a refused destination answers 502 and closes; close() ends live tunnels', async () => {
     const echo = await echoServer();
     const { proxy: p } = await proxy();
-    const closed = createTcpServer();
-    closed.listen(0, '127.0.0.1');
-    await once(closed, 'listening');
-    const dead = (closed.address() as AddressInfo).port;
-    await new Promise((resolve) => closed.close(resolve));
+    const dead = await freePort();
     const refused = await tunnel(p.port, `127.0.0.1:${dead}`);
     expect(refused.head).toMatch(/^HTTP\/1\.1 502 Bad Gateway/);
     await once(refused.socket, 'close');

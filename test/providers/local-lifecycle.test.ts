@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer, request, type IncomingMessage, type Server } from 'node:http';
-import { connect, type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -13,6 +13,7 @@ import type { Instance, InstanceExit, InstanceSpec } from '../../src/providers/l
 import { createLocalLifecycle, type LocalLifecycle } from '../../src/providers/local/lifecycle.ts';
 import { ProxyHostSupervisor } from '../../src/providers/local/host-client.ts';
 import { findHostProcesses, findProxyProcesses } from '../../src/providers/local/process-table.ts';
+import { portAccepts } from '../support/ports.ts';
 import { waitFor } from '../support/wait.ts';
 import type { ProxyCredentials } from '../../src/model/proxy-credentials.ts';
 
@@ -81,17 +82,6 @@ function connectThrough(proxyPort: number, hostPort: string, credentials?: Proxy
     });
     req.on('error', reject);
     req.end();
-  });
-}
-
-function portIsClosed(port: number): Promise<boolean> {
-  return new Promise((resolvePort) => {
-    const socket = connect({ host: '127.0.0.1', port });
-    socket.once('connect', () => {
-      socket.destroy();
-      resolvePort(false);
-    });
-    socket.once('error', () => resolvePort(true));
   });
 }
 
@@ -271,7 +261,7 @@ describe('local proxy lifecycle (one proxy host per data directory)', () => {
     const [a, b] = await Promise.all([lifecycle.ensureInstance(spec('p1'), signal()), lifecycle.ensureInstance(spec('p2'), signal())]);
     const dir = join(dataDir, 'instances', 'p1');
     await lifecycle.deleteInstance('p1', undefined, { owner: spec('p1').owner, nameIsOurs: true }, signal());
-    expect(await portIsClosed(a.endpoint!.port)).toBe(true);
+    expect(await portAccepts(a.endpoint!.port)).toBe(false);
     await expect(stat(dir)).rejects.toMatchObject({ code: 'ENOENT' });
     expect(await lifecycle.getInstance('p1', undefined, signal())).toBeUndefined();
     expect(await lifecycle.getInstance('p2', undefined, signal())).toMatchObject({ id: b.id, state: 'running' });
@@ -281,7 +271,7 @@ describe('local proxy lifecycle (one proxy host per data directory)', () => {
     await lifecycle.deleteInstance('never-existed', undefined, { owner: spec('never-existed').owner, nameIsOurs: true }, signal());
 
     await lifecycle.deleteInstance('p2', undefined, { owner: spec('p2').owner, nameIsOurs: true }, signal());
-    expect(await portIsClosed(b.endpoint!.port)).toBe(true);
+    expect(await portAccepts(b.endpoint!.port)).toBe(false);
     await waitFor('host gone', async () => (await findHostProcesses(dataDir)).length === 0);
     // The next create starts a new host.
     const c = await lifecycle.ensureInstance(spec('p3'), signal());

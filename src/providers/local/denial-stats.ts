@@ -28,7 +28,8 @@ export function asDenialStats(value: unknown): DenialStats | undefined {
 }
 
 export interface DenialRecorder {
-  record(reason: string): void;
+  /** Counts `n` (default 1) refusals for `reason`. */
+  record(reason: string, n?: number): void;
   flush(): Promise<void>;
 }
 
@@ -47,8 +48,8 @@ export function createDenialRecorder(dir: string, identity: { pid: number; start
     return writing;
   };
   return {
-    record(reason) {
-      denied[reason] = (denied[reason] ?? 0) + 1;
+    record(reason, n = 1) {
+      denied[reason] = (denied[reason] ?? 0) + n;
       timer ??= setTimeout(() => void flush(), flushMs);
     },
     flush,

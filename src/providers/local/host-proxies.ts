@@ -111,7 +111,7 @@ export class HostedProxies {
   countDenials(name: string, counts: Record<string, number>): void {
     const denials = this.served.get(name)?.denials;
     if (!denials) return;
-    for (const [reason, n] of Object.entries(counts)) for (let i = 0; i < n; i++) denials.record(reason);
+    for (const [reason, n] of Object.entries(counts)) denials.record(reason, n);
   }
 
   /** Stops every proxy at once (the host is going). */

@@ -113,10 +113,6 @@ export class HostRelays {
 
   constructor(private readonly options: HostRelaysOptions) {}
 
-  get count(): number {
-    return this.relays.size;
-  }
-
   /** Forks the relays and waits until each is ready. */
   async start(): Promise<void> {
     await Promise.all(Array.from({ length: this.options.count }, () => this.spawn()));

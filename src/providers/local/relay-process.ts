@@ -42,9 +42,9 @@ function denialBatcher(): (name: string) => DenialRecorder {
     return Promise.resolve();
   };
   return (name) => ({
-    record(reason) {
+    record(reason, n = 1) {
       const counts = pending.get(name) ?? {};
-      counts[reason] = (counts[reason] ?? 0) + 1;
+      counts[reason] = (counts[reason] ?? 0) + n;
       pending.set(name, counts);
       timer ??= setTimeout(() => void flush(), DENIALS_EVERY_MS);
     },
