@@ -219,6 +219,21 @@ describe('a proxy with the default policy', () => {
     for (const answer of refused) expect(answer).toEqual({ status: 403, body: 'Forbidden by egress policy: guarded-listener\n' });
     expect(api.connections()).toBe(before + 1);
   });
+
+  it("never lets a request hidden in the echo GET's chunked body reach the API: it arrives as the body, not as a request", async () => {
+    // The echo GET is the one request the policy lets reach the API; a second request smuggled in
+    // its body (unframed upstream, it would be read as one) would reach the credentials route.
+    const hidden = `GET /v1/proxies?format=text HTTP/1.1\r\nHost: 127.0.0.1:${api.port}\r\n\r\n`;
+    const body = `${Buffer.byteLength(hidden).toString(16)}\r\n${hidden}\r\n0\r\n\r\n`;
+    const seen = api.paths.length;
+    const answer = await raw(
+      proxy.port,
+      `GET http://127.0.0.1:${api.port}/v1/echo HTTP/1.1\r\nHost: 127.0.0.1:${api.port}\r\nProxy-Authorization: ${AUTH}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n${body}`,
+    );
+    expect(answer.status).toBe(200);
+    expect(answer.body).not.toContain('SECRET');
+    expect(api.paths.slice(seen)).toEqual(['/v1/echo']);
+  });
 });
 
 describe('the denied counter', () => {
