@@ -15,9 +15,15 @@ export interface JobObserver {
 /** Runs `work` under a signal that ends with `parent` or after `ms` (the project's `withDeadline`, whose reason is its DeadlineError). */
 export type DeadlineRunner = <T>(parent: AbortSignal, ms: number, work: (signal: AbortSignal) => Promise<T>) => Promise<T>;
 
-/** What a handler gets besides its validated payload. */
-export interface JobContext {
+/**
+ * What a handler gets besides its validated payload. `W` is the way a handler asks for more work
+ * (the domain's work-requests port, src/work/work-requests.ts): queues/ names no type of the
+ * domain, so the consumer's owner says what it is and every handler of that consumer gets the same.
+ */
+export interface JobContext<W = unknown> {
   readonly job: Job;
+  /** How this handler asks for more work (a reconcile, a pool's look…): the consumer's `work`. */
+  readonly work: W;
   /** The job's own signal: ends when the job is cancelled (shutdown, a lost lock). */
   readonly signal: AbortSignal;
   /**
@@ -29,16 +35,18 @@ export interface JobContext {
 }
 
 /** A handler for one kind of job (method syntax: handlers of different kinds share a list). */
-export interface JobHandler<D extends JobDefinition = JobDefinition> {
+export interface JobHandler<D extends JobDefinition = JobDefinition, W = unknown> {
   readonly def: D;
-  run(data: JobData<D>, ctx: JobContext): Promise<unknown>;
+  run(data: JobData<D>, ctx: JobContext<W>): Promise<unknown>;
 }
 
-export function handle<D extends JobDefinition>(def: D, run: (data: JobData<D>, ctx: JobContext) => Promise<unknown>): JobHandler<D> {
+export function handle<D extends JobDefinition, W = unknown>(def: D, run: (data: JobData<D>, ctx: JobContext<W>) => Promise<unknown>): JobHandler<D, W> {
   return { def, run };
 }
 
-export interface ConsumeOptions {
+export interface ConsumeOptions<W = unknown> {
+  /** What every handler of this consumer gets as `ctx.work`: the way it asks for more work. */
+  work: W;
   /** BullMQ connection options for a worker (`redisOptions(target, 'worker')`). */
   connection: RedisOptions;
   prefix: string;
@@ -161,8 +169,8 @@ async function settle(err: unknown, job: Job, token: string | undefined, signal:
  * handler its payload, the job's signal and deadline, turns what it throws into BullMQ's retry
  * decision, and counts and logs every job. Started and ready when it resolves.
  */
-export async function consume(queue: QueueName, handlers: readonly JobHandler[], options: ConsumeOptions): Promise<Consumer> {
-  const byName = new Map<string, JobHandler>();
+export async function consume<W>(queue: QueueName, handlers: readonly JobHandler<JobDefinition, W>[], options: ConsumeOptions<W>): Promise<Consumer> {
+  const byName = new Map<string, JobHandler<JobDefinition, W>>();
   for (const h of handlers) {
     if (h.def.queue !== queue) throw new Error(`a ${h.def.name} handler cannot consume the ${queue} queue: its jobs go on ${h.def.queue}`);
     byName.set(h.def.name, h);
@@ -183,8 +191,9 @@ export async function consume(queue: QueueName, handlers: readonly JobHandler[],
     }
     const signal = jobSignal ?? idle;
     const ms = deadlines.get(job.name);
-    const ctx: JobContext = {
+    const ctx: JobContext<W> = {
       job,
+      work: options.work,
       signal,
       deadline: (work) => (ms === undefined ? work(signal) : options.withDeadline(signal, ms, work)),
     };

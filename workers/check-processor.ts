@@ -1,5 +1,4 @@
 import { parseJobData } from '../queues/jobs.ts';
-import { handle, type JobHandler } from '../queues/consume.ts';
 import { QUEUES } from '../queues/names.ts';
 import { EgressError } from '../src/errors.ts';
 import { runCheck } from '../src/checks/run-check.ts';
@@ -13,6 +12,7 @@ import type { LimitFunction } from 'p-limit';
 import type { ResultSink } from './result-batcher.ts';
 import { JOBS } from '../src/work/jobs.ts';
 import type { CheckResultData } from '../src/health/check-result.ts';
+import { handleWork, type WorkJobHandler } from './consumer.ts';
 
 export interface CheckProcessorDeps {
   providers: ReadonlyMap<string, Provider>;
@@ -76,8 +76,8 @@ function targetSpan(provider: string, t: TargetResult, startedMs: number): void 
  * the check has a slot) and puts the result on the durable `results` queue. A target that runs
  * past the deadline is a `Timeout` result, not a failed job.
  */
-export function checkHandler(deps: CheckProcessorDeps): JobHandler {
-  return handle(JOBS.check, async (data, ctx): Promise<CheckResultData> => {
+export function checkHandler(deps: CheckProcessorDeps): WorkJobHandler {
+  return handleWork(JOBS.check, async (data, ctx): Promise<CheckResultData> => {
     const provider = deps.providers.get(data.provider);
     if (!provider) throw new UnknownProviderError(data.provider);
     const jobId = ctx.job.id ?? 'unknown';

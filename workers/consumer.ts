@@ -1,6 +1,7 @@
 import type { Queue, Telemetry } from 'bullmq';
 import { redisOptions, type RedisTarget } from '../queues/connection.ts';
-import { consume, openQueue, type Consumer, type JobHandler } from '../queues/consume.ts';
+import { consume, handle, openQueue, type Consumer, type JobContext, type JobHandler } from '../queues/consume.ts';
+import type { JobData, JobDefinition } from '../queues/jobs.ts';
 import type { QueueName } from '../queues/names.ts';
 import { withDeadline } from '../src/abort.ts';
 import type { AppConfig } from '../src/config/app.ts';
@@ -8,6 +9,7 @@ import type { Logger } from '../src/logging.ts';
 import type { JobMetrics } from '../src/metrics/job-metrics.ts';
 import { redactError } from '../src/secrets/redact-error.ts';
 import type { Redactor } from '../src/secrets/secret-registry.ts';
+import type { WorkRequests } from '../src/work/work-requests.ts';
 
 /** What every consumer of this project binds the job boundary to: configuration, Redis, metrics, logs. */
 export interface ConsumerDeps {
@@ -21,10 +23,26 @@ export interface ConsumerDeps {
   secrets?: Redactor | undefined;
 }
 
-/** `consume` with the configuration's locks, grace period and deadlines, this process's metrics and logger. */
-export function consumeJobs(deps: ConsumerDeps, queue: QueueName, handlers: readonly JobHandler[], concurrency: number): Promise<Consumer> {
+/** What a handler of a worker's queues gets: the job, its signal and deadline, and the domain's work-requests port. */
+export type WorkJobContext = JobContext<WorkRequests>;
+
+/** A handler of a worker's queues, which may ask for more work through `ctx.work`. */
+export type WorkJobHandler = JobHandler<JobDefinition, WorkRequests>;
+
+/** `handle` for a worker's queues: the handler's context carries the work-requests port. */
+export function handleWork<D extends JobDefinition>(def: D, run: (data: JobData<D>, ctx: WorkJobContext) => Promise<unknown>): JobHandler<D, WorkRequests> {
+  return handle<D, WorkRequests>(def, run);
+}
+
+/**
+ * `consume` with the configuration's locks, grace period and deadlines, this process's metrics and
+ * logger; every handler gets `work` as `ctx.work` (the worker's work-requests port; the publisher,
+ * which asks for no work, passes undefined).
+ */
+export function consumeJobs<W>(deps: ConsumerDeps, work: W, queue: QueueName, handlers: readonly JobHandler<JobDefinition, W>[], concurrency: number): Promise<Consumer> {
   const { config, secrets } = deps;
   return consume(queue, handlers, {
+    work,
     connection: redisOptions(deps.redisTarget, 'worker'),
     prefix: config.redis.prefix,
     settings: config,

@@ -1,10 +1,10 @@
 import { Counter, type Registry } from 'prom-client';
-import { handle, type JobHandler } from '../queues/consume.ts';
 import { QUEUES } from '../queues/names.ts';
 import type { Logger } from '../src/logging.ts';
 import type { ProxyLifecycle } from '../src/providers/lifecycle.ts';
 import { sweepProvider, type GcDeps, type SweepResult } from '../src/proxies/gc.ts';
 import { GC_DELETE_BUDGET_MS, JOBS } from '../src/work/jobs.ts';
+import { handleWork, type WorkJobHandler } from './consumer.ts';
 
 export interface GcProcessorDeps extends Omit<GcDeps, 'onDelete' | 'logger' | 'deletesPerSecond'> {
   lifecycles: ReadonlyMap<string, ProxyLifecycle>;
@@ -15,7 +15,7 @@ export interface GcProcessorDeps extends Omit<GcDeps, 'onDelete' | 'logger' | 'd
 }
 
 /** Handles one `gc` job: a sweep of one provider, under the job's deadline. */
-export function gcHandler(deps: GcProcessorDeps): JobHandler {
+export function gcHandler(deps: GcProcessorDeps): WorkJobHandler {
   const deletions =
     (deps.registry.getSingleMetric('proxy_operator_gc_deletions_total') as Counter | undefined) ??
     new Counter({
@@ -24,7 +24,7 @@ export function gcHandler(deps: GcProcessorDeps): JobHandler {
       labelNames: ['provider', 'reason'],
       registers: [deps.registry],
     });
-  return handle(JOBS.gc, async (data, ctx): Promise<SweepResult | { provider: string; skipped: string }> => {
+  return handleWork(JOBS.gc, async (data, ctx): Promise<SweepResult | { provider: string; skipped: string }> => {
     const lifecycle = deps.lifecycles.get(data.provider);
     if (!lifecycle) return { provider: data.provider, skipped: 'the provider hosts no proxies in this worker' };
     const log = deps.logger.child({ jobId: ctx.job.id, queue: QUEUES.gc, provider: data.provider });

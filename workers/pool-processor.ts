@@ -1,4 +1,3 @@
-import { handle, type JobHandler } from '../queues/consume.ts';
 import { QUEUES } from '../queues/names.ts';
 import type { Logger } from '../src/logging.ts';
 import type { Proxy } from '../src/model/proxy-resource.ts';
@@ -7,11 +6,10 @@ import type { ReconcileOutcome } from '../src/proxies/reconcile.ts';
 import type { ProxyReader } from '../src/store/proxy-store.ts';
 import type { WorkRequests } from '../src/work/work-requests.ts';
 import { JOBS } from '../src/work/jobs.ts';
+import { handleWork, type WorkJobHandler } from './consumer.ts';
 
 export interface PoolProcessorDeps extends Omit<PoolReconcileDeps, 'requestReconcile'> {
   logger: Logger;
-  /** The pool's own reconcile and its delayed looks. */
-  work: Pick<WorkRequests, 'reconcilePool' | 'lookAtPool'>;
   requestReconcile: (proxy: string) => Promise<void>;
 }
 
@@ -21,12 +19,12 @@ export interface PoolProcessorDeps extends Omit<PoolReconcileDeps, 'requestRecon
  * back to delayed: while waiting on members it completes and relies on their readiness changes
  * (`memberChanged`) and, as a safety net, on a delayed look.
  */
-export function poolHandlers(deps: PoolProcessorDeps): JobHandler[] {
-  const reconcile = handle(JOBS.poolReconcile, async (data, ctx): Promise<Omit<PoolReconcileOutcome, 'status'>> => {
+export function poolHandlers(deps: PoolProcessorDeps): WorkJobHandler[] {
+  const reconcile = handleWork(JOBS.poolReconcile, async (data, ctx): Promise<Omit<PoolReconcileOutcome, 'status'>> => {
     const log = deps.logger.child({ jobId: ctx.job.id, queue: QUEUES.reconcile, pool: data.pool });
     const outcome = await ctx.deadline((limit) => reconcilePool(data.pool, deps, limit));
     if (outcome.kind === 'reconciled') {
-      if (outcome.lookAfterMs !== undefined) await deps.work.lookAtPool(data.pool, outcome.lookAfterMs);
+      if (outcome.lookAfterMs !== undefined) await ctx.work.lookAtPool(data.pool, outcome.lookAfterMs);
       const { desired, current, ready, rotating, failed } = outcome.status;
       log.info({ created: outcome.created, deleted: outcome.deleted, desired, current, ready, rotating, failed }, 'reconciled pool');
     } else log.info({ outcome: outcome.kind }, 'reconciled pool');
@@ -34,8 +32,8 @@ export function poolHandlers(deps: PoolProcessorDeps): JobHandler[] {
     const { status: _stored, ...summary } = outcome;
     return summary;
   });
-  const look = handle(JOBS.poolLook, async (data): Promise<void> => {
-    await deps.work.reconcilePool(data.pool);
+  const look = handleWork(JOBS.poolLook, async (data, ctx): Promise<void> => {
+    await ctx.work.reconcilePool(data.pool);
   });
   return [reconcile, look];
 }

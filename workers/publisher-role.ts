@@ -108,6 +108,7 @@ export async function startPublisherRole(deps: PublisherDeps): Promise<Publisher
   };
   const consumer = await consumeJobs(
     deps,
+    undefined,
     QUEUES.results,
     [
       handle(JOBS.results, (data, ctx) => publish(data.results, ctx.job.id, ctx.signal)),

@@ -1,4 +1,3 @@
-import { handle, type JobHandler } from '../queues/consume.ts';
 import { QUEUES } from '../queues/names.ts';
 import { LookAgainLater } from '../queues/retry.ts';
 import type { Logger } from '../src/logging.ts';
@@ -6,14 +5,12 @@ import type { ReconcileMetrics } from '../src/metrics/proxy-metrics.ts';
 import { reconcileProxy, type ReconcileDeps, type ReconcileOutcome } from '../src/proxies/reconcile.ts';
 import { poolOf } from '../src/pools/reconcile-pool.ts';
 import type { PoolReader } from '../src/store/pool-store.ts';
-import type { WorkRequests } from '../src/work/work-requests.ts';
 import { memberChanged } from './pool-processor.ts';
 import { JOBS } from '../src/work/jobs.ts';
+import { handleWork, type WorkJobHandler } from './consumer.ts';
 
 export interface ReconcileProcessorDeps extends ReconcileDeps {
   logger: Logger;
-  /** For the resync to ask for a reconcile of every proxy and pool, and a member's change for its pool's. */
-  work: Pick<WorkRequests, 'reconcileProxy' | 'reconcilePool'>;
   metrics?: ReconcileMetrics;
   /** How soon a proxy whose instance is still starting or being deleted is looked at again. */
   recheckMs: number;
@@ -28,22 +25,22 @@ export interface ReconcileProcessorDeps extends ReconcileDeps {
  * provider API down) are retried with backoff; those that say a retry cannot help (a 403) fail
  * the job at once.
  */
-export function reconcileHandlers(deps: ReconcileProcessorDeps): JobHandler[] {
+export function reconcileHandlers(deps: ReconcileProcessorDeps): WorkJobHandler[] {
   const withHooks: ReconcileDeps = {
     ...deps,
     onProbe: (provider, ok, seconds) => deps.metrics?.probe(provider, ok, seconds),
     onEvicted: (provider, cause, readySeconds) => deps.metrics?.evicted(provider, cause, readySeconds),
     onReplace: (provider) => deps.metrics?.replaced(provider),
   };
-  const resync = handle(JOBS.resync, async (_data, ctx): Promise<{ resynced: number; pools: number }> => {
+  const resync = handleWork(JOBS.resync, async (_data, ctx): Promise<{ resynced: number; pools: number }> => {
     // Every proxy gets a reconcile (deduplicated per proxy), which re-probes Ready ones; every pool one too.
     const proxies = await deps.proxies.list(ctx.signal);
-    for (const p of proxies) await deps.work.reconcileProxy(p.name);
+    for (const p of proxies) await ctx.work.reconcileProxy(p.name);
     const pools = deps.pools ? await deps.pools.list(ctx.signal) : [];
-    for (const p of pools) await deps.work.reconcilePool(p.name);
+    for (const p of pools) await ctx.work.reconcilePool(p.name);
     return { resynced: proxies.length, pools: pools.length };
   });
-  const reconcile = handle(JOBS.reconcile, async (data, ctx): Promise<ReconcileOutcome> => {
+  const reconcile = handleWork(JOBS.reconcile, async (data, ctx): Promise<ReconcileOutcome> => {
     const log = deps.logger.child({ jobId: ctx.job.id, queue: QUEUES.reconcile, proxy: data.proxy });
     // Read before: once the proxy is deleted its record, and with it the provider, is gone.
     const before = await deps.proxies.get(data.proxy, ctx.signal);
@@ -51,7 +48,7 @@ export function reconcileHandlers(deps: ReconcileProcessorDeps): JobHandler[] {
     const outcome = await ctx.deadline((limit) => reconcileProxy(data.proxy, withHooks, limit));
     // A pool member that became Ready, left Ready, Failed or is gone: its pool looks again now.
     const pool = before ? poolOf(before) : undefined;
-    if (deps.pools && pool !== undefined && memberChanged(before, outcome)) await deps.work.reconcilePool(pool);
+    if (deps.pools && pool !== undefined && memberChanged(before, outcome)) await ctx.work.reconcilePool(pool);
     deps.metrics?.outcome(provider ?? 'unknown', outcome.kind);
     log.info(
       { outcome: outcome.kind, ...('why' in outcome ? { why: outcome.why } : {}), ...('message' in outcome ? { message: outcome.message } : {}) },

@@ -4,7 +4,7 @@ import pLimit from 'p-limit';
 import type { Registry } from 'prom-client';
 import type { RedisTarget } from '../queues/connection.ts';
 import { closeAllBounded } from '../queues/bounded-close.ts';
-import type { Consumer, JobHandler } from '../queues/consume.ts';
+import type { Consumer } from '../queues/consume.ts';
 import { QUEUES } from '../queues/names.ts';
 import { gcDeletesPerSecond, type AppConfig } from '../src/config/app.ts';
 import type { Logger } from '../src/logging.ts';
@@ -21,7 +21,7 @@ import type { MemberReplacements } from '../src/pools/member-replacements.ts';
 import { BullmqWorkRequests } from '../src/jobs/bullmq-work-requests.ts';
 import { poolHandlers } from './pool-processor.ts';
 import { checkHandler } from './check-processor.ts';
-import { consumeJobs, openJobQueue } from './consumer.ts';
+import { consumeJobs, openJobQueue, type WorkJobHandler } from './consumer.ts';
 import { gcHandler } from './gc-processor.ts';
 import { startReadiness } from './readiness-watch.ts';
 import { reconcileHandlers } from './reconcile-processor.ts';
@@ -82,7 +82,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
   const reconcileMetrics = createReconcileMetrics(deps.registry);
   const events = deps.events ?? noEvents;
   const probe = reconcileProbe(deps.proxies, deps.echoUrl, config.readiness.timeoutMs);
-  const handlers: Record<'checks' | 'reconcile' | 'gc', () => JobHandler[]> = {
+  const handlers: Record<'checks' | 'reconcile' | 'gc', () => WorkJobHandler[]> = {
     checks: () => [
       checkHandler({
         providers: deps.providers,
@@ -95,7 +95,6 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
     reconcile: () => [
       ...reconcileHandlers({
         proxies: deps.proxies,
-        work,
         metrics: reconcileMetrics,
         readiness: config.readiness,
         lifecycles,
@@ -111,7 +110,6 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
         pools: deps.pools,
         proxies: deps.proxies,
         replacements: deps.replacements,
-        work,
         requestReconcile: (proxy) => work.reconcileProxy(proxy),
         failedReplaceAfterMs: config.readiness.replaceAfterMs,
         events,
@@ -138,7 +136,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
       // A check job holds its place until its result is on the `results` queue; twice the jobs
       // let the next checks run meanwhile, while at most --concurrency checks run at once.
       const concurrency = queue === 'checks' ? config.worker.concurrency * CHECK_JOBS_PER_SLOT : config.worker.concurrency;
-      const consumer = await consumeJobs(deps, QUEUES[queue], handlers[queue](), concurrency);
+      const consumer = await consumeJobs(deps, work, QUEUES[queue], handlers[queue](), concurrency);
       consumers.push(consumer);
       lifecycle.watch(consumer.stopped);
     }

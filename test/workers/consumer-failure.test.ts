@@ -31,6 +31,7 @@ describe('a consumer that cannot run', () => {
 
   const start = async (telemetry?: Telemetry): Promise<Consumer> => {
     const consumer = await consume(QUEUES.checks, [handle(noopJob, () => Promise.resolve())], {
+      work: undefined,
       connection: redisOptions(config.redis.url ?? '', 'worker'),
       prefix: config.redis.prefix,
       settings: config,

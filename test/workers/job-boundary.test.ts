@@ -72,6 +72,8 @@ describe('consume and enqueue on a real Redis', () => {
   let queue: Queue;
   const consumers: Consumer[] = [];
   const calls = new Map<string, number>();
+  /** The consumer's work port as the handlers see it: they record each job they asked more work for. */
+  const work = { asked: [] as string[] };
 
   const verdictJob = {
     queue: QUEUES.checks,
@@ -84,7 +86,7 @@ describe('consume and enqueue on a real Redis', () => {
     const consumer = await consume(
       QUEUES.checks,
       [
-        handle(verdictJob, async (data, ctx) => {
+        handle<typeof verdictJob, typeof work>(verdictJob, async (data, ctx) => {
           const n = (calls.get(data.id) ?? 0) + 1;
           calls.set(data.id, n);
           if (data.throws === 'final') throw new EgressError('ERR_FORBIDDEN', 'HTTP 403: forbidden', { retryable: false });
@@ -92,10 +94,12 @@ describe('consume and enqueue on a real Redis', () => {
           if (data.throws === 'plain') throw new Error('socket hang up');
           if (data.throws === 'unflagged') throw new ForgotTheFlag();
           if (data.throws === 'later-once' && n === 1) throw new LookAgainLater(1, 'still starting');
+          if (data.throws === 'nothing') ctx.work.asked.push(data.id);
           return { id: data.id, run: n, deadlineSignal: ctx.signal.aborted };
         }),
       ],
       {
+        work,
         connection: redisOptions(config.redis.url ?? '', 'worker'),
         prefix: config.redis.prefix,
         settings: config,
@@ -185,6 +189,13 @@ describe('consume and enqueue on a real Redis', () => {
     } finally {
       await other.close();
     }
+  });
+
+  test('a handler asks for more work through its context: the work port its consumer was given', async () => {
+    await start(recorder());
+    const job = await settled(await enqueue(queue, verdictJob, { id: 'asks', throws: 'nothing' }));
+    expect(await job.getState()).toBe('completed');
+    expect(work.asked).toContain('asks');
   });
 
   test('a delayed job waited from the end of its delay, not from when it was added', async () => {

@@ -61,10 +61,10 @@ async function startHarness(provider: string, lifecycle: ProxyLifecycle): Promis
   try {
     consumer = await consumeJobs(
       deps,
+      new BullmqWorkRequests({ reconcile: queue }),
       QUEUES.reconcile,
       reconcileHandlers({
         proxies: store,
-        work: new BullmqWorkRequests({ reconcile: queue }),
         metrics: createReconcileMetrics(registry),
         readiness: config.readiness,
         lifecycles: new Map([[provider, lifecycle]]),
