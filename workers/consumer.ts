@@ -39,7 +39,13 @@ export function handleWork<D extends JobDefinition>(def: D, run: (data: JobData<
  * logger; every handler gets `work` as `ctx.work` (the worker's work-requests port; the publisher,
  * which asks for no work, passes undefined).
  */
-export function consumeJobs<W>(deps: ConsumerDeps, work: W, queue: QueueName, handlers: readonly JobHandler<JobDefinition, W>[], concurrency: number): Promise<Consumer> {
+export function consumeJobs<W>(
+  deps: ConsumerDeps,
+  work: W,
+  queue: QueueName,
+  handlers: readonly JobHandler<JobDefinition, W>[],
+  concurrency: number,
+): Promise<Consumer> {
   const { config, secrets } = deps;
   return consume(queue, handlers, {
     work,
