@@ -37,6 +37,7 @@ async function redisSettings(flags: ParsedFlags): Promise<RedisSettings> {
     ...(nodes ? { clusterNodes: nodes, clusterTls: flags.redisTls === true || ca !== undefined, ...(password === undefined ? {} : { password }) } : {}),
     ...(ca === undefined ? {} : { ca }),
     prefix: flags.prefix,
+    lostAfterMs: flags.redisLostAfter,
   };
 }
 

@@ -15,6 +15,7 @@ export const SERVER_FLAG_DEFAULTS = {
   dataDir: '.egress',
   logLevel: 'info',
   shutdownGrace: '10s',
+  redisLostAfter: '5m',
   host: '127.0.0.1',
   port: '8080',
   maxBodySize: '1MiB',

@@ -189,6 +189,7 @@ const SERVER_FLAGS = z.object({
   redisPasswordFile: optionalText,
   redisCaFile: optionalText,
   redisTls: optionalSwitch,
+  redisLostAfter: nonNegativeDuration.prefault(d.redisLostAfter),
   maxBodySize: flagValue(
     (text) => within(parseByteSize(text), 1024, 1024 ** 3),
     (text) => `expected a size from 1KiB to 1GiB such as 1MiB, 512KiB or 65536 (bytes), got "${text}"`,

@@ -3,7 +3,7 @@ import { freezeConfig } from '../config/app.ts';
 import { ConfigError } from '../errors.ts';
 import { resolveTrustedDir } from '../fs/private-path.ts';
 import { localDataDir } from '../providers/local/config.ts';
-import type { RoleName } from './run-roles.ts';
+import type { RoleName } from './start-roles.ts';
 
 /**
  * How deep beneath a local provider's data directory everything is checked at start: `bin/`,

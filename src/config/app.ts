@@ -20,6 +20,11 @@ export interface RedisSettings {
   ca?: string;
   /** The hash-tagged key prefix shared by every queue and key (`{egress}`). */
   prefix: string;
+  /**
+   * How long Redis may stay unreachable before the process fails (`--redis-lost-after`, exit 1 with
+   * `ERR_REDIS_LOST`, for its supervisor to restart it); 0 waits for ever. Absent: 5 minutes.
+   */
+  lostAfterMs?: number;
 }
 
 export interface ApiSettings {

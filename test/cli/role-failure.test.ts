@@ -7,7 +7,7 @@ import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, inject, test } from 'vitest';
 import { SERVER_RECORD } from '../../src/redis/private-redis.ts';
 import { freePort } from '../../src/redis/redis-server.ts';
-import { ROOT, spawnEgress, type EgressProcess } from '../support/cli.ts';
+import { ROOT, runCli, spawnEgress, type EgressProcess } from '../support/cli.ts';
 import { uniquePrefix } from '../support/config.ts';
 import { tempDir } from '../support/temp-dirs.ts';
 
@@ -45,5 +45,25 @@ describe('a role that fails ends its command', () => {
     process.kill(pid, 'SIGKILL');
     expect(await up.exited).toBe(1);
     expect(up.logs()).toContain(`error: the private redis-server (pid ${pid}) was killed by SIGKILL while the roles used it (ERR_REDIS_LOST)\n`);
+  });
+
+  test('egress worker whose Redis stays unreachable past --redis-lost-after exits 1, naming the Redis and the flag', async () => {
+    const dataDir = await tempDir('role-failure-lost-');
+    const port = await freePort();
+    const worker = spawnEgress(['worker', '--prefix', uniquePrefix(), '--data-dir', dataDir, '--queues', 'checks', '--redis-lost-after', '1s'], {
+      REDIS_URL: `redis://127.0.0.1:${port}`,
+    });
+    procs.push(worker);
+    expect(await worker.exited).toBe(1);
+    expect(worker.logs()).toMatch(
+      new RegExp(`error: Redis at 127\\.0\\.0\\.1:${port} could not be reached for 1s \\(--redis-lost-after\\): .*ECONNREFUSED.* \\(ERR_REDIS_LOST\\)\\n$`),
+    );
+  });
+
+  test('--redis-lost-after refuses what is not a duration, naming the flag', async () => {
+    const run = await runCli(['worker', '--redis-lost-after', 'soon', '--check-config'], { REDIS_URL: inject('redisUrl') });
+    expect(run.code).toBe(2);
+    expect(run.err).toContain('--redis-lost-after');
+    expect(run.err).toContain('expected a duration such as 5m (0 for off), got "soon"');
   });
 });

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { expect, test } from 'vitest';
-import { echoUrlFor } from '../../src/cli/run-roles.ts';
+import { echoUrlFor } from '../../src/cli/start-roles.ts';
 import { buildServerConfig, SERVER_FLAG_DEFAULTS } from '../../src/cli/server-config.ts';
 import { ROOT, runCli } from '../support/cli.ts';
 

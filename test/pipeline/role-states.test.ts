@@ -6,11 +6,13 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { PrivateRedisLostError, runRoles, type RoleName, type RunningRoles } from '../../src/cli/run-roles.ts';
+import { runRoles, type RunningRoles } from '../../src/cli/run-roles.ts';
+import type { RoleName } from '../../src/cli/start-roles.ts';
 import { freezeConfig } from '../../src/config/app.ts';
 import { silentLogger } from '../../src/logging.ts';
 import { SERVER_RECORD } from '../../src/redis/private-redis.ts';
-import { startRedisChild, type RedisChild } from '../../src/redis/redis-server.ts';
+import { freePort, startRedisChild, type RedisChild } from '../../src/redis/redis-server.ts';
+import { RedisLostError } from '../../src/redis/redis-lost.ts';
 import { RoleFailedError, ShutdownError, type RoleState } from '../../src/roles/role-lifecycle.ts';
 import { testConfig } from '../support/config.ts';
 import { tempDir } from '../support/temp-dirs.ts';
@@ -100,7 +102,7 @@ describe('a shutdown whose closes hang', () => {
 });
 
 describe('the private redis-server', () => {
-  test('exiting under the roles fails the process: run() rejects with PrivateRedisLostError naming it', async () => {
+  test('exiting under the roles fails the process: run() rejects with a RedisLostError naming it', async () => {
     const base = testConfig();
     const config = freezeConfig({ ...base, redis: { url: undefined, prefix: base.redis.prefix }, shutdownGraceMs: 200 });
     const running = await runRoles(config, ['publisher'], silentLogger());
@@ -109,10 +111,44 @@ describe('the private redis-server', () => {
       expect(pid).toBeGreaterThan(0);
       process.kill(pid, 'SIGKILL');
       const err = await running.run().catch((e: unknown) => e);
-      expect(err).toBeInstanceOf(PrivateRedisLostError);
+      expect(err).toBeInstanceOf(RedisLostError);
       expect(err).toMatchObject({ code: 'ERR_REDIS_LOST', message: `the private redis-server (pid ${pid}) was killed by SIGKILL while the roles used it` });
     } finally {
       await running.close().catch(() => undefined);
     }
+  });
+});
+
+describe('a Redis lost for longer than --redis-lost-after', () => {
+  test('while the roles run: run() rejects with a RedisLostError that names the Redis and the budget, and the roles close', async () => {
+    const dir = await tempDir('redis-lost-');
+    const redis = await startRedisChild({ dir, appendOnly: false });
+    const base = testConfig();
+    const config = freezeConfig({ ...base, redis: { url: redis.url, prefix: base.redis.prefix, lostAfterMs: 500 }, shutdownGraceMs: 200 });
+    const { seen, onRoleState } = recorder();
+    const running = await runRoles(config, ['publisher'], silentLogger(), { onRoleState });
+    try {
+      await redis.stop();
+      const err = await running.run().catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(RedisLostError);
+      expect(err).toMatchObject({ code: 'ERR_REDIS_LOST' });
+      expect((err as Error).message).toMatch(new RegExp(`^Redis at 127\\.0\\.0\\.1:${redis.port} could not be reached for 500ms \\(--redis-lost-after\\)`));
+    } finally {
+      await running.close().catch(() => undefined);
+      await redis.stop();
+    }
+    // Closed, not left running: with its Redis gone its worker cannot close cleanly, and says so.
+    expect(seen.at(-1)).toMatch(/^publisher (stopped|failed: the shutdown of the publisher role did not end cleanly)/);
+  });
+
+  test('at the start: runRoles rejects with the RedisLostError instead of waiting for ever', async () => {
+    const base = testConfig();
+    const port = await freePort();
+    const config = freezeConfig({ ...base, redis: { url: `redis://127.0.0.1:${port}`, prefix: base.redis.prefix, lostAfterMs: 300 } });
+    const err = await runRoles(config, ['publisher', 'scheduler'], silentLogger()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RedisLostError);
+    expect((err as Error).message).toMatch(
+      new RegExp(`^Redis at 127\\.0\\.0\\.1:${port} could not be reached for 300ms \\(--redis-lost-after\\): .*ECONNREFUSED`),
+    );
   });
 });

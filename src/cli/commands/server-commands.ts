@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { RoleName } from '../run-roles.ts';
+import type { RoleName } from '../start-roles.ts';
 import { SERVER_FLAG_DEFAULTS } from '../server-flag-defaults.ts';
 
 export interface ServerEnv {
@@ -53,6 +53,11 @@ export function addServerOptions(cmd: Command, env: ServerEnv, role: string): Co
       env.REDIS_CA_FILE,
     )
     .option('--redis-tls', 'TLS to the cluster nodes, verified against the system CAs (a --redis-url says rediss://)')
+    .option(
+      '--redis-lost-after <duration>',
+      'how long Redis may stay unreachable before the process exits 1 for its supervisor to restart it; 0 waits for ever',
+      d.redisLostAfter,
+    )
     .option('--prefix <prefix>', 'hash-tagged key prefix of every queue and key', d.prefix)
     .option('--data-dir <dir>', 'where local state lives', d.dataDir)
     .option('--log-level <level>', 'trace, debug, info, warn, error or silent (env EGRESS_LOG_LEVEL)', env.EGRESS_LOG_LEVEL ?? d.logLevel)
