@@ -1,17 +1,15 @@
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
+import { afterAll, describe, expect, test } from 'vitest';
 import { MemoryEventStore } from '../../src/events/memory-event-store.ts';
 import { POOL_LABEL, poolDocumentSchema, type PoolDocument } from '../../src/model/pool-resource.ts';
 import type { Proxy } from '../../src/model/proxy-resource.ts';
-import { RedisMemberReplacements } from '../../src/pools/member-replacements.ts';
 import { reconcilePool, SAFETY_LOOK_MS, type PoolReconcileDeps } from '../../src/pools/reconcile-pool.ts';
 import { withReadyCondition } from '../../src/proxies/conditions.ts';
 import { placeTargets } from '../../src/pools/spread.ts';
 import { reconcileProxy, type ReadinessProbe, type ReconcileDeps } from '../../src/proxies/reconcile.ts';
-import { RedisPoolStore } from '../../src/store/redis-pool-store.ts';
-import { RedisProxyStore } from '../../src/store/redis-proxy-store.ts';
+import { MemoryMemberReplacements } from '../../src/store/memory-member-replacements.ts';
+import { MemoryPoolStore } from '../../src/store/memory-pool-store.ts';
+import { MemoryProxyStore } from '../../src/store/memory-proxy-store.ts';
 import { memberChanged } from '../../workers/pool-processor.ts';
-import { uniquePrefix } from '../support/config.ts';
 import { RecordingLifecycle } from '../support/recording-lifecycle.ts';
 
 const signal = AbortSignal.timeout(60_000);
@@ -22,16 +20,16 @@ function poolDoc(name: string, spec: Record<string, unknown>): PoolDocument {
 }
 
 /**
- * The pool reconcile against real Redis stores, with members reconciled by the real proxy reconcile
- * on recording lifecycles: `settle()` runs every member reconcile the pool asked for, as workers would.
+ * The pool reconcile against the memory stores (held to the Redis stores' rules by the conformance
+ * suites in test/store/; no Redis), with members reconciled by the real proxy reconcile on recording
+ * lifecycles: `settle()` runs every member reconcile the pool asked for, as workers would.
  */
 class Harness {
   t = Date.parse('2026-11-01T10:00:00.000Z');
   readonly now = (): Date => new Date(this.t);
-  readonly prefix = uniquePrefix();
-  readonly proxies: RedisProxyStore;
-  readonly pools: RedisPoolStore;
-  readonly replacements: RedisMemberReplacements;
+  readonly proxies = new MemoryProxyStore(this.now);
+  readonly pools = new MemoryPoolStore(this.now);
+  readonly replacements = new MemoryMemberReplacements(this.now);
   readonly events = new MemoryEventStore({ maxCount: 10_000, maxAgeMs: 86_400_000 }, () => this.t);
   readonly lifecycles = new Map([
     ['local', new RecordingLifecycle()],
@@ -41,12 +39,6 @@ class Harness {
   /** Members whose readiness probe fails (they stay Provisioning). */
   readonly unready = new Set<string>();
   readonly requested: string[] = [];
-
-  constructor(redis: Redis) {
-    this.proxies = new RedisProxyStore(redis, this.prefix, this.now);
-    this.pools = new RedisPoolStore(redis, this.prefix, this.now);
-    this.replacements = new RedisMemberReplacements(redis, this.prefix, this.now);
-  }
 
   poolDeps(): PoolReconcileDeps {
     return {
@@ -137,20 +129,15 @@ describe('placeTargets: spread by weight, largest remainder', () => {
 });
 
 describe('reconcilePool', () => {
-  let redis: Redis;
   const harnesses: Harness[] = [];
   const harness = (): Harness => {
-    const h = new Harness(redis);
+    const h = new Harness();
     harnesses.push(h);
     return h;
   };
 
-  beforeAll(() => {
-    redis = new Redis(inject('redisUrl'));
-  });
   afterAll(async () => {
     for (const h of harnesses) await h.close();
-    redis.disconnect();
   });
 
   test('creates members named <pool>-<5 characters>, labelled, spread 70/30 across providers; all Ready makes the pool Ready', async () => {

@@ -1,26 +1,19 @@
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
+import { afterAll, describe, expect, test } from 'vitest';
 import { ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../../src/providers/lifecycle.ts';
 import { instanceNameFor } from '../../src/proxies/instance-name.ts';
 import { reconcileProxy, type ReadinessProbe, type ReconcileDeps } from '../../src/proxies/reconcile.ts';
-import { RedisProxyStore } from '../../src/store/redis-proxy-store.ts';
-import { uniquePrefix } from '../support/config.ts';
+import { MemoryProxyStore } from '../../src/store/memory-proxy-store.ts';
 import { RecordingLifecycle } from '../support/recording-lifecycle.ts';
 import { waitFor } from '../support/wait.ts';
 
+// The store in memory (the ProxyStore conformance suite holds it to the Redis store's rules): no Redis.
 describe('reconcileProxy', () => {
-  let redis: Redis;
-  let store: RedisProxyStore;
+  const store = new MemoryProxyStore();
   const signal = AbortSignal.timeout(30_000);
   const okProbe: ReadinessProbe = async () => ({ ok: true, egressIp: '127.0.0.1' });
 
-  beforeAll(() => {
-    redis = new Redis(inject('redisUrl'));
-    store = new RedisProxyStore(redis, uniquePrefix());
-  });
   afterAll(async () => {
     await store.close();
-    redis.disconnect();
   });
 
   const deps = (lifecycle: ProxyLifecycle, probe = okProbe): ReconcileDeps => ({

@@ -1,73 +1,28 @@
 import { once } from 'node:events';
 import type { Server as HttpServer } from 'node:http';
-import { serve } from '@hono/node-server';
-import { Hono } from 'hono';
-import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, inject, test } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from 'vitest';
 import { proxyRoutes } from '../../src/api/routes/proxies.ts';
 import { silentLogger } from '../../src/logging.ts';
 import { createReconcileMetrics } from '../../src/metrics/proxy-metrics.ts';
-import type { Instance, ProxyLifecycle } from '../../src/providers/lifecycle.ts';
 import { reconcileProxy, type ReadinessPolicy, type ReconcileDeps } from '../../src/proxies/reconcile.ts';
-import { echoRoute } from '../../src/readiness/echo.ts';
-import { ProbeLoop, type ProbeEvent } from '../../src/readiness/probe-loop.ts';
+import { ProbeLoop } from '../../src/readiness/probe-loop.ts';
 import { reconcileProbe } from '../../src/readiness/reconcile-probe.ts';
-import { RedisProxyStore } from '../../src/store/redis-proxy-store.ts';
+import { MemoryProxyStore } from '../../src/store/memory-proxy-store.ts';
 import { MemoryWorkRequests } from '../../src/work/memory-work-requests.ts';
-import { uniquePrefix } from '../support/config.ts';
 import { startPausableProxy, type PausableProxy } from '../support/pausable-proxy.ts';
+import { lifecycleFor, memoryProbeClaims, nextProbe, startEcho } from '../support/probe-loop-fixtures.ts';
 
 /**
  * The eviction rule end to end on real parts: a real forward proxy that the test pauses (it keeps
  * accepting connections and answers nothing, like a SIGSTOPped process), the real probe through it
- * to a real echo endpoint, the probe loop, the store in Redis and the discovery route with its ETag.
+ * to a real echo endpoint, the probe loop, the store and the discovery route with its ETag. No
+ * Redis: the store, the work requests and the probe claims are in memory (claims shared with other
+ * workers in Redis are test/readiness/probe-claims.test.ts).
  */
 
-function startEcho(): Promise<{ server: HttpServer; url: string }> {
-  const app = new Hono();
-  app.route('/v1', echoRoute());
-  return new Promise((resolve) => {
-    const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, (info) =>
-      resolve({ server, url: `http://127.0.0.1:${info.port}/v1/echo` }),
-    ) as HttpServer;
-  });
-}
-
-/** A lifecycle whose one instance is the test's forward proxy (the provider part is not under test here). */
-function lifecycleFor(proxy: { port: number }, id = 'proc-1'): ProxyLifecycle {
-  const instance = (name: string): Instance => ({
-    name,
-    id,
-    state: 'running',
-    owner: { fleet: 'test', proxy: 'p' },
-    createdAt: new Date().toISOString(),
-    endpoint: { host: '127.0.0.1', port: proxy.port },
-  });
-  return {
-    ensureInstance: async (spec) => instance(spec.name),
-    getInstance: async (name) => instance(name),
-    deleteInstance: async () => undefined,
-    async *listInstances() {},
-  };
-}
-
-/** Waits for the first `probed` event of `proxy` that `accept` takes. */
-function nextProbe(loop: ProbeLoop, accept: (e: ProbeEvent) => boolean): Promise<ProbeEvent> {
-  return new Promise((resolve) => {
-    const on = (e: ProbeEvent): void => {
-      if (!accept(e)) return;
-      loop.off('probed', on);
-      resolve(e);
-    };
-    loop.on('probed', on);
-  });
-}
-
 describe('eviction on the first failed probe', () => {
-  let redis: Redis;
-  let prefix: string;
-  let store: RedisProxyStore;
+  let store: MemoryProxyStore;
   // The work-requests port in memory: the reconciles an eviction asks for, with no queue.
   let work: MemoryWorkRequests;
   let echo: { server: HttpServer; url: string };
@@ -77,17 +32,14 @@ describe('eviction on the first failed probe', () => {
   const policy: ReadinessPolicy = { failureThreshold: 1, successThreshold: 2, replaceAfterMs: 300_000 };
 
   beforeAll(async () => {
-    redis = new Redis(inject('redisUrl'));
     echo = await startEcho();
   });
   afterAll(async () => {
-    redis.disconnect();
     echo.server.closeAllConnections();
     await new Promise((resolve) => echo.server.close(resolve));
   });
   beforeEach(async () => {
-    prefix = uniquePrefix();
-    store = new RedisProxyStore(redis.duplicate(), prefix);
+    store = new MemoryProxyStore();
     work = new MemoryWorkRequests();
     registry = new Registry();
     await store.apply({ metadata: { name: 'p', labels: {} }, spec: { provider: 'local' } });
@@ -116,8 +68,8 @@ describe('eviction on the first failed probe', () => {
     const metrics = createReconcileMetrics(registry);
     loop = new ProbeLoop({
       proxies: store,
-      redis,
-      prefix,
+      redis: memoryProbeClaims(),
+      prefix: 'test',
       intervalMs: 300,
       rules: { ...policy, failureThreshold },
       probe: probe(),
@@ -187,28 +139,6 @@ describe('eviction on the first failed probe', () => {
     expect(evicted.verdict).toMatchObject({ ok: false, cause: 'refused' });
     expect((await discover()).names).toEqual([]);
     expect(await registry.getSingleMetricAsString('proxy_operator_proxy_evictions_total')).toContain('cause="refused"} 1');
-  });
-
-  test('a proxy another worker has claimed for this interval is not probed here; once the claim is gone it is', async () => {
-    const signal = AbortSignal.timeout(30_000);
-    expect((await reconcileProxy('p', reconcileDeps(), signal)).kind).toBe('ready');
-    // A second proxy as the yardstick: by its third probe, more than two intervals have passed.
-    await store.apply({ metadata: { name: 'q', labels: {} }, spec: { provider: 'local' } });
-    const other = await startPausableProxy((await store.credentials('q'))!);
-    try {
-      const q = { ...reconcileDeps(), lifecycles: new Map([['local', lifecycleFor(other, 'proc-q')]]) };
-      expect((await reconcileProxy('q', q, signal)).kind).toBe('ready');
-      await redis.set(`${prefix}:probe-claim:p`, 'another-worker', 'PX', 600_000);
-      const l = startLoop();
-      const probedHere: string[] = [];
-      l.on('probed', (e) => probedHere.push(e.proxy));
-      for (let i = 0; i < 3; i++) await nextProbe(l, (e) => e.proxy === 'q');
-      expect(probedHere.filter((n) => n === 'p')).toEqual([]);
-      await redis.del(`${prefix}:probe-claim:p`);
-      expect((await nextProbe(l, (e) => e.proxy === 'p')).verdict.ok).toBe(true);
-    } finally {
-      await other.close();
-    }
   });
 
   test('with --probe-failures 2 one failed probe is counted and the proxy stays in discovery', async () => {

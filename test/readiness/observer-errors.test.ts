@@ -1,11 +1,10 @@
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { silentLogger } from '../../src/logging.ts';
 import { ObserverResourceError, observerFailure } from '../../src/observer-errors.ts';
 import { ExitWatch } from '../../src/providers/local/exit-watch.ts';
 import { ProbeLoop } from '../../src/readiness/probe-loop.ts';
-import { RedisProxyStore } from '../../src/store/redis-proxy-store.ts';
-import { uniquePrefix } from '../support/config.ts';
+import { MemoryProxyStore } from '../../src/store/memory-proxy-store.ts';
+import { memoryProbeClaims } from '../support/probe-loop-fixtures.ts';
 
 /**
  * EMFILE, ENFILE and ENOMEM seen by the observer (this process ran out of descriptors or memory
@@ -54,18 +53,14 @@ describe('the observer out of its own resources', () => {
   });
 
   describe('the probe loop', () => {
-    let redis: Redis;
-    let store: RedisProxyStore;
-    const prefix = uniquePrefix();
+    // The store and the probe claims in memory: no Redis.
+    const store = new MemoryProxyStore();
     beforeAll(async () => {
-      redis = new Redis(inject('redisUrl'));
-      store = new RedisProxyStore(redis.duplicate(), prefix);
       await store.apply({ metadata: { name: 'p', labels: {} }, spec: { provider: 'local' } });
       await store.updateStatus('p', (p) => ({ ...p.status, phase: 'Ready', url: 'http://127.0.0.1:9', instanceId: 'i-1' }));
     });
     afterAll(async () => {
       await store.close();
-      redis.disconnect();
     });
 
     test('records no failure and evicts nothing when its probes fail for want of its own descriptors', async () => {
@@ -73,8 +68,8 @@ describe('the observer out of its own resources', () => {
       const counted: string[] = [];
       const loop = new ProbeLoop({
         proxies: store,
-        redis,
-        prefix,
+        redis: memoryProbeClaims(),
+        prefix: 'test',
         intervalMs: 100,
         rules: { failureThreshold: 1, successThreshold: 1 },
         probe: () => Promise.reject(new ObserverResourceError('readiness probe', 'EMFILE', { cause: emfile() })),

@@ -1,15 +1,17 @@
 /**
- * The Redis collections' change feed (RedisJsonCollection.changesSince): a reader that polls gets
- * what was written and removed since its revision, every object when it is new or the feed no
- * longer covers it, and nothing when nothing changed. The pick member cache refreshes from it
- * (and, with the Kubernetes store, from a list of the pools' Proxies only).
+ * The collections' change feed (RedisJsonCollection.changesSince, and MemoryCollection's, which the
+ * memory stores keep the same way): a reader that polls gets what was written and removed since its
+ * revision, every object when it is new or the feed no longer covers it, and nothing when nothing
+ * changed. The pick member cache refreshes from it (and, with the Kubernetes store, from a list of
+ * the pools' Proxies only).
  */
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { POOL_LABEL } from '../../src/model/pool-resource.ts';
 import type { Proxy } from '../../src/model/proxy-resource.ts';
 import { PoolMemberCache, type MemberSource } from '../../src/pools/pick-members.ts';
-import { RedisJsonCollection } from '../../src/store/redis-json-collection.ts';
+import { MemoryCollection } from '../../src/store/memory-collection.ts';
+import { RedisJsonCollection, type CollectionChanges } from '../../src/store/redis-json-collection.ts';
 import { RedisPoolStore } from '../../src/store/redis-pool-store.ts';
 import { RedisProxyStore } from '../../src/store/redis-proxy-store.ts';
 import { proxyCrd, proxyPoolCrd } from '../../src/crds/definitions.ts';
@@ -31,12 +33,24 @@ afterAll(async () => {
   await redis.quit();
 });
 
-const put = (c: RedisJsonCollection<Thing>, name: string, value: number): Promise<unknown> => c.update(name, () => ({ name, value }));
+/** What the feed's tests use of a collection: both kinds have it. */
+interface FeedCollection {
+  update(name: string, update: () => Thing): Promise<unknown>;
+  delete(name: string): Promise<boolean>;
+  changesSince(revision: number | undefined): Promise<CollectionChanges<Thing>>;
+}
+
+const put = (c: FeedCollection, name: string, value: number): Promise<unknown> => c.update(name, () => ({ name, value }));
 const names = (things: readonly Thing[]): string[] => things.map((t) => t.name).sort();
 
-describe('RedisJsonCollection.changesSince', () => {
+const collections: { kind: string; make: (options?: { feedLength?: number }) => FeedCollection }[] = [
+  { kind: 'RedisJsonCollection', make: (options) => new RedisJsonCollection<Thing>(redis, uniquePrefix(), 'thing', options) },
+  { kind: 'MemoryCollection', make: (options) => new MemoryCollection<Thing>(options) },
+];
+
+describe.each(collections)('$kind.changesSince', ({ make }) => {
   it('gives a new reader everything, then only what was written or removed since its revision', async () => {
-    const c = new RedisJsonCollection<Thing>(redis, uniquePrefix(), 'thing');
+    const c = make();
     await put(c, 'a', 1);
     await put(c, 'b', 1);
     const first = await c.changesSince(undefined);
@@ -65,7 +79,7 @@ describe('RedisJsonCollection.changesSince', () => {
   });
 
   it('a name written many times is reported once, as it is now', async () => {
-    const c = new RedisJsonCollection<Thing>(redis, uniquePrefix(), 'thing');
+    const c = make();
     const start = await c.changesSince(undefined);
     for (let v = 1; v <= 5; v++) await put(c, 'a', v);
     const changes = await c.changesSince(start.revision);
@@ -73,7 +87,7 @@ describe('RedisJsonCollection.changesSince', () => {
   });
 
   it('a reader the feed no longer covers gets the whole collection again', async () => {
-    const c = new RedisJsonCollection<Thing>(redis, uniquePrefix(), 'thing', { feedLength: 3 });
+    const c = make({ feedLength: 3 });
     await put(c, 'a', 1);
     const start = await c.changesSince(undefined);
     for (const name of ['b', 'c', 'd', 'e']) await put(c, name, 1);

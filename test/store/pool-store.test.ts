@@ -1,8 +1,9 @@
 /**
  * The PoolStore conformance suite: the port's rules (src/store/pool-store.ts), written once and run
- * against the Redis store (the run's redis-server) and the Kubernetes store (ProxyPool custom resources
- * in the fake kube-apiserver, the generated CRD registered), so the pool reconcile and the API behave
- * the same with `--store kubernetes`. Then what kubectl sees of the Kubernetes store's pools.
+ * against the Redis store (the run's redis-server), the in-memory one the pure tests use, and the
+ * Kubernetes store (ProxyPool custom resources in the fake kube-apiserver, the generated CRD
+ * registered), so the pool reconcile and the API behave the same with `--store kubernetes` and on
+ * the memory store. Then what kubectl sees of the Kubernetes store's pools.
  */
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,18 +12,23 @@ import { MEMBERS_FINALIZER } from '../../src/crds/resources.ts';
 import { NotFoundError } from '../../src/errors.ts';
 import { poolDocumentSchema, type PoolDocument, type PoolStatus } from '../../src/model/pool-resource.ts';
 import { KubernetesPoolStore } from '../../src/store/kubernetes/pool-store.ts';
+import { MemoryPoolStore } from '../../src/store/memory-pool-store.ts';
 import { PoolTerminatingError, type PoolStore } from '../../src/store/pool-store.ts';
 import { RedisPoolStore } from '../../src/store/redis-pool-store.ts';
 import { startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';
-import { kubernetesStoreHarness, redisStoreHarness, useStores, type StoreHarness } from './store-harness.ts';
+import { kubernetesStoreHarness, memoryStoreHarness, redisStoreHarness, useStores, type StoreHarness } from './store-harness.ts';
 
 type Harness = StoreHarness<PoolStore> & {
-  /** Whether a change of labels alone moves the generation (Redis: yes; Kubernetes moves it on spec changes only). */
+  /** Whether a change of labels alone moves the generation (Redis and memory: yes; Kubernetes moves it on spec changes only). */
   labelsMoveGeneration: boolean;
 };
 
 function redisHarness(): Harness {
   return { ...redisStoreHarness((redis, prefix) => new RedisPoolStore(redis, prefix)), labelsMoveGeneration: true };
+}
+
+function memoryHarness(): Harness {
+  return { ...memoryStoreHarness(() => new MemoryPoolStore()), labelsMoveGeneration: true };
 }
 
 function kubernetesHarness(): Harness {
@@ -44,7 +50,7 @@ const ended = (): AbortSignal => {
   return c.signal;
 };
 
-describe.each([redisHarness(), kubernetesHarness()])('PoolStore conformance: $name', (h) => {
+describe.each([redisHarness(), memoryHarness(), kubernetesHarness()])('PoolStore conformance: $name', (h) => {
   const make = useStores(h);
 
   it('starts empty: nothing to get or list; requestDeletion of nothing is NotFound; remove of nothing is no error', async () => {
@@ -177,6 +183,22 @@ describe.each([redisHarness(), kubernetesHarness()])('PoolStore conformance: $na
     await expect(store.updateStatus('crawl', (p) => counted(p.status, 3), ended())).rejects.toThrow('job deadline');
     expect((await store.get('crawl'))?.status.ready).toBe(0);
     expect((await store.get('crawl'))?.metadata.deletionRequestedAt).toBeUndefined();
+  });
+
+  it('hands out copies: changing what it returned changes nothing stored', async () => {
+    const store = await make();
+    const { pool } = await store.apply(doc('crawl'));
+    const kept = structuredClone(pool);
+    pool.spec.replicas = 99;
+    (await store.get('crawl'))!.status.conditions.push({
+      type: 'X',
+      status: 'True',
+      reason: 'Test',
+      message: '',
+      lastTransitionTime: '2026-12-01T10:00:00.000Z',
+    });
+    (await store.list())[0]!.labels.team = 'mutated';
+    expect(await store.get('crawl')).toEqual(kept);
   });
 
   it('two stores are separate: one never sees the other’s pools', async () => {

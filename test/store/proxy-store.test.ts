@@ -1,8 +1,9 @@
 /**
  * The ProxyStore conformance suite: the port's rules (src/store/proxy-store.ts), written once and run
- * against the Redis store (the run's redis-server) and the Kubernetes store (Proxy custom resources
- * and Secrets in the fake kube-apiserver, the generated CRD registered), so `--store kubernetes`
- * behaves for reconcile and the API as the Redis store does.
+ * against the Redis store (the run's redis-server), the in-memory one the pure tests use, and the
+ * Kubernetes store (Proxy custom resources and Secrets in the fake kube-apiserver, the generated CRD
+ * registered), so `--store kubernetes` behaves for reconcile and the API as the Redis store does,
+ * and a suite on the memory store means what it would on Redis.
  */
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,19 +13,27 @@ import { NotFoundError } from '../../src/errors.ts';
 import { POOL_LABEL } from '../../src/model/pool-resource.ts';
 import type { ProxyDocument } from '../../src/model/proxy-resource.ts';
 import { KubernetesProxyStore } from '../../src/store/kubernetes/proxy-store.ts';
+import { MemoryProxyStore } from '../../src/store/memory-proxy-store.ts';
 import { ProxyTerminatingError, type ProxyStore } from '../../src/store/proxy-store.ts';
 import { RedisProxyStore } from '../../src/store/redis-proxy-store.ts';
 import { startFakeKubeApiserver, type FakeKubeApiserver } from '../fakes/kube-apiserver/index.ts';
-import { kubernetesStoreHarness, redisStoreHarness, useStores, type StoreHarness } from './store-harness.ts';
+import { kubernetesStoreHarness, memoryStoreHarness, redisStoreHarness, useStores, type StoreHarness } from './store-harness.ts';
 
-type Harness = StoreHarness<ProxyStore>;
+type Harness = StoreHarness<ProxyStore> & {
+  /** Whether the store keeps a change feed (`changesSince`: Redis and memory; Kubernetes readers list the pools' Proxies instead). */
+  changeFeed: boolean;
+};
 
 function redisHarness(): Harness {
-  return redisStoreHarness((redis, prefix) => new RedisProxyStore(redis, prefix));
+  return { ...redisStoreHarness((redis, prefix) => new RedisProxyStore(redis, prefix)), changeFeed: true };
+}
+
+function memoryHarness(): Harness {
+  return { ...memoryStoreHarness(() => new MemoryProxyStore()), changeFeed: true };
 }
 
 function kubernetesHarness(): Harness {
-  return kubernetesStoreHarness(proxyCrd(), (kc) => new KubernetesProxyStore(kc, 'default'));
+  return { ...kubernetesStoreHarness(proxyCrd(), (kc) => new KubernetesProxyStore(kc, 'default')), changeFeed: false };
 }
 
 function doc(name: string, spec: ProxyDocument['spec'] = { provider: 'local' }, labels: Record<string, string> = {}): ProxyDocument {
@@ -37,7 +46,7 @@ const ended = (): AbortSignal => {
   return c.signal;
 };
 
-describe.each([redisHarness(), kubernetesHarness()])('ProxyStore conformance: $name', (h) => {
+describe.each([redisHarness(), memoryHarness(), kubernetesHarness()])('ProxyStore conformance: $name', (h) => {
   const make = useStores(h);
 
   it('starts empty: nothing to get, list or delete; remove of nothing is no error', async () => {
@@ -164,6 +173,46 @@ describe.each([redisHarness(), kubernetesHarness()])('ProxyStore conformance: $n
     await expect(store.requestDeletion('web', {}, ended())).rejects.toThrow('job deadline');
     await expect(store.updateStatus('web', (c) => ({ ...c.status, phase: 'Ready' }), ended())).rejects.toThrow('job deadline');
     expect((await store.get('web'))?.status.phase).toBe('Pending');
+  });
+
+  it('hands out copies: changing what it returned changes nothing stored', async () => {
+    const store = await make();
+    const { proxy } = await store.apply(doc('web', { provider: 'local' }, { team: 'crawl' }));
+    const kept = structuredClone(proxy);
+    proxy.labels.team = 'mutated';
+    (await store.get('web'))!.status.phase = 'Ready';
+    (await store.list())[0]!.spec.provider = 'mutated';
+    (await store.credentials('web'))!.password = 'mutated';
+    expect(await store.get('web')).toEqual(kept);
+    expect((await store.credentials('web'))?.password).not.toBe('mutated');
+  });
+
+  it('where it keeps a change feed: a new reader gets everything, then only what was written or removed since', async () => {
+    const store = await make();
+    expect(store.changesSince !== undefined).toBe(h.changeFeed);
+    if (!store.changesSince) return;
+    await store.apply(doc('a'));
+    await store.apply(doc('b'));
+    const first = await store.changesSince(undefined);
+    expect(first.full).toBe(true);
+    expect(first.written.map((p) => p.name)).toEqual(['a', 'b']);
+    expect(await store.changesSince(first.revision)).toEqual({ revision: first.revision, full: false, written: [], removed: [] });
+    // An apply that changes nothing and a status update that leaves the status as it was are no writes.
+    await store.apply(doc('a'));
+    await store.updateStatus('a', (p) => p.status);
+    expect((await store.changesSince(first.revision)).written).toEqual([]);
+    await store.updateStatus('b', (p) => ({ ...p.status, phase: 'Ready' }));
+    await store.apply(doc('c'));
+    await store.remove('a');
+    const next = await store.changesSince(first.revision);
+    expect(next.full).toBe(false);
+    expect(next.written.map((p) => [p.name, p.status.phase]).sort()).toEqual([
+      ['b', 'Ready'],
+      ['c', 'Pending'],
+    ]);
+    expect(next.removed).toEqual(['a']);
+    expect(next.revision).toBeGreaterThan(first.revision);
+    expect(await store.changesSince(next.revision)).toEqual({ revision: next.revision, full: false, written: [], removed: [] });
   });
 
   it('two stores are separate: one never sees the other’s proxies', async () => {

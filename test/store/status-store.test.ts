@@ -9,7 +9,7 @@ import type { ProviderHealth } from '../../src/health/provider-health.ts';
 import { MemoryStatusStore } from '../../src/store/memory-status-store.ts';
 import { RedisStatusStore } from '../../src/store/redis-status-store.ts';
 import type { StatusStore } from '../../src/store/status-store.ts';
-import { kubernetesStoreHarness, redisStoreHarness, useStores, type StoreHarness } from './store-harness.ts';
+import { kubernetesStoreHarness, memoryStoreHarness, redisStoreHarness, useStores, type StoreHarness } from './store-harness.ts';
 import { providerHealthCrd } from '../../src/crds/definitions.ts';
 import { KubernetesStatusStore } from '../../src/store/kubernetes/status-store.ts';
 
@@ -20,7 +20,7 @@ function redisHarness(): Harness {
 }
 
 function memoryHarness(): Harness {
-  return { name: 'memory', setUp: async () => undefined, tearDown: async () => undefined, make: async () => new MemoryStatusStore() };
+  return memoryStoreHarness(() => new MemoryStatusStore());
 }
 
 /** Each store on a fake kube-apiserver of its own (ProviderHealth is cluster-scoped: nothing else keeps two apart). */

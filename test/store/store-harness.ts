@@ -44,6 +44,11 @@ export function redisStoreHarness<S extends { close(): Promise<void> }>(make: (r
   };
 }
 
+/** A harness whose stores live in this process's memory, each new one empty. */
+export function memoryStoreHarness<S extends { close(): Promise<void> }>(make: () => S): StoreHarness<S> {
+  return { name: 'memory', setUp: async () => undefined, tearDown: async () => undefined, make: async () => make() };
+}
+
 /** A harness whose stores each talk to a fake kube-apiserver of their own, with `crd` registered. */
 export function kubernetesStoreHarness<S extends { close(): Promise<void> }>(crd: CustomResourceDefinition, make: (kc: KubeConfig) => S): StoreHarness<S> {
   const fakes: FakeKubeApiserver[] = [];
