@@ -113,8 +113,16 @@ async function carryOut(pool: Pool, plan: PoolPlan, now: Date, deps: PoolReconci
 
 function planFor(pool: Pool, view: MemberView, requests: ReadonlyMap<string, ReplacementRequest>, now: Date, deps: PoolReconcileDeps): PoolPlan {
   const { members, taken } = view;
-  const suffix = deps.suffix === undefined ? {} : { suffix: deps.suffix };
+  // A plan from a cached read is carried out only when it creates nothing: its names are never used,
+  // and drawing them from a counter leaves `deps.suffix` to the plan that is.
+  const suffix = !view.consistent ? { suffix: placeholders() } : deps.suffix === undefined ? {} : { suffix: deps.suffix };
   return planPool({ pool, members, taken, requests, now, failedReplaceAfterMs: deps.failedReplaceAfterMs, ...suffix });
+}
+
+/** Suffixes `~1`, `~2`… (no member name has a `~`). */
+function placeholders(): () => string {
+  let n = 0;
+  return () => `~${++n}`;
 }
 
 /** A pool's members as one read saw them, the names that read saw in use, and whether it was consistent. */
