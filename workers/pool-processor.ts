@@ -1,8 +1,6 @@
 import { QUEUES } from '../queues/names.ts';
 import type { Logger } from '../src/logging.ts';
-import type { Proxy } from '../src/model/proxy-resource.ts';
 import { poolOf, reconcilePool, type PoolReconcileDeps, type PoolReconcileOutcome } from '../src/pools/reconcile-pool.ts';
-import type { ReconcileOutcome } from '../src/proxies/reconcile.ts';
 import type { ProxyReader } from '../src/store/proxy-store.ts';
 import type { WorkRequests } from '../src/work/work-requests.ts';
 import { JOBS } from '../src/work/jobs.ts';
@@ -36,20 +34,6 @@ export function poolHandlers(deps: PoolProcessorDeps): WorkJobHandler[] {
     await ctx.work.reconcilePool(data.pool);
   });
   return [reconcile, look];
-}
-
-/**
- * After a member Proxy's reconcile: asks for its pool's reconcile when the member's readiness
- * changed (it became Ready, left Ready, Failed) or it is gone, so a rotation moves on as soon as a
- * replacement is Ready. A plain Proxy, or a member whose state did not change, asks for nothing.
- */
-export function memberChanged(before: Proxy | undefined, outcome: ReconcileOutcome): boolean {
-  if (!before || poolOf(before) === undefined) return false;
-  if (outcome.kind === 'deleted' || outcome.kind === 'gone') return true;
-  const wasReady = before.status.phase === 'Ready';
-  if (outcome.kind === 'ready') return !wasReady;
-  if (outcome.kind === 'failed') return before.status.phase !== 'Failed';
-  return wasReady;
 }
 
 /**

@@ -5,7 +5,7 @@ import type { ReconcileMetrics } from '../src/metrics/proxy-metrics.ts';
 import { reconcileProxy, type ReconcileDeps, type ReconcileOutcome } from '../src/proxies/reconcile.ts';
 import { poolOf } from '../src/pools/reconcile-pool.ts';
 import type { PoolReader } from '../src/store/pool-store.ts';
-import { memberChanged } from './pool-processor.ts';
+import { memberChanged } from '../src/pools/member-changed.ts';
 import { JOBS } from '../src/work/jobs.ts';
 import { handleWork, type WorkJobHandler } from './consumer.ts';
 

@@ -9,7 +9,7 @@ import { reconcileProxy, type ReadinessProbe, type ReconcileDeps } from '../../s
 import { MemoryMemberReplacements } from '../../src/store/memory-member-replacements.ts';
 import { MemoryPoolStore } from '../../src/store/memory-pool-store.ts';
 import { MemoryProxyStore } from '../../src/store/memory-proxy-store.ts';
-import { memberChanged } from '../../workers/pool-processor.ts';
+import { memberChanged } from '../../src/pools/member-changed.ts';
 import { RecordingLifecycle } from '../support/recording-lifecycle.ts';
 
 const signal = AbortSignal.timeout(60_000);
