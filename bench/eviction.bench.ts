@@ -30,6 +30,7 @@ import { silentLogger } from '../src/logging.ts';
 import { withReadyCondition } from '../src/proxies/conditions.ts';
 import type { ProxyView } from '../src/proxies/discovery.ts';
 import { ProbeLoop } from '../src/readiness/probe-loop.ts';
+import { RedisProbeClaims } from '../src/readiness/redis-probe-claims.ts';
 import { reconcileProbe } from '../src/readiness/reconcile-probe.ts';
 import { startRedisChild } from '../src/redis/redis-server.ts';
 import { RedisProxyStore } from '../src/store/redis-proxy-store.ts';
@@ -214,8 +215,7 @@ async function probingCost(n: number): Promise<CostRow> {
     const latencies: number[] = [];
     loop = new ProbeLoop({
       proxies: store,
-      redis: loopRedis,
-      prefix,
+      claims: new RedisProbeClaims(loopRedis, prefix),
       intervalMs: DEFAULTS.intervalMs,
       rules: DEFAULTS,
       probe: reconcileProbe(store, () => probed.echoUrl, DEFAULTS.timeoutMs),

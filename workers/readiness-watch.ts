@@ -10,6 +10,7 @@ import type { ReadinessHooks, ReadinessProbe } from '../src/proxies/reconcile.ts
 import { reconcileAfterEviction } from './pool-processor.ts';
 import { recordFailure, type FailureDeps } from '../src/readiness/evict.ts';
 import { ProbeLoop } from '../src/readiness/probe-loop.ts';
+import { RedisProbeClaims } from '../src/readiness/redis-probe-claims.ts';
 import type { ProxyCredentialsReader, ProxyReader, ProxyStatusWriter } from '../src/store/proxy-store.ts';
 import type { EventSink } from '../src/events/event-sink.ts';
 import type { Secrets } from '../src/secrets/secret-registry.ts';
@@ -79,8 +80,7 @@ export function startReadiness(
     redis.on('error', (err: Error) => logger.warn({ err: err.message }, 'probe loop redis connection error'));
     probeLoop = new ProbeLoop({
       proxies: deps.proxies,
-      redis,
-      prefix: config.redis.prefix,
+      claims: new RedisProbeClaims(redis, config.redis.prefix),
       intervalMs: config.readiness.intervalMs,
       rules: config.readiness,
       probe,

@@ -1,6 +1,4 @@
-import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import type { RedisClient } from '../redis/connections.ts';
 import pLimit from 'p-limit';
 import type { Logger } from '../logging.ts';
 import { withReadyCondition } from '../proxies/conditions.ts';
@@ -9,14 +7,14 @@ import type { ProbeVerdict, ReadinessHooks, ReadinessProbe } from '../proxies/re
 import type { Proxy } from '../model/proxy-resource.ts';
 import type { ProxyCredentialsReader, ProxyReader, ProxyStatusWriter } from '../store/proxy-store.ts';
 import { recordFailure, type FailureOutcome } from './evict.ts';
+import type { ProbeClaims } from './probe-claims.ts';
 import { observerFailure, type ObserverResourceError } from '../observer-errors.ts';
 import type { ProxyCredentials } from '../model/proxy-credentials.ts';
 
 export interface ProbeLoopDeps {
   proxies: ProxyReader & ProxyCredentialsReader & ProxyStatusWriter;
-  /** For the per-proxy claims that keep one probe per proxy per interval across every worker. */
-  redis: RedisClient;
-  prefix: string;
+  /** The per-proxy claims that keep one probe per proxy per interval across every worker. */
+  claims: ProbeClaims;
   /** `--probe-interval`: each Ready proxy is probed about this often (±10 % jitter). */
   intervalMs: number;
   rules: ReadinessRules;
@@ -66,7 +64,7 @@ function endpointOf(url: string): { host: string; port: number } | undefined {
  * Readiness on a cadence of its own (`--probe-interval`), apart from the resync: every worker that
  * runs the reconcile queue keeps the list of Ready proxies (read again each interval) and probes
  * each one about once an interval, at a random phase with ±10 % jitter so that a fleet's probes
- * spread out (a proxy that just turned Ready: half to one interval after it did). Before a probe the worker claims the proxy in Redis (`SET NX PX`, one pipelined
+ * spread out (a proxy that just turned Ready: half to one interval after it did). Before a probe the worker claims the proxy (`ProbeClaims`: in Redis, one pipelined
  * round trip per tick), so among all workers one probes a proxy per interval. A pass writes nothing
  * (discovery's ETag stays) unless it clears counted failures or the egress IP moved; a failure goes
  * through `recordFailure`, which evicts on the first one by default and asks for a reconcile.
@@ -77,7 +75,6 @@ export class ProbeLoop extends EventEmitter<ProbeLoopEvents> {
   readonly #abort = new AbortController();
   readonly #limit;
   readonly #random: () => number;
-  readonly #token = randomUUID();
   #tick: NodeJS.Timeout | undefined;
   #refresh: NodeJS.Timeout | undefined;
   #refreshing: Promise<void> | undefined;
@@ -170,7 +167,11 @@ export class ProbeLoop extends EventEmitter<ProbeLoopEvents> {
       const due = [...this.#entries.values()].filter((e) => !e.inFlight && e.dueAt <= now);
       if (due.length === 0) return;
       for (const e of due) e.dueAt = this.#nextDue(now);
-      const claimed = await this.#claim(due.map((e) => e.proxy.name));
+      // A claim lasts most of an interval: the next interval's probe, here or elsewhere, is free to claim.
+      const claimed = await this.#deps.claims.claim(
+        due.map((e) => e.proxy.name),
+        Math.max(1, Math.floor(this.#deps.intervalMs * 0.8)),
+      );
       due.forEach((entry, i) => {
         if (!claimed[i]) return;
         entry.inFlight = true;
@@ -185,15 +186,6 @@ export class ProbeLoop extends EventEmitter<ProbeLoopEvents> {
     } finally {
       this.#ticking = false;
     }
-  }
-
-  /** One pipelined round trip: `SET <prefix>:probe-claim:<name> <worker> NX PX` per due proxy. */
-  async #claim(names: readonly string[]): Promise<boolean[]> {
-    const px = Math.max(1, Math.floor(this.#deps.intervalMs * 0.8));
-    const pipeline = this.#deps.redis.pipeline();
-    for (const name of names) pipeline.set(`${this.#deps.prefix}:probe-claim:${name}`, this.#token, 'PX', px, 'NX');
-    const replies = (await pipeline.exec()) ?? [];
-    return names.map((_, i) => replies[i]?.[1] === 'OK');
   }
 
   async #probeOne(entry: Entry): Promise<void> {

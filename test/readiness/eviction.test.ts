@@ -6,12 +6,13 @@ import { proxyRoutes } from '../../src/api/routes/proxies.ts';
 import { silentLogger } from '../../src/logging.ts';
 import { createReconcileMetrics } from '../../src/metrics/proxy-metrics.ts';
 import { reconcileProxy, type ReadinessPolicy, type ReconcileDeps } from '../../src/proxies/reconcile.ts';
+import { MemoryProbeClaims } from '../../src/readiness/probe-claims.ts';
 import { ProbeLoop } from '../../src/readiness/probe-loop.ts';
 import { reconcileProbe } from '../../src/readiness/reconcile-probe.ts';
 import { MemoryProxyStore } from '../../src/store/memory-proxy-store.ts';
 import { MemoryWorkRequests } from '../../src/work/memory-work-requests.ts';
 import { startPausableProxy, type PausableProxy } from '../support/pausable-proxy.ts';
-import { lifecycleFor, memoryProbeClaims, nextProbe, startEcho } from '../support/probe-loop-fixtures.ts';
+import { lifecycleFor, nextProbe, startEcho } from '../support/probe-loop-fixtures.ts';
 
 /**
  * The eviction rule end to end on real parts: a real forward proxy that the test pauses (it keeps
@@ -68,8 +69,7 @@ describe('eviction on the first failed probe', () => {
     const metrics = createReconcileMetrics(registry);
     loop = new ProbeLoop({
       proxies: store,
-      redis: memoryProbeClaims(),
-      prefix: 'test',
+      claims: new MemoryProbeClaims(),
       intervalMs: 300,
       rules: { ...policy, failureThreshold },
       probe: probe(),

@@ -2,9 +2,9 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { silentLogger } from '../../src/logging.ts';
 import { ObserverResourceError, observerFailure } from '../../src/observer-errors.ts';
 import { ExitWatch } from '../../src/providers/local/exit-watch.ts';
+import { MemoryProbeClaims } from '../../src/readiness/probe-claims.ts';
 import { ProbeLoop } from '../../src/readiness/probe-loop.ts';
 import { MemoryProxyStore } from '../../src/store/memory-proxy-store.ts';
-import { memoryProbeClaims } from '../support/probe-loop-fixtures.ts';
 
 /**
  * EMFILE, ENFILE and ENOMEM seen by the observer (this process ran out of descriptors or memory
@@ -68,8 +68,7 @@ describe('the observer out of its own resources', () => {
       const counted: string[] = [];
       const loop = new ProbeLoop({
         proxies: store,
-        redis: memoryProbeClaims(),
-        prefix: 'test',
+        claims: new MemoryProbeClaims(),
         intervalMs: 100,
         rules: { failureThreshold: 1, successThreshold: 1 },
         probe: () => Promise.reject(new ObserverResourceError('readiness probe', 'EMFILE', { cause: emfile() })),

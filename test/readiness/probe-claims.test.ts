@@ -4,6 +4,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, inject, t
 import { silentLogger } from '../../src/logging.ts';
 import { reconcileProxy, type ReadinessPolicy, type ReconcileDeps } from '../../src/proxies/reconcile.ts';
 import { ProbeLoop } from '../../src/readiness/probe-loop.ts';
+import { RedisProbeClaims } from '../../src/readiness/redis-probe-claims.ts';
 import { reconcileProbe } from '../../src/readiness/reconcile-probe.ts';
 import { MemoryProxyStore } from '../../src/store/memory-proxy-store.ts';
 import { uniquePrefix } from '../support/config.ts';
@@ -58,8 +59,7 @@ describe('probe claims in Redis', () => {
   const startLoop = (): ProbeLoop => {
     loop = new ProbeLoop({
       proxies: store,
-      redis,
-      prefix,
+      claims: new RedisProbeClaims(redis, prefix),
       intervalMs: 300,
       rules: policy,
       probe: probe(),

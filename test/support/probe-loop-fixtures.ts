@@ -5,7 +5,6 @@ import { Hono } from 'hono';
 import type { Instance, ProxyLifecycle } from '../../src/providers/lifecycle.ts';
 import { echoRoute } from '../../src/readiness/echo.ts';
 import type { ProbeEvent, ProbeLoop } from '../../src/readiness/probe-loop.ts';
-import type { RedisClient } from '../../src/redis/connections.ts';
 
 /** The real echo endpoint the readiness probe asks through the proxy, on 127.0.0.1. */
 export function startEcho(): Promise<{ server: HttpServer; url: string }> {
@@ -46,33 +45,4 @@ export function nextProbe(loop: ProbeLoop, accept: (e: ProbeEvent) => boolean): 
     };
     loop.on('probed', on);
   });
-}
-
-/**
- * The probe loop's per-proxy claims held in this process, for suites that run with no Redis: the one
- * call the loop makes of its `redis` (a pipeline of `SET key worker PX ms NX`, then `exec`), answered
- * as Redis would — `OK` for a key nobody holds (or whose claim has expired), null otherwise. One loop
- * per fake: claims across workers are the Redis suite's (test/readiness/probe-claims.test.ts).
- */
-export function memoryProbeClaims(now: () => number = Date.now): RedisClient {
-  const expiresAt = new Map<string, number>();
-  const pipeline = () => {
-    const queued: { key: string; ms: number }[] = [];
-    const commands = {
-      set(key: string, _value: string, px: 'PX', ms: number, nx: 'NX') {
-        if (px !== 'PX' || nx !== 'NX') throw new Error(`memoryProbeClaims: only SET … PX ms NX, not ${px} … ${nx}`);
-        queued.push({ key, ms });
-        return commands;
-      },
-      // Applied at exec, in order, as Redis runs a pipeline.
-      exec: async (): Promise<[null, 'OK' | null][]> =>
-        queued.map(({ key, ms }) => {
-          if ((expiresAt.get(key) ?? 0) > now()) return [null, null];
-          expiresAt.set(key, now() + ms);
-          return [null, 'OK'];
-        }),
-    };
-    return commands;
-  };
-  return { pipeline } as unknown as RedisClient;
 }
