@@ -1,3 +1,8 @@
+import type { CollectionChanges, JsonCollection, Updater } from './json-collection.ts';
+
+/** How many names the change feed remembers, as the Redis feed's default: a reader further behind lists everything. */
+const DEFAULT_FEED_LENGTH = 50_000;
+
 /**
  * A named collection of objects in this process's memory: what the memory stores keep, as
  * RedisJsonCollection is what the Redis stores keep. Objects are held as JSON text, so what goes
@@ -6,22 +11,7 @@
  * computes and writes with nothing in between, so concurrent writers never lose each other's
  * changes, and a call whose signal has ended rejects and writes nothing.
  */
-
-/** Returns the new object, `undefined` to leave it as it is, or `null` to delete it. */
-export type MemoryUpdater<T> = (current: T | undefined) => T | undefined | null;
-
-/** What changed since a revision: every object (`full`), or the objects written since and the names removed. */
-export interface MemoryChanges<T> {
-  revision: number;
-  full: boolean;
-  written: T[];
-  removed: string[];
-}
-
-/** How many names the change feed remembers, as the Redis feed's default: a reader further behind lists everything. */
-const DEFAULT_FEED_LENGTH = 50_000;
-
-export class MemoryCollection<T> {
+export class MemoryCollection<T> implements JsonCollection<T> {
   readonly #texts = new Map<string, string>();
   /** The change feed: name → revision of its last write (or removal), oldest first. */
   readonly #feed = new Map<string, number>();
@@ -49,7 +39,7 @@ export class MemoryCollection<T> {
   }
 
   /** What was written or removed since `revision` (undefined: everything there is); see RedisJsonCollection.changesSince. */
-  changesSince(revision: number | undefined, signal?: AbortSignal): Promise<MemoryChanges<T>> {
+  changesSince(revision: number | undefined, signal?: AbortSignal): Promise<CollectionChanges<T>> {
     return run(signal, () => {
       if (revision === undefined || revision < this.#floor) return { revision: this.#revision, full: true, written: this.#list(), removed: [] };
       const written: T[] = [];
@@ -65,20 +55,17 @@ export class MemoryCollection<T> {
   }
 
   /** Applies `update` to the stored object in one step; resolves with what is stored afterwards. */
-  update(name: string, update: MemoryUpdater<T>, signal?: AbortSignal): Promise<T | undefined> {
-    return run(signal, () => this.updateNow(name, update));
+  update(name: string, update: Updater<T>, signal?: AbortSignal): Promise<T | undefined> {
+    return run(signal, () => this.#update(name, update));
   }
 
-  /**
-   * `update` for a caller already inside one step (a store writing two collections at once): the
-   * updater sees a copy; an update that leaves the text as it was is no write (the revision stays).
-   */
-  updateNow(name: string, update: MemoryUpdater<T>): T | undefined {
+  /** The updater sees a copy; an update that leaves the text as it was is no write (the revision stays). */
+  #update(name: string, update: Updater<T>): T | undefined {
     const text = this.#texts.get(name);
     const next = update(text === undefined ? undefined : (JSON.parse(text) as T));
     if (next === undefined) return text === undefined ? undefined : (JSON.parse(text) as T);
     if (next === null) {
-      if (text !== undefined) this.deleteNow(name);
+      if (text !== undefined) this.#delete(name);
       return undefined;
     }
     const nextText = JSON.stringify(next);
@@ -91,10 +78,14 @@ export class MemoryCollection<T> {
 
   /** Removes the object; resolves false when there was none. */
   delete(name: string, signal?: AbortSignal): Promise<boolean> {
-    return run(signal, () => this.deleteNow(name));
+    return run(signal, () => this.#delete(name));
   }
 
-  deleteNow(name: string): boolean {
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  #delete(name: string): boolean {
     if (!this.#texts.delete(name)) return false;
     this.#record(name);
     return true;
@@ -131,22 +122,4 @@ export function run<R>(signal: AbortSignal | undefined, op: () => R): Promise<R>
     signal?.throwIfAborted();
     resolve(op());
   });
-}
-
-/** Writes the status of a stored object (and nothing else) through `update` (undefined: leave it); one that is gone stays gone. */
-export function updateStatusOf<S extends { status: unknown }>(
-  collection: MemoryCollection<S>,
-  name: string,
-  update: (current: S) => S['status'] | undefined,
-  signal?: AbortSignal,
-): Promise<S | undefined> {
-  return collection.update(
-    name,
-    (current) => {
-      if (!current) return undefined;
-      const status = update(current);
-      return status ? { ...current, status } : undefined;
-    },
-    signal,
-  );
 }

@@ -1,4 +1,5 @@
 import type { ProviderHealth } from '../health/provider-health.ts';
+import { run } from './memory-collection.ts';
 import type { StatusStore } from './status-store.ts';
 
 /**
@@ -12,11 +13,11 @@ export class MemoryStatusStore implements StatusStore {
   readonly #health = new Map<string, ProviderHealth>();
 
   getProviderHealth(name: string, signal?: AbortSignal): Promise<ProviderHealth | undefined> {
-    return this.#run(signal, () => copy(this.#health.get(name)));
+    return run(signal, () => copy(this.#health.get(name)));
   }
 
   listProviderHealth(signal?: AbortSignal): Promise<ProviderHealth[]> {
-    return this.#run(signal, () =>
+    return run(signal, () =>
       [...this.#health.keys()].sort().flatMap((name) => {
         const health = copy(this.#health.get(name));
         return health ? [health] : [];
@@ -29,7 +30,7 @@ export class MemoryStatusStore implements StatusStore {
     update: (current: ProviderHealth | undefined) => ProviderHealth | undefined,
     signal?: AbortSignal,
   ): Promise<ProviderHealth | undefined> {
-    return this.#run(signal, () => {
+    return run(signal, () => {
       const next = update(copy(this.#health.get(name)));
       if (next !== undefined) this.#health.set(name, structuredClone(next));
       return copy(this.#health.get(name));
@@ -37,20 +38,11 @@ export class MemoryStatusStore implements StatusStore {
   }
 
   deleteProviderHealth(name: string, signal?: AbortSignal): Promise<boolean> {
-    return this.#run(signal, () => this.#health.delete(name));
+    return run(signal, () => this.#health.delete(name));
   }
 
   close(): Promise<void> {
     return Promise.resolve();
-  }
-
-  /** Runs `op` as a store call: rejected, untouched, when the signal has ended. */
-  #run<T>(signal: AbortSignal | undefined, op: () => T): Promise<T> {
-    return new Promise((resolve) => {
-      // A throw here (the ended signal's reason, an update that throws) rejects the promise.
-      signal?.throwIfAborted();
-      resolve(op());
-    });
   }
 }
 

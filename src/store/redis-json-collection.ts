@@ -2,6 +2,7 @@ import type { RedisClient } from '../redis/connections.ts';
 import { EgressError } from '../errors.ts';
 import { isTooLateReply, luaFence, writeNotAfter, WriteTooLateError } from '../redis/write-fence.ts';
 import { UpdateBatcher } from './update-batcher.ts';
+import type { CollectionChanges, JsonCollection, Updater } from './json-collection.ts';
 
 const MAX_ATTEMPTS = 20;
 
@@ -12,7 +13,6 @@ export class StoreConflictError extends EgressError {
 }
 
 /** Returns the new object, `undefined` to leave it as it is, or `null` to delete it. */
-export type Updater<T> = (current: T | undefined) => T | undefined | null;
 
 /**
  * Compare-and-set of one object and its index entry, atomically, recorded in the change feed.
@@ -66,16 +66,6 @@ return {rev, floor, unpack(names)}`;
 /** How many names the change feed remembers (one entry per name, at its last write): a reader further behind lists everything. */
 const DEFAULT_FEED_LENGTH = 50_000;
 
-/** What changed in a collection since a revision: every object (`full`), or the objects written since and the names removed. */
-export interface CollectionChanges<T> {
-  /** The revision these changes bring a reader to. */
-  revision: number;
-  /** True when `written` is the whole collection (the first read, or a reader the feed no longer covers). */
-  full: boolean;
-  written: T[];
-  removed: string[];
-}
-
 /**
  * A named collection of JSON objects in Redis: `<prefix>:<kind>:<name>` strings and an index
  * set `<prefix>:<kind>s`. Updates are optimistic — read, compute, then a compare-and-set script
@@ -84,7 +74,7 @@ export interface CollectionChanges<T> {
  * object that queue up while its write runs are applied together, in arrival order, in the next
  * one. Every key shares the hash-tagged prefix (Redis Cluster safe).
  */
-export class RedisJsonCollection<T> {
+export class RedisJsonCollection<T> implements JsonCollection<T> {
   readonly #redis: RedisClient;
   readonly #prefix: string;
   readonly #kind: string;
@@ -212,22 +202,4 @@ export class RedisJsonCollection<T> {
     }
     throw new StoreConflictError(key);
   }
-}
-
-/** Writes the status of a stored object (and nothing else) through `update` (undefined: leave it); one that is gone stays gone. */
-export function updateStatusIn<T extends { status: unknown }>(
-  collection: RedisJsonCollection<T>,
-  name: string,
-  update: (current: T) => T['status'] | undefined,
-  signal?: AbortSignal,
-): Promise<T | undefined> {
-  return collection.update(
-    name,
-    (current) => {
-      if (!current) return undefined;
-      const status = update(current);
-      return status ? { ...current, status } : undefined;
-    },
-    signal,
-  );
 }
