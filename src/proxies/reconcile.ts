@@ -3,49 +3,24 @@ import { ProvisioningError, type Instance, type InstanceOwner, type ProxyLifecyc
 import { deleteOwnInstance } from './delete-own-instance.ts';
 import type { ReconcileStore } from '../store/proxy-store.ts';
 import { withReadyCondition } from './conditions.ts';
-import { afterFailure, evictionCauseOf, passesNeeded, readySeconds, type EvictionCause, type ReadinessRules } from './eviction.ts';
+import { afterFailure, passesNeeded, readySeconds } from './eviction.ts';
+import {
+  DEFAULT_READINESS,
+  evictionCauseOf,
+  type ProbeFailureCause,
+  type ReadinessHooks,
+  type ReadinessPolicy,
+  type ReadinessProbe,
+} from './readiness-contract.ts';
 import { instanceNameFor } from './instance-name.ts';
 import { describeLocation, locationOf, movedAwayMeanwhile, sameLocation } from './location.ts';
 import type { InstanceLocation, Proxy, ProxyStatus } from '../model/proxy-resource.ts';
-import type { EventSink } from '../events/event-sink.ts';
 import * as ev from '../events/proxy-events.ts';
 import { resourceName } from '../schema/zod-helpers.ts';
-import { NO_REDACTION, proxySecretOwner, type Secrets } from '../secrets/secret-registry.ts';
-import type { ProxyCredentials } from '../model/proxy-credentials.ts';
+import { NO_REDACTION, proxySecretOwner } from '../secrets/secret-registry.ts';
 
-export type ProbeVerdict =
-  { ok: true; egressIp: string; durationSeconds?: number } | { ok: false; cause: 'timeout' | 'refused' | 'error'; message: string; durationSeconds?: number };
-
-/** Probes the proxy at `endpoint`; `credentials` when the caller already holds them (else read from the store). */
-export type ReadinessProbe = (
-  endpoint: { host: string; port: number },
-  proxy: Proxy,
-  signal: AbortSignal,
-  credentials?: ProxyCredentials,
-) => Promise<ProbeVerdict>;
-
-export interface ReadinessPolicy extends ReadinessRules {
-  /** A proxy unready this long has its instance replaced (deleted, then made again). */
-  replaceAfterMs: number;
-}
-
-/** Observability hooks of readiness, shared by reconcile, the probe loop and the exit watch. */
-export interface ReadinessHooks {
-  onProbe?: (provider: string, ok: boolean, durationSeconds?: number) => void;
-  /** A Ready proxy left discovery; `readySeconds`, how long it had been Ready (when known). */
-  onEvicted?: (provider: string, cause: EvictionCause, readySeconds: number | undefined) => void;
-  onReplace?: (provider: string) => void;
-  /** A look at a proxy abandoned for want of this process's own resources (`where`: probe; `code`: EMFILE, ENFILE, ENOMEM). */
-  onObserverError?: (where: string, code: string) => void;
-  /** Where lifecycle decisions are recorded (instance created, started, deleted; readiness flips). */
-  events?: EventSink;
-  /**
-   * The process's secret registry (src/secrets): every status write passes its redaction (a peer's
-   * error quotes what it was sent), and reconcile tells it each proxy's credentials as it reads them
-   * and forgets them with the proxy. Absent: nothing is redacted (tests that hold no secret).
-   */
-  secrets?: Secrets;
-}
+/** Only for test/proxies/reconcile.test.ts, which still imports the probe's type from here: the contract is readiness-contract.ts. */
+export type { ReadinessProbe } from './readiness-contract.ts';
 
 export interface ReconcileDeps extends ReadinessHooks {
   proxies: ReconcileStore;
@@ -288,8 +263,6 @@ async function deleteProxy(
 /** How `lastError` starts once an unready proxy's instance was replaced (the next instance's cause reads it). */
 const REPLACED = 'replaced:';
 
-const DEFAULT_READINESS: ReadinessPolicy = { failureThreshold: 1, successThreshold: 2, replaceAfterMs: 5 * 60_000 };
-
 /**
  * A failed readiness probe. A Ready proxy leaves discovery (Provisioning) once `failureThreshold`
  * probes in a row have failed (the first, by default); once unready for `replaceAfterMs`, its
@@ -299,7 +272,7 @@ async function probeFailed(
   proxy: Proxy,
   instance: Instance,
   url: string,
-  probed: { cause: 'timeout' | 'refused' | 'error'; message: string },
+  probed: { cause: ProbeFailureCause; message: string },
   deps: ReconcileDeps,
   signal: AbortSignal,
 ): Promise<ReconcileOutcome> {
