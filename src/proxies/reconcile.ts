@@ -41,8 +41,8 @@ export interface ReconcileDeps extends ReadinessHooks {
  * state and acts idempotently. The instance name is derived from the proxy's identity and the
  * create is idempotent on it, so a retried, duplicated or crashed reconcile never makes a second
  * instance. Deletion finishes only when the instance is gone. What to do at each step is decided
- * by the plan (reconcile-plan.ts, readiness-plan.ts); this carries it out: the store, the lifecycles, the probe, the
- * hooks, the events and the redaction.
+ * by the plan (reconcile-plan.ts, readiness-plan.ts); this carries it out: the store, the
+ * lifecycles, the probe, the hooks, the events and the redaction.
  */
 export async function reconcileProxy(name: string, deps: ReconcileDeps, signal: AbortSignal): Promise<ReconcileOutcome> {
   const proxy = await deps.proxies.get(name, signal);
@@ -69,6 +69,7 @@ interface Run {
   owner: InstanceOwner;
 }
 
+/** Credentials, a move's removal, the location record, the create, the probe: each step's result goes to the plan. */
 async function provision(run: Run, target: Target, lifecycle: ProxyLifecycle): Promise<ReconcileOutcome> {
   const { proxy, deps, signal } = run;
   const credentials = await deps.proxies.credentials(proxy.name, signal);
