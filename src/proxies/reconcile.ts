@@ -23,9 +23,6 @@ import {
   removalAt,
 } from './reconcile-plan.ts';
 
-/** Only for test/proxies/reconcile.test.ts, which still imports the probe's type from here: the contract is readiness-contract.ts. */
-export type { ReadinessProbe } from './readiness-contract.ts';
-
 export interface ReconcileDeps extends ReadinessHooks {
   proxies: ReconcileStore;
   readiness?: ReadinessPolicy;
