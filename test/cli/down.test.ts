@@ -25,6 +25,17 @@ describe('egress down', () => {
       const run = await runCli(['down', '--data-dir', dir]);
       expect(run).toEqual({ code: 0, out: expect.stringMatching(new RegExp(`^nothing of ${dir} is running`)) as unknown, err: '' });
     }
+    // Nor is there an API to name.
+    expect(await runCli(['url', '--data-dir', dataDir])).toEqual({
+      code: 1,
+      out: '',
+      err: `error: no \`egress up\` runs from ${dataDir}: start it (npm start), or pass --data-dir (EGRESS_DATA_DIR) or --api-url (EGRESS_API_URL) (ERR_NOT_RUNNING)\n`,
+    });
+    expect(await runCli(['url', '--data-dir', dataDir], { EGRESS_API_URL: 'http://127.0.0.1:9090/' })).toEqual({
+      code: 0,
+      out: 'http://127.0.0.1:9090\n',
+      err: '',
+    });
   });
 
   it('after `up` was killed with -9: stops what it left — the proxy host with its proxies and the private redis-server — and nothing of the data directory runs', async () => {

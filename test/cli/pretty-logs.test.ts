@@ -67,6 +67,23 @@ describe('pretty logs', () => {
   });
 });
 
+/** An ANSI colour code: ESC [ … m. */
+const COLOUR_CODE = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, 'g');
+
+/** `egress up ARGS` under `script`, which gives it a terminal: standard error is a TTY, as in a user's shell. */
+function upOnTerminal(args: string, env: Record<string, string | undefined>): { output: () => string; exited: Promise<unknown> } {
+  const child = spawn('script', ['-qec', `${process.execPath} ${EGRESS_BIN} up ${args}`, '/dev/null'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (out += c.toString()));
+  // Without the colour codes a colour terminal gets around the level names.
+  return { output: () => out.replace(COLOUR_CODE, ''), exited: once(child, 'exit') };
+}
+
+async function apiPid(dataDir: string): Promise<number> {
+  return (JSON.parse(await readFile(join(dataDir, 'api.json'), 'utf8')) as { pid: number }).pid;
+}
+
 describe('egress up on a terminal', () => {
   let dataDir = '';
   afterAll(async () => {
@@ -77,22 +94,14 @@ describe('egress up on a terminal', () => {
     dataDir = await tempDir('egress-tty-');
     const env: Record<string, string | undefined> = { ...process.env };
     delete env.EGRESS_LOG_LEVEL;
-    // `script` gives the process a terminal: standard error is a TTY, as in a user's shell.
-    const child = spawn('script', ['-qec', `${process.execPath} ${EGRESS_BIN} up --port 0 --data-dir ${dataDir}`, '/dev/null'], {
-      cwd: ROOT,
-      env,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (out += c.toString()));
-    const exited = once(child, 'exit');
-    await waitFor('the banner', () => out.includes('stop: Ctrl-C'), 60_000);
-    const apiUrl = /egress is up: API (\S+),/.exec(out)?.[1] ?? '';
-    expect(out).toContain(`Bull Board ${apiUrl}/admin/queues, metrics ${apiUrl}/metrics`);
-    expect(out).toContain(`data directory: ${dataDir} (\`npx egress …\` finds this API with export EGRESS_DATA_DIR=${dataDir}`);
-    expect(out).toContain(`for curl: export EGRESS_API_URL=${apiUrl}`);
-    expect(out).toContain(`\`npx egress down --data-dir ${dataDir}\``);
+    const up = upOnTerminal(`--port 0 --data-dir ${dataDir}`, env);
+    await waitFor('the banner', () => up.output().includes('stop: Ctrl-C'), 60_000);
+    const out = (): string => up.output();
+    const apiUrl = /egress is up: API (\S+),/.exec(out())?.[1] ?? '';
+    expect(out()).toContain(`Bull Board ${apiUrl}/admin/queues, metrics ${apiUrl}/metrics`);
+    expect(out()).toContain(`data directory: ${dataDir} (\`npx egress …\` finds this API with export EGRESS_DATA_DIR=${dataDir}`);
+    expect(out()).toContain(`for curl: export EGRESS_API_URL=${apiUrl}`);
+    expect(out()).toContain(`\`npx egress down --data-dir ${dataDir}\``);
 
     const cli = (...args: string[]) => runCli([...args, '--data-dir', dataDir]);
     const proxy = 'kind: Proxy\nmetadata: { name: tty-1 }\nspec: { provider: local }\n';
@@ -100,14 +109,14 @@ describe('egress up on a terminal', () => {
     expect((await cli('apply', '-f', join(dataDir, 'tty-1.yaml'))).code).toBe(0);
     await waitFor('tty-1 Ready', async () => /tty-1\s+local\s+Ready/.test((await cli('get', 'proxies')).out), 60_000);
     // Routine info lines (roles starting, each reconcile and probe) are not shown; nothing is JSON.
-    expect(out).not.toMatch(/^\{"level"/m);
-    expect(out).not.toMatch(/ INFO /);
+    expect(out()).not.toMatch(/^\{"level"/m);
+    expect(out()).not.toMatch(/ INFO /);
 
     const pid = (JSON.parse(await readFile(join(dataDir, 'api.json'), 'utf8')) as { pid: number }).pid;
     process.kill(pid, 'SIGINT');
-    await exited;
-    expect(out).toContain('egress: shutting down (SIGINT) …');
-    expect(out).toContain(
+    await up.exited;
+    expect(out()).toContain('egress: shutting down (SIGINT) …');
+    expect(out()).toContain(
       `egress stopped; 1 local proxy keeps serving (the next start adopts them): \`npx egress down --data-dir ${dataDir}\` stops everything`,
     );
     expect((await processesUnder(dataDir)).map((p) => p.command).join('\n')).toContain('proxy-host');
@@ -116,5 +125,24 @@ describe('egress up on a terminal', () => {
     expect(stopped.code).toBe(0);
     expect(stopped.out).toMatch(new RegExp(`^stopped the local proxy host \\(pid \\d+(, with \\d+ relays?)?\\) and its proxies of ${dataDir}\\n$`));
     expect(await processesUnder(dataDir)).toEqual([]);
+  });
+
+  it('shows the routine lines when --log-level asks, and JSON lines with --log-format json', async () => {
+    const env: Record<string, string | undefined> = { ...process.env };
+    delete env.EGRESS_LOG_LEVEL;
+    for (const [args, expected] of [
+      ['--log-level info', /^\d\d:\d\d:\d\d INFO {2}api: api listening {2}url=http:\/\/127\.0\.0\.1:\d+/m],
+      ['--log-format json', /^\{"level":30,.*"msg":"api listening"\}\r?$/m],
+    ] as const) {
+      const dir = await tempDir('egress-tty-level-');
+      const up = upOnTerminal(`--port 0 --data-dir ${dir} ${args}`, env);
+      try {
+        await waitFor('the banner', () => up.output().includes('stop: Ctrl-C'), 60_000);
+        expect(up.output(), args).toMatch(expected);
+      } finally {
+        process.kill(await apiPid(dir), 'SIGTERM');
+        await up.exited;
+      }
+    }
   });
 });

@@ -97,6 +97,17 @@ export async function servingProxies(root: string, extraDirs: readonly string[] 
   return count;
 }
 
+/** A signal to one of our processes; a process that is not ours to signal (EPERM) is named. */
+function signal(p: { pid: number }, root: string, sig: NodeJS.Signals): void {
+  try {
+    sendSignal(p.pid, sig);
+  } catch (err) {
+    throw new EgressError('ERR_LOCAL_PROXY_STOP', `cannot stop local proxy process ${p.pid} of ${root}: ${(err as Error).message} (another user's?)`, {
+      cause: err,
+    });
+  }
+}
+
 async function goneWithin(pids: readonly number[], root: string, ms: number): Promise<number[]> {
   const deadline = performance.now() + ms;
   const signal = new AbortController().signal;
@@ -116,7 +127,7 @@ export async function stopLocalProcesses(root: string, graceMs = 10_000): Promis
   const found = await localProcessesUnder(root);
   if (found.length === 0) return [];
   const first = found.filter((p) => p.kind !== 'relay');
-  for (const p of first) sendSignal(p.pid, 'SIGTERM');
+  for (const p of first) signal(p, root, 'SIGTERM');
   await goneWithin(
     first.map((p) => p.pid),
     root,
@@ -124,13 +135,13 @@ export async function stopLocalProcesses(root: string, graceMs = 10_000): Promis
   );
   // Relays go with their host; one whose host was already gone is stopped here.
   const rest = await localProcessesUnder(root);
-  for (const p of rest) sendSignal(p.pid, 'SIGTERM');
+  for (const p of rest) signal(p, root, 'SIGTERM');
   const stubborn = await goneWithin(
     rest.map((p) => p.pid),
     root,
     graceMs,
   );
-  for (const pid of stubborn) sendSignal(pid, 'SIGKILL');
+  for (const pid of stubborn) signal({ pid }, root, 'SIGKILL');
   const left = await goneWithin(stubborn, root, 5_000);
   if (left.length > 0)
     throw new EgressError(
