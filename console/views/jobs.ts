@@ -20,9 +20,10 @@ export function jobsView(): View {
 
   retryAll.addEventListener('click', () => {
     void (async () => {
-      const answer = await api<{ retried: number }>('POST', '/v1/jobs/retry-failed');
+      const answer = await api<{ retried: Record<string, number> }>('POST', '/v1/jobs/retry-failed');
       if (!answer.ok) return notice.error(answer.message);
-      notice.ok(`${answer.body.retried} failed jobs sent back to be retried.`);
+      const total = Object.values(answer.body.retried).reduce((a, b) => a + b, 0);
+      notice.ok(`${total} failed jobs sent back to be retried.`);
       shown = undefined;
       await refresh();
     })();

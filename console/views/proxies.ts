@@ -53,7 +53,7 @@ export function proxiesView(): View {
       });
       return h('span', { class: 'secret' }, h('code', {}, url), ' ', hide);
     }
-    const show = h('button', { type: 'button', 'aria-label': `Reveal the URL of ${p.name}` }, 'Reveal URL');
+    const show = h('button', { type: 'button', 'aria-label': `Reveal URL of ${p.name}` }, 'Reveal URL');
     show.addEventListener('click', () => void reveal(p.name));
     return show;
   }
