@@ -10,18 +10,17 @@ interface Counters {
   probeFailures: number;
 }
 
-const SERIES: { key: keyof Omit<Counters, 'at'>; title: string }[] = [
+type Series = keyof Omit<Counters, 'at'>;
+
+const SERIES: { key: Series; title: string }[] = [
   { key: 'picks', title: 'Picks' },
   { key: 'bans', title: 'Ban reports' },
   { key: 'denials', title: 'Pick denials' },
   { key: 'probeFailures', title: 'Probe failures' },
 ];
 
-/** Samples kept (one per refresh). */
-const KEEP = 60;
-
-/** A sparkline of per-interval increases, with its numbers as text for screen readers. */
-function sparkline(title: string, values: readonly number[]): HTMLElement {
+/** A sparkline of per-interval increases, its numbers also as text (caption and accessible name). */
+function sparkline(title: string, values: readonly number[], minutes: number): HTMLElement {
   const width = 240;
   const height = 48;
   const max = Math.max(1, ...values);
@@ -35,28 +34,29 @@ function sparkline(title: string, values: readonly number[]): HTMLElement {
       width,
       height,
       role: 'img',
-      'aria-label': `${title}: ${total} in the last ${values.length} samples, at most ${max} per sample`,
+      'aria-label': `${title}: ${total} in the last ${minutes} minutes, at most ${max} per interval`,
     },
-    svg('polyline', { points: points || `0,${height - 2} ${width},${height - 2}`, fill: 'none', stroke: 'currentColor', 'stroke-width': 2 }),
+    svg('polyline', { points: values.length > 1 ? points : `0,${height - 2} ${width},${height - 2}`, fill: 'none', stroke: 'currentColor', 'stroke-width': 2 }),
   );
-  return h('figure', { class: 'spark' }, h('figcaption', {}, `${title}: ${values.at(-1) ?? 0} in the last interval, ${total} shown`), chart);
+  return h('figure', { class: 'spark' }, h('figcaption', {}, `${title}: ${total} in the last ${minutes} min`), chart);
 }
 
 /** Small time series of this API process's counters: picks, ban reports, pick denials, probe failures. */
 export function metricsView(): View {
   const notice = new Notice();
   const charts = h('div', { class: 'sparks' });
-  const samples: Counters[] = [];
 
   async function refresh(): Promise<void> {
     const res = await consoleCall('GET', '/counters');
     if (!res.ok) return notice.error(`${res.status} ${res.statusText}`);
-    samples.push((await res.json()) as Counters);
-    while (samples.length > KEEP + 1) samples.shift();
-    const deltas = (key: keyof Omit<Counters, 'at'>): number[] => samples.slice(1).map((s, i) => Math.max(0, s[key] - (samples[i]?.[key] ?? s[key])));
+    const { everyMs, samples } = (await res.json()) as { everyMs: number; samples: Counters[] };
+    const minutes = Math.max(1, Math.round(((samples.at(-1)?.at ?? 0) - (samples[0]?.at ?? 0)) / 60_000));
+    // Increases between samples; a counter that went down (a restart) counts from zero.
+    const deltas = (key: Series): number[] => samples.slice(1).map((s, i) => Math.max(0, s[key] - (samples[i]?.[key] ?? 0)));
     replace(
       charts,
-      SERIES.map((s) => sparkline(s.title, deltas(s.key))),
+      SERIES.map((s) => sparkline(s.title, deltas(s.key), minutes)),
+      h('p', { class: 'meta' }, `One point every ${Math.round(everyMs / 1000)} s since the console was first opened in this process (an hour at most).`),
     );
   }
 
@@ -67,7 +67,7 @@ export function metricsView(): View {
       replace(
         root,
         h('h2', {}, 'Activity'),
-        h('p', { class: 'meta' }, "This API process's own counters, sampled while the page is open (every few seconds)."),
+        h('p', { class: 'meta' }, "This API process's own counters (the process serving this page; other API replicas count their own)."),
         notice.el,
         charts,
       );

@@ -13,7 +13,8 @@ interface CheckAnswer {
 export function providersView(): View {
   const notice = new Notice();
   const list = h('div', { class: 'cards' });
-  const result = h('pre', { class: 'result', hidden: true, 'aria-label': 'Result of the last check', tabindex: 0 });
+  const result = h('pre', { class: 'result', 'aria-label': 'Result of the last check', tabindex: 0 });
+  const resultSection = h('section', { hidden: true, 'aria-labelledby': 'last-check' }, h('h3', { id: 'last-check' }, 'Last check result'), result);
 
   async function check(name: string, button: HTMLButtonElement): Promise<void> {
     button.disabled = true;
@@ -25,7 +26,7 @@ export function providersView(): View {
         return;
       }
       notice.ok(`Check of ${name} finished (job ${answer.body.jobId}).`);
-      result.hidden = false;
+      resultSection.hidden = false;
       result.textContent = JSON.stringify(answer.body.result, null, 2);
       await refresh();
     } finally {
@@ -70,7 +71,7 @@ export function providersView(): View {
     id: 'providers',
     title: 'Providers',
     mount(root) {
-      replace(root, h('h2', {}, 'Providers'), notice.el, list, h('h3', {}, 'Last check result'), result);
+      replace(root, h('h2', {}, 'Providers'), notice.el, list, resultSection);
     },
     refresh,
   };

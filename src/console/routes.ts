@@ -9,6 +9,7 @@ import { consoleHeaders, sameOriginFetch } from './page-security.ts';
 import { consolePage } from './page.ts';
 import type { ConsoleSession, ConsoleSessions } from './sessions.ts';
 import { readCounters } from './counters.ts';
+import { CounterHistory } from './counter-history.ts';
 
 /** Where the console is served, and the only path its cookie is sent to. */
 export const CONSOLE_PATH = '/console';
@@ -93,6 +94,9 @@ export function consoleRoutes(deps: ConsoleRouteDeps): Hono {
   const app = new Hono();
   app.use('*', consoleHeaders());
 
+  // The process's own counters over time, for the page's small time series: sampled from the first sign-in on.
+  const history = new CounterHistory(() => readCounters(deps.registry));
+
   const page = async (c: Context, view: 'app' | 'sign-in', session?: ConsoleSession): Promise<Response> => {
     const assets = await loadedAssets(c);
     if (assets instanceof Response) return assets;
@@ -145,6 +149,7 @@ export function consoleRoutes(deps: ConsoleRouteDeps): Hono {
     const caller = deps.hasTokens ? callerOfPasted(token.trim(), deps.matchToken) : 'anonymous';
     if (caller === undefined) return refuse(c, 401, 'Unauthorized', 'the token is not valid');
     const { id, session } = deps.sessions.create(caller);
+    await history.start();
     setCookie(c, SESSION_COOKIE, id, {
       path: CONSOLE_PATH,
       httpOnly: true,
@@ -173,12 +178,11 @@ export function consoleRoutes(deps: ConsoleRouteDeps): Hono {
     return c.body(null, 204);
   });
 
-  // The process's own counters, for the page's small time series (it keeps the history itself).
   app.get('/counters', async (c) => {
     const guarded = guardApi(c, deps.sessions);
     if ('refusal' in guarded) return guarded.refusal;
     c.header('Cache-Control', 'no-store');
-    return c.json(await readCounters(deps.registry));
+    return c.json({ everyMs: history.everyMs, samples: await history.history() });
   });
 
   app.all('/v1/*', async (c) => {

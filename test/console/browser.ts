@@ -60,8 +60,8 @@ export async function seriousViolations(page: Page): Promise<string[]> {
     .map((v) => `${v.id} (${v.impact}): ${v.help}, at ${v.nodes.map((n) => n.target.join(' ')).join('; ')}`);
 }
 
-/** Saves a full-page screenshot as test-artifacts/console/<name>.png. */
+/** Saves a screenshot of the viewport (1280×900) as test-artifacts/console/<name>.png. */
 export async function screenshot(page: Page, name: string): Promise<void> {
   await mkdir(ARTIFACTS, { recursive: true });
-  await page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
+  await page.screenshot({ path: join(ARTIFACTS, `${name}.png`) });
 }

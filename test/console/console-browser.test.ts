@@ -201,6 +201,8 @@ describeWithTool('chromium', 'the console in a browser', { timeout: 120_000 }, (
     const members = card.getByRole('table', { name: 'Members of crawl' });
     await waitFor('two members listed', async () => (await members.getByRole('row').count()) === 3);
     await checkView('pools');
+    // Some picks, for the Activity view's series.
+    for (let i = 0; i < 3; i++) expect((await fetch(`${api}/v1/pools/crawl/pick`, { headers })).status).toBe(200);
     const before = (await apiGet('/v1/pools/crawl')).body.members.items.map((m) => m.name);
     await card.getByRole('button', { name: 'Rotate' }).click();
     await card.getByRole('button', { name: 'Confirm rotate crawl' }).click();
@@ -272,6 +274,8 @@ describeWithTool('chromium', 'the console in a browser', { timeout: 120_000 }, (
     for (const title of ['Picks', 'Ban reports', 'Pick denials', 'Probe failures']) {
       await page.getByRole('img', { name: new RegExp(`^${title}: `) }).waitFor({ timeout: 20_000 });
     }
+    // The picks of the pools' test, counted since sign-in.
+    await page.getByRole('img', { name: /^Picks: [3-9]\d* in the last/ }).waitFor();
     await checkView('activity');
   });
 

@@ -3,11 +3,13 @@
  * cookie, the CSRF header and Origin checks, ETags, and 4xx for bad input. The browser suite
  * (console-browser.test.ts) drives the page itself.
  */
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, test, vi } from 'vitest';
 import { runRoles, type RunningRoles } from '../../src/cli/run-roles.ts';
 import { freezeConfig } from '../../src/config/app.ts';
 import { silentLogger } from '../../src/logging.ts';
 import { ConsoleSessions } from '../../src/console/sessions.ts';
+import { CounterHistory } from '../../src/console/counter-history.ts';
+import type { ConsoleCounters } from '../../src/console/counters.ts';
 import { testConfig } from '../support/config.ts';
 
 const TOKEN = 'console-http-token-0123456789abcdef';
@@ -101,8 +103,10 @@ describe('the console over HTTP, API with tokens', () => {
     expect((await fetch(`${api}/console/v1/events?limit=0`, { headers })).status).toBe(400);
     expect((await fetch(`${api}/console/v1/nothing`, { headers })).status).toBe(404);
     // The counters, and sign-out.
-    const counters = (await (await fetch(`${api}/console/counters`, { headers })).json()) as Record<string, number>;
-    expect(Object.keys(counters).sort()).toEqual(['at', 'bans', 'denials', 'picks', 'probeFailures']);
+    const counters = (await (await fetch(`${api}/console/counters`, { headers })).json()) as { everyMs: number; samples: Record<string, number>[] };
+    expect(counters.everyMs).toBe(10_000);
+    expect(counters.samples.length).toBeGreaterThanOrEqual(2);
+    expect(Object.keys(counters.samples[0] ?? {}).sort()).toEqual(['at', 'bans', 'denials', 'picks', 'probeFailures']);
     expect((await fetch(`${api}/console/sign-out`, { method: 'POST', headers })).status).toBe(204);
     expect((await fetch(`${api}/console/v1/proxies`, { headers })).status).toBe(401);
   });
@@ -126,5 +130,25 @@ describe('console sessions', () => {
     expect(sessions.csrfMatches(d.session, undefined)).toBe(false);
     sessions.delete(d.id);
     expect(sessions.get(d.id)).toBeUndefined();
+  });
+});
+
+describe('the counters’ history', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  test('samples on a timer from the first ask, keeps the newest, and stops once nobody asks', async () => {
+    vi.useFakeTimers();
+    let picks = 0;
+    const read = (): Promise<ConsoleCounters> => Promise.resolve({ at: Date.now(), picks: picks++, denials: 0, bans: 0, probeFailures: 0 });
+    const history = new CounterHistory(read, { everyMs: 1000, keep: 3, idleMs: 5000 });
+    expect(history.sampling).toBe(false);
+    expect((await history.history()).map((s) => s.picks)).toEqual([0, 1]);
+    await vi.advanceTimersByTimeAsync(3000);
+    expect((await history.history()).map((s) => s.picks)).toEqual([2, 3, 4, 5]);
+    await vi.advanceTimersByTimeAsync(7000);
+    expect(history.sampling).toBe(false);
+    history.stop();
   });
 });
