@@ -190,6 +190,9 @@ export function consoleRoutes(deps: ConsoleRouteDeps): Hono {
     if ('refusal' in guarded) return guarded.refusal;
     const url = new URL(c.req.url);
     const path = url.pathname.slice(CONSOLE_PATH.length);
+    // Only the API's /v1 routes, whatever dot segments or encodings the request held.
+    if (!url.pathname.startsWith(`${CONSOLE_PATH}/v1/`))
+      return c.json({ error: 'ERR_NOT_FOUND', message: 'the console reaches the API’s /v1 routes only' }, 404);
     // Lists of proxies carry each one's credentials in proxyUrl: the console drops them (and the
     // text format, which is nothing but them); one proxy's URL is shown only when asked for.
     const listsProxies = path === '/v1/proxies' && c.req.method === 'GET';

@@ -11,6 +11,7 @@ import { ConsoleSessions } from '../../src/console/sessions.ts';
 import { CounterHistory } from '../../src/console/counter-history.ts';
 import type { ConsoleCounters } from '../../src/console/counters.ts';
 import { testConfig } from '../support/config.ts';
+import { rawRequest } from '../support/raw-http.ts';
 
 const TOKEN = 'console-http-token-0123456789abcdef';
 const doc = (name: string): string => `kind: Proxy\nmetadata:\n  name: ${name}\nspec:\n  provider: local\n`;
@@ -102,6 +103,11 @@ describe('the console over HTTP, API with tokens', () => {
     expect((await fetch(`${api}/console/v1/proxies/%ZZ`, { headers })).status).toBeLessThan(500);
     expect((await fetch(`${api}/console/v1/events?limit=0`, { headers })).status).toBe(400);
     expect((await fetch(`${api}/console/v1/nothing`, { headers })).status).toBe(404);
+    // Nothing but /v1 through the console, however the path is spelled.
+    for (const path of ['/console/v1/../admin/queues/api/queues', '/console/v1/%2e%2e/admin/queues/api/queues', '/console/v1/..%2fmetrics']) {
+      const res = await rawRequest(`${api}${path}`, { headers });
+      expect([path, res.status]).toEqual([path, 404]);
+    }
     // The counters, and sign-out.
     const counters = (await (await fetch(`${api}/console/counters`, { headers })).json()) as { everyMs: number; samples: Record<string, number>[] };
     expect(counters.everyMs).toBe(10_000);
