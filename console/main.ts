@@ -1,5 +1,5 @@
 import { consoleCall, page } from './api.ts';
-import { h, replace } from './dom.ts';
+import { ago, h, replace } from './dom.ts';
 import type { View } from './view.ts';
 import { providersView } from './views/providers.ts';
 import { proxiesView } from './views/proxies.ts';
@@ -90,6 +90,8 @@ function app(root: HTMLElement): void {
     } catch {
       // A failed read (the API restarting) is tried again on the next tick.
     }
+    // "3m ago" stays true between redraws.
+    for (const t of document.querySelectorAll('time[datetime]')) t.textContent = ago(t.getAttribute('datetime') ?? undefined);
     if (gen === generation) timer = setTimeout(() => void tick(view, gen), REFRESH_MS);
   };
   const show = (): void => {
