@@ -32,6 +32,12 @@ export const TOOLS = {
     probe: ['--version'],
     install: 'apt-get install prometheus (as .ci/run does)',
   },
+  // The console's browser suite drives Debian's Chromium through playwright-core (test/console/).
+  chromium: {
+    command: 'chromium',
+    probe: ['--version'],
+    install: 'apt-get install chromium (as .ci/run does)',
+  },
 } as const satisfies Record<string, RequiredTool>;
 
 export type ToolName = keyof typeof TOOLS;
