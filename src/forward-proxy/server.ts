@@ -4,7 +4,8 @@
  * and by whom, is the caller's `admit`: it runs for every request and every tunnel before
  * anything connects. No package of its own: bundled into the proxy programs as it is.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type Agent, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { Agent as TlsAgent } from 'node:https';
 import { isIPv6, type Socket } from 'node:net';
 import { closeSilentSockets } from '../http/connection-limits.ts';
 import { answer, answerSocket } from './answers.ts';
@@ -13,7 +14,8 @@ import { forwardRequest } from './plain-http.ts';
 import { absoluteTarget, authorityTarget, BadTarget } from './request-target.ts';
 import { openTunnel } from './tunnel.ts';
 import type { Admission, Admitted, Destination, ForwardProxyOptions } from './types.ts';
-import { upstreamAgents } from './upstream-agents.ts';
+import { upstreamAgents, UPSTREAM_LIMITS } from './upstream-agents.ts';
+import type { ChainHop } from './chain-hop.ts';
 import type { UpstreamFailure } from './upstream-failure.ts';
 
 /** A forward proxy that is not listening itself: connections come in as `server`'s `connection` events. */
@@ -60,6 +62,17 @@ const socketSide = (socket: Socket): ClientSide => ({
 export function createForwardProxy(options: Omit<ForwardProxyOptions, 'host' | 'port'>): ForwardProxyCore {
   const agents = upstreamAgents(options.generation);
   const live = new Set<Socket>();
+  /** Keep-alive connections to an https:// hop (an http:// hop uses the generation's pool: its address is the key). */
+  let tlsHopAgent: TlsAgent | undefined;
+  const agentFor = (hop: ChainHop | undefined): Agent => {
+    if (hop?.scheme !== 'https') return agents.current();
+    tlsHopAgent ??= new TlsAgent({ keepAlive: true, maxSockets: UPSTREAM_LIMITS.perDestination, maxFreeSockets: UPSTREAM_LIMITS.idlePerDestination, timeout: UPSTREAM_LIMITS.idleMs });
+    return tlsHopAgent;
+  };
+  const hopOf = (): { hop?: ChainHop } => {
+    const hop = options.chain?.();
+    return hop ? { hop } : {};
+  };
   const source = options.localAddress ? { localAddress: options.localAddress, family: isIPv6(options.localAddress) ? (6 as const) : (4 as const) } : {};
   const failed =
     (destination: Destination) =>
@@ -107,7 +120,10 @@ export function createForwardProxy(options: Omit<ForwardProxyOptions, 'host' | '
       responseSide(res),
       absoluteTarget,
       (t) => ({ hostname: t.hostname, port: t.port, request: { method: req.method ?? '', path: t.path } }),
-      (t, admitted, destination) => forwardRequest(req, res, t, { agent: agents.current(), admitted, ...source, onFailure: failed(destination) }),
+      (t, admitted, destination) => {
+        const chained = hopOf();
+        forwardRequest(req, res, t, { agent: agentFor(chained.hop), admitted, ...source, ...chained, onFailure: failed(destination) });
+      },
     );
 
   const onConnect = (req: IncomingMessage, socket: Socket, head: Buffer): void => {
@@ -117,7 +133,7 @@ export function createForwardProxy(options: Omit<ForwardProxyOptions, 'host' | '
       socketSide(socket),
       authorityTarget,
       (t) => ({ hostname: t.hostname, port: t.port }),
-      (t, admitted, destination) => openTunnel(socket, head, t, { admitted, ...source, live, onFailure: failed(destination) }),
+      (t, admitted, destination) => openTunnel(socket, head, t, { admitted, ...source, ...hopOf(), live, onFailure: failed(destination) }),
     );
   };
 
@@ -139,6 +155,7 @@ export function createForwardProxy(options: Omit<ForwardProxyOptions, 'host' | '
         server.closeAllConnections();
         for (const s of live) s.destroy();
         agents.destroy();
+        tlsHopAgent?.destroy();
       });
       return closing;
     },

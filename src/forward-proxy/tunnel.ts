@@ -1,5 +1,7 @@
 import { connect, type Socket } from 'node:net';
 import { answerSocket } from './answers.ts';
+import { connectThroughHop } from './chain-connect.ts';
+import type { ChainHop } from './chain-hop.ts';
 import type { AuthorityTarget } from './request-target.ts';
 import type { Admitted } from './types.ts';
 import { upstreamFailure, upstreamTimeout, type UpstreamFailure } from './upstream-failure.ts';
@@ -16,6 +18,8 @@ export interface TunnelContext {
   /** Every socket of a tunnel while it lives (the proxy's close destroys them). */
   live: Set<Socket>;
   onFailure: (failure: UpstreamFailure, err: unknown) => void;
+  /** The upstream proxy the tunnel goes through (issue 24), instead of connecting to the destination. */
+  hop?: ChainHop;
 }
 
 /**
@@ -25,6 +29,7 @@ export interface TunnelContext {
  * paused (the server pauses it before admitting), so nothing it sends meanwhile is lost.
  */
 export function openTunnel(client: Socket, head: Buffer, target: AuthorityTarget, context: TunnelContext): void {
+  if (context.hop) return openChainedTunnel(client, head, target, context, context.hop);
   const upstream = connect({
     host: target.connectHost,
     port: target.port,
@@ -60,4 +65,46 @@ export function openTunnel(client: Socket, head: Buffer, target: AuthorityTarget
     context.live.delete(upstream);
     if (connected) client.destroy();
   });
+}
+
+/**
+ * The same through an upstream proxy: a CONNECT (or SOCKS5 CONNECT) through the hop to the
+ * destination as the client named it (the hop resolves it), then the two sockets piped.
+ */
+function openChainedTunnel(client: Socket, head: Buffer, target: AuthorityTarget, context: TunnelContext, hop: ChainHop): void {
+  context.live.add(client);
+  let upstream: Socket | undefined;
+  let clientGone = false;
+  client.once('error', () => upstream?.destroy());
+  client.once('close', () => {
+    clientGone = true;
+    context.live.delete(client);
+    upstream?.destroy();
+  });
+  connectThroughHop(hop, target.connectHost, target.port, {
+    timeoutMs: CONNECT_TIMEOUT_MS,
+    ...(context.localAddress ? { localAddress: context.localAddress, family: context.family } : {}),
+  }).then(
+    (socket) => {
+      if (clientGone) return void socket.destroy();
+      upstream = socket;
+      context.live.add(socket);
+      socket.once('error', () => client.destroy());
+      socket.once('close', () => {
+        context.live.delete(socket);
+        client.destroy();
+      });
+      client.setNoDelay(true);
+      client.write(ESTABLISHED);
+      if (head.length > 0) socket.write(head);
+      socket.pipe(client);
+      client.pipe(socket);
+      socket.resume();
+    },
+    (err: unknown) => {
+      const failure = upstreamFailure(err);
+      context.onFailure(failure, err);
+      answerSocket(client, failure.status, `The destination could not be reached: ${failure.kind}\n`);
+    },
+  );
 }

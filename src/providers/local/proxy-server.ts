@@ -9,6 +9,7 @@ import { checkEgress, EgressDeniedError } from '../../egress/enforce.ts';
 import { listenForwardProxy, type ForwardProxy } from '../../forward-proxy/server.ts';
 import type { Admission, Destination, ForwardProxyOptions } from '../../forward-proxy/types.ts';
 import type { BasicCredentials } from '../../forward-proxy/basic-credentials.ts';
+import type { ChainHop } from '../../forward-proxy/chain-hop.ts';
 import type { LivePolicy } from '../../egress/live-policy.ts';
 import type { Logger } from '../../logging.ts';
 import type { DenialRecorder } from './denial-stats.ts';
@@ -87,6 +88,8 @@ export interface ProxyListenOptions {
    * it is accepted, so a flood at one proxy's port cannot take the descriptors of the others.
    */
   maxConnections?: number;
+  /** The upstream proxy this one forwards through (an `upstream` provider's front), read at each request. */
+  chain?: () => ChainHop | undefined;
 }
 
 /** A client that sends no request head within this long is disconnected (node's default, 60 s, and none for a silent socket, let idle sockets pile up). */
@@ -125,6 +128,7 @@ export function proxyHandling(options: Omit<ProxyListenOptions, 'host' | 'port'>
     admit,
     generation: () => egress.policy.generation,
     ...(options.localAddress ? { localAddress: options.localAddress } : {}),
+    ...(options.chain ? { chain: options.chain } : {}),
     maxConnections: options.maxConnections ?? 1024,
     headersTimeoutMs: HEADERS_TIMEOUT_MS,
     keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
