@@ -6,7 +6,7 @@ import type { Logger } from '../src/logging.ts';
 import type { ReconcileMetrics } from '../src/metrics/proxy-metrics.ts';
 import type { InstanceExit, ProxyLifecycle } from '../src/providers/lifecycle.ts';
 import { fleetOf } from '../src/proxies/instance-name.ts';
-import type { ReadinessHooks, ReadinessProbe } from '../src/proxies/reconcile.ts';
+import type { ReadinessHooks, ReadinessProbe } from '../src/proxies/readiness-contract.ts';
 import { reconcileAfterEviction } from './pool-processor.ts';
 import { recordFailure, type FailureDeps } from '../src/readiness/evict.ts';
 import { ProbeLoop } from '../src/readiness/probe-loop.ts';

@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import type { EvictionCause } from '../proxies/eviction.ts';
+import type { EvictionCause } from '../proxies/readiness-contract.ts';
 import { PROXY_PHASES } from '../model/proxy-resource.ts';
 import type { ProxyReader } from '../store/proxy-store.ts';
 

@@ -1,5 +1,5 @@
 import type { Proxy } from '../model/proxy-resource.ts';
-import type { ReconcileOutcome } from '../proxies/reconcile.ts';
+import type { ReconcileOutcome } from '../proxies/reconcile-decisions.ts';
 import { poolOf } from './pool-members.ts';
 
 /**

@@ -122,6 +122,15 @@ export function foreignOwner(found: Partial<InstanceOwner> | undefined, expected
   return undefined;
 }
 
+/**
+ * Why an ensure must leave alone an object of the instance's name that carries `found` as its owner:
+ * `belongs to proxy "p" of fleet "f", not "P" of "F"`; undefined when it is `expected`'s.
+ */
+export function otherProxyReason(found: InstanceOwner, expected: InstanceOwner): string | undefined {
+  if (found.fleet === expected.fleet && found.proxy === expected.proxy) return undefined;
+  return `belongs to proxy "${found.proxy}" of fleet "${found.fleet}", not "${expected.proxy}" of "${expected.fleet}"`;
+}
+
 /** A create that a retry cannot fix: quota exhausted, an invalid image or template. */
 export class ProvisioningError extends EgressError {
   constructor(message: string, options: EgressErrorOptions = {}) {

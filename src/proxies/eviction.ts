@@ -1,23 +1,5 @@
 import type { ProxyStatus } from '../model/proxy-resource.ts';
-
-/**
- * Why a Ready proxy left discovery: a probe step ran past `--probe-timeout` (`timeout`), the
- * proxy refused the connection (`refused`), a probe failed otherwise (`probe-failed`: a 407, a
- * 5xx, a wrong answer), or its provider saw the instance's process exit (`process-exited`).
- */
-export const EVICTION_CAUSES = ['timeout', 'refused', 'probe-failed', 'process-exited'] as const;
-export type EvictionCause = (typeof EVICTION_CAUSES)[number];
-
-export function evictionCauseOf(probeCause: 'timeout' | 'refused' | 'error'): EvictionCause {
-  return probeCause === 'error' ? 'probe-failed' : probeCause;
-}
-
-export interface ReadinessRules {
-  /** Failed probes in a row that take a Ready proxy out of discovery. */
-  failureThreshold: number;
-  /** Passed probes in a row that bring back a proxy whose probes failed (same instance). */
-  successThreshold: number;
-}
+import type { ReadinessRules } from './readiness-contract.ts';
 
 /** Seconds a Ready proxy has been Ready at `now`, from its Ready condition; undefined when unknown. */
 export function readySeconds(status: ProxyStatus, now: Date): number | undefined {

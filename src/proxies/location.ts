@@ -1,5 +1,3 @@
-import type { InstanceOwner, ProxyLifecycle } from '../providers/lifecycle.ts';
-import { deleteOwnInstance } from './delete-own-instance.ts';
 import type { InstanceLocation, Proxy } from '../model/proxy-resource.ts';
 
 /** Where a proxy's instance is (the provider and placement), and what a reconcile may conclude from it. */
@@ -22,20 +20,13 @@ export function locationOf(proxy: Proxy): InstanceLocation {
  * proxy move away or go meanwhile? That happens when a job's lock expired while its worker was slow or
  * frozen and another worker took the job over and ran it on the newer spec. Then the instance at `here`
  * is no one's: unless the proxy's record or spec still points `here` (whoever reconciles it next removes
- * it), it is deleted now rather than left for the GC, and the caller looks again instead of writing a
- * status for a place the proxy has left. Returns why, or undefined when the view still holds.
+ * it), it is `unclaimed` and the caller deletes it now rather than leave it for the GC, and looks again
+ * instead of writing a status for a place the proxy has left. Returns why, or undefined when the view
+ * still holds. Pure.
  */
-export async function movedAwayMeanwhile(
-  current: Proxy | undefined,
-  here: InstanceLocation,
-  instanceName: string,
-  owner: InstanceOwner,
-  lifecycle: ProxyLifecycle,
-  signal: AbortSignal,
-): Promise<string | undefined> {
+export function movedAwayMeanwhile(current: Proxy | undefined, here: InstanceLocation, instanceName: string): { why: string; unclaimed: boolean } | undefined {
   if (current && !current.metadata.deletionRequestedAt && sameLocation(locationOf(current), here)) return undefined;
   const recorded = current?.status.instanceLocation;
   const pointedAt = current !== undefined && ((recorded !== undefined && sameLocation(recorded, here)) || sameLocation(locationOf(current), here));
-  if (!pointedAt) await deleteOwnInstance(lifecycle, instanceName, here.placement, owner, signal);
-  return `the proxy changed while instance ${instanceName} was being made on ${describeLocation(here)}; looking again`;
+  return { why: `the proxy changed while instance ${instanceName} was being made on ${describeLocation(here)}; looking again`, unclaimed: !pointedAt };
 }

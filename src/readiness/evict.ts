@@ -1,6 +1,6 @@
 import { withReadyCondition } from '../proxies/conditions.ts';
-import { afterFailure, readySeconds, type EvictionCause, type ReadinessRules } from '../proxies/eviction.ts';
-import type { ReadinessHooks } from '../proxies/reconcile.ts';
+import { afterFailure, readySeconds } from '../proxies/eviction.ts';
+import type { EvictionCause, ReadinessHooks, ReadinessRules } from '../proxies/readiness-contract.ts';
 import type { ProxyStatusWriter } from '../store/proxy-store.ts';
 import type { Proxy } from '../model/proxy-resource.ts';
 import { becameNotReady } from '../events/proxy-events.ts';

@@ -5,6 +5,7 @@ import { normalizeAddress } from './echo.ts';
 import { SpanStatusCode } from '@opentelemetry/api';
 import { withSpan } from '../telemetry/spans.ts';
 import type { ProxyCredentials } from '../model/proxy-credentials.ts';
+import type { ProbeFailureCause } from '../proxies/readiness-contract.ts';
 
 export interface ProbeOptions {
   /** The forward proxy (HTTP with CONNECT, Basic Proxy-Authorization). */
@@ -20,13 +21,6 @@ export interface ProbeOptions {
 }
 
 export type ProbeStage = 'tcp' | 'proxy-auth' | 'http';
-
-/**
- * Why a probe failed: a step ran past its deadline (`timeout`: a hung or paused proxy), the proxy
- * refused the connection (`refused`: nothing listens), or anything else (`error`: a 407, a 5xx,
- * a reset, a wrong answer).
- */
-export type ProbeFailureCause = 'timeout' | 'refused' | 'error';
 
 export type ProbeResult =
   | { ok: true; egressIp: string; durationSeconds: number }

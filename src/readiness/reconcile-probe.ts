@@ -1,4 +1,4 @@
-import type { ReadinessProbe } from '../proxies/reconcile.ts';
+import type { ReadinessProbe } from '../proxies/readiness-contract.ts';
 import type { ProxyCredentialsReader } from '../store/proxy-store.ts';
 import { probeProxy } from './probe.ts';
 

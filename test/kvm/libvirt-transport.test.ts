@@ -90,7 +90,7 @@ describe('writes', () => {
 describe('serials and the fake protocol checks', () => {
   it('wraps the serial counter past 2^32 - 1 without using 0', async () => {
     const h = track(await openOnFake());
-    (h.conn['core'] as unknown as { nextSerial: number }).nextSerial = 0xffff_ffff;
+    (h.conn['core'] as unknown as { calls: { nextSerial: number } }).calls.nextSerial = 0xffff_ffff;
     expect(await h.conn.getType(sig())).toBe('QEMU');
     expect(await h.conn.getHostname(sig())).toBe('fake-libvirt-host');
     expect(h.server.requests.slice(-2).map((r) => r.serial)).toEqual([0xffff_ffff, 1]);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { afterFailure, passesNeeded, type ReadinessRules } from '../../src/proxies/eviction.ts';
+import { afterFailure, passesNeeded } from '../../src/proxies/eviction.ts';
+import type { ReadinessRules } from '../../src/proxies/readiness-contract.ts';
 import type { ProxyStatus } from '../../src/model/proxy-resource.ts';
 
 /**

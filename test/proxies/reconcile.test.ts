@@ -1,7 +1,8 @@
 import { afterAll, describe, expect, test } from 'vitest';
 import { ProvisioningError, type Instance, type InstanceSpec, type ProxyLifecycle } from '../../src/providers/lifecycle.ts';
 import { instanceNameFor } from '../../src/proxies/instance-name.ts';
-import { reconcileProxy, type ReadinessProbe, type ReconcileDeps } from '../../src/proxies/reconcile.ts';
+import type { ReadinessProbe } from '../../src/proxies/readiness-contract.ts';
+import { reconcileProxy, type ReconcileDeps } from '../../src/proxies/reconcile.ts';
 import { MemoryProxyStore } from '../../src/store/memory-proxy-store.ts';
 import { RecordingLifecycle } from '../support/recording-lifecycle.ts';
 import { waitFor } from '../support/wait.ts';

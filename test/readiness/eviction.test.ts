@@ -5,7 +5,8 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } fr
 import { proxyRoutes } from '../../src/api/routes/proxies.ts';
 import { silentLogger } from '../../src/logging.ts';
 import { createReconcileMetrics } from '../../src/metrics/proxy-metrics.ts';
-import { reconcileProxy, type ReadinessPolicy, type ReconcileDeps } from '../../src/proxies/reconcile.ts';
+import type { ReadinessPolicy } from '../../src/proxies/readiness-contract.ts';
+import { reconcileProxy, type ReconcileDeps } from '../../src/proxies/reconcile.ts';
 import { MemoryProbeClaims } from '../../src/readiness/probe-claims.ts';
 import { ProbeLoop } from '../../src/readiness/probe-loop.ts';
 import { reconcileProbe } from '../../src/readiness/reconcile-probe.ts';

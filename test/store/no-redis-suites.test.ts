@@ -15,6 +15,9 @@ const root = join(import.meta.dirname, '..', '..');
 
 const suites = [
   'test/proxies/reconcile.test.ts',
+  'test/proxies/reconcile-plan.test.ts',
+  'test/proxies/readiness-plan.test.ts',
+  'test/pools/reconcile-pool-plan.test.ts',
   'test/pools/reconcile-pool.test.ts',
   'test/readiness/eviction.test.ts',
   'test/readiness/observer-errors.test.ts',

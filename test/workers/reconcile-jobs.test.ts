@@ -16,7 +16,7 @@ import { createGcpLifecycle } from '../../src/providers/gcp/lifecycle.ts';
 import { createKubernetesLifecycle } from '../../src/providers/kubernetes/lifecycle.ts';
 import type { Instance, InstanceSpec, ProxyLifecycle } from '../../src/providers/lifecycle.ts';
 import { fleetOf } from '../../src/proxies/instance-name.ts';
-import type { ReadinessProbe } from '../../src/proxies/reconcile.ts';
+import type { ReadinessProbe } from '../../src/proxies/readiness-contract.ts';
 import { BullmqWorkRequests } from '../../src/jobs/bullmq-work-requests.ts';
 import { RedisProxyStore } from '../../src/store/redis-proxy-store.ts';
 import type { ProxyStore } from '../../src/store/proxy-store.ts';

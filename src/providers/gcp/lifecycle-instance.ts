@@ -1,6 +1,6 @@
 /** The Compute instance a gcp proxy instance is, and how an instance reads back as an `Instance`. */
 import type { protos } from '@google-cloud/compute';
-import type { Instance, InstanceSpec, InstanceState } from '../lifecycle.ts';
+import { otherProxyReason, ProvisioningError, type Instance, type InstanceSpec, type InstanceState } from '../lifecycle.ts';
 import { MANAGED_FILTER, MANAGED_LABELS, MANAGED_LABEL_KEY, MANAGED_LABEL_VALUE } from './labels.ts';
 
 export type ComputeInstance = protos.google.cloud.compute.v1.IInstance;
@@ -140,6 +140,17 @@ export function toInstance(inst: ComputeInstance, defaultPort: number): Instance
     createdAt: Number.isNaN(created.getTime()) ? new Date(0).toISOString() : created.toISOString(),
     ...(inst.statusMessage ? { message: inst.statusMessage } : {}),
   };
+}
+
+/** An existing instance of the spec's name as an Instance; ProvisioningError when it is not this proxy's (it is left alone). */
+export function adoptInstance(inst: ComputeInstance, spec: InstanceSpec, zone: string, defaultPort: number): Instance {
+  const labels = inst.labels ?? {};
+  if (!isManaged(inst)) {
+    throw new ProvisioningError(`an instance named "${spec.name}" exists in zone "${zone}" without our labels; it is left alone`);
+  }
+  const other = otherProxyReason({ fleet: labels[FLEET_LABEL] ?? '', proxy: labels[PROXY_LABEL] ?? '' }, spec.owner);
+  if (other) throw new ProvisioningError(`instance "${spec.name}" in zone "${zone}" ${other}`);
+  return toInstance(inst, defaultPort);
 }
 
 /** Why an instance is not running, for the logs: the API does not say whether a spot VM was preempted or stopped. */

@@ -19,6 +19,9 @@ export function describeCall(verb: string, kind: Kind, name: string, namespace: 
   return `${verb} ${kind} "${name}" in namespace "${namespace}"`;
 }
 
+/** The calls `objectCalls` gives: call, read, create, removeIfOurs. */
+export type ObjectCalls = ReturnType<typeof objectCalls>;
+
 export function objectCalls(api: CoreV1Api, explainForbidden: ForbiddenCreateExplainer, log: Logger) {
   /** Runs one API call with the signal; maps its failure. */
   async function call<T>(what: string, signal: AbortSignal, fn: () => Promise<T>): Promise<T> {

@@ -1,6 +1,6 @@
 /** The owner labels every object of a kubernetes proxy instance carries (Pod, Secret, Service), and how to check them. */
 import type { V1ObjectMeta } from '@kubernetes/client-node';
-import { foreignOwner, type InstanceOwner } from '../lifecycle.ts';
+import { foreignOwner, otherProxyReason, type InstanceOwner } from '../lifecycle.ts';
 import { MANAGED_LABELS } from './labels.ts';
 
 /** Owner labels stamped next to MANAGED_LABELS. */
@@ -25,11 +25,8 @@ export function ownerOf(obj: { metadata?: V1ObjectMeta }): InstanceOwner {
 /** Why an existing object of the instance's name cannot be used, or undefined when it is this proxy's. */
 export function foreignReason(kind: string, obj: { metadata?: V1ObjectMeta }, name: string, namespace: string, owner: InstanceOwner): string | undefined {
   if (!isManagedObject(obj)) return `a ${kind} named "${name}" exists in namespace "${namespace}" without our labels; it is left alone`;
-  const found = ownerOf(obj);
-  if (found.fleet !== owner.fleet || found.proxy !== owner.proxy) {
-    return `${kind} "${name}" in namespace "${namespace}" belongs to proxy "${found.proxy}" of fleet "${found.fleet}", not "${owner.proxy}" of "${owner.fleet}"`;
-  }
-  return undefined;
+  const other = otherProxyReason(ownerOf(obj), owner);
+  return other ? `${kind} "${name}" in namespace "${namespace}" ${other}` : undefined;
 }
 
 /** Why a delete must leave `obj` alone (no labels of ours, another fleet's or proxy's), or undefined when it is `owner`'s. */

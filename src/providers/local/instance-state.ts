@@ -5,7 +5,6 @@
  */
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { ProxyEgressPolicy } from '../../egress/policy-config.ts';
 import type { Logger } from '../../logging.ts';
 import type { InstanceSpec } from '../lifecycle.ts';
 import type { WatchedProxy } from './exit-watch.ts';
@@ -43,12 +42,12 @@ export function hostInstanceId(record: InstanceRecord): string {
 }
 
 /**
- * Writes the egress policy when it differs from what the file holds, once per lifecycle (see
- * `LocalLifecycle.writeEgressPolicy`); a failed write is tried again by the next call.
+ * Writes the egress policy `document` (policy-document.ts) when it differs from what the file holds, once
+ * per lifecycle (see `LocalLifecycle.writeEgressPolicy`); a failed write is tried again by the next call.
  */
-export function egressPolicyWriter(dataDir: string, policy: ProxyEgressPolicy, logger: Logger): () => Promise<void> {
+export function egressPolicyWriter(dataDir: string, document: string, logger: Logger): () => Promise<void> {
   const file = egressPolicyPath(dataDir);
-  const text = `${JSON.stringify(policy)}\n`;
+  const text = `${document}\n`;
   let written: Promise<void> | undefined;
   return () => {
     written ??= (async () => {
