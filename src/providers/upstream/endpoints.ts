@@ -1,0 +1,161 @@
+/**
+ * The live list of an upstream provider's endpoints: those of its configuration and those of its
+ * `endpointsFile`, with their passwords from their password files. Files are looked at (stat) at
+ * every read and read again only when they changed, so an edited list or a rotated password applies
+ * at the next reconcile, check or sync without a restart. Every password read is told to the
+ * process's secret registry before it is used anywhere, so no log, event, status or span shows it.
+ */
+import { readFile, stat } from 'node:fs/promises';
+import { EgressError } from '../../errors.ts';
+import type { ChainHop } from '../../forward-proxy/chain-hop.ts';
+import type { Logger } from '../../logging.ts';
+import type { SecretSink } from '../../secrets/secret-registry.ts';
+import { endpointProxyName, type UpstreamProviderConfig } from './config.ts';
+
+export interface UpstreamEndpoint {
+  /** The endpoint's name (from the configuration, the file's line, or its host and port). */
+  name: string;
+  /** Its Proxy's name, `<provider>-<name>`. */
+  proxy: string;
+  /** `scheme://host:port`: what may be shown (no user, no password). */
+  url: string;
+  labels: Record<string, string>;
+  /** The route with its credentials: for the proxy host's control socket and the check only. */
+  hop: ChainHop;
+}
+
+/** An endpoint list or password file that cannot be read or understood: nothing is created or deleted from it. */
+export class UpstreamEndpointsError extends EgressError {
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super('ERR_UPSTREAM_ENDPOINTS', message, { ...options, retryable: true });
+  }
+}
+
+interface CachedFile {
+  key: string;
+  text: string;
+}
+
+/** A name for a file line that gives none: its host and port, in the characters a name allows. */
+function derivedName(url: URL): string {
+  const raw = `${url.hostname}-${url.port}`.toLowerCase().replace(/[^a-z0-9]+/g, '-');
+  return raw.replace(/^-+|-+$/g, '').slice(0, 30).replace(/-+$/, '');
+}
+
+const NAME = /^[a-z0-9]([-a-z0-9]{0,28}[a-z0-9])?$/;
+
+export interface EndpointSourceOptions {
+  logger: Logger;
+  secrets?: SecretSink;
+}
+
+export class EndpointSource {
+  readonly #config: UpstreamProviderConfig;
+  readonly #o: EndpointSourceOptions;
+  readonly #files = new Map<string, CachedFile>();
+
+  constructor(config: UpstreamProviderConfig, options: EndpointSourceOptions) {
+    this.#config = config;
+    this.#o = options;
+  }
+
+  /** A file's text, read again only when its inode, size or modification time changed. */
+  async #read(path: string): Promise<string> {
+    let key: string;
+    try {
+      const s = await stat(path);
+      key = `${s.ino}:${s.size}:${s.mtimeMs}`;
+    } catch (err) {
+      throw new UpstreamEndpointsError(`cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, { cause: err });
+    }
+    const cached = this.#files.get(path);
+    if (cached?.key === key) return cached.text;
+    const text = await readFile(path, 'utf8').catch((err: unknown) => {
+      throw new UpstreamEndpointsError(`cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, { cause: err });
+    });
+    if (cached) this.#o.logger.info({ file: path }, 'upstream provider file changed; read again');
+    this.#files.set(path, { key, text });
+    return text;
+  }
+
+  async #password(file: string | undefined, owner: string, username: string): Promise<string | undefined> {
+    if (file === undefined) return undefined;
+    const password = (await this.#read(file)).replace(/\r?\n$/, '');
+    if (password === '') throw new UpstreamEndpointsError(`password file ${file} is empty`);
+    this.#o.secrets?.setCredentials(owner, { username, password });
+    return password;
+  }
+
+  #endpoint(name: string, url: URL, password: string | undefined, labels: Record<string, string>): UpstreamEndpoint {
+    const scheme = url.protocol.slice(0, -1) as ChainHop['scheme'];
+    const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+    const username = decodeURIComponent(url.username);
+    const hop: ChainHop = {
+      scheme,
+      host,
+      port: Number(url.port),
+      ...(username !== '' ? { username } : {}),
+      ...(password !== undefined ? { password } : {}),
+    };
+    return {
+      name,
+      proxy: endpointProxyName(this.#config.name, name),
+      url: `${url.protocol}//${url.host}`,
+      labels: { ...this.#config.labels, ...labels },
+      hop,
+    };
+  }
+
+  /** Every endpoint listed now, in order (the configuration's, then the file's); throws UpstreamEndpointsError when a file cannot be read. */
+  async current(): Promise<UpstreamEndpoint[]> {
+    const provider = this.#config.name;
+    const out: UpstreamEndpoint[] = [];
+    const names = new Set<string>();
+    for (const e of this.#config.endpoints) {
+      const url = new URL(e.url);
+      const password = await this.#password(e.passwordFile ?? this.#config.passwordFile, `upstream:${provider}:${e.name}`, decodeURIComponent(url.username));
+      out.push(this.#endpoint(e.name, url, password, e.labels));
+      names.add(e.name);
+    }
+    if (this.#config.endpointsFile === undefined) return out;
+    const file = this.#config.endpointsFile;
+    const lines = (await this.#read(file)).split(/\r?\n/);
+    for (const [i, line] of lines.entries()) {
+      const text = line.replace(/#.*/, '').trim();
+      if (text === '') continue;
+      const parts = text.split(/\s+/);
+      const where = `${file} line ${i + 1}`;
+      if (parts.length > 2) throw new UpstreamEndpointsError(`${where}: expected "[name] URL"`);
+      const urlText = parts.length === 2 ? parts[1]! : parts[0]!;
+      let url: URL;
+      try {
+        url = new URL(urlText);
+      } catch {
+        // The line may hold a password: never quoted.
+        throw new UpstreamEndpointsError(`${where}: not a URL`);
+      }
+      if (!['http:', 'https:', 'socks5:'].includes(url.protocol) || url.hostname === '' || url.port === '') {
+        throw new UpstreamEndpointsError(`${where}: expected an http://, https:// or socks5:// URL with a host and a port`);
+      }
+      const name = parts.length === 2 ? parts[0]! : derivedName(url);
+      if (!NAME.test(name)) throw new UpstreamEndpointsError(`${where}: "${name}" is not an endpoint name (lower-case letters, digits and dashes, at most 30)`);
+      if (names.has(name)) throw new UpstreamEndpointsError(`${where}: endpoint "${name}" is listed twice`);
+      names.add(name);
+      const owner = `upstream:${provider}:${name}`;
+      let password: string | undefined;
+      if (url.password !== '') {
+        password = decodeURIComponent(url.password);
+        this.#o.secrets?.setCredentials(owner, { username: decodeURIComponent(url.username), password });
+      } else {
+        password = await this.#password(this.#config.passwordFile, owner, decodeURIComponent(url.username));
+      }
+      out.push(this.#endpoint(name, url, password, {}));
+    }
+    return out;
+  }
+
+  /** The endpoint whose Proxy is `proxy`, or undefined when none is listed now. */
+  async forProxy(proxy: string): Promise<UpstreamEndpoint | undefined> {
+    return (await this.current()).find((e) => e.proxy === proxy);
+  }
+}
