@@ -46,7 +46,12 @@ export function reconcileHandlers(deps: ReconcileProcessorDeps): WorkJobHandler[
       if (!provider.declaredProxies || !deps.declaring) continue;
       try {
         const declared = await provider.declaredProxies(ctx.signal);
-        await syncDeclaredProxies(provider.name, declared, { proxies: deps.declaring.writer, requestReconcile: (p) => ctx.work.reconcileProxy(p), logger: deps.logger }, ctx.signal);
+        await syncDeclaredProxies(
+          provider.name,
+          declared,
+          { proxies: deps.declaring.writer, requestReconcile: (p) => ctx.work.reconcileProxy(p), logger: deps.logger },
+          ctx.signal,
+        );
       } catch (err) {
         // A list that cannot be read creates and deletes nothing; the next resync tries again.
         deps.logger.warn({ provider: provider.name, err: (err as Error).message }, 'could not sync the proxies the provider declares');

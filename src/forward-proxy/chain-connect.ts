@@ -38,9 +38,12 @@ export class ChainError extends Error {
   }
 }
 
-/** The code an HTTP hop's status stands for: 407 our credentials, 504 its own timeout, anything else a refusal. */
+/**
+ * The code an HTTP hop's status stands for: 407 our credentials (401 too, as tinyproxy answers a
+ * CONNECT with wrong credentials), 504 its own timeout, anything else a refusal.
+ */
 export function hopStatusCode(status: number): string {
-  if (status === 407) return PROXY_AUTH;
+  if (status === 407 || status === 401) return PROXY_AUTH;
   if (status === 504) return 'ETIMEDOUT';
   return PROXY_REFUSED;
 }
@@ -177,7 +180,10 @@ async function socksConnect(socket: Socket, reader: HandshakeReader, hop: ChainH
   const [version, method] = await reader.bytes(2);
   if (version !== 5) throw new ChainError(PROXY_PROTOCOL, 'the upstream proxy does not speak SOCKS5');
   if (method === 0xff) {
-    throw new ChainError(withAuth ? PROXY_PROTOCOL : PROXY_AUTH, `the upstream SOCKS5 proxy accepts no ${withAuth ? 'username/password' : 'unauthenticated'} method`);
+    throw new ChainError(
+      withAuth ? PROXY_PROTOCOL : PROXY_AUTH,
+      `the upstream SOCKS5 proxy accepts no ${withAuth ? 'username/password' : 'unauthenticated'} method`,
+    );
   }
   if (method === 2) {
     if (!withAuth) throw new ChainError(PROXY_AUTH, 'the upstream SOCKS5 proxy requires a username and password');

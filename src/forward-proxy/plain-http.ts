@@ -105,7 +105,8 @@ export function forwardRequest(req: IncomingMessage, res: ServerResponse, target
 function chainOptions(options: RequestOptions, hop: ChainHop, target: AbsoluteTarget, context: ForwardContext): void {
   delete options.lookup;
   if (hop.scheme === 'socks5') {
-    options.agent = false;
+    // No agent at all: with one (even `agent: false`, which makes a fresh one) node ignores createConnection and connects directly.
+    delete options.agent;
     const source = context.localAddress ? { localAddress: context.localAddress, family: context.family } : {};
     options.createConnection = ((_o: unknown, done: (err: Error | null, socket?: Socket) => void) => {
       connectThroughHop(hop, target.connectHost, target.port, { timeoutMs: CONNECT_TIMEOUT_MS, ...source }).then(

@@ -66,7 +66,12 @@ export function createForwardProxy(options: Omit<ForwardProxyOptions, 'host' | '
   let tlsHopAgent: TlsAgent | undefined;
   const agentFor = (hop: ChainHop | undefined): Agent => {
     if (hop?.scheme !== 'https') return agents.current();
-    tlsHopAgent ??= new TlsAgent({ keepAlive: true, maxSockets: UPSTREAM_LIMITS.perDestination, maxFreeSockets: UPSTREAM_LIMITS.idlePerDestination, timeout: UPSTREAM_LIMITS.idleMs });
+    tlsHopAgent ??= new TlsAgent({
+      keepAlive: true,
+      maxSockets: UPSTREAM_LIMITS.perDestination,
+      maxFreeSockets: UPSTREAM_LIMITS.idlePerDestination,
+      timeout: UPSTREAM_LIMITS.idleMs,
+    });
     return tlsHopAgent;
   };
   const hopOf = (): { hop?: ChainHop } => {

@@ -5,7 +5,13 @@ import { kvmProviderSchema } from './kvm/config.ts';
 import { localProviderSchema } from './local/config.ts';
 import { upstreamProviderSchema } from './upstream/config.ts';
 
-export const providerSchema = z.discriminatedUnion('type', [localProviderSchema, kvmProviderSchema, kubernetesProviderSchema, gcpProviderSchema, upstreamProviderSchema]);
+export const providerSchema = z.discriminatedUnion('type', [
+  localProviderSchema,
+  kvmProviderSchema,
+  kubernetesProviderSchema,
+  gcpProviderSchema,
+  upstreamProviderSchema,
+]);
 
 export type ProviderConfig = z.infer<typeof providerSchema>;
 export type ProviderType = ProviderConfig['type'];

@@ -30,7 +30,12 @@ export interface DeclaredSync {
 }
 
 /** Makes the store hold exactly the proxies `provider` declares now (`declared`), among those it declared. */
-export async function syncDeclaredProxies(provider: string, declared: readonly DeclaredProxySpec[], deps: DeclaredProxiesDeps, signal: AbortSignal): Promise<DeclaredSync> {
+export async function syncDeclaredProxies(
+  provider: string,
+  declared: readonly DeclaredProxySpec[],
+  deps: DeclaredProxiesDeps,
+  signal: AbortSignal,
+): Promise<DeclaredSync> {
   const out: DeclaredSync = { created: [], configured: [], deleted: [] };
   const wanted = new Set(declared.map((d) => d.name));
   for (const d of declared) {

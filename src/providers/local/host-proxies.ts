@@ -174,12 +174,12 @@ export class HostedProxies {
     // Fronts are served by the host alone: the relays are never told an upstream's credentials.
     if (!hop)
       await this.options.relays?.serve(server.server, {
-      name,
-      port: server.port,
-      credentials,
-      maxConnections,
-      ...(intent.sourceAddress ? { localAddress: intent.sourceAddress } : {}),
-    });
+        name,
+        port: server.port,
+        credentials,
+        maxConnections,
+        ...(intent.sourceAddress ? { localAddress: intent.sourceAddress } : {}),
+      });
     this.warnWhenFdsLow();
     await writeJsonAtomic(join(idir, INSTANCE_FILE), record);
     // A deletion that began while this one started (it found no listener to stop): honour it.

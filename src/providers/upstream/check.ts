@@ -30,8 +30,10 @@ function getThrough(endpoint: UpstreamEndpoint, echo: URL, signal: AbortSignal):
   const base: RequestOptions = { method: 'GET', agent: false, signal, headers: { host: echo.host, accept: 'application/json', connection: 'close' } };
   let options: RequestOptions;
   if (hop.scheme === 'socks5') {
+    // No agent (not even `false`): node would ignore createConnection and connect directly.
+    const { agent: _none, ...direct } = base;
     options = {
-      ...base,
+      ...direct,
       path: `${echo.pathname}${echo.search}`,
       createConnection: ((_o: unknown, done: (err: Error | null, socket?: Socket) => void) => {
         connectThroughHop(hop, host, port, { timeoutMs: 30_000 }).then(

@@ -39,7 +39,10 @@ interface CachedFile {
 /** A name for a file line that gives none: its host and port, in the characters a name allows. */
 function derivedName(url: URL): string {
   const raw = `${url.hostname}-${url.port}`.toLowerCase().replace(/[^a-z0-9]+/g, '-');
-  return raw.replace(/^-+|-+$/g, '').slice(0, 30).replace(/-+$/, '');
+  return raw
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 30)
+    .replace(/-+$/, '');
 }
 
 const NAME = /^[a-z0-9]([-a-z0-9]{0,28}[a-z0-9])?$/;

@@ -54,7 +54,14 @@ export function createUpstreamProvider(config: UpstreamProviderConfig, deps: Pro
     async check(signal) {
       const started = performance.now();
       const failed = (message: string) => [
-        { target: LIST_TARGET, ready: false, reason: 'Error' as const, message: secrets.redact(message), details: {}, durationSeconds: (performance.now() - started) / 1000 },
+        {
+          target: LIST_TARGET,
+          ready: false,
+          reason: 'Error' as const,
+          message: secrets.redact(message),
+          details: {},
+          durationSeconds: (performance.now() - started) / 1000,
+        },
       ];
       if (closed) return failed('provider is closed');
       let list;
