@@ -113,6 +113,7 @@ export async function checkEndpoint(endpoint: UpstreamEndpoint, options: Upstrea
     details,
     durationSeconds: (performance.now() - started) / 1000,
   });
+  if (signal.aborted) return result(false, 'Timeout', `the check deadline passed before ${endpoint.url} was probed`);
   if (options.echoUrl === undefined) return result(false, 'Error', 'no echo URL is known to this process: the upstream cannot be probed');
   const echo = new URL(options.echoUrl);
   const step = AbortSignal.any([signal, AbortSignal.timeout(options.stepTimeoutMs ?? 10_000)]);
@@ -126,6 +127,7 @@ export async function checkEndpoint(endpoint: UpstreamEndpoint, options: Upstrea
     return result(true, 'Ok', `the echo answered through ${endpoint.url}`);
   } catch (err) {
     if (step.aborted) return result(false, 'Timeout', `no answer through ${endpoint.url} in time`);
+    if (err instanceof SyntaxError) return result(false, 'Error', `the echo through ${endpoint.url} answered no JSON`);
     const { reason, what } = reasonOf(err);
     return result(false, reason, `${what}: ${endpoint.url}: ${(err as Error).message}`);
   }

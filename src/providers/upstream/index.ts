@@ -6,6 +6,8 @@ import { ProvisioningError } from '../lifecycle.ts';
 import { exportDenials } from '../local/denied-metric.ts';
 import { createLocalLifecycle } from '../local/lifecycle.ts';
 import type { Provider, ProviderDeps } from '../types.ts';
+import { truncateMessage } from '../../health/message.ts';
+import type { TargetResult } from '../../health/types.ts';
 import { checkEndpoint } from './check.ts';
 import { upstreamDataDir, type UpstreamProviderConfig } from './config.ts';
 import { EndpointSource } from './endpoints.ts';
@@ -53,16 +55,16 @@ export function createUpstreamProvider(config: UpstreamProviderConfig, deps: Pro
     targets: () => (known.length > 0 ? [...known] : [LIST_TARGET]),
     async check(signal) {
       const started = performance.now();
-      const failed = (message: string) => [
-        {
-          target: LIST_TARGET,
+      /** The same failure on every target: the list itself could not be read, or the provider is closed. */
+      const failed = (message: string): TargetResult[] =>
+        [...(known.length > 0 ? known : [LIST_TARGET])].map((target) => ({
+          target,
           ready: false,
-          reason: 'Error' as const,
-          message: secrets.redact(message),
+          reason: signal.aborted ? ('Timeout' as const) : ('Error' as const),
+          message: truncateMessage(secrets.redact(signal.aborted ? `the check deadline passed: ${message}` : message)),
           details: {},
           durationSeconds: (performance.now() - started) / 1000,
-        },
-      ];
+        }));
       if (closed) return failed('provider is closed');
       let list;
       try {
