@@ -29,6 +29,8 @@ export interface ForwardContext {
    * socks5 hop carries it over a new tunnel to the destination.
    */
   hop?: ChainHop;
+  /** Told a chained request's body bytes, sent and received, when its answer ends. */
+  onTraffic?: (sent: number, received: number) => void;
 }
 
 /** True when the request carries no body: it can be sent again as it was. */
@@ -65,6 +67,9 @@ export function forwardRequest(req: IncomingMessage, res: ServerResponse, target
   if (context.hop) chainOptions(options, context.hop, target, context);
   const replayable = bodyless(req) && METHODS_RETRIED.has(options.method ?? '');
   const send0 = context.hop?.scheme === 'https' ? tlsRequest : request;
+  let sent = 0;
+  const onTraffic = context.hop ? context.onTraffic : undefined;
+  if (onTraffic) req.on('data', (chunk: Buffer) => (sent += chunk.length));
   let upstream: ClientRequest | undefined;
   res.once('close', () => {
     if (!res.writableFinished) upstream?.destroy();
@@ -82,6 +87,11 @@ export function forwardRequest(req: IncomingMessage, res: ServerResponse, target
         const failure = upstreamFailure(err);
         context.onFailure(failure, err);
         return answer(res, failure.status, `The destination could not be reached: ${failure.kind}\n`);
+      }
+      if (onTraffic) {
+        let received = 0;
+        answerIn.on('data', (chunk: Buffer) => (received += chunk.length));
+        answerIn.once('end', () => onTraffic(sent, received));
       }
       relay(answerIn, res, context.onFailure);
     });

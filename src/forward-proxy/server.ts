@@ -74,9 +74,10 @@ export function createForwardProxy(options: Omit<ForwardProxyOptions, 'host' | '
     });
     return tlsHopAgent;
   };
-  const hopOf = (): { hop?: ChainHop } => {
+  const hopOf = (): { hop?: ChainHop; onTraffic?: (sent: number, received: number) => void } => {
     const hop = options.chain?.();
-    return hop ? { hop } : {};
+    if (!hop) return {};
+    return options.onChainTraffic ? { hop, onTraffic: options.onChainTraffic } : { hop };
   };
   const source = options.localAddress ? { localAddress: options.localAddress, family: isIPv6(options.localAddress) ? (6 as const) : (4 as const) } : {};
   const failed =

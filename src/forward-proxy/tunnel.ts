@@ -20,6 +20,8 @@ export interface TunnelContext {
   onFailure: (failure: UpstreamFailure, err: unknown) => void;
   /** The upstream proxy the tunnel goes through (issue 24), instead of connecting to the destination. */
   hop?: ChainHop;
+  /** Told a chained tunnel's bytes to and from the hop when it ends. */
+  onTraffic?: (sent: number, received: number) => void;
 }
 
 /**
@@ -92,6 +94,7 @@ function openChainedTunnel(client: Socket, head: Buffer, target: AuthorityTarget
       socket.once('error', () => client.destroy());
       socket.once('close', () => {
         context.live.delete(socket);
+        context.onTraffic?.(socket.bytesWritten, socket.bytesRead);
         client.destroy();
       });
       client.setNoDelay(true);

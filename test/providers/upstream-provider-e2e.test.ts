@@ -177,6 +177,33 @@ describe.skipIf(!present)("upstream provider: vendors' proxies in the fleet", { 
     }
   });
 
+  test("the egress policy still judges what a crawler asks for, and each upstream's denials, failures and bytes are counted", async () => {
+    const urls = await waitFor('vendor-s1 Ready', async () => (await readyUrls()).get('vendor-s1'), 60_000);
+    // The metadata address is denied by default whatever the vendor would do with it: refused before it.
+    const denied = await getThrough(urls, 'http://169.254.169.254/latest/meta-data/');
+    expect(denied.status).toBe(403);
+    const value = (text: string, series: string): number =>
+      Number(
+        text
+          .split('\n')
+          .find((l) => l.startsWith(`${series} `))
+          ?.slice(series.length + 1) ?? 0,
+      );
+    const metrics = await waitFor(
+      'the counts exported',
+      async () => {
+        const text = await (await fetch(`${api}/metrics`)).text();
+        return value(text, 'proxy_operator_upstream_bytes_total{provider="vendor",proxy="vendor-s1",direction="received"}') > 0 &&
+          value(text, 'proxy_operator_upstream_failures_total{provider="vendor",proxy="vendor-bad",kind="upstream-auth"}') > 0 &&
+          text.includes('proxy_operator_upstream_denied_total{provider="vendor",proxy="vendor-s1",reason=')
+          ? text
+          : undefined;
+      },
+      30_000,
+    );
+    expect(metrics).toContain('proxy_operator_upstream_bytes_total{provider="vendor",proxy="vendor-d1",direction="received"}');
+  });
+
   test('a wrong vendor password is Unauthorized in ProviderHealth, and its proxy is not Ready', async () => {
     const targets = await waitFor(
       'ProviderHealth of every endpoint',

@@ -9,6 +9,7 @@ import type { ForwardProxy } from '../../forward-proxy/server.ts';
 import type { LivePolicy } from '../../egress/live-policy.ts';
 import type { Logger } from '../../logging.ts';
 import { createDenialRecorder, type DenialRecorder } from './denial-stats.ts';
+import { createUpstreamStatsRecorder, type UpstreamStatsRecorder } from './upstream-stats.ts';
 import {
   asCredentials,
   asInstance,
@@ -46,6 +47,7 @@ interface Served {
   auth: { credentials: ProxyCredentials };
   /** The upstream proxy a front forwards through (replaced when its route or credentials change); none for a plain proxy. */
   route: { hop?: ChainHop };
+  upstreamStats?: UpstreamStatsRecorder;
 }
 
 export interface HostedProxiesOptions {
@@ -140,6 +142,9 @@ export class HostedProxies {
     // A front never goes out on its own: without its upstream (a restarted host) it waits for the worker's next ensure.
     if (intent.upstream !== undefined && !hop) throw new HttpError(409, `instance ${name} forwards to an upstream proxy the worker has not given yet`);
     const route: { hop?: ChainHop } = hop ? { hop } : {};
+    const upstreamStats = hop
+      ? createUpstreamStatsRecorder(idir, { pid: process.pid, startedAt: new Date().toISOString() }, logger.child({ instance: name }))
+      : undefined;
     const previous = asInstance(await readJson(join(idir, INSTANCE_FILE)).catch(() => undefined));
     const log = logger.child({ instance: name });
     const proxyStartedAt = new Date().toISOString();
@@ -154,7 +159,7 @@ export class HostedProxies {
         egress: { policy, denials, logger: log },
         maxConnections,
         ...(intent.sourceAddress ? { localAddress: intent.sourceAddress } : {}),
-        ...(hop ? { chain: () => route.hop } : {}),
+        ...(hop ? { chain: () => route.hop, ...(upstreamStats ? { upstreamStats } : {}) } : {}),
       });
     let server: ForwardProxy;
     try {
@@ -170,7 +175,7 @@ export class HostedProxies {
       await policy.guard({ host: '127.0.0.1', port: server.port, role: 'proxy' });
     }
     const record: InstanceRecord = { ...intent, pid: process.pid, port: server.port, startedAt: proxyStartedAt, host: true };
-    this.served.set(name, { server, record, denials, auth, route });
+    this.served.set(name, { server, record, denials, auth, route, ...(upstreamStats ? { upstreamStats } : {}) });
     // Fronts are served by the host alone: the relays are never told an upstream's credentials.
     if (!hop)
       await this.options.relays?.serve(server.server, {
@@ -206,7 +211,7 @@ export class HostedProxies {
     const s = this.served.get(name);
     if (!s) return false;
     this.served.delete(name);
-    await Promise.all([s.server.close(), this.options.relays?.stop(name), s.denials.flush()]);
+    await Promise.all([s.server.close(), this.options.relays?.stop(name), s.denials.flush(), s.upstreamStats?.flush()]);
     this.options.logger.info({ instance: name, port: s.record.port }, 'proxy stopped');
     return true;
   }

@@ -13,6 +13,7 @@ import type { ChainHop } from '../../forward-proxy/chain-hop.ts';
 import type { LivePolicy } from '../../egress/live-policy.ts';
 import type { Logger } from '../../logging.ts';
 import type { DenialRecorder } from './denial-stats.ts';
+import type { UpstreamStatsRecorder } from './upstream-stats.ts';
 import type { ProxyCredentials } from '../../model/proxy-credentials.ts';
 
 /** One digest of a user and password together (the length prefix keeps `a`+`bc` apart from `ab`+`c`). */
@@ -90,6 +91,8 @@ export interface ProxyListenOptions {
   maxConnections?: number;
   /** The upstream proxy this one forwards through (an `upstream` provider's front), read at each request. */
   chain?: () => ChainHop | undefined;
+  /** A front's counts of what its upstream failed and carried. */
+  upstreamStats?: UpstreamStatsRecorder;
 }
 
 /** A client that sends no request head within this long is disconnected (node's default, 60 s, and none for a silent socket, let idle sockets pile up). */
@@ -129,10 +132,12 @@ export function proxyHandling(options: Omit<ProxyListenOptions, 'host' | 'port'>
     generation: () => egress.policy.generation,
     ...(options.localAddress ? { localAddress: options.localAddress } : {}),
     ...(options.chain ? { chain: options.chain } : {}),
+    ...(options.upstreamStats ? { onChainTraffic: (sent: number, received: number) => options.upstreamStats?.traffic(sent, received) } : {}),
     maxConnections: options.maxConnections ?? 1024,
     headersTimeoutMs: HEADERS_TIMEOUT_MS,
     keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
     onUpstreamFailure: (failure, destination, err) => {
+      options.upstreamStats?.failure(failure.kind);
       if (!logFailure(failure.kind)) return;
       egress.logger.warn(
         { target: `${destination.hostname}:${destination.port}`, kind: failure.kind, status: failure.status, err: (err as Error).message },

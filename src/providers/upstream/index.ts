@@ -11,6 +11,7 @@ import type { TargetResult } from '../../health/types.ts';
 import { checkEndpoint } from './check.ts';
 import { upstreamDataDir, type UpstreamProviderConfig } from './config.ts';
 import { EndpointSource } from './endpoints.ts';
+import { exportUpstreamMetrics } from './upstream-metrics.ts';
 
 export { upstreamProviderSchema, type UpstreamProviderConfig } from './config.ts';
 
@@ -45,7 +46,8 @@ export function createUpstreamProvider(config: UpstreamProviderConfig, deps: Pro
   lifecycle
     .writeEgressPolicy()
     .catch((err: unknown) => deps.logger.error({ err: (err as Error).message }, 'egress policy not written yet; retried at the next create'));
-  const stopExporting = exportDenials(deps.registry, config.name, dataDir);
+  const stopDenials = exportDenials(deps.registry, config.name, dataDir);
+  const stopUpstream = exportUpstreamMetrics(deps.registry, config.name, dataDir);
   let known = config.endpoints.map((e) => e.name);
   let closed = false;
   return {
@@ -81,7 +83,8 @@ export function createUpstreamProvider(config: UpstreamProviderConfig, deps: Pro
     },
     close: () => {
       closed = true;
-      stopExporting();
+      stopDenials();
+      stopUpstream();
       lifecycle.close();
       return Promise.resolve();
     },
