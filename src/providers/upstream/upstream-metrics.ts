@@ -78,14 +78,14 @@ async function collect(state: State): Promise<void> {
 export function exportUpstreamMetrics(registry: Registry, provider: string, dataDir: string): () => void {
   let state = states.get(registry);
   if (!state) {
-    let created: State | undefined;
+    const holder: { state?: State } = {};
     // One look at the files per scrape, shared by the three counters (each waits for it before it is read).
     let pending: Promise<void> | undefined;
     const onScrape = (): Promise<void> =>
-      (pending ??= (created ? collect(created) : Promise.resolve()).finally(() => {
+      (pending ??= (holder.state ? collect(holder.state) : Promise.resolve()).finally(() => {
         pending = undefined;
       }));
-    created = {
+    const created: State = {
       sources: new Map(),
       seen: new Map(),
       failures: new Counter({
@@ -110,6 +110,7 @@ export function exportUpstreamMetrics(registry: Registry, provider: string, data
         collect: onScrape,
       }),
     };
+    holder.state = created;
     state = created;
     states.set(registry, created);
   }
