@@ -103,6 +103,7 @@ describe('server flags, continued', () => {
       url: 'rediss://r.example:6380',
       ca: CA_PEM,
       prefix: SERVER_FLAG_DEFAULTS.prefix,
+      lostAfterMs: 300_000,
     });
     expect((await build({ redisClusterNodes: 'r1:7000', redisCaFile: file })).redis).toMatchObject({ clusterTls: true, ca: CA_PEM });
     expect((await build({ redisUrl: 'rediss://r' })).redis).not.toHaveProperty('ca');

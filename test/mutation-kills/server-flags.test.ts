@@ -349,6 +349,13 @@ describe('Redis flags', () => {
     expect((await build({ redisUrl: 'rediss://r.example:6380', redisTls: true })).redis.url).toBe('rediss://r.example:6380');
   });
 
+  test('--redis-lost-after: a duration, 5m by default, 0 for ever', async () => {
+    expect((await build({})).redis.lostAfterMs).toBe(300_000);
+    expect((await build({ redisLostAfter: '90s' })).redis.lostAfterMs).toBe(90_000);
+    expect((await build({ redisLostAfter: '0' })).redis.lostAfterMs).toBe(0);
+    expect(await refusal({ redisLostAfter: '-1s' })).toBe('--redis-lost-after: expected a duration such as 5m (0 for off), got "-1s"');
+  });
+
   test('cluster nodes: host:port list, IPv6 in brackets, not with a URL', async () => {
     const c = await build({ redisClusterNodes: ' r1:7000, [::1]:7001 ,' });
     expect(c.redis).toEqual({
@@ -359,6 +366,7 @@ describe('Redis flags', () => {
       ],
       clusterTls: false,
       prefix: DEFAULT_PREFIX,
+      lostAfterMs: 300_000,
     });
     expect((await build({ redisClusterNodes: 'r1:7000', redisTls: true })).redis).toMatchObject({ clusterTls: true });
     expect((await build({ redisClusterNodes: '' })).redis).not.toHaveProperty('clusterNodes');
