@@ -8,6 +8,17 @@ import { providerGcSchema } from '../gc-settings.ts';
 /** The schemes an upstream proxy may speak. */
 export const UPSTREAM_SCHEMES = ['http:', 'https:', 'socks5:'] as const;
 
+/**
+ * A sticky-session username: `{user}` is the endpoint's user, `{session}` the Proxy's session (its
+ * name), so each Proxy on the endpoint — each pool member, each pick session's member — keeps one
+ * vendor session (one exit) for as long as it lives.
+ */
+const usernameTemplate = z
+  .string()
+  .min(1)
+  .max(200)
+  .refine((t) => t.includes('{session}'), 'a username template must contain {session}');
+
 /** An endpoint's name: short, so that `<provider>-<endpoint>` is a valid proxy name. */
 const endpointName = z
   .string()
@@ -39,6 +50,8 @@ export const upstreamEndpointSchema = z.strictObject({
   passwordFile: z.string().min(1).optional(),
   /** Labels of the endpoint's Proxy (country, vendor, tier…): pools select by them. */
   labels: z.record(labelKey, labelValue).default({}),
+  /** A sticky-session username such as `{user}-session-{session}` (default: the provider's, else the user as it is). */
+  usernameTemplate: usernameTemplate.optional(),
 });
 export type UpstreamEndpointConfig = z.infer<typeof upstreamEndpointSchema>;
 
@@ -59,6 +72,8 @@ export const upstreamProviderSchema = z
     endpointsFile: z.string().min(1).optional(),
     /** The password of endpoints that name no `passwordFile` of their own. */
     passwordFile: z.string().min(1).optional(),
+    /** The sticky-session username template of endpoints that name none of their own. */
+    usernameTemplate: usernameTemplate.optional(),
     /** Labels every endpoint's Proxy gets (an endpoint's own win). */
     labels: z.record(labelKey, labelValue).default({}),
     /** As on every provider: the egress policy judges what crawlers ask for (never the upstream's own address). */

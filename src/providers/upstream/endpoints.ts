@@ -5,6 +5,7 @@
  * at the next reconcile, check or sync without a restart. Every password read is told to the
  * process's secret registry before it is used anywhere, so no log, event, status or span shows it.
  */
+import { createHash } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { EgressError } from '../../errors.ts';
 import type { ChainHop } from '../../forward-proxy/chain-hop.ts';
@@ -22,6 +23,39 @@ export interface UpstreamEndpoint {
   labels: Record<string, string>;
   /** The route with its credentials: for the proxy host's control socket and the check only. */
   hop: ChainHop;
+  /** The sticky-session username template, when the vendor has sessions. */
+  usernameTemplate?: string;
+}
+
+/** A Proxy's session on a vendor with sessions: its name in the characters vendors accept in a username. */
+export function sessionOf(proxy: string): string {
+  return proxy.replace(/[^a-zA-Z0-9]/g, '');
+}
+
+/** The hop a Proxy uses on `endpoint`: its own sticky-session username when the endpoint has a template. */
+export function hopFor(endpoint: UpstreamEndpoint, proxy: string): ChainHop {
+  const template = endpoint.usernameTemplate;
+  if (template === undefined) return endpoint.hop;
+  const username = template.replaceAll('{user}', endpoint.hop.username ?? '').replaceAll('{session}', sessionOf(proxy));
+  return { ...endpoint.hop, username };
+}
+
+/**
+ * The endpoint of a Proxy that is not an endpoint's own (a pool member on this provider, a Proxy
+ * applied by hand): chosen by highest random weight over the names listed, so each Proxy keeps its
+ * endpoint while the list changes around it, and Proxies spread evenly.
+ */
+export function endpointByHash(endpoints: readonly UpstreamEndpoint[], proxy: string): UpstreamEndpoint | undefined {
+  let best: UpstreamEndpoint | undefined;
+  let bestScore = '';
+  for (const e of endpoints) {
+    const score = createHash('sha256').update(`${e.name}\0${proxy}`).digest('hex');
+    if (best === undefined || score > bestScore) {
+      best = e;
+      bestScore = score;
+    }
+  }
+  return best;
 }
 
 /** An endpoint list or password file that cannot be read or understood: nothing is created or deleted from it. */
@@ -56,6 +90,8 @@ export class EndpointSource {
   readonly #config: UpstreamProviderConfig;
   readonly #o: EndpointSourceOptions;
   readonly #files = new Map<string, CachedFile>();
+  /** Every endpoint Proxy this process has seen listed (see routeOf). */
+  readonly #everListed = new Set<string>();
 
   constructor(config: UpstreamProviderConfig, options: EndpointSourceOptions) {
     this.#config = config;
@@ -89,7 +125,7 @@ export class EndpointSource {
     return password;
   }
 
-  #endpoint(name: string, url: URL, password: string | undefined, labels: Record<string, string>): UpstreamEndpoint {
+  #endpoint(name: string, url: URL, password: string | undefined, labels: Record<string, string>, template: string | undefined): UpstreamEndpoint {
     const scheme = url.protocol.slice(0, -1) as ChainHop['scheme'];
     const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
     const username = decodeURIComponent(url.username);
@@ -106,6 +142,7 @@ export class EndpointSource {
       url: `${url.protocol}//${url.host}`,
       labels: { ...this.#config.labels, ...labels },
       hop,
+      ...(template !== undefined ? { usernameTemplate: template } : {}),
     };
   }
 
@@ -117,10 +154,13 @@ export class EndpointSource {
     for (const e of this.#config.endpoints) {
       const url = new URL(e.url);
       const password = await this.#password(e.passwordFile ?? this.#config.passwordFile, `upstream:${provider}:${e.name}`, decodeURIComponent(url.username));
-      out.push(this.#endpoint(e.name, url, password, e.labels));
+      out.push(this.#endpoint(e.name, url, password, e.labels, e.usernameTemplate ?? this.#config.usernameTemplate));
       names.add(e.name);
     }
-    if (this.#config.endpointsFile === undefined) return out;
+    if (this.#config.endpointsFile === undefined) {
+      for (const e of out) this.#everListed.add(e.proxy);
+      return out;
+    }
     const file = this.#config.endpointsFile;
     const lines = (await this.#read(file)).split(/\r?\n/);
     for (const [i, line] of lines.entries()) {
@@ -152,13 +192,21 @@ export class EndpointSource {
       } else {
         password = await this.#password(this.#config.passwordFile, owner, decodeURIComponent(url.username));
       }
-      out.push(this.#endpoint(name, url, password, {}));
+      out.push(this.#endpoint(name, url, password, {}, this.#config.usernameTemplate));
     }
+    for (const e of out) this.#everListed.add(e.proxy);
     return out;
   }
 
-  /** The endpoint whose Proxy is `proxy`, or undefined when none is listed now. */
-  async forProxy(proxy: string): Promise<UpstreamEndpoint | undefined> {
-    return (await this.current()).find((e) => e.proxy === proxy);
+  /**
+   * Where `proxy` forwards: its own endpoint when it is an endpoint's Proxy (undefined once that
+   * endpoint is no longer listed), else one chosen by hash among those listed (a pool member).
+   */
+  async routeOf(proxy: string): Promise<{ endpoint: UpstreamEndpoint; hop: ChainHop } | undefined> {
+    const list = await this.current();
+    const own = list.find((e) => e.proxy === proxy);
+    // An endpoint's Proxy whose endpoint went is not moved to another one: it fails until the sync deletes it.
+    const endpoint = own ?? (this.#everListed.has(proxy) ? undefined : endpointByHash(list, proxy));
+    return endpoint ? { endpoint, hop: hopFor(endpoint, proxy) } : undefined;
   }
 }

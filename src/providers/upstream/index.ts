@@ -38,9 +38,9 @@ export function createUpstreamProvider(config: UpstreamProviderConfig, deps: Pro
     egressPolicy: proxyEgressPolicy(config.proxies?.egressPolicy, deps.egress),
     onObserverError: (err) => observer.inc({ where: 'exit-watch', code: resourceCodeOf(err) ?? 'unknown' }),
     upstreamOf: async (spec) => {
-      const endpoint = await endpoints.forProxy(spec.owner.proxy);
-      if (!endpoint) throw new ProvisioningError(`proxy "${spec.owner.proxy}" names no endpoint listed by upstream provider "${config.name}"`);
-      return { url: endpoint.url, hop: endpoint.hop };
+      const route = await endpoints.routeOf(spec.owner.proxy);
+      if (!route) throw new ProvisioningError(`upstream provider "${config.name}" lists no endpoint for proxy "${spec.owner.proxy}"`);
+      return { url: route.endpoint.url, hop: route.hop };
     },
   });
   lifecycle
