@@ -7,16 +7,14 @@
 import { connect as netConnect, isIPv4, isIPv6, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { hopAuthorization, type ChainHop } from './chain-hop.ts';
+import { HandshakeReader, PROXY_PROTOCOL } from './handshake-reader.ts';
 
 /** The hop refused our credentials (HTTP 407, a SOCKS5 authentication failure). */
 export const PROXY_AUTH = 'EPROXYAUTH';
 /** The hop would not go on to the destination (an HTTP status other than 2xx, a SOCKS5 rule refusal). */
 export const PROXY_REFUSED = 'EPROXYREFUSED';
 /** The hop spoke something that is not the protocol. */
-export const PROXY_PROTOCOL = 'EPROXYPROTO';
-
-/** A hop's head larger than this is not an HTTP proxy's answer to a CONNECT. */
-const MAX_HEAD_BYTES = 16 * 1024;
+export { PROXY_PROTOCOL };
 
 export interface ChainConnectOptions {
   localAddress?: string;
@@ -62,60 +60,6 @@ export function connectToHop(hop: ChainHop, options: Omit<ChainConnectOptions, '
     });
   }
   return netConnect({ host: hop.host, port: hop.port, noDelay: true, ...source });
-}
-
-/** Reads exact byte counts (SOCKS) or up to a delimiter (an HTTP head) from a socket being set up. */
-class HandshakeReader {
-  private buffered = Buffer.alloc(0);
-  private waiting: (() => void) | undefined;
-  private failure: Error | undefined;
-  private readonly onData = (chunk: Buffer): void => {
-    this.buffered = Buffer.concat([this.buffered, chunk]);
-    this.waiting?.();
-  };
-  private readonly onEnd = (): void => {
-    this.failure ??= new ChainError(PROXY_PROTOCOL, 'the upstream proxy closed the connection during the handshake');
-    this.waiting?.();
-  };
-
-  constructor(private readonly socket: Socket) {
-    socket.on('data', this.onData);
-    socket.once('end', this.onEnd);
-  }
-
-  private async until(ready: () => boolean): Promise<void> {
-    while (!ready()) {
-      if (this.failure) throw this.failure;
-      await new Promise<void>((resolve) => (this.waiting = resolve));
-      this.waiting = undefined;
-    }
-  }
-
-  async bytes(n: number): Promise<Buffer> {
-    await this.until(() => this.buffered.length >= n);
-    const out = this.buffered.subarray(0, n);
-    this.buffered = this.buffered.subarray(n);
-    return out;
-  }
-
-  async head(): Promise<string> {
-    await this.until(() => {
-      if (this.buffered.length > MAX_HEAD_BYTES) throw new ChainError(PROXY_PROTOCOL, `the upstream proxy's answer head exceeds ${MAX_HEAD_BYTES} bytes`);
-      return this.buffered.includes('\r\n\r\n');
-    });
-    const end = this.buffered.indexOf('\r\n\r\n') + 4;
-    const text = this.buffered.subarray(0, end).toString('latin1');
-    this.buffered = this.buffered.subarray(end);
-    return text;
-  }
-
-  /** Stops reading; bytes that came after the handshake go back to the socket for whoever reads it next. */
-  release(): void {
-    this.socket.off('data', this.onData);
-    this.socket.off('end', this.onEnd);
-    this.socket.pause();
-    if (this.buffered.length > 0) this.socket.unshift(this.buffered);
-  }
 }
 
 /** `host:port` as a CONNECT request target writes it (IPv6 in brackets). */

@@ -13,6 +13,7 @@ import { basicCredentials } from './basic-credentials.ts';
 import { forwardRequest } from './plain-http.ts';
 import { absoluteTarget, authorityTarget, BadTarget } from './request-target.ts';
 import { openTunnel } from './tunnel.ts';
+import { acceptSocks5, SOCKS5_ANSWERS } from './socks5-server.ts';
 import type { Admission, Admitted, Destination, ForwardProxyOptions } from './types.ts';
 import { upstreamAgents, UPSTREAM_LIMITS } from './upstream-agents.ts';
 import type { ChainHop } from './chain-hop.ts';
@@ -151,6 +152,21 @@ export function createForwardProxy(options: Omit<ForwardProxyOptions, 'host' | '
   server.headersTimeout = options.headersTimeoutMs;
   server.keepAliveTimeout = options.keepAliveTimeoutMs;
   closeSilentSockets(server, options.headersTimeoutMs);
+  const socks5 = options.socks5;
+  if (socks5) {
+    // Last: it defers every `connection` listener above until the first byte says HTTP.
+    acceptSocks5(
+      server,
+      {
+        authenticate: (username, password) => socks5.authenticate(username, password),
+        admit: (credentials, destination) => options.admit(credentials, destination).then(undefined, admitFailed),
+        tunnel: (client, target, admitted, destination) =>
+          openTunnel(client, Buffer.alloc(0), target, { admitted, ...source, ...hopOf(), live, answers: SOCKS5_ANSWERS, onFailure: failed(destination) }),
+        ...(options.onError ? { onError: options.onError } : {}),
+      },
+      options.headersTimeoutMs,
+    );
+  }
   let closing: Promise<void> | undefined;
   return {
     server,

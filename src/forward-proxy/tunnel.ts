@@ -22,7 +22,20 @@ export interface TunnelContext {
   hop?: ChainHop;
   /** Told a chained tunnel's bytes to and from the hop when it ends. */
   onTraffic?: (sent: number, received: number) => void;
+  /** How the client is told: HTTP's `200 Connection Established` and status answers by default; a SOCKS5 client gets its replies. */
+  answers?: TunnelAnswers;
 }
+
+/** What a tunnel's client is sent once the destination is connected, or when it could not be. */
+export interface TunnelAnswers {
+  established: string | Buffer;
+  failed(client: Socket, failure: UpstreamFailure): void;
+}
+
+const HTTP_ANSWERS: TunnelAnswers = {
+  established: ESTABLISHED,
+  failed: (client, failure) => answerSocket(client, failure.status, `The destination could not be reached: ${failure.kind}\n`),
+};
 
 /**
  * Connects an admitted CONNECT to its destination and relays bytes both ways, each side's end
@@ -47,7 +60,7 @@ export function openTunnel(client: Socket, head: Buffer, target: AuthorityTarget
     connected = true;
     upstream.setTimeout(0);
     client.setNoDelay(true);
-    client.write(ESTABLISHED);
+    client.write((context.answers ?? HTTP_ANSWERS).established);
     if (head.length > 0) upstream.write(head);
     upstream.pipe(client);
     client.pipe(upstream);
@@ -56,7 +69,7 @@ export function openTunnel(client: Socket, head: Buffer, target: AuthorityTarget
     if (connected) return void client.destroy();
     const failure = upstreamFailure(err);
     context.onFailure(failure, err);
-    answerSocket(client, failure.status, `The destination could not be reached: ${failure.kind}\n`);
+    (context.answers ?? HTTP_ANSWERS).failed(client, failure);
   });
   client.once('error', () => upstream.destroy());
   client.once('close', () => {
@@ -98,7 +111,7 @@ function openChainedTunnel(client: Socket, head: Buffer, target: AuthorityTarget
         client.destroy();
       });
       client.setNoDelay(true);
-      client.write(ESTABLISHED);
+      client.write((context.answers ?? HTTP_ANSWERS).established);
       if (head.length > 0) socket.write(head);
       socket.pipe(client);
       client.pipe(socket);
@@ -107,7 +120,7 @@ function openChainedTunnel(client: Socket, head: Buffer, target: AuthorityTarget
     (err: unknown) => {
       const failure = upstreamFailure(err);
       context.onFailure(failure, err);
-      answerSocket(client, failure.status, `The destination could not be reached: ${failure.kind}\n`);
+      (context.answers ?? HTTP_ANSWERS).failed(client, failure);
     },
   );
 }

@@ -60,6 +60,11 @@ export interface ForwardProxyOptions {
    * `admit` is unchanged: the policy judges what the client asked for, never the hop.
    */
   chain?: () => ChainHop | undefined;
+  /**
+   * Also speak SOCKS5 on the same port (username/password, CONNECT only): `authenticate` answers
+   * RFC 1929's question, `admit` still decides every CONNECT. Absent: HTTP only.
+   */
+  socks5?: { authenticate(username: string, password: string): boolean };
   /** Told the bytes each chained tunnel (at its end) or request (its bodies, at the answer's end) sent to and received from the hop. */
   onChainTraffic?: (sent: number, received: number) => void;
   /** Told of an unexpected failure while handling a request or tunnel (its client connection was closed). */

@@ -129,6 +129,8 @@ export function proxyHandling(options: Omit<ProxyListenOptions, 'host' | 'port'>
   };
   return {
     admit,
+    // SOCKS5 on the same port, with the same credentials and policy (issue 24).
+    socks5: { authenticate: check },
     generation: () => egress.policy.generation,
     ...(options.localAddress ? { localAddress: options.localAddress } : {}),
     ...(options.chain ? { chain: options.chain } : {}),
