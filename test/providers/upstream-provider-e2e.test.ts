@@ -7,7 +7,9 @@
  * file loses its Proxy; and the vendors' passwords appear in no log line, event, API answer,
  * status or file of the provider's data directory.
  */
+import { execFile } from 'node:child_process';
 import { once } from 'node:events';
+import { promisify } from 'node:util';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -24,6 +26,7 @@ import { tempDir } from '../support/temp-dirs.ts';
 import { danteVendor, squidVendor, tinyproxyVendor, type VendorProxy } from '../support/vendor-proxies.ts';
 import { waitFor } from '../support/wait.ts';
 
+const run = promisify(execFile);
 const TINY_PASSWORD = 'tiny-vendor-secret-1';
 const SQUID_PASSWORD = 'squid-vendor-secret-2';
 const WRONG_PASSWORD = 'wrong-vendor-secret-3';
@@ -175,6 +178,19 @@ describe.skipIf(!present)("upstream provider: vendors' proxies in the fleet", { 
       const answer = await getThrough(url, `http://127.0.0.1:${originPort}/via-${name}`);
       expect(answer).toEqual({ status: 200, body: `origin: /via-${name}` });
     }
+  });
+
+  test('discovery hands out SOCKS5 URLs (scheme=socks5) on the same ports, and a SOCKS5 client goes through the front and the vendor', async () => {
+    const http = await waitFor('vendor-s1 Ready', async () => (await readyUrls()).get('vendor-s1'), 60_000);
+    const text = await (await fetch(`${api}/v1/proxies?ready=true&format=text&scheme=socks5`)).text();
+    const lines = text.split('\n').filter(Boolean);
+    expect(lines.length).toBeGreaterThan(0);
+    for (const l of lines) expect(l).toMatch(/^socks5:\/\/[^:]+:[^@]+@127\.0\.0\.1:\d+$/);
+    const socks = http.replace(/^http:/, 'socks5:');
+    expect(lines).toContain(socks);
+    const { stdout } = await run('curl', ['-sS', '--max-time', '20', '-x', socks, `http://127.0.0.1:${originPort}/socks-via-squid`]);
+    expect(stdout).toBe('origin: /socks-via-squid');
+    expect((await fetch(`${api}/v1/proxies?scheme=gopher`)).status).toBe(400);
   });
 
   test("the egress policy still judges what a crawler asks for, and each upstream's denials, failures and bytes are counted", async () => {
