@@ -9,6 +9,7 @@ COPY scripts ./scripts
 COPY src ./src
 COPY queues ./queues
 COPY workers ./workers
+COPY console ./console
 RUN npm run build
 
 # Runtime stage: production dependencies and the compiled tree only (no TypeScript, no tsx, no esbuild:

@@ -15,6 +15,7 @@ const benches: Record<string, () => Promise<unknown>> = {
   'local-scale': async () => (await import('./local-scale.bench.ts')).runLocalScaleBench(),
   'data-plane': async () => (await import('./data-plane.bench.ts')).runDataPlaneBench(),
   pick: async () => (await import('./pick.bench.ts')).runPickBench(),
+  console: async () => (await import('./console.bench.ts')).runConsoleBench(),
 };
 
 const name = process.argv[2];

@@ -1,5 +1,6 @@
 // `npm run build`: compiles the TypeScript (tsc -p tsconfig.build.json -> dist/), bundles the programs
-// the orchestrator hands out to run (scripts/build-programs.js -> dist/bin/), then records in
+// the orchestrator hands out to run (scripts/build-programs.js -> dist/bin/)
+// and the console's page (scripts/build-console.js -> dist/console/), then records in
 // dist/.source-hash the fingerprint of the sources it compiled, taken before it started: `npm start`
 // compares it to skip a build that would change nothing. A failed build records nothing, so the next start builds again.
 import { spawnSync } from 'node:child_process';
@@ -12,8 +13,16 @@ export const ROOT = fileURLToPath(new URL('..', import.meta.url));
 export const HASH_FILE = join(ROOT, 'dist', '.source-hash');
 
 /** What the build reads: the compiled trees, the bundler step and the files that configure them. */
-const INPUT_DIRS = ['src', 'queues', 'workers'];
-const INPUT_FILES = ['tsconfig.json', 'tsconfig.build.json', 'package.json', 'package-lock.json', 'scripts/build-programs.js', 'scripts/build.js'];
+const INPUT_DIRS = ['src', 'queues', 'workers', 'console'];
+const INPUT_FILES = [
+  'tsconfig.json',
+  'tsconfig.build.json',
+  'package.json',
+  'package-lock.json',
+  'scripts/build-programs.js',
+  'scripts/build-console.js',
+  'scripts/build.js',
+];
 
 function filesUnder(dir) {
   const out = [];
@@ -57,6 +66,7 @@ function step(args) {
 export function build(hash = sourceHash()) {
   step([join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')]);
   step([join(ROOT, 'scripts/build-programs.js')]);
+  step([join(ROOT, 'scripts/build-console.js')]);
   writeFileSync(HASH_FILE, `${hash}\n`);
 }
 

@@ -1,4 +1,5 @@
 import { pino, type Logger as PinoLogger, type DestinationStream } from 'pino';
+import { prettyLogStream, type LogFormat } from './pretty-log.ts';
 import type { Redactor } from './secrets/secret-registry.ts';
 
 export type Logger = PinoLogger;
@@ -13,6 +14,13 @@ export interface LoggingOptions {
    * The key paths below stay: they hide values whose secret the registry may not know.
    */
   secrets?: Redactor;
+  /**
+   * `pretty`: one line of text per entry, for a terminal (src/pretty-log.ts), written after the
+   * redaction above; `json` (the default): pino's JSON lines.
+   */
+  format?: LogFormat;
+  /** With `pretty`: colour the level names (a colour terminal). */
+  colour?: boolean;
 }
 
 /** Keys whose values must never reach a log line. */
@@ -32,6 +40,7 @@ const REDACT = [
 /** Builds the process logger. Only entry points call this; everything below receives a Logger. */
 export function createLogger(options: LoggingOptions): Logger {
   const secrets = options.secrets;
+  const destination = options.destination ?? pino.destination(2);
   return pino(
     {
       level: options.level,
@@ -39,7 +48,7 @@ export function createLogger(options: LoggingOptions): Logger {
       base: { pid: process.pid },
       ...(secrets ? { hooks: { streamWrite: (line: string) => secrets.redact(line) } } : {}),
     },
-    options.destination ?? pino.destination(2),
+    options.format === 'pretty' ? prettyLogStream(destination, { colour: options.colour === true }) : destination,
   );
 }
 

@@ -6,8 +6,10 @@ import { BullmqWorkRequests } from '../jobs/bullmq-work-requests.ts';
 import type { WorkRequests } from '../work/work-requests.ts';
 import type { Logger } from '../logging.ts';
 import type { StatusStore } from '../store/status-store.ts';
-import { requireToken } from '../http/auth.ts';
-import { mountBullBoard } from './bull-board.ts';
+import { requireToken, tokenMatcher } from '../http/auth.ts';
+import { BULL_BOARD_PATH, mountBullBoard } from './bull-board.ts';
+import { CONSOLE_PAGES, CONSOLE_PATH, consoleAuthentication, consoleRoutes } from '../console/routes.ts';
+import { ConsoleSessions } from '../console/sessions.ts';
 import { errorResponse } from './http-errors.ts';
 import { SharedDeadlines } from '../abort.ts';
 import { raceSignal, readDeadline } from './read-deadline.ts';
@@ -73,6 +75,8 @@ export interface ApiDeps {
   /** Picks from pools and ban feedback (`/v1/pools/{name}/pick`, `…/feedback`); absent: not served. */
   picks?: { picker: PoolPicker; feedback: FeedbackRecorder; rateLimit: FeedbackRateLimit };
   logger: Logger;
+  /** The console's sessions (src/console); a fresh in-memory set when absent. */
+  consoleSessions?: ConsoleSessions;
 }
 
 /** The HTTP API as a Hono app (served by @hono/node-server in api-server.ts). */
@@ -84,11 +88,11 @@ export function createApiApp(deps: ApiDeps): Hono {
   app.notFound((c) => c.json({ error: 'ERR_NOT_FOUND', message: `no route for ${c.req.method} ${c.req.path.slice(0, 200)}` }, 404));
   // Order matters: who may talk to us (Host, token, Origin) before what they send (media type, size).
   if (deps.tokens.length === 0 || deps.hostCheck) app.use('*', requireAllowedHost(deps.hosts));
-  app.use('*', requireToken(deps.tokens, deps.tokenNames));
+  app.use('*', requireToken(deps.tokens, deps.tokenNames, consoleAuthentication));
   app.use('*', requireSameOrigin());
   app.use('*', requireMutationMediaType());
   app.use('*', limitBody(deps.maxBodyBytes));
-  app.use('*', readDeadline(deps.readDeadlineMs ?? 3000, ['/healthz', '/readyz']));
+  app.use('*', readDeadline(deps.readDeadlineMs ?? 3000, ['/healthz', '/readyz', ...CONSOLE_PAGES]));
   const writeMs = deps.writeDeadlineMs ?? 10_000;
   app.use('*', writeDeadline(writeMs, writeMs / 5, []));
 
@@ -130,6 +134,19 @@ export function createApiApp(deps: ApiDeps): Hono {
     app.route('/v1', pickRoutes(deps.picks));
     app.route('/v1', feedbackRoutes(deps.picks));
   }
+  const sessions = deps.consoleSessions ?? new ConsoleSessions();
+  app.route(
+    CONSOLE_PATH,
+    consoleRoutes({
+      sessions,
+      matchToken: tokenMatcher(deps.tokens, deps.tokenNames),
+      hasTokens: deps.tokens.length > 0,
+      dispatch: async (request, env) => app.fetch(request, env),
+      registry: deps.registry,
+      boardPath: BULL_BOARD_PATH,
+      sessionTtlMs: sessions.ttlMs,
+    }),
+  );
   mountBullBoard(app, deps.queues, { storeConnected: deps.storeConnected, logger: deps.logger });
   return app;
 }

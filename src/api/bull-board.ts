@@ -92,6 +92,35 @@ function guardBoard(deps: BullBoardDeps): MiddlewareHandler {
   };
 }
 
+/**
+ * Every Bull Board response may load from this API only: no font, script, stylesheet or request
+ * goes to another origin (an air-gapped machine would wait on them; a remote one would learn who
+ * looks at the board). Inline styles and scripts stay allowed: the UI's page uses them.
+ */
+export const BULL_BOARD_CSP = "default-src 'self' 'unsafe-inline' data: blob:; base-uri 'self'; form-action 'self'; frame-ancestors 'self'";
+
+/** A tag of the page that loads from another origin (the UI's Google Fonts stylesheet). */
+const EXTERNAL_TAG = /<(?:link|script)\b[^>]*\b(?:href|src)\s*=\s*["']?(?:https?:)?\/\/[^>]*>(?:\s*<\/script>)?\s*/gi;
+
+/** The page without its tags that load from another origin: it renders with the stylesheet's fallback fonts (system-ui, monospace). */
+export function withoutExternalTags(html: string): string {
+  return html.replace(EXTERNAL_TAG, '');
+}
+
+/** Serves the board's page without outside references, and every board response under BULL_BOARD_CSP. */
+function selfContained(): MiddlewareHandler {
+  return async (c, next) => {
+    await next();
+    if ((c.res.headers.get('content-type') ?? '').startsWith('text/html')) {
+      const html = withoutExternalTags(await c.res.text());
+      const headers = new Headers(c.res.headers);
+      headers.delete('content-length');
+      c.res = new Response(html, { status: c.res.status, headers });
+    }
+    c.res.headers.set('Content-Security-Policy', BULL_BOARD_CSP);
+  };
+}
+
 /** Mounts Bull Board at /admin/queues (behind the API's token check, like every route). */
 export function mountBullBoard(app: Hono, queues: readonly Queue[], deps: BullBoardDeps): void {
   const adapter = new HonoAdapter(serveStatic);
@@ -101,6 +130,7 @@ export function mountBullBoard(app: Hono, queues: readonly Queue[], deps: BullBo
     serverAdapter: adapter,
     options: { uiConfig: { boardTitle: 'egress-proxies', miscLinks: [{ text: 'Metrics', url: '/metrics' }] } },
   });
-  app.use(`${BULL_BOARD_PATH}/*`, guardBoard(deps));
+  app.use(BULL_BOARD_PATH, selfContained());
+  app.use(`${BULL_BOARD_PATH}/*`, selfContained(), guardBoard(deps));
   app.route(BULL_BOARD_PATH, adapter.registerPlugin());
 }

@@ -60,3 +60,15 @@ export async function localTokenOf(dataDir: string): Promise<string> {
     throw new EgressError('ERR_NO_TOKEN', `no API token in ${file}: \`egress up\` makes it at its first start (pass --data-dir for another data directory)`);
   return token;
 }
+
+/** `egress url`: the API the client commands would talk to; an error (exit 1) when none is given and none runs. */
+export async function apiUrlOf(apiUrl: string | undefined, dataDir: string): Promise<string> {
+  if (apiUrl !== undefined) return parseUrl(apiUrl).href.replace(/\/$/, '');
+  const running = await findRunningApi(resolve(dataDir));
+  if (!running)
+    throw new EgressError(
+      'ERR_NOT_RUNNING',
+      `no \`egress up\` runs from ${resolve(dataDir)}: start it (npm start), or pass --data-dir (EGRESS_DATA_DIR) or --api-url (EGRESS_API_URL)`,
+    );
+  return running.url;
+}

@@ -1,7 +1,7 @@
 import { Command, CommanderError, Option } from 'commander';
 import { ConfigError, EgressError, UsageError } from '../errors.ts';
 import { ApiClient } from './api-client.ts';
-import { localTokenOf, resolveApiAccess } from './api-access.ts';
+import { apiUrlOf, localTokenOf, resolveApiAccess } from './api-access.ts';
 import type { EventsOptions } from './commands/event-commands.ts';
 import { addServerOptions } from './commands/server-commands.ts';
 import { errorLine, type CliIO } from './output.ts';
@@ -101,10 +101,12 @@ function buildProgram(env: CliEnv, io: CliIO, result: { code: number }, options:
     ['publisher', 'run the publisher of results into status and metrics'],
     ['api', 'run the HTTP API, Bull Board and /metrics'],
   ] as const) {
-    addServerOptions(program.command(name).description(what), env, name).action(async (flags: ServerFlags) => {
+    addServerOptions(program.command(name).description(what), env, name).action(async (flags: ServerFlags, cmd: Command) => {
       // Loaded on demand: the client commands never pay for BullMQ, Bull Board and the providers.
       const { runServerCommand } = await import('./commands/run-server.ts');
-      result.code = await runServerCommand(name, { ...flags, otelEnv: env }, io, options.server);
+      // A level the user asked for is shown as asked, in either format; else a terminal gets the quiet one.
+      const logLevelGiven = cmd.getOptionValueSource('logLevel') === 'cli' || env.EGRESS_LOG_LEVEL !== undefined;
+      result.code = await runServerCommand(name, { ...flags, otelEnv: env, logLevelGiven }, io, options.server);
     });
   }
 
@@ -114,6 +116,23 @@ function buildProgram(env: CliEnv, io: CliIO, result: { code: number }, options:
     .option('--data-dir <dir>', 'the data directory of `egress up` (env EGRESS_DATA_DIR)', env.EGRESS_DATA_DIR ?? '.egress')
     .action(async (flags: { dataDir: string }) => {
       io.out(`${await localTokenOf(flags.dataDir)}\n`);
+    });
+
+  program
+    .command('down')
+    .description('stop everything of a data directory: its `egress up`, the local proxy host and proxies, the private redis-server')
+    .option('--data-dir <dir>', 'the data directory (env EGRESS_DATA_DIR)', env.EGRESS_DATA_DIR ?? '.egress')
+    .action(async (flags: { dataDir: string }) => {
+      const { down } = await import('./commands/down-command.ts');
+      result.code = await down(flags.dataDir, io);
+    });
+  program
+    .command('url')
+    .description('print the URL of the API the CLI talks to: --api-url (EGRESS_API_URL), else the running `egress up` of --data-dir')
+    .option('--api-url <url>', 'the egress API (env EGRESS_API_URL)', env.EGRESS_API_URL)
+    .option('--data-dir <dir>', 'the data directory of the `egress up` (env EGRESS_DATA_DIR)', env.EGRESS_DATA_DIR ?? '.egress')
+    .action(async (flags: { apiUrl?: string; dataDir: string }) => {
+      io.out(`${await apiUrlOf(flags.apiUrl, flags.dataDir)}\n`);
     });
 
   addClientOptions(program.command('check').description('enqueue an ad-hoc health check of a provider'), env)

@@ -14,6 +14,7 @@ export const SERVER_FLAG_DEFAULTS = {
   prefix: DEFAULT_PREFIX,
   dataDir: '.egress',
   logLevel: 'info',
+  logFormat: 'auto',
   shutdownGrace: '10s',
   redisLostAfter: '5m',
   host: '127.0.0.1',

@@ -11,6 +11,7 @@ import { resolveCheckSchedule, type CheckSchedule } from '../config/checks.ts';
 import { ConfigError } from '../errors.ts';
 import { parseAuthority } from '../http/host-authority.ts';
 import { MAX_GC_DELETES_PER_SECOND } from '../providers/gc-settings.ts';
+import { LOG_FORMATS } from '../pretty-log.ts';
 import { parseByteSize } from '../schema/byte-size.ts';
 import { parseDuration } from '../schema/duration.ts';
 import { projectErrorMap } from '../schema/zod-helpers.ts';
@@ -163,6 +164,9 @@ const CHECK_FLAGS = z.object({
 const SERVER_FLAGS = z.object({
   port: integer(0, 65535).prefault(d.port),
   logLevel: checkedText((text) => (LOG_LEVELS.includes(text) ? undefined : `expected one of ${LOG_LEVELS.join(', ')}, got "${text}"`)).prefault(d.logLevel),
+  logFormat: checkedText((text) =>
+    (LOG_FORMATS as readonly string[]).includes(text) ? undefined : `expected one of ${LOG_FORMATS.join(', ')}, got "${text}"`,
+  ).prefault(d.logFormat),
   prefix: checkedText((text) =>
     /^\{[^{}]+\}/.test(text) ? undefined : `must start with a hash tag such as {egress} so that Redis Cluster keeps every key in one slot, got "${text}"`,
   ).prefault(d.prefix),
@@ -259,6 +263,8 @@ export type ServerFlags = z.input<typeof CHECK_FLAGS> &
   z.input<typeof SERVER_FLAGS> & {
     /** The process environment's OTEL_* variables (tracing); not a flag. */
     otelEnv?: OtelEnv;
+    /** True when `--log-level` or EGRESS_LOG_LEVEL was given (a terminal's pretty logs are otherwise quiet); not a flag. */
+    logLevelGiven?: boolean;
   };
 
 /** The flags parsed one by one: numbers in their units, durations in milliseconds, the raw text where a rule or a file reads it. */

@@ -53,15 +53,42 @@ function presentedToken(header: string | undefined, basicAllowed: boolean): stri
 }
 
 /**
+ * The name of the token `presented` is (`name:token` in the token file, else `#N`), or undefined
+ * when it is none of `tokens`; compared in constant time.
+ */
+export function tokenMatcher(tokens: readonly string[], names: readonly string[] = []): (presented: string) => string | undefined {
+  const digests = tokens.map(digest);
+  return (presented) => {
+    const index = matchIndex(presented, digests);
+    return index < 0 ? undefined : (names[index] ?? `#${index + 1}`);
+  };
+}
+
+/** Requests authenticated some other way than a bearer token (the console's session cookie). */
+export interface OtherAuthentication {
+  /** Paths whose routes authenticate each request themselves (the console's pages and its session). */
+  selfAuthenticated(path: string): boolean;
+  /** The caller of a request already authenticated in this process (one the console dispatches), else undefined. */
+  callerOf(c: Context): string | undefined;
+}
+
+/**
  * Requires a bearer token on every route but `/healthz` and `/v1/echo` when tokens are configured
  * (Basic with the token as password is accepted under `/admin/` only, for Bull Board in a browser).
  * With no tokens (allowed only on a loopback bind) everything is open; the Host check guards it.
+ * `other`: the paths and requests that authenticate otherwise (src/console).
  */
-export function requireToken(tokens: readonly string[], names: readonly string[] = []): MiddlewareHandler {
+export function requireToken(tokens: readonly string[], names: readonly string[] = [], other?: OtherAuthentication): MiddlewareHandler {
   const digests = tokens.map(digest);
   return async (c, next) => {
+    const preauthenticated = other?.callerOf(c);
+    if (preauthenticated !== undefined) {
+      callers.set(c, preauthenticated);
+      return next();
+    }
     // /healthz and the readiness echo (it tells a caller only its own address) stay open.
     if (digests.length === 0 || c.req.path === '/healthz' || c.req.path === '/v1/echo') return next();
+    if (other?.selfAuthenticated(c.req.path)) return next();
     const admin = c.req.path.startsWith('/admin/');
     const header = c.req.header('authorization');
     const token = presentedToken(header, admin);

@@ -1,6 +1,16 @@
 import { EgressError } from '../errors.ts';
 import { poolDocumentSchema, type PoolDocument } from '../model/pool-resource.ts';
-import { capped, checkProvider, documentList, MAX_DOCUMENTS, validateNumberedDocuments, yamlValues, type DocumentKind } from '../proxies/parse-documents.ts';
+import {
+  capped,
+  checkProvider,
+  documentList,
+  MAX_DOCUMENTS,
+  rawAt,
+  textAt,
+  validateNumberedDocuments,
+  yamlValues,
+  type DocumentKind,
+} from '../proxies/parse-documents.ts';
 
 /** A ProxyPool document set rejected whole; every error names its document and field (the first 20, then a count). */
 export class InvalidPoolDocumentsError extends EgressError {
@@ -25,6 +35,15 @@ function poolKind(options: PoolDocumentOptions): DocumentKind<PoolDocument> {
       const template = doc.spec.template.spec.provider;
       if (template !== undefined) checkProvider(options.providers, template, 'spec.template.spec.provider', problem);
       for (const [i, entry] of (doc.spec.spread ?? []).entries()) checkProvider(options.providers, entry.provider, `spec.spread[${i}].provider`, problem);
+    },
+    checkRefused: (value, problem) => {
+      const template = textAt(value, ['spec', 'template', 'spec', 'provider']);
+      if (template !== undefined) checkProvider(options.providers, template, 'spec.template.spec.provider', problem);
+      const spread = rawAt(value, ['spec', 'spread']);
+      for (const [i, entry] of (Array.isArray(spread) ? spread : []).entries()) {
+        const provider = textAt(entry, ['provider']);
+        if (provider !== undefined) checkProvider(options.providers, provider, `spec.spread[${i}].provider`, problem);
+      }
     },
     invalid: (errors) => new InvalidPoolDocumentsError(errors),
   };

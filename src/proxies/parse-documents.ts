@@ -48,6 +48,11 @@ export interface DocumentKind<T extends { metadata: { name: string } }> {
   schema: z.ZodType<T>;
   /** Checks beyond the schema; `problem(path, message)` reports one. */
   check?: (doc: T, problem: (path: string, message: string) => void) => void;
+  /**
+   * The checks that can still run on a document the schema refused, on its raw value (a field
+   * that is there and of the right type), so that one answer lists every error of the set.
+   */
+  checkRefused?: (value: unknown, problem: (path: string, message: string) => void) => void;
   invalid: (errors: readonly string[]) => Error;
 }
 
@@ -67,6 +72,7 @@ export function validateNumberedDocuments<T extends { metadata: { name: string }
     const result = safeParseWorded(kind.schema, value);
     if (!result.ok) {
       for (const line of result.lines) errors.push(several ? `${documentName(number)}: ${line}` : line);
+      kind.checkRefused?.(value, (path, message) => errors.push(located(number, several, path, message)));
       continue;
     }
     const doc = result.data;
@@ -79,6 +85,22 @@ export function validateNumberedDocuments<T extends { metadata: { name: string }
   if (docs.length === 0) errors.push(`no ${kind.kind} documents`);
   if (errors.length > 0) throw kind.invalid(errors);
   return parsed;
+}
+
+/** The value at `path` of a raw document, when it is there and of the type asked for. */
+export function rawAt(value: unknown, path: readonly (string | number)[]): unknown {
+  let at = value;
+  for (const key of path) {
+    if (typeof at !== 'object' || at === null) return undefined;
+    at = (at as Record<string | number, unknown>)[key];
+  }
+  return at;
+}
+
+/** The text at `path` of a raw document, when there is one. */
+export function textAt(value: unknown, path: readonly (string | number)[]): string | undefined {
+  const at = rawAt(value, path);
+  return typeof at === 'string' ? at : undefined;
 }
 
 /** A provider name checked against the configured ones (when known). */
@@ -99,6 +121,10 @@ function proxyKind(options: ProxyDocumentOptions): DocumentKind<ProxyDocument> {
       if (doc.metadata.labels[POOL_LABEL] !== undefined)
         problem(`metadata.labels.${POOL_LABEL}`, 'is set only by a ProxyPool on its members; apply a ProxyPool instead');
       checkProvider(options.providers, doc.spec.provider, 'spec.provider', problem);
+    },
+    checkRefused: (value, problem) => {
+      const provider = textAt(value, ['spec', 'provider']);
+      if (provider !== undefined) checkProvider(options.providers, provider, 'spec.provider', problem);
     },
     invalid: (errors) => new InvalidProxyDocumentsError(errors),
   };

@@ -65,6 +65,11 @@ async function readOwner(file: string): Promise<{ text: string; owner: LockOwner
   }
 }
 
+/** The owner `<dataDir>/egress.lock` names, whether or not it still runs; undefined without a readable lock. */
+export async function readLockOwner(dataDir: string): Promise<LockOwner | undefined> {
+  return (await readOwner(join(dataDir, LOCK_FILE)).catch(() => undefined))?.owner;
+}
+
 /**
  * Takes `<dataDir>/egress.lock` for this process. The file holds the owner's pid and start time
  * and is created atomically (written aside, then hard-linked into place, which fails if it

@@ -108,7 +108,7 @@ async function stopProcesses(pids: readonly number[], redisDir: string): Promise
  * that is now another program is left alone; where the system cannot tell (no /proc), the start
  * stops and says so rather than guess.
  */
-async function stopOrphans(record: ServerRecord | undefined, redisDir: string, recordFile: string, logger: Logger): Promise<void> {
+async function stopOrphans(record: ServerRecord | undefined, redisDir: string, recordFile: string, logger: Logger): Promise<number[]> {
   const orphans = new Set<number>();
   if (record && isAlive(record.pid)) {
     if (record.ownerPid !== process.pid && stillRunning({ pid: record.ownerPid, startTicks: record.ownerStartTicks })) {
@@ -127,9 +127,26 @@ async function stopOrphans(record: ServerRecord | undefined, redisDir: string, r
     else logger.debug({ redisPid: record.pid }, 'the recorded redis-server pid now belongs to another process: left alone');
   }
   for (const pid of await processesIn(await realpath(redisDir), 'redis')) orphans.add(pid);
-  if (orphans.size === 0) return;
+  if (orphans.size === 0) return [];
   logger.warn({ redisPids: [...orphans], ownerPid: record?.ownerPid }, 'stopping the private redis-server its dead owner left running');
   await stopProcesses([...orphans], redisDir);
+  return [...orphans];
+}
+
+/**
+ * `egress down`: stops the private redis-server of `dataDir` that no running owner holds (its
+ * owner was killed where the kernel could not stop it with it). Returns the pids stopped (none
+ * when nothing was left); throws, as a start would, when its owner still runs or it will not stop.
+ */
+export async function stopLeftoverRedis(dataDir: string, logger: Logger): Promise<number[]> {
+  const dir = join(dataDir, 'redis');
+  try {
+    await realpath(dir);
+  } catch {
+    return [];
+  }
+  const recordFile = join(dir, SERVER_RECORD);
+  return stopOrphans(await readRecord(recordFile), dir, recordFile, logger);
 }
 
 /**

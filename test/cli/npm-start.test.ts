@@ -12,7 +12,7 @@ import { waitFor } from '../support/wait.ts';
 const run = promisify(execFile);
 const BUILDING = 'egress: building dist/';
 /** What the build reads and what `npm start` runs, copied into a checkout of the test's own. */
-const CHECKOUT = ['src', 'queues', 'workers', 'scripts', 'bin', 'tsconfig.json', 'tsconfig.build.json', 'package.json', 'package-lock.json'];
+const CHECKOUT = ['src', 'queues', 'workers', 'console', 'scripts', 'bin', 'tsconfig.json', 'tsconfig.build.json', 'package.json', 'package-lock.json'];
 /** The user's environment, not the suite's: no EGRESS_FROM_SOURCE (npm start runs dist/). */
 const ENV = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/root', TMPDIR: process.env.TMPDIR ?? '/tmp' };
 

@@ -11,6 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { parse as parseYaml } from 'yaml';
 import { runRoles, type RunningRoles } from '../../src/cli/run-roles.ts';
 import { silentLogger } from '../../src/logging.ts';
 import type { ProxyView } from '../../src/proxies/discovery.ts';
@@ -54,13 +55,11 @@ describe('docs/crawlers.md, run', () => {
     await once(site, 'listening');
     siteUrl = `http://127.0.0.1:${(site.address() as AddressInfo).port}`;
 
-    // Local proxies may reach the site (127.0.0.1 is refused by default); the API's own listener stays refused.
-    const base = testConfig({
-      prefix,
-      tokens: [TOKEN],
-      queues: ['reconcile'],
-      providers: [{ name: 'local', type: 'local', proxies: { egressPolicy: { allow: ['127.0.0.1/32'] } } } as never],
-    });
+    // Local proxies may reach the site (127.0.0.1 is refused by default), as the page's yaml block
+    // allows it; the API's own listener stays refused.
+    const providers = (parseYaml(blocks.find((b) => b.lang === 'yaml')?.code ?? '') as { providers: never[] }).providers;
+    expect(providers).toEqual([{ name: 'local', type: 'local', proxies: { egressPolicy: { allow: ['127.0.0.1/32'] } } }]);
+    const base = testConfig({ prefix, tokens: [TOKEN], queues: ['reconcile'], providers });
     roles = await runRoles(freezeConfig({ ...base, picks: { ...DEFAULT_PICK_SETTINGS, memberCacheMs: 0 } }), ['worker', 'api'], silentLogger());
     api = roles.api?.url ?? '';
     // The pool, as a user applies it; its reconcile makes the two members.
@@ -93,7 +92,7 @@ describe('docs/crawlers.md, run', () => {
     expect(sh.length).toBeGreaterThanOrEqual(2);
     const script = `${sh[0]?.code ?? ''}\necho '--- json'\n${sh[1]?.code ?? ''}`;
     const { stdout } = await promisify(execFile)('bash', ['-euo', 'pipefail', '-c', script], {
-      env: { PATH: process.env.PATH ?? '', EGRESS_API: api, EGRESS_API_TOKEN: TOKEN, URL: `${siteUrl}/hello`, DOMAIN: 'curl-site.example' },
+      env: { PATH: process.env.PATH ?? '', EGRESS_API_URL: api, EGRESS_API_TOKEN: TOKEN, URL: `${siteUrl}/hello`, DOMAIN: 'curl-site.example' },
     });
     const [curlPart = '', jsonPart = ''] = stdout.split('--- json\n');
     const lines = curlPart.split('\n');
@@ -123,7 +122,7 @@ describe('docs/crawlers.md, run', () => {
       cwd: ROOT,
       env: {
         PATH: process.env.PATH ?? '',
-        EGRESS_API: api,
+        EGRESS_API_URL: api,
         EGRESS_API_TOKEN: TOKEN,
         START_URLS: pages.map((p) => siteUrl + p).join(','),
         SESSIONS: '1',

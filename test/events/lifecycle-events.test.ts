@@ -310,6 +310,7 @@ describe('egress events and describe', () => {
     const text = t.out.join('');
     expect(text).toMatch(/^Name:\s+web-1$/m);
     expect(text).toMatch(/^ {2}Phase:\s+Ready$/m);
+    expect(text).toMatch(/^ {2}Observed Generation: +1$/m);
     expect(text).toMatch(/^Conditions:\n\s+Type\s+Status\s+Reason/m);
     expect(text).toMatch(/^ {2}Ready\s+True\s+/m);
     expect(text).toMatch(/^Events:\n\s+Type\s+Reason\s+Age\s+From\s+Message\n/m);

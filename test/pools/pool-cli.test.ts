@@ -62,6 +62,23 @@ describe('egress apply/get/delete/rotate pool', () => {
     expect(labelled.err).toContain(`document 1: metadata.labels.${POOL_LABEL}: is set only by a ProxyPool on its members`);
   });
 
+  test('a pool with a bad maxAge and an unknown provider gets both errors in one answer, as docs/pools.md shows', async () => {
+    const text = `kind: ProxyPool\nmetadata: { name: both }\nspec: { replicas: 2, maxAge: 5s, template: { spec: { provider: gcp-eu } }, spread: [{ provider: nowhere, weight: 1 }] }\n`;
+    const run = await cli('apply', '-f', await file('both.yaml', text));
+    expect(run).toMatchObject({ code: 1, out: '' });
+    expect(run.err.split('\n')).toEqual([
+      'error: rejected, nothing applied:',
+      '  spec.maxAge: expected a duration of at least 10s, such as 30m or 24h, got "5s"',
+      '  spec.template.spec.provider: "gcp-eu" is not a configured provider (configured: local)',
+      '  spec.spread[0].provider: "nowhere" is not a configured provider (configured: local) (ERR_INVALID_POOL)',
+      '',
+    ]);
+    const proxy = await cli('apply', '-f', await file('proxy-both.yaml', 'kind: Proxy\nmetadata: { name: Bad }\nspec: { provider: nowhere }\n'));
+    expect(proxy.err).toContain('metadata.name: expected a lower-case name');
+    expect(proxy.err).toContain('spec.provider: "nowhere" is not a configured provider (configured: local)');
+    expect((await fetch(`${api}/v1/pools/both`)).status).toBe(404);
+  });
+
   test('apply, get (table, json, yaml), rotate and delete; usage errors exit 2', async () => {
     expect(await cli('apply', '-f', await file('pools.yaml', `${pool('alpha')}---\n${pool('beta')}`))).toEqual({
       code: 0,

@@ -94,6 +94,8 @@ describe('ProxyPools through the API', () => {
       'document 2: spec.maxAge: expected a duration of at least 10s, such as 30m or 24h, got "5s"',
       expect.stringMatching(/^document 3: spec\.spread\[1\]\.weight: /),
       `document 3: spec.template.metadata.labels.${POOL_LABEL}: is set by the pool itself`,
+      // Reported although the schema refused the document: every error at once.
+      'document 3: spec.spread[0].provider: "nowhere" is not a configured provider (configured: local, other)',
       'document 4: spec.template.spec.provider: "elsewhere" is not a configured provider (configured: local, other)',
       'document 5: spec.template.spec.provider: required when spec.spread is not given',
       'document 6: metadata.name: "ok-one" appears twice (also document 1)',

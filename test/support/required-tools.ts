@@ -36,6 +36,12 @@ export const TOOLS = {
   tinyproxy: { command: 'tinyproxy', probe: ['-v'], install: 'apt-get install tinyproxy (as .ci/run does)' },
   squid: { command: 'squid', probe: ['-v'], install: 'apt-get install squid (as .ci/run does)' },
   danted: { command: 'danted', probe: ['-v'], install: 'apt-get install dante-server (as .ci/run does)' },
+  // The console's browser suite drives Debian's Chromium through playwright-core (test/console/).
+  chromium: {
+    command: 'chromium',
+    probe: ['--version'],
+    install: 'apt-get install chromium (as .ci/run does)',
+  },
 } as const satisfies Record<string, RequiredTool>;
 
 export type ToolName = keyof typeof TOOLS;

@@ -137,7 +137,8 @@ export async function listEvents(client: ApiClient, io: CliIO, opts: EventsOptio
 }
 
 function field(label: string, value: string, indent = ''): string {
-  return `${indent}${`${label}:`.padEnd(22 - indent.length)}${value}\n`;
+  // At least one space between a label and its value, whatever the label's length.
+  return `${indent}${`${label}: `.padEnd(22 - indent.length)}${value}\n`;
 }
 
 function none(value: string | undefined): string {

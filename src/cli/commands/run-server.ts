@@ -1,6 +1,11 @@
 import { freezeConfig, type AppConfig } from '../../config/app.ts';
 import { ConfigError } from '../../errors.ts';
+import { resolve } from 'node:path';
 import { createLogger, type Logger } from '../../logging.ts';
+import { resolveLogFormat, type LogFormatFlag } from '../../pretty-log.ts';
+import { localDataDir } from '../../providers/local/config.ts';
+import { servingProxies } from '../../providers/local/leftover-processes.ts';
+import { SERVER_FLAG_DEFAULTS } from '../server-flag-defaults.ts';
 import { SecretRegistry } from '../../secrets/secret-registry.ts';
 import { ensurePrivateDir } from '../../redis/private-files.ts';
 import { ensureLocalToken, LOCAL_TOKEN_NAME, recordRunningApi, type LocalToken } from '../local-api-access.ts';
@@ -65,6 +70,40 @@ async function recordApi(role: string, config: AppConfig, url: string, local: Lo
   }
 }
 
+/** `npx egress down`, with the data directory when it is not the default one of this working directory. */
+function downCommand(dataDir: string): string {
+  return dataDir === resolve(SERVER_FLAG_DEFAULTS.dataDir) ? 'npx egress down' : `npx egress down --data-dir ${dataDir}`;
+}
+
+/** The banner's last lines: where the data directory is, how the CLI and curl find this API, and how to stop everything. */
+function upGuide(dataDir: string, url: string): string {
+  const found =
+    dataDir === resolve(SERVER_FLAG_DEFAULTS.dataDir)
+      ? `\`npx egress …\` run in ${process.cwd()} finds this API by itself; elsewhere: export EGRESS_DATA_DIR=${dataDir}`
+      : `\`npx egress …\` finds this API with export EGRESS_DATA_DIR=${dataDir} (or --data-dir)`;
+  return `data directory: ${dataDir} (${found}); for curl: export EGRESS_API_URL=${url}\nstop: Ctrl-C, then \`${downCommand(dataDir)}\` also stops the local proxies\n`;
+}
+
+/**
+ * After a clean stop: the local proxies keep serving by design (a restart adopts them), so say how
+ * many do and the one command that stops them too.
+ */
+async function sayWhatKeepsServing(config: AppConfig, io: CliIO, logger: Logger, quiet: boolean): Promise<void> {
+  const dirs = config.providers.flatMap((p) => (p.type === 'local' ? [localDataDir(p, config.dataDir)] : []));
+  if (dirs.length === 0) return;
+  const serving = await servingProxies(config.dataDir, dirs).catch((err: unknown) => {
+    logger.debug({ err: (err as Error).message }, 'cannot count the local proxies that keep serving');
+    return 0;
+  });
+  if (serving === 0) {
+    if (quiet) io.err('egress stopped\n');
+    return;
+  }
+  io.err(
+    `egress stopped; ${serving} local ${serving === 1 ? 'proxy keeps' : 'proxies keep'} serving (the next start adopts them): \`${downCommand(config.dataDir)}\` stops everything\n`,
+  );
+}
+
 export interface ServerCommandOptions extends RunRolesOptions {
   /** Test harnesses (test/support) reach the roles of the running command, e.g. to break one of them. */
   onStarted?: (running: RunningRoles) => void;
@@ -90,7 +129,11 @@ export async function runServerCommand(role: string, flags: ServerFlags, io: Cli
   const { config, local } = await withLocalToken(trusted);
   // The one secret registry of the process: its logger's lines and every role's records pass its redaction.
   const secrets = new SecretRegistry();
-  const logger = createLogger({ level: config.logLevel, secrets });
+  const format = resolveLogFormat((flags.logFormat ?? 'auto') as LogFormatFlag, process.stderr.isTTY === true);
+  // At a terminal without --log-level: warnings and errors only, and the few lines below (up, stopping, stopped).
+  const quiet = format === 'pretty' && flags.logLevelGiven !== true;
+  const colour = format === 'pretty' && process.stderr.isTTY === true && process.stderr.hasColors();
+  const logger = createLogger({ level: quiet && config.logLevel !== 'silent' ? 'warn' : config.logLevel, secrets, format, colour });
   for (const warning of [config.api.tokenFileWarning, local?.warning]) if (warning) logger.warn(warning);
   if (config.api.noAuth && roles.includes('api'))
     logger.warn('--no-auth: the API requires no token: every user of this machine can read every proxy password and apply or delete proxies');
@@ -107,7 +150,9 @@ export async function runServerCommand(role: string, flags: ServerFlags, io: Cli
     const tokenLine = local
       ? `API token: ${local.file} (the CLI run with this data directory uses it; curl -H @${local.headerFile} ${running.api.url}/v1/proxies)\n`
       : '';
-    io.err(`egress is up: API ${running.api.url}, Bull Board ${running.api.url}/admin/queues, metrics ${running.api.url}/metrics\n${tokenLine}`);
+    io.err(
+      `egress is up: API ${running.api.url}, Bull Board ${running.api.url}/admin/queues, metrics ${running.api.url}/metrics\n${tokenLine}${upGuide(config.dataDir, running.api.url)}`,
+    );
   }
   // Until a signal, or a role that fails (a consumer that stopped taking jobs, a lost private
   // Redis): either way everything is closed; a failure then ends the command with its cause.
@@ -118,8 +163,10 @@ export async function runServerCommand(role: string, flags: ServerFlags, io: Cli
       (err: unknown) => ({ failure: err instanceof Error ? err : new Error(String(err)) }),
     ),
   ]);
-  if ('signal' in ended) logger.info({ signal: ended.signal }, 'shutting down');
-  else logger.error({ err: ended.failure.message }, 'a role failed: shutting down');
+  if ('signal' in ended) {
+    logger.info({ signal: ended.signal }, 'shutting down');
+    if (quiet) io.err(`egress: shutting down (${ended.signal}) …\n`);
+  } else logger.error({ err: ended.failure.message }, 'a role failed: shutting down');
   const hardStop = setTimeout(
     () => {
       logger.error('shutdown did not finish in time: exiting');
@@ -140,5 +187,6 @@ export async function runServerCommand(role: string, flags: ServerFlags, io: Cli
   // Each failed step was logged by the shutdown; the exit code says it did not end cleanly.
   if (shutdown) throw shutdown;
   logger.info('stopped');
+  if (role === 'up') await sayWhatKeepsServing(config, io, logger, quiet);
   return 0;
 }

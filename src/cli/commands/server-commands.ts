@@ -61,6 +61,11 @@ export function addServerOptions(cmd: Command, env: ServerEnv, role: string): Co
     .option('--prefix <prefix>', 'hash-tagged key prefix of every queue and key', d.prefix)
     .option('--data-dir <dir>', 'where local state lives', d.dataDir)
     .option('--log-level <level>', 'trace, debug, info, warn, error or silent (env EGRESS_LOG_LEVEL)', env.EGRESS_LOG_LEVEL ?? d.logLevel)
+    .option(
+      '--log-format <format>',
+      'auto, pretty or json: pretty is a line of text per entry and, without --log-level, warnings and errors only; auto is pretty when standard error is a terminal',
+      d.logFormat,
+    )
     .option('--shutdown-grace <duration>', 'how long running jobs get at shutdown before they are aborted', d.shutdownGrace)
     .option('--check-config', 'validate the flags and the configuration file, print a summary and exit')
     .option('--events-max-count <n>', 'events the fleet keeps at most (100 to 1000000); the oldest go first', d.eventsMaxCount)
