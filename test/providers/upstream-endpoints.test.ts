@@ -4,7 +4,10 @@
  * again when they change, passwords told to the secret registry and never quoted, a member's
  * endpoint and vendor session, and a sync that is level-triggered and idempotent.
  */
+import { once } from 'node:events';
 import { writeFile } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { silentLogger } from '../../src/logging.ts';
@@ -134,5 +137,55 @@ describe('declared proxies', () => {
     expect((await store.get('v-b2'))?.metadata.deletionRequestedAt).toBeDefined();
     expect((await store.get('by-hand'))?.metadata.deletionRequestedAt).toBeUndefined();
     expect(asked).toEqual(['v-a1', 'v-b2', 'v-a1', 'v-b2']);
+  });
+});
+
+describe('a vendor list URL', () => {
+  test('read with its token, read again once stale, the last list kept while the vendor is down; never read: nothing', async () => {
+    const dir = await tempDir('egress-list-url-');
+    await writeFile(join(dir, 'token'), 'list-token-123\n');
+    await writeFile(join(dir, 'pw'), 'vendor-pw\n');
+    let list = 'g1 http://bob@127.0.0.1:1001\n';
+    let up = true;
+    const seen: (string | undefined)[] = [];
+    const server = createServer((req, res) => {
+      seen.push(req.headers.authorization);
+      if (!up) return void res.writeHead(503).end();
+      res.end(list);
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const port = (server.address() as AddressInfo).port;
+    let now = 0;
+    const secrets = new SecretRegistry();
+    const config = upstreamProviderSchema.parse({
+      name: 'v',
+      type: 'upstream',
+      passwordFile: join(dir, 'pw'),
+      endpointsUrl: { url: `http://127.0.0.1:${port}/proxies.txt?key=abc`, refresh: '1m', tokenFile: join(dir, 'token') },
+    });
+    const endpoints = new EndpointSource(config, { logger: silentLogger(), secrets, now: () => now });
+    try {
+      expect((await endpoints.current()).map((e) => [e.name, e.hop.password])).toEqual([['g1', 'vendor-pw']]);
+      expect(seen).toEqual(['Bearer list-token-123']);
+      expect(secrets.redact('list-token-123')).toBe('[redacted]');
+      list = 'g1 http://bob@127.0.0.1:1001\ng2 http://bob@127.0.0.1:1002\n';
+      now = 30_000;
+      expect((await endpoints.current()).map((e) => e.name)).toEqual(['g1']);
+      now = 61_000;
+      expect((await endpoints.current()).map((e) => e.name)).toEqual(['g1', 'g2']);
+      up = false;
+      now = 200_000;
+      expect((await endpoints.current()).map((e) => e.name)).toEqual(['g1', 'g2']);
+      expect(seen).toHaveLength(3);
+
+      const fresh = new EndpointSource(config, { logger: silentLogger(), secrets, now: () => now });
+      const err = await fresh.current().catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(UpstreamEndpointsError);
+      // The URL's query may carry a key: never shown.
+      expect((err as Error).message).toBe(`cannot fetch the endpoint list http://127.0.0.1:${port}/proxies.txt: HTTP 503`);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });

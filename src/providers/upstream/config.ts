@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { egressPolicySchema } from '../../egress/policy-config.ts';
 import { labelKey, labelValue } from '../../model/proxy-resource.ts';
-import { resourceName } from '../../schema/zod-helpers.ts';
+import { durationMs, resourceName } from '../../schema/zod-helpers.ts';
 import { providerGcSchema } from '../gc-settings.ts';
 
 /** The schemes an upstream proxy may speak. */
@@ -70,6 +70,17 @@ export const upstreamProviderSchema = z
      * Re-read when it changes.
      */
     endpointsFile: z.string().min(1).optional(),
+    /**
+     * A vendor's list endpoint: the same text as `endpointsFile`, fetched again once older than
+     * `refresh` (default 5m), with `Authorization: Bearer <tokenFile's content>` when given.
+     */
+    endpointsUrl: z
+      .strictObject({
+        url: z.url({ protocol: /^https?$/ }),
+        refresh: durationMs.default(300_000),
+        tokenFile: z.string().min(1).optional(),
+      })
+      .optional(),
     /** The password of endpoints that name no `passwordFile` of their own. */
     passwordFile: z.string().min(1).optional(),
     /** The sticky-session username template of endpoints that name none of their own. */

@@ -7,11 +7,14 @@
  */
 import { createHash } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
-import { EgressError } from '../../errors.ts';
+import { UpstreamEndpointsError } from './endpoints-error.ts';
+import { ListUrl } from './list-url.ts';
 import type { ChainHop } from '../../forward-proxy/chain-hop.ts';
 import type { Logger } from '../../logging.ts';
 import type { SecretSink } from '../../secrets/secret-registry.ts';
 import { endpointProxyName, type UpstreamProviderConfig } from './config.ts';
+
+export { UpstreamEndpointsError };
 
 export interface UpstreamEndpoint {
   /** The endpoint's name (from the configuration, the file's line, or its host and port). */
@@ -58,13 +61,6 @@ export function endpointByHash(endpoints: readonly UpstreamEndpoint[], proxy: st
   return best;
 }
 
-/** An endpoint list or password file that cannot be read or understood: nothing is created or deleted from it. */
-export class UpstreamEndpointsError extends EgressError {
-  constructor(message: string, options: { cause?: unknown } = {}) {
-    super('ERR_UPSTREAM_ENDPOINTS', message, { ...options, retryable: true });
-  }
-}
-
 interface CachedFile {
   key: string;
   text: string;
@@ -84,6 +80,8 @@ const NAME = /^[a-z0-9]([-a-z0-9]{0,28}[a-z0-9])?$/;
 export interface EndpointSourceOptions {
   logger: Logger;
   secrets?: SecretSink;
+  /** The time, for tests of the list URL's refresh. */
+  now?: () => number;
 }
 
 export class EndpointSource {
@@ -92,10 +90,24 @@ export class EndpointSource {
   readonly #files = new Map<string, CachedFile>();
   /** Every endpoint Proxy this process has seen listed (see routeOf). */
   readonly #everListed = new Set<string>();
+  /** The vendor's list endpoint, when configured. */
+  readonly #list: ListUrl | undefined;
 
   constructor(config: UpstreamProviderConfig, options: EndpointSourceOptions) {
     this.#config = config;
     this.#o = options;
+    const list = config.endpointsUrl;
+    this.#list = list
+      ? new ListUrl({
+          url: list.url,
+          refreshMs: list.refresh,
+          ...(list.tokenFile !== undefined ? { tokenFile: list.tokenFile } : {}),
+          owner: `upstream:${config.name}:list-token`,
+          ...(options.secrets ? { secrets: options.secrets } : {}),
+          logger: options.logger,
+          ...(options.now ? { now: options.now } : {}),
+        })
+      : undefined;
   }
 
   /** A file's text, read again only when its inode, size or modification time changed. */
@@ -157,17 +169,22 @@ export class EndpointSource {
       out.push(this.#endpoint(e.name, url, password, e.labels, e.usernameTemplate ?? this.#config.usernameTemplate));
       names.add(e.name);
     }
-    if (this.#config.endpointsFile === undefined) {
-      for (const e of out) this.#everListed.add(e.proxy);
-      return out;
+    if (this.#config.endpointsFile !== undefined) {
+      await this.#lines(await this.#read(this.#config.endpointsFile), this.#config.endpointsFile, out, names);
     }
-    const file = this.#config.endpointsFile;
-    const lines = (await this.#read(file)).split(/\r?\n/);
-    for (const [i, line] of lines.entries()) {
-      const text = line.replace(/#.*/, '').trim();
-      if (text === '') continue;
-      const parts = text.split(/\s+/);
-      const where = `${file} line ${i + 1}`;
+    if (this.#list) await this.#lines(await this.#list.text(), this.#list.shown, out, names);
+    for (const e of out) this.#everListed.add(e.proxy);
+    return out;
+  }
+
+  /** Adds the endpoints of a list's text (`[name] URL` a line) to `out`. */
+  async #lines(text: string, source: string, out: UpstreamEndpoint[], names: Set<string>): Promise<void> {
+    const provider = this.#config.name;
+    for (const [i, line] of text.split(/\r?\n/).entries()) {
+      const content = line.replace(/#.*/, '').trim();
+      if (content === '') continue;
+      const parts = content.split(/\s+/);
+      const where = `${source} line ${i + 1}`;
       if (parts.length > 2) throw new UpstreamEndpointsError(`${where}: expected "[name] URL"`);
       const urlText = parts.length === 2 ? parts[1]! : parts[0]!;
       let url: URL;
@@ -194,8 +211,6 @@ export class EndpointSource {
       }
       out.push(this.#endpoint(name, url, password, {}, this.#config.usernameTemplate));
     }
-    for (const e of out) this.#everListed.add(e.proxy);
-    return out;
   }
 
   /**
