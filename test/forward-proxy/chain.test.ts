@@ -4,17 +4,26 @@
  * tunnels as a CONNECT through them) and dante as a SOCKS5 server with username/password. A crawler
  * talks to our proxy with our credentials only; what the vendor refuses is a 502 that says so.
  */
+import { execFile } from 'node:child_process';
 import { once } from 'node:events';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { createServer as createTlsServer, type Server as TlsServer } from 'node:tls';
+import { promisify } from 'node:util';
 import { createServer, request, type IncomingMessage, type Server } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ChainHop } from '../../src/forward-proxy/chain-hop.ts';
 import { listenForwardProxy, type ForwardProxy } from '../../src/forward-proxy/server.ts';
 import type { UpstreamFailure } from '../../src/forward-proxy/upstream-failure.ts';
+import { checkEndpoint } from '../../src/providers/upstream/check.ts';
+import type { UpstreamEndpoint } from '../../src/providers/upstream/endpoints.ts';
+import { NO_REDACTION } from '../../src/secrets/secret-registry.ts';
 import { describeWithTool } from '../support/required-tools.ts';
 import { tempDir } from '../support/temp-dirs.ts';
 import { danteVendor, squidVendor, tinyproxyVendor, type VendorProxy } from '../support/vendor-proxies.ts';
 
+const run = promisify(execFile);
 const OURS = `Basic ${Buffer.from('crawler:ours').toString('base64')}`;
 
 interface Origin {
@@ -184,6 +193,114 @@ describe('chained to a vendor that is not there', () => {
       expect(failures.map((f) => f.kind)).toEqual(['refused']);
     } finally {
       await p.close();
+    }
+  });
+});
+
+describe('chained to an https:// vendor', () => {
+  let dir: string;
+  let cert = '';
+  let key = '';
+  let vendor: ForwardProxy;
+  let tlsFront: TlsServer;
+  let tlsPort = 0;
+  let origin: Origin;
+
+  beforeAll(async () => {
+    dir = await tempDir('chain-tls-');
+    await run('openssl', [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-days',
+      '1',
+      '-subj',
+      '/CN=vendor.test',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1,DNS:localhost',
+      '-keyout',
+      join(dir, 'key.pem'),
+      '-out',
+      join(dir, 'cert.pem'),
+    ]);
+    [cert, key] = await Promise.all([readFile(join(dir, 'cert.pem'), 'utf8'), readFile(join(dir, 'key.pem'), 'utf8')]);
+    origin = await startOrigin();
+    // The vendor: a forward proxy with Basic auth, behind TLS.
+    vendor = await listenForwardProxy({
+      host: '127.0.0.1',
+      port: 0,
+      admit: (c) =>
+        Promise.resolve(c?.username === 'tlsuser' && c.password === 'tls-pass' ? { allowed: true } : { allowed: false, status: 407, message: 'no' }),
+      generation: () => 1,
+      maxConnections: 64,
+      headersTimeoutMs: 10_000,
+      keepAliveTimeoutMs: 5_000,
+    });
+    tlsFront = createTlsServer({ key, cert }, (tls) => {
+      const inner = connect({ host: '127.0.0.1', port: vendor.port });
+      tls.pipe(inner).pipe(tls);
+      tls.on('error', () => inner.destroy());
+      inner.on('error', () => tls.destroy());
+    });
+    tlsFront.listen(0, '127.0.0.1');
+    await once(tlsFront, 'listening');
+    tlsPort = (tlsFront.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    await new Promise((resolve) => tlsFront?.close(resolve));
+    await vendor?.close();
+    await origin?.close();
+  });
+
+  test('with the vendor\'s CA: plain requests and tunnels go through; without it: a 502 "upstream-tls"', async () => {
+    const hop: ChainHop = { scheme: 'https', host: '127.0.0.1', port: tlsPort, username: 'tlsuser', password: 'tls-pass', ca: cert };
+    const ok = await front(hop, []);
+    try {
+      expect(await plainGet(ok.port, `http://127.0.0.1:${origin.port}/tls-plain`)).toEqual({ status: 200, body: 'origin saw GET /tls-plain' });
+      const tunnel = await tunnelGet(ok.port, origin.port);
+      expect(tunnel.connectStatus).toBe(200);
+      expect(tunnel.body).toContain('origin saw GET /tunnelled');
+    } finally {
+      await ok.close();
+    }
+    const failures: UpstreamFailure[] = [];
+    const { ca: _ca, ...untrusted } = hop;
+    const bad = await front(untrusted, failures);
+    try {
+      expect(await plainGet(bad.port, `http://127.0.0.1:${origin.port}/x`)).toEqual({
+        status: 502,
+        body: 'The destination could not be reached: upstream-tls\n',
+      });
+      expect((await tunnelGet(bad.port, origin.port)).connectStatus).toBe(502);
+      expect(failures.map((f) => f.kind)).toEqual(['upstream-tls', 'upstream-tls']);
+    } finally {
+      await bad.close();
+    }
+  });
+
+  test('the health check of such an endpoint: Ok with its CA, Error "TLS" without, Unauthorized with a wrong password', async () => {
+    const echo = createServer((req, res) => res.end(JSON.stringify({ address: req.socket.remoteAddress })));
+    echo.listen(0, '127.0.0.1');
+    await once(echo, 'listening');
+    const echoUrl = `http://127.0.0.1:${(echo.address() as AddressInfo).port}/v1/echo`;
+    const endpoint = (hop: Partial<ChainHop>): UpstreamEndpoint => ({
+      name: 't1',
+      proxy: 'v-t1',
+      url: `https://127.0.0.1:${tlsPort}`,
+      labels: {},
+      hop: { scheme: 'https', host: '127.0.0.1', port: tlsPort, username: 'tlsuser', password: 'tls-pass', ...hop },
+    });
+    const check = (e: UpstreamEndpoint) => checkEndpoint(e, { echoUrl, redactor: NO_REDACTION }, AbortSignal.timeout(10_000));
+    try {
+      expect(await check(endpoint({ ca: cert }))).toMatchObject({ ready: true, reason: 'Ok', details: { egressIp: '127.0.0.1' } });
+      const untrusted = await check(endpoint({}));
+      expect(untrusted).toMatchObject({ ready: false, reason: 'Error' });
+      expect(untrusted.message).toMatch(/^TLS to the upstream proxy failed/);
+      expect(await check(endpoint({ ca: cert, password: 'wrong' }))).toMatchObject({ ready: false, reason: 'Unauthorized' });
+    } finally {
+      await new Promise((resolve) => echo.close(resolve));
     }
   });
 });

@@ -9,8 +9,8 @@ import type { Logger } from '../../logging.ts';
 import { HttpError, type HostedProxies } from './host-proxies.ts';
 import { asChainHop, type ChainHop } from '../../forward-proxy/chain-hop.ts';
 
-/** A control request's body is one small JSON document (a front's upstream). */
-const MAX_BODY_BYTES = 64 * 1024;
+/** A control request's body is one JSON document (a front's upstream, with its extra CA certificates). */
+const MAX_BODY_BYTES = 1024 * 1024;
 
 /** The body of a PUT: the upstream proxy of a front, or nothing. */
 async function readHop(req: IncomingMessage): Promise<ChainHop | undefined> {

@@ -52,6 +52,8 @@ export const upstreamEndpointSchema = z.strictObject({
   labels: z.record(labelKey, labelValue).default({}),
   /** A sticky-session username such as `{user}-session-{session}` (default: the provider's, else the user as it is). */
   usernameTemplate: usernameTemplate.optional(),
+  /** `https://` only: PEM certificate authorities the vendor's certificate is checked against, besides the system's (default: the provider's). */
+  caFile: z.string().min(1).optional(),
 });
 export type UpstreamEndpointConfig = z.infer<typeof upstreamEndpointSchema>;
 
@@ -85,6 +87,8 @@ export const upstreamProviderSchema = z
     passwordFile: z.string().min(1).optional(),
     /** The sticky-session username template of endpoints that name none of their own. */
     usernameTemplate: usernameTemplate.optional(),
+    /** Extra certificate authorities of `https://` endpoints that name none of their own. */
+    caFile: z.string().min(1).optional(),
     /** Labels every endpoint's Proxy gets (an endpoint's own win). */
     labels: z.record(labelKey, labelValue).default({}),
     /** As on every provider: the egress policy judges what crawlers ask for (never the upstream's own address). */

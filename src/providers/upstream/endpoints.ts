@@ -137,7 +137,7 @@ export class EndpointSource {
     return password;
   }
 
-  #endpoint(name: string, url: URL, password: string | undefined, labels: Record<string, string>, template: string | undefined): UpstreamEndpoint {
+  #endpoint(name: string, url: URL, password: string | undefined, labels: Record<string, string>, template: string | undefined, ca: string | undefined): UpstreamEndpoint {
     const scheme = url.protocol.slice(0, -1) as ChainHop['scheme'];
     const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
     const username = decodeURIComponent(url.username);
@@ -147,6 +147,7 @@ export class EndpointSource {
       port: Number(url.port),
       ...(username !== '' ? { username } : {}),
       ...(password !== undefined ? { password } : {}),
+      ...(scheme === 'https' && ca !== undefined ? { ca } : {}),
     };
     return {
       name,
@@ -166,7 +167,9 @@ export class EndpointSource {
     for (const e of this.#config.endpoints) {
       const url = new URL(e.url);
       const password = await this.#password(e.passwordFile ?? this.#config.passwordFile, `upstream:${provider}:${e.name}`, decodeURIComponent(url.username));
-      out.push(this.#endpoint(e.name, url, password, e.labels, e.usernameTemplate ?? this.#config.usernameTemplate));
+      const caFile = e.caFile ?? this.#config.caFile;
+      const ca = caFile === undefined ? undefined : await this.#read(caFile);
+      out.push(this.#endpoint(e.name, url, password, e.labels, e.usernameTemplate ?? this.#config.usernameTemplate, ca));
       names.add(e.name);
     }
     if (this.#config.endpointsFile !== undefined) {
@@ -209,7 +212,8 @@ export class EndpointSource {
       } else {
         password = await this.#password(this.#config.passwordFile, owner, decodeURIComponent(url.username));
       }
-      out.push(this.#endpoint(name, url, password, {}, this.#config.usernameTemplate));
+      const ca = this.#config.caFile === undefined ? undefined : await this.#read(this.#config.caFile);
+      out.push(this.#endpoint(name, url, password, {}, this.#config.usernameTemplate, ca));
     }
   }
 
