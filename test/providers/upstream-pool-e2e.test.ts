@@ -7,7 +7,9 @@
  * core with Basic auth that records the usernames it is sent (tinyproxy and squid take one fixed
  * user, which a session template cannot be tested against).
  */
+import { execFile } from 'node:child_process';
 import { once } from 'node:events';
+import { promisify } from 'node:util';
 import { writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -25,6 +27,7 @@ import { testConfig } from '../support/config.ts';
 import { tempDir } from '../support/temp-dirs.ts';
 import { waitFor } from '../support/wait.ts';
 
+const run = promisify(execFile);
 const VENDOR_PASSWORD = 'pool-vendor-secret';
 
 describe('a pool mixing the local provider and a vendor', { timeout: 120_000 }, () => {
@@ -122,6 +125,11 @@ describe('a pool mixing the local provider and a vendor', { timeout: 120_000 }, 
       (await (await fetch(`${api}/v1/pools/mix/pick?session=s1`)).json()) as { proxy: string; proxyUrl: string };
     const first = await pick();
     expect((await pick()).proxy).toBe(first.proxy);
+    // The same member as SOCKS5 (same port, same credentials), for clients that prefer it.
+    const socks = (await (await fetch(`${api}/v1/pools/mix/pick?session=s1&format=text&scheme=socks5`)).text()).trim();
+    expect(socks).toBe(first.proxyUrl.replace(/^http:/, 'socks5:'));
+    const { stdout } = await run('curl', ['-sS', '--max-time', '20', '-x', socks, `http://127.0.0.1:${originPort}/over-socks5`]);
+    expect(stdout).toBe('<html><body>page /over-socks5</body></html>');
 
     // Crawlee, with the pool's Ready members as its proxy URLs (discovery's text format).
     const urls = ready.map((m) => m.proxyUrl).filter((u): u is string => u !== undefined);
