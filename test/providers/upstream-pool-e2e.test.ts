@@ -26,6 +26,7 @@ import type { ProxyView } from '../../src/proxies/discovery.ts';
 import { testConfig } from '../support/config.ts';
 import { tempDir } from '../support/temp-dirs.ts';
 import { waitFor } from '../support/wait.ts';
+import { stopProxyHosts } from '../support/local-host.ts';
 
 const run = promisify(execFile);
 const VENDOR_PASSWORD = 'pool-vendor-secret';
@@ -38,6 +39,7 @@ describe('a pool mixing the local provider and a vendor', { timeout: 120_000 }, 
   const originHits: string[] = [];
   let roles: RunningRoles;
   let api = '';
+  let dataDir = '';
 
   beforeAll(async () => {
     const dir = await tempDir('egress-upstream-pool-');
@@ -76,7 +78,16 @@ describe('a pool mixing the local provider and a vendor', { timeout: 120_000 }, 
         proxies: allowLoopback,
       }),
     ];
-    const config = testConfig({ providers, queues: ['reconcile'], concurrency: 4, lockDurationMs: 10_000, resyncMs: 1000, readiness: { intervalMs: 0 } });
+    dataDir = join(dir, 'data');
+    const config = testConfig({
+      dataDir,
+      providers,
+      queues: ['reconcile'],
+      concurrency: 4,
+      lockDurationMs: 10_000,
+      resyncMs: 1000,
+      readiness: { intervalMs: 0 },
+    });
     roles = await runRoles(config, ['worker', 'scheduler', 'api'], silentLogger());
     api = roles.api?.url ?? '';
   }, 120_000);
@@ -96,6 +107,9 @@ describe('a pool mixing the local provider and a vendor', { timeout: 120_000 }, 
       ).catch(() => undefined);
     }
     await roles?.close();
+    // The vendor endpoint's own Proxy is declared again by any resync that ran meanwhile, and fronts
+    // outlive the roles by design: the proxy hosts this suite caused are stopped here.
+    if (dataDir) for (const sub of ['upstream/vendor', 'local/local']) await stopProxyHosts(join(dataDir, sub));
     await vendor?.close();
     await new Promise((resolve) => origin?.close(resolve));
   }, 120_000);

@@ -25,6 +25,7 @@ import { hasTool } from '../support/required-tools.ts';
 import { tempDir } from '../support/temp-dirs.ts';
 import { danteVendor, squidVendor, tinyproxyVendor, type VendorProxy } from '../support/vendor-proxies.ts';
 import { waitFor } from '../support/wait.ts';
+import { stopProxyHosts } from '../support/local-host.ts';
 
 const run = promisify(execFile);
 const TINY_PASSWORD = 'tiny-vendor-secret-1';
@@ -150,6 +151,9 @@ describe.skipIf(!present)("upstream provider: vendors' proxies in the fleet", { 
       ).catch(() => undefined);
     }
     await roles?.close();
+    // The configured endpoints' Proxies are declared again by any resync that ran meanwhile, and
+    // their fronts outlive the roles by design: the proxy host this suite caused is stopped here.
+    if (dataDir) await stopProxyHosts(dataDir);
     await new Promise((resolve) => origin?.close(resolve));
     await Promise.all([tiny?.stop(), squid?.stop(), dante?.stop()]);
   }, 120_000);
