@@ -60,7 +60,7 @@ export function poolsView(): View {
     );
   }
 
-  function card(pool: Pool, bans: Map<string, number> | undefined): HTMLElement {
+  function card(pool: Pool, bans: Map<string, number> | undefined, sessions: number | undefined): HTMLElement {
     const s = pool.status;
     const detail = h('details', { open: open.has(pool.name) }, h('summary', {}, 'Members'));
     const body = h('div', {});
@@ -86,6 +86,7 @@ export function poolsView(): View {
           ['Current', s.current],
           ['Rotating', s.rotating],
           ['Failed', s.failed],
+          ['Sessions', sessions ?? '—'],
         ].map(([k, v]) => h('div', {}, h('dt', {}, String(k)), h('dd', {}, String(v)))),
       ),
       s.lastError ? h('p', { class: 'error-text' }, s.lastError) : '',
@@ -105,13 +106,27 @@ export function poolsView(): View {
   async function refresh(): Promise<void> {
     const [pools, blocked] = await Promise.all([api<Items<Pool>>('GET', '/v1/pools'), api<Items<EgressEvent>>('GET', '/v1/events?reason=Blocked&limit=1000')]);
     if (!pools.ok) return notice.error(pools.message);
-    if (pools.body === shown && (!blocked.ok || blocked.body === shownBans)) return;
+    const items = [...pools.body.items].sort((a, b) => a.name.localeCompare(b.name));
+    // Crawler sessions each pool holds now (picked within the session TTL): one small read per pool,
+    // and they change without the pools changing.
+    const sessions = await Promise.all(
+      items.map(async (p) => {
+        const answer = await api<{ live: number }>('GET', `/v1/pools/${encodeURIComponent(p.name)}/sessions`);
+        return answer.ok ? answer.body.live : undefined;
+      }),
+    );
+    const sessionsKey = sessions.join(',');
+    if (pools.body === shown && (!blocked.ok || blocked.body === shownBans) && sessionsKey === shownSessions) return;
     shown = pools.body;
     shownBans = blocked.ok ? blocked.body : undefined;
+    shownSessions = sessionsKey;
     const bans = bansByPool(blocked.ok ? blocked.body.items : []);
-    const items = [...pools.body.items].sort((a, b) => a.name.localeCompare(b.name));
-    replace(list, items.length === 0 ? h('p', {}, 'No pools. Apply a ProxyPool document to make one.') : items.map((p) => card(p, bans.get(p.name))));
+    replace(
+      list,
+      items.length === 0 ? h('p', {}, 'No pools. Apply a ProxyPool document to make one.') : items.map((p, i) => card(p, bans.get(p.name), sessions[i])),
+    );
   }
+  let shownSessions = '';
   let shownBans: unknown;
 
   return {

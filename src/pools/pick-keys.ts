@@ -5,6 +5,7 @@
  * - `<prefix>:pick:<pool>:lru` sorted set of the pool's Ready members, member → the sequence number of its last pick (round-robin; 0: never);
  * - `<prefix>:pick:<pool>:members` string, the version (a hash) of the member list the sorted set holds;
  * - `<prefix>:pick:<pool>:session:<session>` string, the member a session holds, expiring after the session TTL;
+ * - `<prefix>:pick:<pool>:sessions` sorted set, each session's key → when it expires (epoch ms): the pool's live sessions, counted without a scan;
  * - `<prefix>:pick:<pool>:blocked:<domain>` sorted set, member → until (epoch ms) it is not picked for that domain;
  * - `<prefix>:feedback:<proxy>:domains` sorted set, domain → when the proxy was last reported blocked there (the replacement window);
  * - `<prefix>:feedback-rate:<caller>` hash, one token bucket per API token (by its name, never the token).
@@ -22,6 +23,10 @@ export class PickKeys {
 
   session(pool: string, session: string): string {
     return `${this.prefix}:pick:${pool}:session:${session}`;
+  }
+
+  sessions(pool: string): string {
+    return `${this.prefix}:pick:${pool}:sessions`;
   }
 
   blocked(pool: string, domain: string): string {

@@ -49,7 +49,7 @@ export interface Pick {
  * The choice, atomic in Redis so that two API replicas never split a session. KEYS: the pool's
  * round-robin sorted set (exactly its Ready members), the version of the member list that set
  * holds, the session's key, the pool's blocked set for the domain (names of keys nobody writes when
- * there is no session or domain). ARGV: has-session, has-domain, session TTL (ms), the caller's
+ * there is no session or domain), the pool's set of live sessions (session key → expiry). ARGV: has-session, has-domain, session TTL (ms), the caller's
  * member-list version, and (only when the script asked for it) the member names, one a line.
  *
  * When the stored version differs from the caller's, the script answers `stale` unless it was given
@@ -94,6 +94,10 @@ local function bump(m)
 end
 local previous = false
 if has_session then
+  local now = now_ms()
+  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
+  redis.call('ZADD', KEYS[5], now + ttl, KEYS[3])
+  redis.call('PEXPIRE', KEYS[5], ttl)
   previous = redis.call('GET', KEYS[3])
   if previous and redis.call('ZSCORE', KEYS[1], previous) and not blocked[previous] then
     redis.call('PEXPIRE', KEYS[3], ttl)
@@ -116,7 +120,14 @@ bump(best)
 if has_session then redis.call('SET', KEYS[3], best, 'PX', ttl) end
 if previous then return {best, 'moved'} end
 return {best, 'new'}`,
-  4,
+  5,
+);
+
+/** The pool's sessions that have not expired, by Redis's clock. KEYS: the pool's set of live sessions. */
+const LIVE_SESSIONS = new LuaScript(
+  `${LUA_NOW_MS}
+return redis.call('ZCOUNT', KEYS[1], '(' .. now_ms(), '+inf')`,
+  1,
 );
 
 export interface PoolPickerDeps {
@@ -139,7 +150,13 @@ export class PoolPicker {
     const { redis, keys, members, sessionTtlMs, counter } = this.#deps;
     const snapshot = await members.get(pool, signal);
     if (!snapshot) throw new NotFoundError('pool', pool);
-    const keyList = [keys.lru(pool), keys.memberVersion(pool), keys.session(pool, request.session ?? ''), keys.blocked(pool, request.domain ?? '')];
+    const keyList = [
+      keys.lru(pool),
+      keys.memberVersion(pool),
+      keys.session(pool, request.session ?? ''),
+      keys.blocked(pool, request.domain ?? ''),
+      keys.sessions(pool),
+    ];
     const args = [request.session ? '1' : '0', request.domain ? '1' : '0', sessionTtlMs, snapshot.version];
     let [name, result] = (await PICK.run(redis, keyList, args, signal)) as [string, string];
     // The stored member list is another version: send ours (a member joined or left, or another replica saw it first).
@@ -163,6 +180,12 @@ export class PoolPicker {
     const snapshot = await this.#deps.members.get(pool, signal);
     if (!snapshot) throw new NotFoundError('pool', pool);
     return snapshot.members.length;
+  }
+
+  /** How many sessions of the pool are live (picked within the session TTL); NotFoundError for an unknown pool. */
+  async liveSessions(pool: string, signal?: AbortSignal): Promise<number> {
+    if (!(await this.#deps.members.get(pool, signal))) throw new NotFoundError('pool', pool);
+    return Number(await LIVE_SESSIONS.run(this.#deps.redis, [this.#deps.keys.sessions(pool)], [], signal));
   }
 
   /** The member a session holds now (for feedback through the pool), or undefined when it has none; NotFoundError for an unknown pool. */

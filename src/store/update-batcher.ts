@@ -55,28 +55,40 @@ export class UpdateBatcher<T, U = Updater<T>> {
     });
     this.#pending.delete(name);
     if (batch.length === 0) return;
+    const ended = everyEnded(batch.map((u) => u.signal));
     try {
       const states = await this.#write(
         name,
         batch.map((u) => u.update),
-        everyEnded(batch.map((u) => u.signal)),
+        ended.signal,
       );
       batch.forEach((u, i) => u.resolve(states[i]));
     } catch (err) {
       for (const u of batch) u.reject(err);
+    } finally {
+      // The callers' signals may live long (a probe loop's, a job's): the write's listeners go with the write.
+      ended.release();
     }
   }
 }
 
-/** A signal that ends when every one of `signals` has ended (never, if one of them is undefined). */
-function everyEnded(signals: readonly (AbortSignal | undefined)[]): AbortSignal {
+/**
+ * A signal that ends when every one of `signals` has ended (never, if one of them is undefined), and
+ * `release`, which removes what it listens to on them.
+ */
+export function everyEnded(signals: readonly (AbortSignal | undefined)[]): { signal: AbortSignal; release: () => void } {
   const controller = new AbortController();
-  if (signals.some((s) => s === undefined)) return controller.signal;
+  if (signals.some((s) => s === undefined)) return { signal: controller.signal, release: () => undefined };
   const all = signals as readonly AbortSignal[];
   const check = (): void => {
     if (all.every((s) => s.aborted)) controller.abort(all[all.length - 1]?.reason);
   };
   for (const s of all) s.addEventListener('abort', check, { once: true });
   check();
-  return controller.signal;
+  return {
+    signal: controller.signal,
+    release: () => {
+      for (const s of all) s.removeEventListener('abort', check);
+    },
+  };
 }

@@ -193,7 +193,7 @@ describeWithTool('chromium', 'the console in a browser', { timeout: 120_000 }, (
     await waitFor('web-1 to be gone', async () => (await apiGet('/v1/proxies/web-1')).status === 404, 60_000);
   });
 
-  test('pools: desired, ready, rotating, failed and members; rotate, then delete', async () => {
+  test('pools: desired, ready, rotating, failed, live sessions and members; rotate, then delete', async () => {
     await openView('Pools', 'Pools');
     const card = page.getByRole('region', { name: /^crawl/ });
     await card.getByText('Desired').waitFor();
@@ -203,6 +203,13 @@ describeWithTool('chromium', 'the console in a browser', { timeout: 120_000 }, (
     await checkView('pools');
     // Some picks, for the Activity view's series.
     for (let i = 0; i < 3; i++) expect((await fetch(`${api}/v1/pools/crawl/pick`, { headers })).status).toBe(200);
+    // Two crawler sessions (one picks twice): the card counts them once each, refreshing by itself.
+    for (const session of ['a', 'b', 'a']) expect((await fetch(`${api}/v1/pools/crawl/pick?session=${session}`, { headers })).status).toBe(200);
+    const sessions = card
+      .locator('dl.counts > div')
+      .filter({ has: page.getByText('Sessions', { exact: true }) })
+      .locator('dd');
+    await waitFor('the live sessions counted on the card', async () => (await sessions.textContent()) === '2');
     const before = (await apiGet('/v1/pools/crawl')).body.members.items.map((m) => m.name);
     await card.getByRole('button', { name: 'Rotate' }).click();
     await card.getByRole('button', { name: 'Confirm rotate crawl' }).click();

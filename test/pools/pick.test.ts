@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { runRoles, type RunningRoles } from '../../src/cli/run-roles.ts';
 import { silentLogger } from '../../src/logging.ts';
 import { uniquePrefix } from '../support/config.ts';
+import { waitFor } from '../support/wait.ts';
 import { pickConfig, PoolFixture } from './pick-support.ts';
 
 const TOKEN = 'pick-token-0123456789abcdef';
@@ -201,8 +202,48 @@ describe('picks from a pool', () => {
     expect(metrics).not.toContain('pool="nope"');
   });
 
+  test('the pool counts its live sessions: each session once however often it picks; picks without one add none', async () => {
+    await fixture.pool('counted', 2);
+    for (const [i, name] of ['counted-aaaaa', 'counted-bbbbb'].entries()) await fixture.member('counted', name, `http://127.0.0.1:${4301 + i}`);
+    const live = async (pool: string): Promise<unknown> => await (await get(`/v1/pools/${pool}/sessions`)).json();
+    expect(await live('counted')).toEqual({ pool: 'counted', live: 0 });
+    for (const session of ['s1', 's2', 's1']) expect((await get(`/v1/pools/counted/pick?session=${session}`)).status).toBe(200);
+    expect((await get('/v1/pools/counted/pick', other.api?.url)).status).toBe(200);
+    expect(await live('counted')).toEqual({ pool: 'counted', live: 2 });
+    const unknown = await get('/v1/pools/nope/sessions');
+    expect(unknown.status).toBe(404);
+    expect((await fetch(`${api}/v1/pools/counted/sessions`)).status).toBe(401);
+  });
+
   test('picks need a token, like discovery', async () => {
     expect((await fetch(`${api}/v1/pools/web/pick`)).status).toBe(401);
     expect((await fetch(`${api}/v1/pools/web/pick`, { headers: { authorization: 'Bearer wrong-token-0123456789' } })).status).toBe(401);
+  });
+});
+
+describe('live sessions expire with the session TTL', () => {
+  const prefix = uniquePrefix();
+  let roles: RunningRoles;
+  let fixture: PoolFixture;
+
+  beforeAll(async () => {
+    roles = await runRoles(pickConfig({ prefix, tokens: [TOKEN], queues: ['checks'] }, { sessionTtlMs: 300 }), ['api'], silentLogger());
+    fixture = new PoolFixture(prefix);
+    await fixture.pool('brief', 1);
+    await fixture.member('brief', 'brief-aaaaa', 'http://127.0.0.1:4401');
+  });
+  afterAll(async () => {
+    await roles.close();
+    await fixture.close();
+  });
+
+  test('a session not picked again within the TTL is no longer counted', async () => {
+    const get = (path: string): Promise<Response> => fetch((roles.api?.url ?? '') + path, { headers: { authorization: `Bearer ${TOKEN}` } });
+    expect((await get('/v1/pools/brief/pick?session=once')).status).toBe(200);
+    // That a picked session is counted is the test above; here the count must come back to 0 by itself.
+    await waitFor('the session to expire', async () => {
+      const { live } = (await (await get('/v1/pools/brief/sessions')).json()) as { live: number };
+      return live === 0;
+    });
   });
 });

@@ -63,5 +63,10 @@ export function pickRoutes(deps: PickRouteDeps): Hono {
       return c.json({ error: err.code, reason: err.reason, message: err.message }, 503);
     }
   });
+  /** `GET /v1/pools/{name}/sessions`: how many crawler sessions the pool holds now (picked within `--pick-session-ttl`). */
+  app.get('/pools/:name/sessions', async (c) => {
+    const pool = c.req.param('name');
+    return c.json({ pool, live: await deps.picker.liveSessions(pool, readSignalOf(c)) });
+  });
   return app;
 }

@@ -77,14 +77,20 @@ export { raceAbort } from '../../abort.ts';
 
 /** Waits `ms`, or rejects with the signal's reason when it ends first. */
 export function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
-  if (ms <= 0) return signal.aborted ? Promise.reject(signal.reason as Error) : Promise.resolve();
-  return raceAbort(
-    new Promise<void>((resolve) => {
-      const t = setTimeout(resolve, ms);
-      signal.addEventListener('abort', () => clearTimeout(t), { once: true });
-    }),
-    signal,
-  );
+  if (signal.aborted) return Promise.reject(signal.reason as Error);
+  if (ms <= 0) return Promise.resolve();
+  // Each poll of an operation waits here: the listener goes with the wait, not with the job.
+  return new Promise<void>((resolve, reject) => {
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(signal.reason as Error);
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
 }
 
 /** The client leaves numeric enums off, so `status` is the string the API sends; the number is for safety. */
