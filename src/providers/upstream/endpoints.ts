@@ -137,7 +137,14 @@ export class EndpointSource {
     return password;
   }
 
-  #endpoint(name: string, url: URL, password: string | undefined, labels: Record<string, string>, template: string | undefined, ca: string | undefined): UpstreamEndpoint {
+  #endpoint(
+    name: string,
+    url: URL,
+    password: string | undefined,
+    labels: Record<string, string>,
+    template: string | undefined,
+    ca: string | undefined,
+  ): UpstreamEndpoint {
     const scheme = url.protocol.slice(0, -1) as ChainHop['scheme'];
     const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
     const username = decodeURIComponent(url.username);
