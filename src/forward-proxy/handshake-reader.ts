@@ -23,6 +23,8 @@ export class HandshakeReader {
   constructor(private readonly socket: Socket) {
     socket.on('data', this.onData);
     socket.once('end', this.onEnd);
+    // Destroyed mid-handshake (an error, a timeout): a read waiting for bytes ends too.
+    socket.once('close', this.onEnd);
   }
 
   private async until(ready: () => boolean): Promise<void> {
@@ -55,6 +57,7 @@ export class HandshakeReader {
   release(): void {
     this.socket.off('data', this.onData);
     this.socket.off('end', this.onEnd);
+    this.socket.off('close', this.onEnd);
     this.socket.pause();
     if (this.buffered.length > 0) this.socket.unshift(this.buffered);
   }
