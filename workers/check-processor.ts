@@ -81,7 +81,6 @@ export function checkHandler(deps: CheckProcessorDeps): WorkJobHandler {
     const provider = deps.providers.get(data.provider);
     if (!provider) throw new UnknownProviderError(data.provider);
     const jobId = ctx.job.id ?? 'unknown';
-    const log = deps.logger.child({ jobId, queue: QUEUES.checks, provider: provider.name, trigger: data.trigger });
 
     // The deadline starts with the check, not while the job waited for a place.
     const { checkedAt, targets } = await deps.checkSlots(() =>
@@ -106,8 +105,10 @@ export function checkHandler(deps: CheckProcessorDeps): WorkJobHandler {
       throw new MalformedResultError(provider.name, err as Error);
     }
     await deps.results.publish(result);
-    for (const t of targets) {
-      log.info({ target: t.target, ready: t.ready, reason: t.reason, durationSeconds: t.durationSeconds }, 'checked target');
+    // One line per target at info; a process logging less (a terminal's quiet default) builds no child logger per check.
+    if (deps.logger.isLevelEnabled('info')) {
+      const log = deps.logger.child({ jobId, queue: QUEUES.checks, provider: provider.name, trigger: data.trigger });
+      for (const t of targets) log.info({ target: t.target, ready: t.ready, reason: t.reason, durationSeconds: t.durationSeconds }, 'checked target');
     }
     return result;
   });

@@ -72,14 +72,19 @@ export class UpdateBatcher<T, U = Updater<T>> {
   }
 }
 
+/** A signal that never ends: a write one of whose callers never gives up. */
+const NEVER = new AbortController().signal;
+
 /**
  * A signal that ends when every one of `signals` has ended (never, if one of them is undefined), and
  * `release`, which removes what it listens to on them.
  */
 export function everyEnded(signals: readonly (AbortSignal | undefined)[]): { signal: AbortSignal; release: () => void } {
-  const controller = new AbortController();
-  if (signals.some((s) => s === undefined)) return { signal: controller.signal, release: () => undefined };
+  if (signals.some((s) => s === undefined)) return { signal: NEVER, release: () => undefined };
   const all = signals as readonly AbortSignal[];
+  // One caller (most writes): its own signal is the batch's, with nothing to add or remove.
+  if (all.length === 1 && all[0]) return { signal: all[0], release: () => undefined };
+  const controller = new AbortController();
   const check = (): void => {
     if (all.every((s) => s.aborted)) controller.abort(all[all.length - 1]?.reason);
   };

@@ -35,7 +35,7 @@ import type { Telemetry } from 'bullmq';
 import { BullMQOtel } from 'bullmq-otel';
 import { packageVersion } from '../version.ts';
 import type { TelemetryConfig } from './config.ts';
-import { ROLE_KEY } from './spans.ts';
+import { ROLE_KEY, setSpansExported } from './spans.ts';
 import type { TracingRuntime } from './tracing.ts';
 import type { Redactor } from '../secrets/secret-registry.ts';
 import { redactingExporter } from './redacting-exporter.ts';
@@ -180,6 +180,7 @@ export function startSdk(config: TelemetryConfig, roles: readonly string[], secr
   context.setGlobalContextManager(contextManager);
   propagation.setGlobalPropagator(new W3CTraceContextPropagator());
   trace.setGlobalTracerProvider(routing);
+  setSpansExported(true);
   const bullmq = new Map([...providers].map(([role, provider]) => [role, bullmqTelemetry(role, provider)]));
   return {
     enabled: true,
@@ -189,6 +190,7 @@ export function startSdk(config: TelemetryConfig, roles: readonly string[], secr
     },
     async shutdown() {
       await Promise.allSettled([...providers.values()].map((p) => p.shutdown()));
+      setSpansExported(false);
       trace.disable();
       propagation.disable();
       context.disable();

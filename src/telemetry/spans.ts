@@ -3,9 +3,34 @@
  * endpoint) the API's global tracer is its no-op one: a span costs a few property reads and no
  * SDK is loaded (src/telemetry/tracing.ts).
  */
-import { context, createContextKey, SpanStatusCode, trace, type Attributes, type Context, type Span, type SpanOptions } from '@opentelemetry/api';
+import {
+  context,
+  createContextKey,
+  INVALID_SPAN_CONTEXT,
+  SpanStatusCode,
+  trace,
+  type Attributes,
+  type Context,
+  type Span,
+  type SpanOptions,
+} from '@opentelemetry/api';
 
 export const TRACER_NAME = 'egress-proxies';
+
+/**
+ * Whether this process exports spans (the SDK installed by src/telemetry/sdk.ts). Without it the
+ * API's tracer is a no-op, and the project's own spans skip even that: no span object, no context,
+ * no attribute objects on the checks' hot path.
+ */
+let exporting = false;
+
+/** Said by the SDK when it installs its tracer provider (true) and when it shuts down (false). */
+export function setSpansExported(on: boolean): void {
+  exporting = on;
+}
+
+/** What `fn` gets while spans are not exported: records nothing, as the API's no-op span. */
+const NOT_RECORDED: Span = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
 
 /** The role (scheduler, worker, publisher, api) whose service a span belongs to, carried in the context. */
 export const ROLE_KEY = createContextKey('egress.role');
@@ -44,6 +69,7 @@ export function recordError(span: Span, err: unknown): void {
  * (with the error's code) when it throws. `fn` may add attributes through the span.
  */
 export async function withSpan<T>(name: string, attributes: Attributes, fn: (span: Span) => Promise<T>, options: SpanOptions = {}): Promise<T> {
+  if (!exporting) return fn(NOT_RECORDED);
   const span = tracer().startSpan(name, { ...options, attributes: { ...options.attributes, ...attributes } });
   try {
     return await context.with(trace.setSpan(context.active(), span), () => fn(span));
@@ -57,6 +83,7 @@ export async function withSpan<T>(name: string, attributes: Attributes, fn: (spa
 
 /** A span that already happened (start and duration known afterwards), under the active context or `parent`. */
 export function recordSpan(name: string, attributes: Attributes, startMs: number, endMs: number, parent: Context = context.active()): Span {
+  if (!exporting) return NOT_RECORDED;
   const span = tracer().startSpan(name, { startTime: startMs, attributes }, parent);
   span.end(endMs);
   return span;
