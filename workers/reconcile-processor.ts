@@ -6,6 +6,9 @@ import { reconcileProxy, type ReconcileDeps } from '../src/proxies/reconcile.ts'
 import type { ReconcileOutcome } from '../src/proxies/reconcile-decisions.ts';
 import { poolOf } from '../src/pools/reconcile-pool.ts';
 import type { PoolReader } from '../src/store/pool-store.ts';
+import type { ProxyReader, ProxySpecWriter } from '../src/store/proxy-store.ts';
+import type { Provider } from '../src/providers/types.ts';
+import { syncDeclaredProxies } from '../src/proxies/declared-proxies.ts';
 import { memberChanged } from '../src/pools/member-changed.ts';
 import { JOBS } from '../src/work/jobs.ts';
 import { handleWork, type WorkJobHandler } from './consumer.ts';
@@ -17,6 +20,11 @@ export interface ReconcileProcessorDeps extends ReconcileDeps {
   recheckMs: number;
   /** ProxyPools: the resync asks for a reconcile of each too, and a member's readiness change asks for its pool's. */
   pools?: PoolReader;
+  /**
+   * Providers that declare proxies themselves (an `upstream` provider's endpoints): each resync first
+   * makes the store hold exactly those (src/proxies/declared-proxies.ts), through `writer`.
+   */
+  declaring?: { providers: ReadonlyMap<string, Provider>; writer: ProxyReader & ProxySpecWriter };
 }
 
 /**
@@ -34,6 +42,21 @@ export function reconcileHandlers(deps: ReconcileProcessorDeps): WorkJobHandler[
     onReplace: (provider) => deps.metrics?.replaced(provider),
   };
   const resync = handleWork(JOBS.resync, async (_data, ctx): Promise<{ resynced: number; pools: number }> => {
+    for (const provider of deps.declaring?.providers.values() ?? []) {
+      if (!provider.declaredProxies || !deps.declaring) continue;
+      try {
+        const declared = await provider.declaredProxies(ctx.signal);
+        await syncDeclaredProxies(
+          provider.name,
+          declared,
+          { proxies: deps.declaring.writer, requestReconcile: (p) => ctx.work.reconcileProxy(p), logger: deps.logger },
+          ctx.signal,
+        );
+      } catch (err) {
+        // A list that cannot be read creates and deletes nothing; the next resync tries again.
+        deps.logger.warn({ provider: provider.name, err: (err as Error).message }, 'could not sync the proxies the provider declares');
+      }
+    }
     // Every proxy gets a reconcile (deduplicated per proxy), which re-probes Ready ones; every pool one too.
     const proxies = await deps.proxies.list(ctx.signal);
     for (const p of proxies) await ctx.work.reconcileProxy(p.name);

@@ -105,6 +105,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
         events,
         pools: deps.pools,
         secrets: deps.secrets,
+        declaring: { providers: deps.providers, writer: deps.proxies },
       }),
       ...poolHandlers({
         pools: deps.pools,

@@ -1,4 +1,9 @@
 import { request, type Agent, type ClientRequest, type IncomingMessage, type RequestOptions, type ServerResponse } from 'node:http';
+import { request as tlsRequest } from 'node:https';
+import type { Socket } from 'node:net';
+import { connectThroughHop, hopStatusCode } from './chain-connect.ts';
+import { hopAuthorization, type ChainHop } from './chain-hop.ts';
+import { CONNECT_TIMEOUT_MS } from './tunnel.ts';
 import { answer } from './answers.ts';
 import { endToEndHeaders } from './hop-by-hop.ts';
 import type { AbsoluteTarget } from './request-target.ts';
@@ -18,6 +23,14 @@ export interface ForwardContext {
   localAddress?: string;
   family?: 4 | 6;
   onFailure: (failure: UpstreamFailure, err: unknown) => void;
+  /**
+   * The upstream proxy the request goes through (issue 24). An http(s) hop gets the request in
+   * absolute form with its own Proxy-Authorization, over `agent` (the hop's keep-alive pool); a
+   * socks5 hop carries it over a new tunnel to the destination.
+   */
+  hop?: ChainHop;
+  /** Told a chained request's body bytes, sent and received, when its answer ends. */
+  onTraffic?: (sent: number, received: number) => void;
 }
 
 /** True when the request carries no body: it can be sent again as it was. */
@@ -51,17 +64,37 @@ export function forwardRequest(req: IncomingMessage, res: ServerResponse, target
     ...(context.admitted.lookup ? { lookup: context.admitted.lookup } : {}),
     ...(context.localAddress ? { localAddress: context.localAddress, family: context.family } : {}),
   };
+  if (context.hop) chainOptions(options, context.hop, target, context);
   const replayable = bodyless(req) && METHODS_RETRIED.has(options.method ?? '');
+  const send0 = context.hop?.scheme === 'https' ? tlsRequest : request;
+  let sent = 0;
+  const onTraffic = context.hop ? context.onTraffic : undefined;
+  if (onTraffic) req.on('data', (chunk: Buffer) => (sent += chunk.length));
   let upstream: ClientRequest | undefined;
   res.once('close', () => {
     if (!res.writableFinished) upstream?.destroy();
   });
 
   const send = (retry: boolean): void => {
-    const up = request(options);
+    const up = send0(options);
     upstream = up;
     up.setTimeout(UPSTREAM_IDLE_MS, () => up.destroy(upstreamTimeout('the destination')));
-    up.once('response', (answerIn: IncomingMessage) => relay(answerIn, res, context.onFailure));
+    up.once('response', (answerIn: IncomingMessage) => {
+      // The hop's own refusal is not the destination's answer: the client gets a 502 that says so.
+      if (context.hop && context.hop.scheme !== 'socks5' && answerIn.statusCode === 407) {
+        answerIn.resume();
+        const err = Object.assign(new Error('the upstream proxy answered HTTP 407'), { code: hopStatusCode(407) });
+        const failure = upstreamFailure(err);
+        context.onFailure(failure, err);
+        return answer(res, failure.status, `The destination could not be reached: ${failure.kind}\n`);
+      }
+      if (onTraffic) {
+        let received = 0;
+        answerIn.on('data', (chunk: Buffer) => (received += chunk.length));
+        answerIn.once('end', () => onTraffic(sent, received));
+      }
+      relay(answerIn, res, context.onFailure);
+    });
     up.once('error', (err) => {
       if (retry && up.reusedSocket && !res.headersSent && (err as NodeJS.ErrnoException).code === 'ECONNRESET') return send(false);
       if (res.headersSent) return void res.destroy();
@@ -73,6 +106,38 @@ export function forwardRequest(req: IncomingMessage, res: ServerResponse, target
     else req.pipe(up);
   };
   send(replayable);
+}
+
+/**
+ * Points a request at the hop: for http(s), the hop's address with the absolute-form target and
+ * its credentials; for socks5, a connection made through it to the destination (no keep-alive).
+ */
+function chainOptions(options: RequestOptions, hop: ChainHop, target: AbsoluteTarget, context: ForwardContext): void {
+  delete options.lookup;
+  if (hop.scheme === 'socks5') {
+    // No agent at all: with one (even `agent: false`, which makes a fresh one) node ignores createConnection and connects directly.
+    delete options.agent;
+    const source = context.localAddress ? { localAddress: context.localAddress, family: context.family } : {};
+    options.createConnection = ((_o: unknown, done: (err: Error | null, socket?: Socket) => void) => {
+      connectThroughHop(hop, target.connectHost, target.port, { timeoutMs: CONNECT_TIMEOUT_MS, ...source }).then(
+        (socket) => {
+          socket.resume();
+          done(null, socket);
+        },
+        (err: unknown) => done(err as Error),
+      );
+      return undefined;
+    }) as unknown as RequestOptions['createConnection'];
+    return;
+  }
+  options.host = hop.host;
+  options.port = hop.port;
+  options.path = `http://${target.authority}${target.path}`;
+  if (hop.scheme === 'https') {
+    Object.assign(options, { servername: hop.servername ?? hop.host, ...(hop.ca ? { ca: hop.ca } : {}) });
+  }
+  const auth = hopAuthorization(hop);
+  if (auth) (options.headers as string[]).push('Proxy-Authorization', auth);
 }
 
 function relay(answerIn: IncomingMessage, res: ServerResponse, onFailure: ForwardContext['onFailure']): void {

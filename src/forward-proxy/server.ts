@@ -4,7 +4,8 @@
  * and by whom, is the caller's `admit`: it runs for every request and every tunnel before
  * anything connects. No package of its own: bundled into the proxy programs as it is.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type Agent, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { Agent as TlsAgent } from 'node:https';
 import { isIPv6, type Socket } from 'node:net';
 import { closeSilentSockets } from '../http/connection-limits.ts';
 import { answer, answerSocket } from './answers.ts';
@@ -12,8 +13,10 @@ import { basicCredentials } from './basic-credentials.ts';
 import { forwardRequest } from './plain-http.ts';
 import { absoluteTarget, authorityTarget, BadTarget } from './request-target.ts';
 import { openTunnel } from './tunnel.ts';
+import { acceptSocks5, SOCKS5_ANSWERS } from './socks5-server.ts';
 import type { Admission, Admitted, Destination, ForwardProxyOptions } from './types.ts';
-import { upstreamAgents } from './upstream-agents.ts';
+import { upstreamAgents, UPSTREAM_LIMITS } from './upstream-agents.ts';
+import type { ChainHop } from './chain-hop.ts';
 import type { UpstreamFailure } from './upstream-failure.ts';
 
 /** A forward proxy that is not listening itself: connections come in as `server`'s `connection` events. */
@@ -60,6 +63,23 @@ const socketSide = (socket: Socket): ClientSide => ({
 export function createForwardProxy(options: Omit<ForwardProxyOptions, 'host' | 'port'>): ForwardProxyCore {
   const agents = upstreamAgents(options.generation);
   const live = new Set<Socket>();
+  /** Keep-alive connections to an https:// hop (an http:// hop uses the generation's pool: its address is the key). */
+  let tlsHopAgent: TlsAgent | undefined;
+  const agentFor = (hop: ChainHop | undefined): Agent => {
+    if (hop?.scheme !== 'https') return agents.current();
+    tlsHopAgent ??= new TlsAgent({
+      keepAlive: true,
+      maxSockets: UPSTREAM_LIMITS.perDestination,
+      maxFreeSockets: UPSTREAM_LIMITS.idlePerDestination,
+      timeout: UPSTREAM_LIMITS.idleMs,
+    });
+    return tlsHopAgent;
+  };
+  const hopOf = (): { hop?: ChainHop; onTraffic?: (sent: number, received: number) => void } => {
+    const hop = options.chain?.();
+    if (!hop) return {};
+    return options.onChainTraffic ? { hop, onTraffic: options.onChainTraffic } : { hop };
+  };
   const source = options.localAddress ? { localAddress: options.localAddress, family: isIPv6(options.localAddress) ? (6 as const) : (4 as const) } : {};
   const failed =
     (destination: Destination) =>
@@ -107,7 +127,10 @@ export function createForwardProxy(options: Omit<ForwardProxyOptions, 'host' | '
       responseSide(res),
       absoluteTarget,
       (t) => ({ hostname: t.hostname, port: t.port, request: { method: req.method ?? '', path: t.path } }),
-      (t, admitted, destination) => forwardRequest(req, res, t, { agent: agents.current(), admitted, ...source, onFailure: failed(destination) }),
+      (t, admitted, destination) => {
+        const chained = hopOf();
+        forwardRequest(req, res, t, { agent: agentFor(chained.hop), admitted, ...source, ...chained, onFailure: failed(destination) });
+      },
     );
 
   const onConnect = (req: IncomingMessage, socket: Socket, head: Buffer): void => {
@@ -117,7 +140,7 @@ export function createForwardProxy(options: Omit<ForwardProxyOptions, 'host' | '
       socketSide(socket),
       authorityTarget,
       (t) => ({ hostname: t.hostname, port: t.port }),
-      (t, admitted, destination) => openTunnel(socket, head, t, { admitted, ...source, live, onFailure: failed(destination) }),
+      (t, admitted, destination) => openTunnel(socket, head, t, { admitted, ...source, ...hopOf(), live, onFailure: failed(destination) }),
     );
   };
 
@@ -129,6 +152,21 @@ export function createForwardProxy(options: Omit<ForwardProxyOptions, 'host' | '
   server.headersTimeout = options.headersTimeoutMs;
   server.keepAliveTimeout = options.keepAliveTimeoutMs;
   closeSilentSockets(server, options.headersTimeoutMs);
+  const socks5 = options.socks5;
+  if (socks5) {
+    // Last: it defers every `connection` listener above until the first byte says HTTP.
+    acceptSocks5(
+      server,
+      {
+        authenticate: (username, password) => socks5.authenticate(username, password),
+        admit: (credentials, destination) => options.admit(credentials, destination).then(undefined, admitFailed),
+        tunnel: (client, target, admitted, destination) =>
+          openTunnel(client, Buffer.alloc(0), target, { admitted, ...source, ...hopOf(), live, answers: SOCKS5_ANSWERS, onFailure: failed(destination) }),
+        ...(options.onError ? { onError: options.onError } : {}),
+      },
+      options.headersTimeoutMs,
+    );
+  }
   let closing: Promise<void> | undefined;
   return {
     server,
@@ -139,6 +177,7 @@ export function createForwardProxy(options: Omit<ForwardProxyOptions, 'host' | '
         server.closeAllConnections();
         for (const s of live) s.destroy();
         agents.destroy();
+        tlsHopAgent?.destroy();
       });
       return closing;
     },

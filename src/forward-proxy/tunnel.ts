@@ -1,5 +1,7 @@
 import { connect, type Socket } from 'node:net';
 import { answerSocket } from './answers.ts';
+import { connectThroughHop } from './chain-connect.ts';
+import type { ChainHop } from './chain-hop.ts';
 import type { AuthorityTarget } from './request-target.ts';
 import type { Admitted } from './types.ts';
 import { upstreamFailure, upstreamTimeout, type UpstreamFailure } from './upstream-failure.ts';
@@ -16,7 +18,24 @@ export interface TunnelContext {
   /** Every socket of a tunnel while it lives (the proxy's close destroys them). */
   live: Set<Socket>;
   onFailure: (failure: UpstreamFailure, err: unknown) => void;
+  /** The upstream proxy the tunnel goes through (issue 24), instead of connecting to the destination. */
+  hop?: ChainHop;
+  /** Told a chained tunnel's bytes to and from the hop when it ends. */
+  onTraffic?: (sent: number, received: number) => void;
+  /** How the client is told: HTTP's `200 Connection Established` and status answers by default; a SOCKS5 client gets its replies. */
+  answers?: TunnelAnswers;
 }
+
+/** What a tunnel's client is sent once the destination is connected, or when it could not be. */
+export interface TunnelAnswers {
+  established: string | Buffer;
+  failed(client: Socket, failure: UpstreamFailure): void;
+}
+
+const HTTP_ANSWERS: TunnelAnswers = {
+  established: ESTABLISHED,
+  failed: (client, failure) => answerSocket(client, failure.status, `The destination could not be reached: ${failure.kind}\n`),
+};
 
 /**
  * Connects an admitted CONNECT to its destination and relays bytes both ways, each side's end
@@ -25,6 +44,7 @@ export interface TunnelContext {
  * paused (the server pauses it before admitting), so nothing it sends meanwhile is lost.
  */
 export function openTunnel(client: Socket, head: Buffer, target: AuthorityTarget, context: TunnelContext): void {
+  if (context.hop) return openChainedTunnel(client, head, target, context, context.hop);
   const upstream = connect({
     host: target.connectHost,
     port: target.port,
@@ -40,7 +60,7 @@ export function openTunnel(client: Socket, head: Buffer, target: AuthorityTarget
     connected = true;
     upstream.setTimeout(0);
     client.setNoDelay(true);
-    client.write(ESTABLISHED);
+    client.write((context.answers ?? HTTP_ANSWERS).established);
     if (head.length > 0) upstream.write(head);
     upstream.pipe(client);
     client.pipe(upstream);
@@ -49,7 +69,7 @@ export function openTunnel(client: Socket, head: Buffer, target: AuthorityTarget
     if (connected) return void client.destroy();
     const failure = upstreamFailure(err);
     context.onFailure(failure, err);
-    answerSocket(client, failure.status, `The destination could not be reached: ${failure.kind}\n`);
+    (context.answers ?? HTTP_ANSWERS).failed(client, failure);
   });
   client.once('error', () => upstream.destroy());
   client.once('close', () => {
@@ -60,4 +80,47 @@ export function openTunnel(client: Socket, head: Buffer, target: AuthorityTarget
     context.live.delete(upstream);
     if (connected) client.destroy();
   });
+}
+
+/**
+ * The same through an upstream proxy: a CONNECT (or SOCKS5 CONNECT) through the hop to the
+ * destination as the client named it (the hop resolves it), then the two sockets piped.
+ */
+function openChainedTunnel(client: Socket, head: Buffer, target: AuthorityTarget, context: TunnelContext, hop: ChainHop): void {
+  context.live.add(client);
+  let upstream: Socket | undefined;
+  let clientGone = false;
+  client.once('error', () => upstream?.destroy());
+  client.once('close', () => {
+    clientGone = true;
+    context.live.delete(client);
+    upstream?.destroy();
+  });
+  connectThroughHop(hop, target.connectHost, target.port, {
+    timeoutMs: CONNECT_TIMEOUT_MS,
+    ...(context.localAddress ? { localAddress: context.localAddress, family: context.family } : {}),
+  }).then(
+    (socket) => {
+      if (clientGone) return void socket.destroy();
+      upstream = socket;
+      context.live.add(socket);
+      socket.once('error', () => client.destroy());
+      socket.once('close', () => {
+        context.live.delete(socket);
+        context.onTraffic?.(socket.bytesWritten, socket.bytesRead);
+        client.destroy();
+      });
+      client.setNoDelay(true);
+      client.write((context.answers ?? HTTP_ANSWERS).established);
+      if (head.length > 0) socket.write(head);
+      socket.pipe(client);
+      client.pipe(socket);
+      socket.resume();
+    },
+    (err: unknown) => {
+      const failure = upstreamFailure(err);
+      context.onFailure(failure, err);
+      (context.answers ?? HTTP_ANSWERS).failed(client, failure);
+    },
+  );
 }

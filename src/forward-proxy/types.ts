@@ -1,5 +1,6 @@
 import type { LookupFunction } from 'node:net';
 import type { BasicCredentials } from './basic-credentials.ts';
+import type { ChainHop } from './chain-hop.ts';
 import type { UpstreamFailure } from './upstream-failure.ts';
 
 /** Where a client asked to go, as it wrote it. */
@@ -53,6 +54,19 @@ export interface ForwardProxyOptions {
   keepAliveTimeoutMs: number;
   /** Told of each admitted destination that could not be reached (the client got 502 or 504). */
   onUpstreamFailure?: (failure: UpstreamFailure, destination: Destination, err: unknown) => void;
+  /**
+   * The upstream proxy every admitted request and tunnel goes through (issue 24), read at each
+   * one (a rotated vendor password applies to the next); undefined: straight to the destination.
+   * `admit` is unchanged: the policy judges what the client asked for, never the hop.
+   */
+  chain?: () => ChainHop | undefined;
+  /**
+   * Also speak SOCKS5 on the same port (username/password, CONNECT only): `authenticate` answers
+   * RFC 1929's question, `admit` still decides every CONNECT. Absent: HTTP only.
+   */
+  socks5?: { authenticate(username: string, password: string): boolean };
+  /** Told the bytes each chained tunnel (at its end) or request (its bodies, at the answer's end) sent to and received from the hop. */
+  onChainTraffic?: (sent: number, received: number) => void;
   /** Told of an unexpected failure while handling a request or tunnel (its client connection was closed). */
   onError?: (err: unknown) => void;
 }

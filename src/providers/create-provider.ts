@@ -20,6 +20,8 @@ export const createProvider: ProviderFactory = async (config, deps) => {
       return (await import('./kvm/index.ts')).createKvmProvider(config, d);
     case 'kubernetes':
       return (await import('./kubernetes/index.ts')).createKubernetesProvider(config, d);
+    case 'upstream':
+      return (await import('./upstream/index.ts')).createUpstreamProvider(config, d);
     case 'gcp':
       return (await import('./gcp/index.ts')).createGcpProvider(config, d);
     default: {

@@ -41,6 +41,18 @@ export interface Provider extends HealthCheck {
   targets(): string[];
   /** Creates and deletes proxy instances; absent while a provider is configured for health only. */
   readonly lifecycle?: ProxyLifecycle;
+  /**
+   * Proxies the provider declares itself (an `upstream` provider: one per endpoint listed), which
+   * the orchestrator keeps in the store while they are declared (src/proxies/declared-proxies.ts).
+   * Rejects when the list cannot be read: nothing is then created or deleted.
+   */
+  declaredProxies?(signal: AbortSignal): Promise<DeclaredProxy[]>;
   /** Releases clients and pooled connections. Idempotent. */
   close(): Promise<void>;
+}
+
+/** A Proxy a provider declares: its name and labels (its spec names the provider). */
+export interface DeclaredProxy {
+  name: string;
+  labels: Record<string, string>;
 }

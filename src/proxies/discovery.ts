@@ -19,8 +19,13 @@ export function matches(proxy: Proxy, filter: DiscoveryFilter): boolean {
   return filter.labels.every(([k, v]) => proxy.labels[k] === v);
 }
 
-export function withProxyUrl(proxy: Proxy, credentials: ProxyCredentials | undefined): ProxyView {
-  return proxy.status.url && credentials ? { ...proxy, proxyUrl: urlWithCredentials(proxy.status.url, credentials) } : { ...proxy };
+/** How a crawler speaks to the proxies: HTTP proxying (the default) or SOCKS5, both on the same port with the same credentials. */
+export type ProxyScheme = 'http' | 'socks5';
+
+export function withProxyUrl(proxy: Proxy, credentials: ProxyCredentials | undefined, scheme: ProxyScheme = 'http'): ProxyView {
+  if (!proxy.status.url || !credentials) return { ...proxy };
+  const url = scheme === 'socks5' ? proxy.status.url.replace(/^http:\/\//, 'socks5://') : proxy.status.url;
+  return { ...proxy, proxyUrl: urlWithCredentials(url, credentials) };
 }
 
 /** A strong ETag of a response body, so crawlers can poll with If-None-Match and get 304s. */

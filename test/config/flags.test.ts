@@ -112,7 +112,11 @@ describe('configuration file', () => {
       `providers:\n  - { name: local, type: local }\n  - { name: local, type: local }\n`,
       'providers[1].name: duplicate provider name "local" (also providers[0])',
     ],
-    ['an unknown provider type', `providers:\n  - { name: x, type: aws }\n`, 'providers[0].type: expected one of local, kvm, kubernetes, gcp, got "aws"'],
+    [
+      'an unknown provider type',
+      `providers:\n  - { name: x, type: aws }\n`,
+      'providers[0].type: expected one of local, kvm, kubernetes, gcp, upstream, got "aws"',
+    ],
     [
       'a kvm host without known_hosts',
       `providers:\n  - name: k\n    type: kvm\n    hosts: [ { name: h, address: 127.0.0.1, privateKeyFile: /k } ]\n`,

@@ -20,6 +20,12 @@ import { createKubernetesProvider, kubernetesProviderSchema } from '../../src/pr
 import { createKvmProvider, kvmProviderSchema, type KvmHostConfig, type KvmProvider } from '../../src/providers/kvm/index.ts';
 import { orUndefined } from '../../src/providers/kvm/lifecycle-ops.ts';
 import { localProviderSchema } from '../../src/providers/local/index.ts';
+import { upstreamProviderSchema } from '../../src/providers/upstream/config.ts';
+import { listenForwardProxy, type ForwardProxy } from '../../src/forward-proxy/server.ts';
+import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
+import { once } from 'node:events';
+import { appendFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
 import { instanceDir } from '../../src/providers/local/instance-files.ts';
 import { findHostProcesses, findProxyProcesses } from '../../src/providers/local/process-table.ts';
 import type { Provider, ProviderDeps } from '../../src/providers/types.ts';
@@ -123,6 +129,106 @@ export function localHarness(): ProviderHarness {
       const dir = instanceDir(dataDir, name);
       return (await Promise.all([stat(join(dir, 'notes.txt')), stat(`${dir}.txt`)]).catch(() => undefined)) !== undefined;
     },
+  };
+}
+
+/**
+ * The upstream provider: fronts in the local proxy host, forwarding to a vendor — here our own
+ * forward proxy with Basic auth on loopback (the suites against tinyproxy, squid and dante are
+ * upstream-provider-e2e.test.ts) — and checked through it to an echo. The provider is named
+ * `proxy` and every name the suite asks for is listed in its endpoints file, so the suite's
+ * proxies (`proxy-<name>`) are exactly its endpoints' (`<provider>-<endpoint>`).
+ */
+export function upstreamHarness(): ProviderHarness {
+  let base: string;
+  let dataDir: string;
+  let endpointsFile: string;
+  let passwordFile: string;
+  let vendor: ForwardProxy;
+  let echo: HttpServer;
+  let current: Provider | undefined;
+  const built = new Built();
+  const uniqueName = namer();
+  const fleets = new Set<string>();
+  const PASSWORD = 'conformance-vendor-pw';
+  const track = (what: string): string => {
+    const name = uniqueName(what).slice(0, 30);
+    if (what === 'fleet') fleets.add(name);
+    // Listed before the name is used (synchronously: the suite ensures it next).
+    else appendFileSync(endpointsFile, `${name} http://vendor@127.0.0.1:${vendor.port}\n`);
+    return name;
+  };
+  const build = async (endpointPasswordFile: string): Promise<Provider> => {
+    const echoPort = (echo.address() as AddressInfo).port;
+    return createProvider(
+      upstreamProviderSchema.parse({
+        name: 'proxy',
+        type: 'upstream',
+        dataDir,
+        passwordFile,
+        endpoints: [{ name: 'e1', url: `http://vendor@127.0.0.1:${vendor.port}`, passwordFile: endpointPasswordFile }],
+        endpointsFile,
+      }),
+      { ...deps(), egress: { guarded: [], echo: { host: '127.0.0.1', port: echoPort, path: '/v1/echo' } } },
+    );
+  };
+  return {
+    type: 'upstream',
+    targets: ['e1'],
+    placement: undefined,
+    uniqueName: track,
+    setUp: async () => {
+      base = await mkdtemp(join(tmpdir(), 'egress-conformance-upstream-'));
+      passwordFile = join(base, 'vendor-password');
+      await writeFile(passwordFile, `${PASSWORD}\n`, { mode: 0o600 });
+      vendor = await listenForwardProxy({
+        host: '127.0.0.1',
+        port: 0,
+        admit: (c) =>
+          Promise.resolve(
+            c?.username === 'vendor' && c.password === PASSWORD ? { allowed: true } : { allowed: false, status: 407, message: 'vendor credentials required' },
+          ),
+        generation: () => 1,
+        maxConnections: 64,
+        headersTimeoutMs: 10_000,
+        keepAliveTimeoutMs: 5_000,
+      });
+      echo = createHttpServer((req, res) => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ address: req.socket.remoteAddress }));
+      });
+      echo.listen(0, '127.0.0.1');
+      await once(echo, 'listening');
+    },
+    beforeEach: async () => {
+      dataDir = join(base, uniqueName('data'));
+      endpointsFile = join(base, uniqueName('endpoints'));
+      await writeFile(endpointsFile, '');
+      current = undefined;
+    },
+    afterEach: async () => {
+      await deleteListed(current, fleets);
+      fleets.clear();
+      await built.close();
+      await waitFor('the proxy host to stop', async () => (await findHostProcesses(dataDir)).length === 0);
+    },
+    tearDown: async () => {
+      await vendor?.close();
+      echo?.closeAllConnections();
+      await new Promise((resolve) => echo?.close(resolve));
+      await rm(base, { recursive: true, force: true });
+    },
+    provider: async () => (current = built.add(await build(passwordFile))),
+    // A password file whose name no file system accepts: the check's message carries it.
+    longMessageProvider: async () => built.add(await build(join(base, TOO_LONG))),
+    backendObjects: async (name) => (await servedByHost(dataDir, sig())).filter((served) => served === name).map((served) => `listener ${served}`),
+    seedForeign: async (name) => {
+      const dir = instanceDir(dataDir, name);
+      await mkdir(dir, { recursive: true });
+      await writeFile(join(dir, 'instance.json'), '{}');
+      await writeFile(join(dir, 'notes.txt'), 'not an instance');
+    },
+    foreignExists: async (name) => (await stat(join(instanceDir(dataDir, name), 'notes.txt')).catch(() => undefined)) !== undefined,
   };
 }
 

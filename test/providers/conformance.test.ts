@@ -3,6 +3,6 @@
  * include pattern) over every provider: each property once per provider.
  */
 import { providerConformance } from './conformance.ts';
-import { gcpHarness, kubernetesHarness, kvmHarness, localHarness } from './conformance-harnesses.ts';
+import { gcpHarness, kubernetesHarness, kvmHarness, localHarness, upstreamHarness } from './conformance-harnesses.ts';
 
-providerConformance([localHarness(), kvmHarness(), kubernetesHarness(), gcpHarness()]);
+providerConformance([localHarness(), kvmHarness(), kubernetesHarness(), gcpHarness(), upstreamHarness()]);

@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { egressGuards, type EgressPolicyConfig } from '../../src/egress/policy-config.ts';
+import { connectThroughHop } from '../../src/forward-proxy/chain-connect.ts';
 import { silentLogger } from '../../src/logging.ts';
 import { createLocalProvider } from '../../src/providers/local/index.ts';
 import { asInstance, INSTANCE_FILE, readJson } from '../../src/providers/local/instance-files.ts';
@@ -196,6 +197,14 @@ describe('a proxy with the default policy', () => {
     expect(http).toEqual({ status: 403, body: `Forbidden by egress policy: ${reason}\n` });
     const connect = await tunnel(proxy.port, `${host}:${origin.port}`);
     expect(connect).toEqual({ status: 403, body: `Forbidden by egress policy: ${reason}\n` });
+    expect(origin.connections()).toBe(before);
+  });
+
+  it.each(loopback)('refuses %s over SOCKS5 too, without connecting (same credentials, same policy)', async (host) => {
+    const before = origin.connections();
+    const hop = { scheme: 'socks5' as const, host: '127.0.0.1', port: proxy.port, ...CREDS };
+    const target = host.startsWith('[') ? host.slice(1, -1) : host;
+    await expect(connectThroughHop(hop, target, origin.port, { timeoutMs: 10_000 })).rejects.toMatchObject({ code: 'EPROXYREFUSED' });
     expect(origin.connections()).toBe(before);
   });
 

@@ -32,6 +32,10 @@ export const TOOLS = {
     probe: ['--version'],
     install: 'apt-get install prometheus (as .ci/run does)',
   },
+  // The vendors' proxies of the upstream provider's suites (test/providers/upstream-*.test.ts).
+  tinyproxy: { command: 'tinyproxy', probe: ['-v'], install: 'apt-get install tinyproxy (as .ci/run does)' },
+  squid: { command: 'squid', probe: ['-v'], install: 'apt-get install squid (as .ci/run does)' },
+  danted: { command: 'danted', probe: ['-v'], install: 'apt-get install dante-server (as .ci/run does)' },
   // The console's browser suite drives Debian's Chromium through playwright-core (test/console/).
   chromium: {
     command: 'chromium',

@@ -17,7 +17,7 @@ export function singleQuery(c: Context, name: string): string | undefined {
 }
 
 /**
- * `GET /v1/pools/{name}/pick?session=&domain=&format=json|text`: one Ready member's proxy URL with
+ * `GET /v1/pools/{name}/pick?session=&domain=&format=json|text&scheme=http|socks5`: one Ready member's proxy URL with
  * its credentials (the permission discovery needs). JSON also names the member, how the pick went
  * and where to send feedback about it. 404 for an unknown pool, 503 (with Retry-After) when no
  * member can be picked, saying why. HEAD answers the same statuses without picking.
@@ -30,6 +30,10 @@ export function pickRoutes(deps: PickRouteDeps): Hono {
     const domainText = singleQuery(c, 'domain');
     const format = singleQuery(c, 'format') ?? 'json';
     if (format !== 'json' && format !== 'text') throw new BadRequestError(`query parameter "format" must be json or text, got "${format.slice(0, 40)}"`);
+    const scheme = singleQuery(c, 'scheme') ?? 'http';
+    if (scheme !== 'http' && scheme !== 'socks5') throw new BadRequestError(`query parameter "scheme" must be http or socks5, got "${scheme.slice(0, 40)}"`);
+    // Every proxy speaks SOCKS5 on the same port with the same credentials.
+    const urlOf = (proxyUrl: string): string => (scheme === 'socks5' ? proxyUrl.replace(/^http:\/\//, 'socks5://') : proxyUrl);
     const session = sessionText === undefined ? undefined : parseSession(sessionText);
     const domain = domainText === undefined ? undefined : parseDomain(domainText);
     c.header('Cache-Control', 'no-store');
@@ -43,11 +47,11 @@ export function pickRoutes(deps: PickRouteDeps): Hono {
     }
     try {
       const pick = await deps.picker.pick(pool, { session, domain }, readSignalOf(c));
-      if (format === 'text') return c.body(`${pick.member.proxyUrl}\n`, 200, { 'Content-Type': 'text/plain; charset=utf-8' });
+      if (format === 'text') return c.body(`${urlOf(pick.member.proxyUrl)}\n`, 200, { 'Content-Type': 'text/plain; charset=utf-8' });
       return c.json({
         pool: pick.pool,
         proxy: pick.member.name,
-        proxyUrl: pick.member.proxyUrl,
+        proxyUrl: urlOf(pick.member.proxyUrl),
         outcome: pick.outcome,
         ...(pick.session ? { session: pick.session.id, sessionTtlSeconds: pick.session.ttlMs / 1000 } : {}),
         ...(domain ? { domain } : {}),

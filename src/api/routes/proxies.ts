@@ -85,9 +85,11 @@ export function proxyRoutes(deps: ProxyRouteDeps): Hono {
     const filter = parseFilter(c);
     const format = c.req.query('format') ?? 'json';
     if (format !== 'json' && format !== 'text') throw new BadRequestError(`query parameter "format" must be json or text, got "${format}"`);
+    const scheme = c.req.query('scheme') ?? 'http';
+    if (scheme !== 'http' && scheme !== 'socks5') throw new BadRequestError(`query parameter "scheme" must be http or socks5, got "${scheme.slice(0, 40)}"`);
     const selected = (await deps.proxies.list()).filter((p) => matches(p, filter));
     const secrets = await deps.proxies.credentialsOf(selected.map((p) => p.name));
-    const views = selected.map((p, i) => withProxyUrl(p, secrets[i]));
+    const views = selected.map((p, i) => withProxyUrl(p, secrets[i], scheme));
     const body = format === 'text' ? views.flatMap((v) => (v.proxyUrl ? [`${v.proxyUrl}\n`] : [])).join('') : JSON.stringify({ items: views });
     const etag = etagOf(body);
     c.header('ETag', etag);

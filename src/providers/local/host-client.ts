@@ -27,9 +27,11 @@ export interface HostAnswer {
 }
 
 /** One HTTP request over the host's control socket. */
-function ask(socketPath: string, method: string, path: string, signal: AbortSignal): Promise<HostAnswer> {
+function ask(socketPath: string, method: string, path: string, signal: AbortSignal, body?: string): Promise<HostAnswer> {
   return new Promise((resolve, reject) => {
-    const req = request({ socketPath, method, path, signal, headers: { 'content-length': 0 } }, (res) => {
+    const payload = body === undefined ? undefined : Buffer.from(body, 'utf8');
+    const headers = payload ? { 'content-length': payload.length, 'content-type': 'application/json' } : { 'content-length': 0 };
+    const req = request({ socketPath, method, path, signal, headers }, (res) => {
       let size = 0;
       const chunks: Buffer[] = [];
       res.on('data', (chunk: Buffer) => {
@@ -48,7 +50,7 @@ function ask(socketPath: string, method: string, path: string, signal: AbortSign
       res.on('error', reject);
     });
     req.on('error', reject);
-    req.end();
+    req.end(payload);
   });
 }
 
@@ -184,14 +186,15 @@ export class ProxyHostSupervisor {
   /**
    * Sends a request to the running host, starting one when `start` (a create) and none runs. A
    * host that is stopping (its last proxy was just deleted) or gone is waited out and replaced.
-   * Without `start`, undefined when no host runs.
+   * Without `start`, undefined when no host runs. `body` (JSON) goes over the 0600 socket only: it may
+   * carry an upstream proxy's credentials.
    */
-  async call(method: 'PUT' | 'DELETE', path: string, start: boolean, signal: AbortSignal): Promise<HostAnswer | undefined> {
+  async call(method: 'PUT' | 'DELETE', path: string, start: boolean, signal: AbortSignal, body?: string): Promise<HostAnswer | undefined> {
     for (let attempt = 1; ; attempt++) {
       const host = start ? await this.ensure(signal) : await this.running(signal);
       if (!host) return undefined;
       try {
-        const answer = await ask(this.#socket, method, path, signal);
+        const answer = await ask(this.#socket, method, path, signal, body);
         if (answer.status !== 503) return answer;
       } catch (err) {
         const own = observerFailure('the proxy host socket', err);

@@ -7,6 +7,33 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { chmod, mkdir, rm } from 'node:fs/promises';
 import type { Logger } from '../../logging.ts';
 import { HttpError, type HostedProxies } from './host-proxies.ts';
+import { asChainHop, type ChainHop } from '../../forward-proxy/chain-hop.ts';
+
+/** A control request's body is one JSON document (a front's upstream, with its extra CA certificates). */
+const MAX_BODY_BYTES = 1024 * 1024;
+
+/** The body of a PUT: the upstream proxy of a front, or nothing. */
+async function readHop(req: IncomingMessage): Promise<ChainHop | undefined> {
+  let size = 0;
+  const chunks: Buffer[] = [];
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > MAX_BODY_BYTES) throw new HttpError(413, `a control request body exceeds ${MAX_BODY_BYTES} bytes`);
+    chunks.push(chunk);
+  }
+  if (size === 0) return undefined;
+  let body: unknown;
+  try {
+    body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  } catch {
+    throw new HttpError(400, 'the control request body is not JSON');
+  }
+  const raw = (body as { upstream?: unknown } | null)?.upstream;
+  if (raw === undefined) return undefined;
+  const hop = asChainHop(raw);
+  if (!hop) throw new HttpError(400, 'the upstream in the control request is not a valid upstream proxy');
+  return hop;
+}
 
 const NAME_PATTERN = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 
@@ -33,17 +60,20 @@ function reply(res: ServerResponse, status: number, body: unknown): void {
 export function controlHandler(options: ControlOptions): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
   const { proxies, startedAt, state } = options;
   return async (req, res) => {
-    req.resume();
+    if (req.method !== 'PUT') req.resume();
     if (state.closing) return reply(res, 503, { error: 'the proxy host is stopping' });
     const url = req.url ?? '';
     if (req.method === 'GET' && url === '/status') return reply(res, 200, { pid: process.pid, startedAt, proxies: proxies.size });
     if (req.method === 'GET' && url === '/status?names=1')
       return reply(res, 200, { pid: process.pid, startedAt, proxies: proxies.size, names: proxies.names() });
     const name = /^\/proxies\/([^/]+)$/.exec(url)?.[1];
-    if (!name || !NAME_PATTERN.test(name)) return reply(res, 404, { error: 'no such route' });
+    if (!name || !NAME_PATTERN.test(name)) {
+      req.resume();
+      return reply(res, 404, { error: 'no such route' });
+    }
     options.busy();
     try {
-      if (req.method === 'PUT') return reply(res, 200, await proxies.ensure(name));
+      if (req.method === 'PUT') return reply(res, 200, await proxies.ensure(name, await readHop(req)));
       if (req.method === 'DELETE') {
         const stopped = await proxies.remove(name);
         const remaining = proxies.size;

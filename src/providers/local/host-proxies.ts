@@ -9,6 +9,7 @@ import type { ForwardProxy } from '../../forward-proxy/server.ts';
 import type { LivePolicy } from '../../egress/live-policy.ts';
 import type { Logger } from '../../logging.ts';
 import { createDenialRecorder, type DenialRecorder } from './denial-stats.ts';
+import { createUpstreamStatsRecorder, type UpstreamStatsRecorder } from './upstream-stats.ts';
 import {
   asCredentials,
   asInstance,
@@ -26,6 +27,7 @@ import type { HostRelays } from './host-relays.ts';
 import { NameLocks } from './name-locks.ts';
 import { credentialCheck, listenProxy } from './proxy-server.ts';
 import type { ProxyCredentials } from '../../model/proxy-credentials.ts';
+import { sameHop, type ChainHop } from '../../forward-proxy/chain-hop.ts';
 
 /** A control request refused with an HTTP status (409: the instance cannot be served as it is). */
 export class HttpError extends Error {
@@ -43,6 +45,9 @@ interface Served {
   denials: DenialRecorder;
   /** What the proxy's credential check reads: replaced when they rotate. */
   auth: { credentials: ProxyCredentials };
+  /** The upstream proxy a front forwards through (replaced when its route or credentials change); none for a plain proxy. */
+  route: { hop?: ChainHop };
+  upstreamStats?: UpstreamStatsRecorder;
 }
 
 export interface HostedProxiesOptions {
@@ -87,11 +92,19 @@ export class HostedProxies {
     return [...this.served.keys()];
   }
 
-  /** Starts the proxy (on its previous port when free), or re-reads its credentials when it runs; answers its record. */
-  ensure(name: string): Promise<InstanceRecord> {
+  /**
+   * Starts the proxy (on its previous port when free), or re-reads its credentials when it runs; answers its record.
+   * `hop`: the upstream proxy of a front (an `upstream` provider's instance), given by the worker over the
+   * control socket only (never written to a file); a front whose intent names an upstream is not started without it.
+   */
+  ensure(name: string, hop?: ChainHop): Promise<InstanceRecord> {
     return this.locks.run(name, async () => {
       const s = this.served.get(name);
-      if (!s) return this.start(name);
+      if (!s) return this.start(name, hop);
+      if (hop && !sameHop(hop, s.route.hop)) {
+        s.route.hop = hop;
+        this.options.logger.info({ instance: name, upstream: `${hop.scheme}://${hop.host}:${hop.port}` }, 'upstream route updated');
+      }
       const next = asCredentials(await readJson(join(instanceDir(this.options.dataDir, name), CREDENTIALS_FILE)));
       if (next && (next.username !== s.auth.credentials.username || next.password !== s.auth.credentials.password)) {
         s.auth.credentials = next;
@@ -119,13 +132,19 @@ export class HostedProxies {
     await Promise.allSettled(this.names().map((name) => this.stop(name)));
   }
 
-  private async start(name: string): Promise<InstanceRecord> {
+  private async start(name: string, hop: ChainHop | undefined): Promise<InstanceRecord> {
     const { dataDir, logger, policy, maxConnections } = this.options;
     const idir = instanceDir(dataDir, name);
     const intent = asIntent(await readJson(join(idir, INTENT_FILE)));
     const credentials = asCredentials(await readJson(join(idir, CREDENTIALS_FILE)));
     if (!intent || intent.name !== name || !credentials) throw new HttpError(409, `instance ${name} has no intent.json or credentials.json`);
     if (await exists(join(idir, DELETING_FILE))) throw new HttpError(409, `instance ${name} is being deleted`);
+    // A front never goes out on its own: without its upstream (a restarted host) it waits for the worker's next ensure.
+    if (intent.upstream !== undefined && !hop) throw new HttpError(409, `instance ${name} forwards to an upstream proxy the worker has not given yet`);
+    const route: { hop?: ChainHop } = hop ? { hop } : {};
+    const upstreamStats = hop
+      ? createUpstreamStatsRecorder(idir, { pid: process.pid, startedAt: new Date().toISOString() }, logger.child({ instance: name }))
+      : undefined;
     const previous = asInstance(await readJson(join(idir, INSTANCE_FILE)).catch(() => undefined));
     const log = logger.child({ instance: name });
     const proxyStartedAt = new Date().toISOString();
@@ -140,6 +159,7 @@ export class HostedProxies {
         egress: { policy, denials, logger: log },
         maxConnections,
         ...(intent.sourceAddress ? { localAddress: intent.sourceAddress } : {}),
+        ...(hop ? { chain: () => route.hop, ...(upstreamStats ? { upstreamStats } : {}) } : {}),
       });
     let server: ForwardProxy;
     try {
@@ -155,14 +175,16 @@ export class HostedProxies {
       await policy.guard({ host: '127.0.0.1', port: server.port, role: 'proxy' });
     }
     const record: InstanceRecord = { ...intent, pid: process.pid, port: server.port, startedAt: proxyStartedAt, host: true };
-    this.served.set(name, { server, record, denials, auth });
-    await this.options.relays?.serve(server.server, {
-      name,
-      port: server.port,
-      credentials,
-      maxConnections,
-      ...(intent.sourceAddress ? { localAddress: intent.sourceAddress } : {}),
-    });
+    this.served.set(name, { server, record, denials, auth, route, ...(upstreamStats ? { upstreamStats } : {}) });
+    // Fronts are served by the host alone: the relays are never told an upstream's credentials.
+    if (!hop)
+      await this.options.relays?.serve(server.server, {
+        name,
+        port: server.port,
+        credentials,
+        maxConnections,
+        ...(intent.sourceAddress ? { localAddress: intent.sourceAddress } : {}),
+      });
     this.warnWhenFdsLow();
     await writeJsonAtomic(join(idir, INSTANCE_FILE), record);
     // A deletion that began while this one started (it found no listener to stop): honour it.
@@ -189,7 +211,7 @@ export class HostedProxies {
     const s = this.served.get(name);
     if (!s) return false;
     this.served.delete(name);
-    await Promise.all([s.server.close(), this.options.relays?.stop(name), s.denials.flush()]);
+    await Promise.all([s.server.close(), this.options.relays?.stop(name), s.denials.flush(), s.upstreamStats?.flush()]);
     this.options.logger.info({ instance: name, port: s.record.port }, 'proxy stopped');
     return true;
   }

@@ -33,6 +33,11 @@ export interface IntentRecord {
   createdAt: string;
   /** The address its outgoing connections bind (`sourceAddresses`), claimed for it. */
   sourceAddress?: string;
+  /**
+   * A front of an `upstream` provider: the upstream proxy it forwards through, as `scheme://host:port`
+   * (never its credentials, which reach the proxy host over its control socket only).
+   */
+  upstream?: string;
 }
 
 export interface InstanceRecord extends IntentRecord {
@@ -131,6 +136,7 @@ export function asIntent(value: unknown): IntentRecord | undefined {
   const intent: IntentRecord = { name: value.name, owner, createdAt: value.createdAt };
   if (typeof value.placement === 'string') intent.placement = value.placement;
   if (typeof value.sourceAddress === 'string') intent.sourceAddress = value.sourceAddress;
+  if (typeof value.upstream === 'string') intent.upstream = value.upstream;
   return intent;
 }
 

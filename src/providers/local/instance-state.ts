@@ -81,12 +81,15 @@ export async function recordIntent(
   addresses: SourceAddressPool | undefined,
   signal: AbortSignal,
   log: Logger,
+  upstream?: string,
 ): Promise<{ intent: IntentRecord; credentialsChanged: boolean }> {
   let intent: IntentRecord = existing ?? {
     name: spec.name,
     owner: spec.owner,
     createdAt: new Date().toISOString(),
     ...(spec.placement === undefined ? {} : { placement: spec.placement }),
+    // A front is one from its first record: a host that restarts never serves it as a plain proxy.
+    ...(upstream === undefined ? {} : { upstream }),
   };
   if (addresses) {
     const address = await addresses.claim(spec.name, intent.sourceAddress, signal);

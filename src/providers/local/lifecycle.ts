@@ -13,7 +13,7 @@ import { ProxyHostSupervisor } from './host-client.ts';
 import { LocalInstanceError } from './instance-error.ts';
 import { asIntent, egressPolicyPath, instanceDir, instancesDir, INTENT_FILE, readJson } from './instance-files.ts';
 import { egressPolicyWriter, NAME_PATTERN, readState } from './instance-state.ts';
-import type { LocalContext } from './lifecycle-context.ts';
+import type { LocalContext, UpstreamOf } from './lifecycle-context.ts';
 import { NameLocks } from './name-locks.ts';
 import { hostProgramInstaller } from './proxy-program.ts';
 import { createSourceAddressPool } from './source-addresses.ts';
@@ -35,6 +35,8 @@ export interface LocalLifecycleOptions {
   relayProcesses?: number;
   /** A look at the proxies' processes this process could not make for want of its own resources (EMFILE…): counted, never an exit. */
   onObserverError?: (err: Error) => void;
+  /** Makes every instance a front that forwards through the upstream proxy this names (the `upstream` provider). */
+  upstreamOf?: UpstreamOf;
 }
 
 export interface LocalLifecycle extends ProxyLifecycle {
@@ -91,6 +93,7 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
         : undefined,
     deletions: new DeletionMarks(),
     writeEgressPolicy,
+    ...(options.upstreamOf ? { upstreamOf: options.upstreamOf } : {}),
   };
   /** Serialises the calls on one name inside this process. */
   const locks = new NameLocks();

@@ -10,7 +10,8 @@
  *
  * - `GET /status` → `{pid, startedAt, proxies}`; `GET /status?names=1` adds `names`, the proxies it serves
  * - `PUT /proxies/<name>` → starts the proxy from its instance directory (the previous port when
- *   free), or re-reads its credentials when it runs; answers its `instance.json` record.
+ *   free), or re-reads its credentials when it runs; answers its `instance.json` record. A front of an
+ *   `upstream` provider gets its upstream proxy in the body, `{"upstream": ChainHop}` (kept in memory only).
  * - `DELETE /proxies/<name>` → closes its listener and connections; answers once the port is closed.
  *
  * At start it serves every instance of the data directory (a restarted host brings its proxies
@@ -147,7 +148,9 @@ async function restoreProxies(dataDir: string, proxies: HostedProxies, idle: Idl
     // Still served by a proxy process of the earlier model: it keeps it until it exits or is deleted.
     if (record && record.host !== true && (await isProxyProcess(record.pid, idir))) return;
     if (await exists(join(idir, DELETING_FILE))) return;
-    if (!asIntent(await readJson(join(idir, INTENT_FILE)).catch(() => undefined))) return;
+    const intent = asIntent(await readJson(join(idir, INTENT_FILE)).catch(() => undefined));
+    // A front of an upstream provider comes back with the worker's next ensure, which brings its upstream.
+    if (!intent || intent.upstream !== undefined) return;
     idle.busy();
     await proxies.ensure(name).then(
       () => restored++,

@@ -9,9 +9,11 @@ import { checkEgress, EgressDeniedError } from '../../egress/enforce.ts';
 import { listenForwardProxy, type ForwardProxy } from '../../forward-proxy/server.ts';
 import type { Admission, Destination, ForwardProxyOptions } from '../../forward-proxy/types.ts';
 import type { BasicCredentials } from '../../forward-proxy/basic-credentials.ts';
+import type { ChainHop } from '../../forward-proxy/chain-hop.ts';
 import type { LivePolicy } from '../../egress/live-policy.ts';
 import type { Logger } from '../../logging.ts';
 import type { DenialRecorder } from './denial-stats.ts';
+import type { UpstreamStatsRecorder } from './upstream-stats.ts';
 import type { ProxyCredentials } from '../../model/proxy-credentials.ts';
 
 /** One digest of a user and password together (the length prefix keeps `a`+`bc` apart from `ab`+`c`). */
@@ -87,6 +89,10 @@ export interface ProxyListenOptions {
    * it is accepted, so a flood at one proxy's port cannot take the descriptors of the others.
    */
   maxConnections?: number;
+  /** The upstream proxy this one forwards through (an `upstream` provider's front), read at each request. */
+  chain?: () => ChainHop | undefined;
+  /** A front's counts of what its upstream failed and carried. */
+  upstreamStats?: UpstreamStatsRecorder;
 }
 
 /** A client that sends no request head within this long is disconnected (node's default, 60 s, and none for a silent socket, let idle sockets pile up). */
@@ -123,12 +129,17 @@ export function proxyHandling(options: Omit<ProxyListenOptions, 'host' | 'port'>
   };
   return {
     admit,
+    // SOCKS5 on the same port, with the same credentials and policy (issue 24).
+    socks5: { authenticate: check },
     generation: () => egress.policy.generation,
     ...(options.localAddress ? { localAddress: options.localAddress } : {}),
+    ...(options.chain ? { chain: options.chain } : {}),
+    ...(options.upstreamStats ? { onChainTraffic: (sent: number, received: number) => options.upstreamStats?.traffic(sent, received) } : {}),
     maxConnections: options.maxConnections ?? 1024,
     headersTimeoutMs: HEADERS_TIMEOUT_MS,
     keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
     onUpstreamFailure: (failure, destination, err) => {
+      options.upstreamStats?.failure(failure.kind);
       if (!logFailure(failure.kind)) return;
       egress.logger.warn(
         { target: `${destination.hostname}:${destination.port}`, kind: failure.kind, status: failure.status, err: (err as Error).message },
