@@ -5,6 +5,8 @@ import { labelKey, labelValue, proxyConditionSchema } from './proxy-resource.ts'
 
 /** The label every member Proxy of a pool carries: `egress-proxies.io/pool=<pool name>`. */
 export const POOL_LABEL = 'egress-proxies.io/pool';
+/** The member label picks select on (`/pick?tier=`) and `spec.tiers` orders. */
+export const TIER_LABEL = 'tier';
 
 /** Members are named `<pool>-<5 characters>`, so a pool's name leaves room for the suffix. */
 export const POOL_NAME_MAX = 63 - 6;
@@ -23,6 +25,8 @@ export const spreadEntrySchema = z.strictObject({
   provider: resourceName,
   placement: z.string().min(1).max(63).optional(),
   weight: z.number().int().min(1).max(1000),
+  /** Added to the labels of the members made here (e.g. `{ tier: residential }`), over the template's. */
+  labels: z.record(labelKey, labelValue).optional(),
 });
 export type SpreadEntry = z.infer<typeof spreadEntrySchema>;
 
@@ -50,6 +54,8 @@ export const poolDocumentSchema = z
       maxAge: maxAge.optional(),
       /** How many members beyond `replicas` may exist while members are replaced (default 1). */
       maxSurge: z.number().int().min(1).max(POOL_REPLICAS_MAX).default(1),
+      /** The escalation order of the members' `tier` label: ban feedback names the tier after a member's own. */
+      tiers: z.array(labelValue.min(1)).min(1).max(16).optional(),
     }),
   })
   .superRefine((doc, ctx) => {
@@ -62,7 +68,11 @@ export const poolDocumentSchema = z
       const key = `${s.provider}\0${s.placement ?? ''}`;
       if (seen.has(key)) ctx.addIssue({ code: 'custom', path: ['spec', 'spread', i], message: 'names the same provider and placement twice' });
       seen.add(key);
+      if (s.labels?.[POOL_LABEL] !== undefined)
+        ctx.addIssue({ code: 'custom', path: ['spec', 'spread', i, 'labels', POOL_LABEL], message: 'is set by the pool itself' });
     }
+    for (const [i, t] of (doc.spec.tiers ?? []).entries())
+      if (doc.spec.tiers?.indexOf(t) !== i) ctx.addIssue({ code: 'custom', path: ['spec', 'tiers', i], message: `names tier "${t}" twice` });
   });
 export type PoolDocument = z.infer<typeof poolDocumentSchema>;
 export type PoolSpec = PoolDocument['spec'];

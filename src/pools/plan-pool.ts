@@ -140,9 +140,9 @@ function planMembers(input: PoolPlanInput, live: readonly Proxy[]): MembersPlan 
   const creates: MemberCreation[] = [];
   let count = live.length - deletes.length;
   const taken = new Set(input.taken ?? input.members.map((m) => m.name));
-  const labels = memberLabels(pool);
+  const labelsAt = new Map(targets.map((t) => [placeKey(t.place), memberLabels(pool, t.labels)]));
   const deficits = targets
-    .map((t) => ({ place: t.place, missing: t.count - (fresh.get(placeKey(t.place))?.length ?? 0) }))
+    .map((t) => ({ place: t.place, labels: labelsAt.get(placeKey(t.place)) ?? {}, missing: t.count - (fresh.get(placeKey(t.place))?.length ?? 0) }))
     .filter((d) => d.missing > 0)
     .sort((a, b) => b.missing - a.missing);
   const causes = replacing.map((s) => ({ cause: s.cause, why: s.why }));
@@ -152,15 +152,18 @@ function planMembers(input: PoolPlanInput, live: readonly Proxy[]): MembersPlan 
       taken.add(name);
       const { cause, why } = causes.shift() ?? { cause: 'scale' as const, why: undefined };
       const place = { provider: d.place.provider, ...(d.place.placement === undefined ? {} : { placement: d.place.placement }) };
-      creates.push({ name, spec: place, labels, cause, ...(why === undefined ? {} : { why }) });
+      creates.push({ name, spec: place, labels: d.labels, cause, ...(why === undefined ? {} : { why }) });
       count++;
     }
   }
 
-  // Labels follow the template without touching instances.
+  // Labels follow the template and the member's spread entry without touching instances (a member
+  // in a place no longer wanted, on its way out, gets the template's).
   const deleted = new Set(deletes.map((d) => d.member.name));
   const remaining = live.filter((m) => !deleted.has(m.name));
-  const relabels = remaining.filter((m) => !sameLabels(m.labels, labels)).map((member) => ({ member, labels }));
+  const relabels = remaining
+    .map((member) => ({ member, labels: labelsAt.get(placeKey(member.spec)) ?? memberLabels(pool) }))
+    .filter((r) => !sameLabels(r.member.labels, r.labels));
 
   const rotatingOld = waiting.length;
   const surge = Math.max(0, remaining.length + creates.length - spec.replicas);

@@ -24,9 +24,9 @@ export function removalOrder(a: Proxy, b: Proxy): number {
   return rank(a) - rank(b) || a.metadata.createdAt.localeCompare(b.metadata.createdAt) || a.name.localeCompare(b.name);
 }
 
-/** The labels a member carries: the template's and the pool label. */
-export function memberLabels(pool: Pool): Record<string, string> {
-  return { ...pool.spec.template.metadata.labels, [POOL_LABEL]: pool.name };
+/** The labels a member carries: the template's, its spread entry's (`placeLabels`, over them) and the pool label. */
+export function memberLabels(pool: Pool, placeLabels: Record<string, string> = {}): Record<string, string> {
+  return { ...pool.spec.template.metadata.labels, ...placeLabels, [POOL_LABEL]: pool.name };
 }
 
 export function sameLabels(a: Record<string, string>, b: Record<string, string>): boolean {

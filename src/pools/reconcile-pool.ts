@@ -51,7 +51,7 @@ export type PoolReconcileOutcome =
  *   while the pool holds at most `replicas + maxSurge` members; a Ready member is deleted only while
  *   at least `replicas` Ready members remain, so a replacement must be Ready before the member it
  *   replaces leaves discovery. Members that are not Ready go first: they serve nothing.
- * - Members whose labels differ from the template's are updated in place (their instance stays).
+ * - Members whose labels differ from the template's and their spread entry's are updated in place (their instance stays).
  * - A pool being deleted deletes its members, and is removed once they are gone. The pool is read
  *   again before each member a pass creates: once its deletion is accepted, no member is created.
  * Terminating members (being deleted) are not counted: they are out of discovery already.

@@ -6,10 +6,12 @@ export interface MemberPlace {
   placement?: string;
 }
 
-/** One place and how many members the pool wants there. */
+/** One place, how many members the pool wants there, and the labels its spread entry adds to them. */
 export interface PlaceTarget {
   place: MemberPlace;
   count: number;
+  /** Labels the spread entry adds to its members (absent when it adds none). */
+  labels?: Record<string, string>;
 }
 
 /** A stable key of a place (`provider` + NUL + `placement`), to group members by where they are. */
@@ -45,5 +47,6 @@ export function placeTargets(spec: PoolSpec): PlaceTarget[] {
   return spread.map((s, i) => ({
     place: { provider: s.provider, ...(s.placement === undefined ? {} : { placement: s.placement }) },
     count: counts[i] ?? 0,
+    ...(s.labels === undefined ? {} : { labels: s.labels }),
   }));
 }
