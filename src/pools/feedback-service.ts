@@ -1,10 +1,11 @@
 import { NotFoundError } from '../errors.ts';
-import { POOL_LABEL, type Pool } from '../model/pool-resource.ts';
+import { POOL_LABEL, TIER_LABEL, type Pool } from '../model/pool-resource.ts';
 import type { Proxy } from '../model/proxy-resource.ts';
 import type { RedisClient } from '../redis/connections.ts';
 import type { MemberReplacements } from './member-replacements.ts';
 import type { PickKeys } from './pick-keys.ts';
 import { LUA_NOW_MS, LuaScript } from './pick-script.ts';
+import { nextTier } from './pick-tiers.ts';
 
 export const FEEDBACK_OUTCOMES = ['blocked', 'captcha', 'ok'] as const;
 export type FeedbackOutcome = (typeof FEEDBACK_OUTCOMES)[number];
@@ -23,6 +24,11 @@ export interface FeedbackResult {
   /** Distinct domains the proxy was reported blocked on within --feedback-replace-window. */
   blockedDomains: number;
   replacement: ReplacementState;
+  /**
+   * Blocked and captcha reports on a pool member: the tier after the member's own (its `tier`
+   * label) in the pool's `spec.tiers`, where a crawler escalates; absent when there is none.
+   */
+  nextTier?: string;
 }
 
 /** Counts reports per pool (`""` outside any) and outcome, and replacements requested for bans. */
@@ -143,7 +149,8 @@ export class FeedbackRecorder {
     if (outcome === 'ok') return { ...base, replacement: poolName ? 'below-threshold' : 'not-in-pool' };
     const blockedUntil = untilMs > 0 ? new Date(untilMs).toISOString() : undefined;
     if (newly === 1) this.#deps.notices.blocked(proxy, poolName, outcome, domain, by, blockedUntil);
-    const result = { ...base, ...(blockedUntil ? { blockedUntil } : {}) };
+    const next = poolName ? nextTier(pool?.spec.tiers, proxy.labels[TIER_LABEL]) : undefined;
+    const result = { ...base, ...(blockedUntil ? { blockedUntil } : {}), ...(next === undefined ? {} : { nextTier: next }) };
     if (!poolName) return { ...result, replacement: 'not-in-pool' };
     if (blockedDomains < settings.replaceDomains) return { ...result, replacement: 'below-threshold' };
     const reason = `blocked on ${blockedDomains} domains within ${formatMs(settings.replaceWindowMs)}`;

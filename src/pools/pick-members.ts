@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { toError } from '../errors.ts';
 import { urlWithCredentials } from '../model/proxy-credentials.ts';
-import { POOL_LABEL, type Pool } from '../model/pool-resource.ts';
+import { POOL_LABEL, TIER_LABEL, type Pool } from '../model/pool-resource.ts';
 import type { Proxy } from '../model/proxy-resource.ts';
 import type { ProxyChanges, ProxyCredentialsReader, ProxyReader } from '../store/proxy-store.ts';
 import type { ProxyCredentials } from '../model/proxy-credentials.ts';
@@ -18,10 +18,11 @@ export interface PoolLister {
  */
 export type MemberSource = Pick<ProxyReader, 'list' | 'changesSince' | 'listPoolMembers'> & Pick<ProxyCredentialsReader, 'credentialsOf'>;
 
-/** A Ready member as picks hand it out: its name and its URL with credentials. */
+/** A Ready member as picks hand it out: its name, its URL with credentials, and its `tier` label. */
 export interface PickableMember {
   name: string;
   proxyUrl: string;
+  tier?: string;
 }
 
 /** A pool as picks see it: the pool and its Ready members, sorted by name. */
@@ -131,7 +132,8 @@ export class PoolMemberCache {
       if (!secret || !p.status.url || pool === undefined) continue;
       kept.set(key(p), secret);
       const list = byPool.get(pool) ?? [];
-      list.push({ name: p.name, proxyUrl: urlWithCredentials(p.status.url, secret) });
+      const tier = p.labels[TIER_LABEL];
+      list.push({ name: p.name, proxyUrl: urlWithCredentials(p.status.url, secret), ...(tier === undefined ? {} : { tier }) });
       byPool.set(pool, list);
     }
     this.#credentials = kept;

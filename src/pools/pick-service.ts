@@ -3,11 +3,12 @@ import type { RedisClient } from '../redis/connections.ts';
 import type { PickableMember, PoolMemberCache } from './pick-members.ts';
 import type { PickKeys } from './pick-keys.ts';
 import { LUA_NOW_MS, LuaScript } from './pick-script.ts';
+import { tiersOf, tierView } from './pick-tiers.ts';
 
 /** How a pick went: the session kept its member, a new session (or none) got one, or a session moved. */
 export type PickOutcome = 'kept' | 'new' | 'moved';
 /** Why no member could be picked. */
-export type NoMemberReason = 'none-ready' | 'all-blocked';
+export type NoMemberReason = 'none-ready' | 'all-blocked' | 'none-in-tier';
 
 /** No member of the pool can be handed out now: answered 503 with the reason. */
 export class NoEligibleMemberError extends EgressError {
@@ -15,18 +16,28 @@ export class NoEligibleMemberError extends EgressError {
     readonly pool: string,
     readonly reason: NoMemberReason,
     domain: string | undefined,
+    tier?: { name: string; present: readonly string[] },
   ) {
-    super(
-      'ERR_POOL_NO_MEMBER',
-      reason === 'none-ready'
-        ? `pool "${pool}" has no Ready member`
-        : `every Ready member of pool "${pool}" is blocked for ${domain ?? 'this domain'} (reported through feedback; blocks end after --feedback-block-cooldown)`,
-      { retryable: true },
-    );
+    super('ERR_POOL_NO_MEMBER', noMemberMessage(pool, reason, domain, tier), { retryable: true });
   }
 }
 
-/** Counts picks per pool and result (kept, new, moved, none-ready, all-blocked). */
+function noMemberMessage(
+  pool: string,
+  reason: NoMemberReason,
+  domain: string | undefined,
+  tier: { name: string; present: readonly string[] } | undefined,
+): string {
+  if (reason === 'none-ready') return `pool "${pool}" has no Ready member`;
+  if (reason === 'none-in-tier') {
+    const present = tier?.present.length ? `Ready members are of tier ${tier.present.join(', ')}` : 'no Ready member has a tier label';
+    return `pool "${pool}" has no Ready member of tier "${tier?.name ?? ''}" (${present})`;
+  }
+  const of = tier ? ` of tier "${tier.name}"` : '';
+  return `every Ready member${of} of pool "${pool}" is blocked for ${domain ?? 'this domain'} (reported through feedback; blocks end after --feedback-block-cooldown)`;
+}
+
+/** Counts picks per pool and result (kept, new, moved, none-ready, all-blocked, none-in-tier). */
 export interface PickCounter {
   picked(pool: string, result: PickOutcome | NoMemberReason): void;
 }
@@ -35,6 +46,8 @@ export interface PickRequest {
   session?: string | undefined;
   /** Normalised host name: members blocked for it are skipped. */
   domain?: string | undefined;
+  /** Only members whose `tier` label is this (a session holding another tier's member moves). */
+  tier?: string | undefined;
 }
 
 export interface Pick {
@@ -50,7 +63,8 @@ export interface Pick {
  * round-robin sorted set (exactly its Ready members), the version of the member list that set
  * holds, the session's key, the pool's blocked set for the domain (names of keys nobody writes when
  * there is no session or domain), the pool's set of live sessions (session key → expiry). ARGV: has-session, has-domain, session TTL (ms), the caller's
- * member-list version, and (only when the script asked for it) the member names, one a line.
+ * member-list version, the members to skip besides the blocked ones (those of another tier, one a
+ * line; empty without a tier), and (only when the script asked for it) the member names, one a line.
  *
  * When the stored version differs from the caller's, the script answers `stale` unless it was given
  * the list, in which case it makes the sorted set hold exactly those members (new ones at 0, the
@@ -69,9 +83,9 @@ local ttl = tonumber(ARGV[3])
 local version = ARGV[4]
 local day = 86400000
 if redis.call('GET', KEYS[2]) ~= version then
-  if ARGV[5] == nil then return {'', 'stale'} end
+  if ARGV[6] == nil then return {'', 'stale'} end
   local ready = {}
-  for m in string.gmatch(ARGV[5], '[^\\n]+') do
+  for m in string.gmatch(ARGV[6], '[^\\n]+') do
     ready[m] = true
     redis.call('ZADD', KEYS[1], 'NX', 0, m)
   end
@@ -84,6 +98,7 @@ redis.call('PEXPIRE', KEYS[1], day)
 redis.call('PEXPIRE', KEYS[2], day)
 if redis.call('ZCARD', KEYS[1]) == 0 then return {'', 'none-ready'} end
 local blocked = {}
+for m in string.gmatch(ARGV[5], '[^\\n]+') do blocked[m] = true end
 if has_domain then
   redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now_ms())
   for _, m in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do blocked[m] = true end
@@ -150,6 +165,12 @@ export class PoolPicker {
     const { redis, keys, members, sessionTtlMs, counter } = this.#deps;
     const snapshot = await members.get(pool, signal);
     if (!snapshot) throw new NotFoundError('pool', pool);
+    const tier = request.tier === undefined ? undefined : tierView(snapshot, request.tier);
+    const tierWords = request.tier === undefined ? undefined : { name: request.tier, present: tiersOf(snapshot) };
+    if (tier && tier.count === 0 && snapshot.members.length > 0) {
+      counter.picked(pool, 'none-in-tier');
+      throw new NoEligibleMemberError(pool, 'none-in-tier', request.domain, tierWords);
+    }
     const keyList = [
       keys.lru(pool),
       keys.memberVersion(pool),
@@ -157,13 +178,13 @@ export class PoolPicker {
       keys.blocked(pool, request.domain ?? ''),
       keys.sessions(pool),
     ];
-    const args = [request.session ? '1' : '0', request.domain ? '1' : '0', sessionTtlMs, snapshot.version];
+    const args = [request.session ? '1' : '0', request.domain ? '1' : '0', sessionTtlMs, snapshot.version, tier?.others ?? ''];
     let [name, result] = (await PICK.run(redis, keyList, args, signal)) as [string, string];
     // The stored member list is another version: send ours (a member joined or left, or another replica saw it first).
     if (result === 'stale') [name, result] = (await PICK.run(redis, keyList, [...args, snapshot.names], signal)) as [string, string];
     if (result === 'none-ready' || result === 'all-blocked') {
       counter.picked(pool, result);
-      throw new NoEligibleMemberError(pool, result, request.domain);
+      throw new NoEligibleMemberError(pool, result, request.domain, tierWords);
     }
     const member = snapshot.byName.get(name);
     if (!member) throw new Error(`pick script chose "${name}", not a member it was given`);
@@ -173,13 +194,13 @@ export class PoolPicker {
   }
 
   /**
-   * What a pick would answer, without picking (HEAD): the number of Ready members; NotFoundError
+   * What a pick would answer, without picking (HEAD): the number of Ready members (of `tier` when given); NotFoundError
    * for an unknown pool. Sessions, the round-robin order and blocks are neither read nor moved.
    */
-  async readyMembers(pool: string, signal?: AbortSignal): Promise<number> {
+  async readyMembers(pool: string, signal?: AbortSignal, tier?: string): Promise<number> {
     const snapshot = await this.#deps.members.get(pool, signal);
     if (!snapshot) throw new NotFoundError('pool', pool);
-    return snapshot.members.length;
+    return tier === undefined ? snapshot.members.length : tierView(snapshot, tier).count;
   }
 
   /** How many sessions of the pool are live (picked within the session TTL); NotFoundError for an unknown pool. */

@@ -43,3 +43,13 @@ export function parseDomain(text: string, parameter = 'domain'): string {
     throw new PickInputError(parameter, `expected a host name such as example.com, got "${text.slice(0, 100)}"`);
   return host;
 }
+
+const TIER = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
+
+/** A tier as picks select it: a label value of 1 to 63 letters, digits and inner `- _ .` (as `datacenter`). */
+export function parseTier(text: string, parameter = 'tier'): string {
+  if (text.length === 0) throw new PickInputError(parameter, 'must not be empty');
+  if (text.length > 63 || !TIER.test(text))
+    throw new PickInputError(parameter, `expected a label value such as datacenter (letters, digits, inner - _ .), got "${text.slice(0, 64)}"`);
+  return text;
+}

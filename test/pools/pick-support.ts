@@ -34,9 +34,9 @@ export class PoolFixture {
     });
   }
 
-  /** A member (or, with `pool` undefined, a proxy of no pool); Ready at `url` unless `url` is undefined. */
-  async member(pool: string | undefined, name: string, url: string | undefined): Promise<void> {
-    await this.proxies.apply({ metadata: { name, labels: pool === undefined ? {} : { [POOL_LABEL]: pool } }, spec: { provider: 'local' } });
+  /** A member (or, with `pool` undefined, a proxy of no pool) with `labels` besides the pool's; Ready at `url` unless `url` is undefined. */
+  async member(pool: string | undefined, name: string, url: string | undefined, labels: Record<string, string> = {}): Promise<void> {
+    await this.proxies.apply({ metadata: { name, labels: pool === undefined ? labels : { ...labels, [POOL_LABEL]: pool } }, spec: { provider: 'local' } });
     if (url !== undefined) await this.ready(name, url);
   }
 

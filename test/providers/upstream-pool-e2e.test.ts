@@ -121,7 +121,7 @@ describe('a pool mixing the local provider and a vendor', { timeout: 120_000 }, 
     const res = await fetch(`${api}/v1/pools`, {
       method: 'POST',
       headers: { 'content-type': 'application/yaml' },
-      body: 'kind: ProxyPool\nmetadata: { name: mix }\nspec:\n  replicas: 4\n  template: { metadata: { labels: { team: crawl } }, spec: {} }\n  spread: [{ provider: local, weight: 1 }, { provider: vendor, weight: 1 }]\n',
+      body: 'kind: ProxyPool\nmetadata: { name: mix }\nspec:\n  replicas: 4\n  template: { metadata: { labels: { team: crawl } }, spec: {} }\n  spread: [{ provider: local, weight: 1, labels: { tier: datacenter } }, { provider: vendor, weight: 1, labels: { tier: residential } }]\n  tiers: [datacenter, residential]\n',
     });
     expect(res.status).toBe(200);
     const ready = await waitFor('4 Ready members', async () => ((await members()).length === 4 ? members() : undefined), 90_000);
@@ -133,6 +133,21 @@ describe('a pool mixing the local provider and a vendor', { timeout: 120_000 }, 
     // Each vendor member reached the vendor as a session of its own (the readiness probe went through it).
     const sessions = new Set(vendorUsers.filter((u) => u.startsWith('crawl-session-')));
     for (const name of byProvider.get('vendor') ?? []) expect(sessions).toContain(`crawl-session-${name.replace(/[^a-z0-9]/g, '')}`);
+
+    // Tiers: a crawler starts on datacenter (the local members), is told after a ban where to escalate, and moves there.
+    const tierPick = async (tier: string): Promise<{ proxy: string; outcome: string; tier: string }> =>
+      (await (await fetch(`${api}/v1/pools/mix/pick?session=s2&tier=${tier}`)).json()) as { proxy: string; outcome: string; tier: string };
+    const dc = await tierPick('datacenter');
+    expect(byProvider.get('local')).toContain(dc.proxy);
+    const ban = await fetch(`${api}/v1/pools/mix/feedback`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ outcome: 'blocked', domain: 'shop.example', session: 's2' }),
+    });
+    expect(await ban.json()).toMatchObject({ proxy: dc.proxy, nextTier: 'residential' });
+    const res2 = await tierPick('residential');
+    expect(byProvider.get('vendor')).toContain(res2.proxy);
+    expect(res2.tier).toBe('residential');
 
     // A pick's session sticks to one member.
     const pick = async (): Promise<{ proxy: string; proxyUrl: string }> =>

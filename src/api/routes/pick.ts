@@ -1,6 +1,6 @@
 import { Hono, type Context } from 'hono';
 import { NoEligibleMemberError, type PoolPicker } from '../../pools/pick-service.ts';
-import { parseDomain, parseSession } from '../../pools/session-id.ts';
+import { parseDomain, parseSession, parseTier } from '../../pools/session-id.ts';
 import { BadRequestError } from '../http-errors.ts';
 import { readSignalOf } from '../read-deadline.ts';
 
@@ -17,10 +17,11 @@ export function singleQuery(c: Context, name: string): string | undefined {
 }
 
 /**
- * `GET /v1/pools/{name}/pick?session=&domain=&format=json|text&scheme=http|socks5`: one Ready member's proxy URL with
- * its credentials (the permission discovery needs). JSON also names the member, how the pick went
- * and where to send feedback about it. 404 for an unknown pool, 503 (with Retry-After) when no
- * member can be picked, saying why. HEAD answers the same statuses without picking.
+ * `GET /v1/pools/{name}/pick?session=&domain=&tier=&format=json|text&scheme=http|socks5`: one Ready member's proxy URL with
+ * its credentials (the permission discovery needs); with `tier`, only members whose `tier` label is
+ * that (400 for a malformed tier). JSON also names the member, its tier, how the pick went and
+ * where to send feedback about it. 404 for an unknown pool, 503 (with Retry-After) when no member
+ * can be picked, saying why (none-ready, all-blocked, none-in-tier). HEAD answers the same statuses without picking.
  */
 export function pickRoutes(deps: PickRouteDeps): Hono {
   const app = new Hono();
@@ -28,6 +29,7 @@ export function pickRoutes(deps: PickRouteDeps): Hono {
     const pool = c.req.param('name');
     const sessionText = singleQuery(c, 'session');
     const domainText = singleQuery(c, 'domain');
+    const tierText = singleQuery(c, 'tier');
     const format = singleQuery(c, 'format') ?? 'json';
     if (format !== 'json' && format !== 'text') throw new BadRequestError(`query parameter "format" must be json or text, got "${format.slice(0, 40)}"`);
     const scheme = singleQuery(c, 'scheme') ?? 'http';
@@ -36,17 +38,18 @@ export function pickRoutes(deps: PickRouteDeps): Hono {
     const urlOf = (proxyUrl: string): string => (scheme === 'socks5' ? proxyUrl.replace(/^http:\/\//, 'socks5://') : proxyUrl);
     const session = sessionText === undefined ? undefined : parseSession(sessionText);
     const domain = domainText === undefined ? undefined : parseDomain(domainText);
+    const tier = tierText === undefined ? undefined : parseTier(tierText);
     c.header('Cache-Control', 'no-store');
     if (c.req.method === 'HEAD') {
       // Hono answers HEAD with the GET route; a HEAD must not consume a pick (a monitor's probe would move sessions'
       // neighbours in the round-robin), so it only says whether a pick would find a Ready member.
-      const ready = await deps.picker.readyMembers(pool, readSignalOf(c));
+      const ready = await deps.picker.readyMembers(pool, readSignalOf(c), tier);
       if (ready > 0) return c.body(null, 200);
       c.header('Retry-After', '1');
       return c.body(null, 503);
     }
     try {
-      const pick = await deps.picker.pick(pool, { session, domain }, readSignalOf(c));
+      const pick = await deps.picker.pick(pool, { session, domain, tier }, readSignalOf(c));
       if (format === 'text') return c.body(`${urlOf(pick.member.proxyUrl)}\n`, 200, { 'Content-Type': 'text/plain; charset=utf-8' });
       return c.json({
         pool: pick.pool,
@@ -55,6 +58,7 @@ export function pickRoutes(deps: PickRouteDeps): Hono {
         outcome: pick.outcome,
         ...(pick.session ? { session: pick.session.id, sessionTtlSeconds: pick.session.ttlMs / 1000 } : {}),
         ...(domain ? { domain } : {}),
+        ...(pick.member.tier === undefined ? {} : { tier: pick.member.tier }),
         feedbackUrl: `/v1/proxies/${pick.member.name}/feedback`,
       });
     } catch (err) {
