@@ -14,7 +14,7 @@ export interface ConsoleCounters {
   probeFailures: number;
 }
 
-const DENIED_PICKS = new Set(['none-ready', 'all-blocked']);
+const DENIED_PICKS = new Set(['none-ready', 'all-blocked', 'none-in-tier']);
 
 /** The sum of a counter's samples that `keep` accepts by their labels; 0 where the counter is not registered. */
 async function sum(registry: Registry, name: string, keep: (labels: Record<string, string | number | undefined>) => boolean): Promise<number> {
