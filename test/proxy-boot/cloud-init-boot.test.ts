@@ -13,6 +13,7 @@ import { Writable } from 'node:stream';
 import { promisify } from 'node:util';
 import { OAuth2Client } from 'google-auth-library';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
 import { proxyEgressPolicy } from '../../src/egress/policy-config.ts';
 import { createLogger } from '../../src/logging.ts';
 import { createComputeClients, type ComputeClients } from '../../src/providers/gcp/index.ts';
@@ -155,6 +156,16 @@ describe('renderUserData', () => {
       } catch (err) {
         expect((err as Error).message).not.toContain(password);
       }
+    }
+  });
+
+  it('has every file and the units enabled on disk before the proxy starts: a VM killed right after its first boot gets its proxy back', async () => {
+    const programs = await bootPrograms();
+    for (const policy of [{ kind: 'gce-metadata' } as const, { kind: 'file', document: '{}' } as const]) {
+      const doc = parse(renderUserData({ credentials: { username: 'u', password: 'p-12345678' }, port: 3128, policy, programs })) as { runcmd: string[][] };
+      const units = policy.kind === 'gce-metadata' ? ['egress-proxy-policy.service', 'egress-proxy.service'] : ['egress-proxy.service'];
+      // cloud-init runs these once per instance: what a kill loses from the page cache is never written again.
+      expect(doc.runcmd).toEqual([['systemctl', 'daemon-reload'], ['systemctl', 'enable', ...units], ['sync'], ['systemctl', 'start', ...units]]);
     }
   });
 });

@@ -3,8 +3,9 @@
  * on this machine inside a throw-away mount and network namespace (cloud-init-sandbox.ts):
  * `package_update` and `packages` (checked, not installed: each package must map to what this
  * machine already has), `write_files` (text, `b64` and `gz+b64` contents, octal `permissions`,
- * `owner`), and `runcmd` (`systemctl daemon-reload` and `systemctl enable --now UNIT…` are carried
- * out by a minimal unit runner; other commands run as they are). Any other key, encoding or unit
+ * `owner`), and `runcmd` (`systemctl daemon-reload`, `systemctl enable [--now] UNIT…` and
+ * `systemctl start UNIT…` are carried out by a minimal unit runner, which starts a unit once, whether
+ * by `--now` or `start`; other commands, `sync` among them, run as they are). Any other key, encoding or unit
  * setting is an error: the interpreter never skips what it does not understand.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -146,6 +147,12 @@ function runCommand(argv: string[], units: RunningUnit[], onLine: (unit: string,
     if (argv[1] === 'daemon-reload' && argv.length === 2) return;
     if (argv[1] === 'enable' && argv[2] === '--now') {
       for (const unit of argv.slice(3)) units.push(startUnit(unit, onLine));
+      return;
+    }
+    // Enabling alone starts nothing (there is no next boot here); `start` does.
+    if (argv[1] === 'enable' && argv.length > 2 && !argv.slice(2).some((a) => a.startsWith('-'))) return;
+    if (argv[1] === 'start' && argv.length > 2 && !argv.slice(2).some((a) => a.startsWith('-'))) {
+      for (const unit of argv.slice(2)) units.push(startUnit(unit, onLine));
       return;
     }
     fail(`systemctl ${argv.slice(1).join(' ')} is not understood`);

@@ -124,14 +124,16 @@ export function renderUserData(p: UserDataParams): string {
     { path: `/etc/systemd/system/${PROXY_UNIT}`, content: proxyUnit(p), permissions: '0644', owner: 'root:root' },
     ...(sync ? [{ path: `/etc/systemd/system/${POLICY_UNIT}`, content: policyUnit(), permissions: '0644', owner: 'root:root' }] : []),
   ];
+  const units = [...(sync ? [POLICY_UNIT] : []), PROXY_UNIT];
   const doc = {
     package_update: true,
     packages: ['nodejs'],
     write_files: files,
-    runcmd: [
-      ['systemctl', 'daemon-reload'],
-      ['systemctl', 'enable', '--now', ...(sync ? [POLICY_UNIT] : []), PROXY_UNIT],
-    ],
+    // Enabled and on disk before the proxy starts: cloud-init runs this once per instance, so a VM
+    // killed soon after its first boot (its page cache lost with it) must not come back with the
+    // files or the unit's enable link missing and nothing to write them again. Only then started:
+    // by the time the proxy answers a probe, everything it needs survives a kill.
+    runcmd: [['systemctl', 'daemon-reload'], ['systemctl', 'enable', ...units], ['sync'], ['systemctl', 'start', ...units]],
   };
   return `#cloud-config\n${stringify(doc, { lineWidth: 0 })}`;
 }
