@@ -35,7 +35,7 @@ async function which(program: string): Promise<string | undefined> {
 }
 
 /** Starts `program args` and waits for `port` to accept; the reason as a string when it does not. */
-async function startListening(name: string, program: string, args: string[], port: number): Promise<AnchorProxy | string> {
+export async function startListening(name: string, program: string, args: string[], port: number): Promise<AnchorProxy | string> {
   const child = spawn(program, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));

@@ -10,7 +10,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createServer as createTlsServer, type Server as TlsServer } from 'node:tls';
 import { promisify } from 'node:util';
-import { createServer, request, type IncomingMessage, type Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ChainHop } from '../../src/forward-proxy/chain-hop.ts';
@@ -20,11 +20,14 @@ import { checkEndpoint } from '../../src/providers/upstream/check.ts';
 import type { UpstreamEndpoint } from '../../src/providers/upstream/endpoints.ts';
 import { NO_REDACTION } from '../../src/secrets/secret-registry.ts';
 import { describeWithTool } from '../support/required-tools.ts';
+import { getThroughProxy } from '../support/proxy-get.ts';
 import { tempDir } from '../support/temp-dirs.ts';
 import { danteVendor, squidVendor, tinyproxyVendor, type VendorProxy } from '../support/vendor-proxies.ts';
 
 const run = promisify(execFile);
 const OURS = `Basic ${Buffer.from('crawler:ours').toString('base64')}`;
+/** Our front at `port`, with the crawler's credentials. */
+const ours = (port: number) => ({ port, username: 'crawler', password: 'ours' });
 
 interface Origin {
   port: number;
@@ -67,23 +70,6 @@ async function front(hop: ChainHop, failures: UpstreamFailure[]): Promise<Forwar
     headersTimeoutMs: 10_000,
     keepAliveTimeoutMs: 5_000,
     onUpstreamFailure: (failure) => failures.push(failure),
-  });
-}
-
-/** A plain-HTTP GET through our proxy, as a crawler sends it. */
-function plainGet(proxyPort: number, url: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      { host: '127.0.0.1', port: proxyPort, path: url, headers: { 'proxy-authorization': OURS, host: new URL(url).host }, agent: false },
-      (res: IncomingMessage) => {
-        let body = '';
-        res.setEncoding('utf8');
-        res.on('data', (c: string) => (body += c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-      },
-    );
-    req.once('error', reject);
-    req.end();
   });
 }
 
@@ -143,7 +129,7 @@ for (const c of cases) {
       const failures: UpstreamFailure[] = [];
       const p = await front(hop(), failures);
       proxies.push(p);
-      const answer = await plainGet(p.port, `http://127.0.0.1:${origin.port}/plain?q=1`);
+      const answer = await getThroughProxy(ours(p.port), `http://127.0.0.1:${origin.port}/plain?q=1`);
       expect(answer).toEqual({ status: 200, body: expect.stringContaining('GET /plain?q=1') });
       expect(origin.proxyAuth.at(-1)).toBeUndefined();
       expect(failures).toEqual([]);
@@ -163,7 +149,7 @@ for (const c of cases) {
       proxies.push(p);
       const tunnel = await tunnelGet(p.port, origin.port);
       expect(tunnel.connectStatus).toBe(502);
-      const plain = await plainGet(p.port, `http://127.0.0.1:${origin.port}/x`);
+      const plain = await getThroughProxy(ours(p.port), `http://127.0.0.1:${origin.port}/x`);
       if (c.tool === 'tinyproxy') {
         // tinyproxy refuses a plain request's credentials with 401 and WWW-Authenticate, which no
         // proxy can tell from an origin's 401: it reaches the crawler as it is.
@@ -188,7 +174,7 @@ describe('chained to a vendor that is not there', () => {
     await new Promise((resolve) => closed.close(resolve));
     const p = await front({ scheme: 'http', host: '127.0.0.1', port, username: 'u', password: 'p' }, failures);
     try {
-      const answer = await plainGet(p.port, 'http://127.0.0.1:9/x');
+      const answer = await getThroughProxy(ours(p.port), 'http://127.0.0.1:9/x');
       expect(answer.status).toBe(502);
       expect(failures.map((f) => f.kind)).toEqual(['refused']);
     } finally {
@@ -258,7 +244,7 @@ describe('chained to an https:// vendor', () => {
     const hop: ChainHop = { scheme: 'https', host: '127.0.0.1', port: tlsPort, username: 'tlsuser', password: 'tls-pass', ca: cert };
     const ok = await front(hop, []);
     try {
-      expect(await plainGet(ok.port, `http://127.0.0.1:${origin.port}/tls-plain`)).toEqual({ status: 200, body: 'origin saw GET /tls-plain' });
+      expect(await getThroughProxy(ours(ok.port), `http://127.0.0.1:${origin.port}/tls-plain`)).toEqual({ status: 200, body: 'origin saw GET /tls-plain' });
       const tunnel = await tunnelGet(ok.port, origin.port);
       expect(tunnel.connectStatus).toBe(200);
       expect(tunnel.body).toContain('origin saw GET /tunnelled');
@@ -269,7 +255,7 @@ describe('chained to an https:// vendor', () => {
     const { ca: _ca, ...untrusted } = hop;
     const bad = await front(untrusted, failures);
     try {
-      expect(await plainGet(bad.port, `http://127.0.0.1:${origin.port}/x`)).toEqual({
+      expect(await getThroughProxy(ours(bad.port), `http://127.0.0.1:${origin.port}/x`)).toEqual({
         status: 502,
         body: 'The destination could not be reached: upstream-tls\n',
       });

@@ -6,7 +6,7 @@
  */
 import { once } from 'node:events';
 import { readFile, writeFile } from 'node:fs/promises';
-import { createServer, request, type Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { Registry } from 'prom-client';
@@ -19,27 +19,11 @@ import { findHostProcesses } from '../../src/providers/local/process-table.ts';
 import type { Provider } from '../../src/providers/types.ts';
 import { createUpstreamProvider } from '../../src/providers/upstream/index.ts';
 import { upstreamProviderSchema } from '../../src/providers/upstream/config.ts';
+import { getThroughProxy } from '../support/proxy-get.ts';
 import { tempDir } from '../support/temp-dirs.ts';
 import { waitFor } from '../support/wait.ts';
 
 const sig = (): AbortSignal => AbortSignal.timeout(30_000);
-
-function getThrough(port: number, user: string, password: string, url: string): Promise<{ status: number; body: string }> {
-  const auth = Buffer.from(`${user}:${password}`).toString('base64');
-  return new Promise((resolve, reject) => {
-    const req = request(
-      { host: '127.0.0.1', port, path: url, agent: false, headers: { host: new URL(url).host, 'proxy-authorization': `Basic ${auth}` } },
-      (res) => {
-        let body = '';
-        res.setEncoding('utf8');
-        res.on('data', (c: string) => (body += c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-      },
-    );
-    req.once('error', reject);
-    req.end();
-  });
-}
 
 describe('upstream fronts in the proxy host', { timeout: 60_000 }, () => {
   let vendorPassword = 'first-vendor-pw';
@@ -95,17 +79,23 @@ describe('upstream fronts in the proxy host', { timeout: 60_000 }, () => {
     const lc = provider.lifecycle!;
     const made = await lc.ensureInstance(spec, sig());
     const port = made.endpoint!.port;
-    expect(await getThrough(port, 'crawler', 'ours-pw', `http://127.0.0.1:${originPort}/one`)).toEqual({ status: 200, body: 'origin: /one' });
+    expect(await getThroughProxy({ port: port, username: 'crawler', password: 'ours-pw' }, `http://127.0.0.1:${originPort}/one`)).toEqual({
+      status: 200,
+      body: 'origin: /one',
+    });
     const intent = asIntent(await readJson(join(instanceDir(dataDir, spec.name), INTENT_FILE)));
     expect(intent?.upstream).toBe(`http://127.0.0.1:${vendor.port}`);
     expect(await readFile(join(instanceDir(dataDir, spec.name), INTENT_FILE), 'utf8')).not.toContain('first-vendor-pw');
 
     vendorPassword = 'second-vendor-pw';
-    expect((await getThrough(port, 'crawler', 'ours-pw', `http://127.0.0.1:${originPort}/two`)).status).toBe(502);
+    expect((await getThroughProxy({ port: port, username: 'crawler', password: 'ours-pw' }, `http://127.0.0.1:${originPort}/two`)).status).toBe(502);
     await writeFile(join(dir, 'pw'), vendorPassword);
     const again = await lc.ensureInstance(spec, sig());
     expect(again.endpoint).toEqual(made.endpoint);
-    expect(await getThrough(port, 'crawler', 'ours-pw', `http://127.0.0.1:${originPort}/three`)).toEqual({ status: 200, body: 'origin: /three' });
+    expect(await getThroughProxy({ port: port, username: 'crawler', password: 'ours-pw' }, `http://127.0.0.1:${originPort}/three`)).toEqual({
+      status: 200,
+      body: 'origin: /three',
+    });
   });
 
   test('a proxy host killed under a front: the next ensure brings the front back with its upstream, on the same port', async () => {
@@ -125,7 +115,7 @@ describe('upstream fronts in the proxy host', { timeout: 60_000 }, () => {
       30_000,
     );
     expect(seen?.endpoint).toEqual(before.endpoint);
-    expect(await getThrough(before.endpoint!.port, 'crawler', 'ours-pw', `http://127.0.0.1:${originPort}/back`)).toEqual({
+    expect(await getThroughProxy({ port: before.endpoint!.port, username: 'crawler', password: 'ours-pw' }, `http://127.0.0.1:${originPort}/back`)).toEqual({
       status: 200,
       body: 'origin: /back',
     });

@@ -11,7 +11,7 @@ import { execFile } from 'node:child_process';
 import { once } from 'node:events';
 import { promisify } from 'node:util';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
-import { createServer, request, type Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -22,6 +22,7 @@ import { upstreamProviderSchema } from '../../src/providers/upstream/config.ts';
 import type { ProxyView } from '../../src/proxies/discovery.ts';
 import { testConfig } from '../support/config.ts';
 import { hasTool } from '../support/required-tools.ts';
+import { getThroughProxy } from '../support/proxy-get.ts';
 import { tempDir } from '../support/temp-dirs.ts';
 import { danteVendor, squidVendor, tinyproxyVendor, type VendorProxy } from '../support/vendor-proxies.ts';
 import { waitFor } from '../support/wait.ts';
@@ -37,25 +38,6 @@ interface HealthTarget {
   ready: boolean;
   reason: string;
   message: string;
-}
-
-/** A GET of `url` through a proxy given as `http://user:pass@host:port` (what discovery hands out). */
-function getThrough(proxyUrl: string, url: string): Promise<{ status: number; body: string }> {
-  const proxy = new URL(proxyUrl);
-  const auth = Buffer.from(`${decodeURIComponent(proxy.username)}:${decodeURIComponent(proxy.password)}`).toString('base64');
-  return new Promise((resolve, reject) => {
-    const req = request(
-      { host: proxy.hostname, port: Number(proxy.port), path: url, agent: false, headers: { host: new URL(url).host, 'proxy-authorization': `Basic ${auth}` } },
-      (res) => {
-        let body = '';
-        res.setEncoding('utf8');
-        res.on('data', (c: string) => (body += c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-      },
-    );
-    req.once('error', reject);
-    req.end();
-  });
 }
 
 /** Every file under `dir`, recursively, as text (sockets and the like skipped). */
@@ -179,7 +161,7 @@ describe.skipIf(!present)("upstream provider: vendors' proxies in the fleet", { 
       // Our front on loopback, with our credentials: nothing of the vendor's.
       expect(new URL(url).hostname).toBe('127.0.0.1');
       expect(url).not.toContain(String(tiny.port));
-      const answer = await getThrough(url, `http://127.0.0.1:${originPort}/via-${name}`);
+      const answer = await getThroughProxy(url, `http://127.0.0.1:${originPort}/via-${name}`);
       expect(answer).toEqual({ status: 200, body: `origin: /via-${name}` });
     }
   });
@@ -200,7 +182,7 @@ describe.skipIf(!present)("upstream provider: vendors' proxies in the fleet", { 
   test("the egress policy still judges what a crawler asks for, and each upstream's denials, failures and bytes are counted", async () => {
     const urls = await waitFor('vendor-s1 Ready', async () => (await readyUrls()).get('vendor-s1'), 60_000);
     // The metadata address is denied by default whatever the vendor would do with it: refused before it.
-    const denied = await getThrough(urls, 'http://169.254.169.254/latest/meta-data/');
+    const denied = await getThroughProxy(urls, 'http://169.254.169.254/latest/meta-data/');
     expect(denied.status).toBe(403);
     const value = (text: string, series: string): number =>
       Number(

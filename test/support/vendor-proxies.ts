@@ -6,15 +6,14 @@
  * user is a system account made for the test (a random name, no home, no shell) and removed with
  * the server. Each `stop` ends the process (and removes the account).
  */
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { once } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { chmod, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
-import { startSquid, startTinyproxy, type AnchorProxy } from '../../bench/support/anchor-proxies.ts';
+import { startListening, startSquid, startTinyproxy, type AnchorProxy } from '../../bench/support/anchor-proxies.ts';
 import { freePort } from '../../src/redis/redis-server.ts';
-import { portAccepts } from './ports.ts';
 
 const run = promisify(execFile);
 
@@ -86,33 +85,19 @@ export async function danteVendor(dir: string): Promise<VendorProxy> {
         '',
       ].join('\n'),
     );
-    const child = spawn('danted', ['-f', conf, '-p', join(dir, 'danted.pid'), '-N', '1'], { stdio: ['ignore', 'ignore', 'pipe'] });
-    let stderr = '';
-    child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    const deadline = Date.now() + 20_000;
-    while (!(await portAccepts(port))) {
-      if (child.exitCode !== null || Date.now() > deadline) {
-        child.kill('SIGKILL');
-        throw new Error(`danted did not start: ${stderr.trim().slice(-500) || `exit ${child.exitCode}`}`);
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    const started = await startListening('danted', 'danted', ['-f', conf, '-p', join(dir, 'danted.pid'), '-N', '1'], port);
+    if (typeof started === 'string') throw new Error(started);
     let stopped: Promise<void> | undefined;
     return {
       port,
       user,
       password,
       // dante's mother process ends its children on SIGTERM (a SIGKILL would leave them).
-      kill: () => void child.kill('SIGTERM'),
+      kill: () => void started.child.kill('SIGTERM'),
       stop: () =>
         (stopped ??= (async () => {
-          if (child.exitCode === null && child.signalCode === null) {
-            const exited = once(child, 'exit');
-            child.kill('SIGTERM');
-            const killer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-            await exited;
-            clearTimeout(killer);
-          }
+          const { child } = started;
+          if (child.exitCode === null && child.signalCode === null) await started.stop();
           await removeUser();
         })()),
     };
