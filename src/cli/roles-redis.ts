@@ -12,9 +12,6 @@ import type { RedisTarget } from '../../queues/connection.ts';
 /** How long closing the Redis connection may take. */
 const CLOSE_MS = 5000;
 
-/** Without `--redis-lost-after`: how long Redis may be unreachable before the process gives up. */
-const DEFAULT_LOST_AFTER_MS = 5 * 60_000;
-
 export interface RolesRedis {
   /** The standalone Redis the roles use (the private one's URL carries its password); undefined on a cluster. */
   readonly url: string | undefined;
@@ -88,7 +85,7 @@ export async function connectRolesRedis(
   if (target.kind === 'cluster') logger.info({ nodes: target.nodes.map((n) => `${n.host}:${n.port}`), tls: target.tls }, 'using a Redis Cluster');
   const client: RedisClient = createRedis(target, 'worker', logger.child({ component: 'redis' }));
   const stopWatching = watchRedisOutage(client, {
-    limitMs: config.redis.lostAfterMs ?? DEFAULT_LOST_AFTER_MS,
+    limitMs: config.redis.lostAfterMs ?? 0,
     where: whereOf(target),
     onLost: (err) => {
       if (end.settled) return;

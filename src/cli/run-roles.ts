@@ -4,6 +4,7 @@ import { RedisEventStore } from '../events/redis-event-store.ts';
 import type { Logger } from '../logging.ts';
 import type { ProviderFactory } from '../providers/create-provider.ts';
 import type { Provider } from '../providers/types.ts';
+import { EgressError } from '../errors.ts';
 import { ProcessEnd } from '../roles/process-end.ts';
 import { boundedStep, ShutdownError, type RoleState, type RoleStatus } from '../roles/role-lifecycle.ts';
 import { ShutdownPlan } from '../roles/shutdown-plan.ts';
@@ -98,7 +99,7 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
   };
   // A start that lost its race with the close (Redis lost first) stops at the next step.
   const abandonedIfClosing = (): void => {
-    if (plan.closing) throw new Error('the start was abandoned: the process is closing');
+    if (plan.closing) throw new EgressError('ERR_START_ABANDONED', 'the start was abandoned: the process is closing', { retryable: false });
   };
   const start = async (): Promise<{ redisUrl: string | undefined; tracing: TracingRuntime; started: StartedRoles }> => {
     // First in, last out: spans of the shutdown itself are still exported.

@@ -5,6 +5,7 @@ import type { RedisEventStore } from '../events/redis-event-store.ts';
 import type { Logger } from '../logging.ts';
 import { createJobMetrics, type JobMetrics } from '../metrics/job-metrics.ts';
 import { startMetricsServer } from '../metrics/metrics-server.ts';
+import type { Registry } from 'prom-client';
 import { createRegistry } from '../metrics/registry.ts';
 import { registerSchedulerGauges } from '../metrics/scheduler-gauges.ts';
 import { createProviders, type ProviderFactory } from '../providers/create-provider.ts';
@@ -127,7 +128,7 @@ export async function startRoles(roles: readonly RoleName[], parts: RoleParts): 
   return { api, scheduler, worker, providers, statuses };
 }
 
-function startApi(parts: RoleParts, registry: ReturnType<typeof createRegistry>): Promise<ApiRole> {
+function startApi(parts: RoleParts, registry: Registry): Promise<ApiRole> {
   const { config, stores } = parts;
   return inRole('api', () =>
     startApiRole({
@@ -150,7 +151,7 @@ function startApi(parts: RoleParts, registry: ReturnType<typeof createRegistry>)
 
 async function startWorker(
   parts: RoleParts,
-  built: { providers: ReadonlyMap<string, Provider>; registry: ReturnType<typeof createRegistry>; jobMetrics: JobMetrics; echoUrl: () => string },
+  built: { providers: ReadonlyMap<string, Provider>; registry: Registry; jobMetrics: JobMetrics; echoUrl: () => string },
 ): Promise<WorkerRole> {
   const { config, stores } = parts;
   const worker = await inRole('worker', () =>
@@ -193,7 +194,7 @@ async function startPublisher(parts: RoleParts, jobMetrics: JobMetrics): Promise
   return publisher.status;
 }
 
-function startScheduler(parts: RoleParts, registry: ReturnType<typeof createRegistry>): SchedulerRole {
+function startScheduler(parts: RoleParts, registry: Registry): SchedulerRole {
   const scheduler = new SchedulerRole({
     config: parts.config,
     redisTarget: parts.redis.target,

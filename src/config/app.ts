@@ -22,7 +22,8 @@ export interface RedisSettings {
   prefix: string;
   /**
    * How long Redis may stay unreachable before the process fails (`--redis-lost-after`, exit 1 with
-   * `ERR_REDIS_LOST`, for its supervisor to restart it); 0 waits for ever. Absent: 5 minutes.
+   * `ERR_REDIS_LOST`, for its supervisor to restart it); 0 waits for ever. The flag's default (5m) is
+   * the one default; a configuration not built from flags (tests, embedding) without it waits for ever.
    */
   lostAfterMs?: number;
 }
