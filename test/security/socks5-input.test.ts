@@ -15,14 +15,7 @@ const PASS = Buffer.from('secret-pw');
 
 /** The greeting and the RFC 1929 login every case starts with, then `request`. */
 function loggedIn(request: number[]): Buffer {
-  return Buffer.concat([
-    Buffer.from([5, 1, 2]),
-    Buffer.from([1, USER.length]),
-    USER,
-    Buffer.from([PASS.length]),
-    PASS,
-    Buffer.from(request),
-  ]);
+  return Buffer.concat([Buffer.from([5, 1, 2]), Buffer.from([1, USER.length]), USER, Buffer.from([PASS.length]), PASS, Buffer.from(request)]);
 }
 
 /** Everything the proxy sends until it closes the connection. */
