@@ -37,14 +37,19 @@ function where(p: Pick<Proxy, 'spec'>): string {
   return p.spec.placement === undefined ? p.spec.provider : `${p.spec.provider}/${p.spec.placement}`;
 }
 
+function replicasWords(pool: Pool): string {
+  const a = pool.spec.autoscale;
+  return a ? `autoscaled ${a.minReplicas} to ${a.maxReplicas} replicas` : `${pool.spec.replicas ?? 0} replicas`;
+}
+
 /** An apply through the API created or changed the pool (`by`: the caller's token name). */
 export function poolApplied(pool: Pool, outcome: Exclude<ApplyOutcome, 'unchanged'>, by: string): NewEvent {
   return {
     type: 'Normal',
     reason: 'Applied',
     object: { kind: 'ProxyPool', name: pool.name },
-    message: `${outcome} by ${by} (generation ${pool.metadata.generation}, ${pool.spec.replicas} replicas)`,
-    details: { outcome, by, generation: pool.metadata.generation, replicas: pool.spec.replicas },
+    message: `${outcome} by ${by} (generation ${pool.metadata.generation}, ${replicasWords(pool)})`,
+    details: { outcome, by, generation: pool.metadata.generation, ...(pool.spec.replicas === undefined ? {} : { replicas: pool.spec.replicas }) },
   };
 }
 
