@@ -158,6 +158,7 @@ async function startWorker(
     startWorkerRole({
       config,
       redisTarget: parts.redis.target,
+      redis: parts.redis.client,
       providers: built.providers,
       proxies: stores.proxies,
       pools: stores.pools,
