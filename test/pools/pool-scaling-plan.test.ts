@@ -97,7 +97,7 @@ describe('the plan under a budget and the autoscaler', () => {
 
 const T0 = Date.parse('2026-11-01T12:00:00.000Z');
 const SPEC: PoolAutoscale = { minReplicas: 0, maxReplicas: 5, picksPerMember: 60, idleAfter: '2m', scaleDownDelay: '1m' };
-const state = (s: Partial<AutoscaleStatus> & { desired: number; atMs: number }): AutoscaleStatus => ({
+const state = (s: Partial<AutoscaleStatus> & { desired: number; atMs: number; lastPickMs?: number }): AutoscaleStatus => ({
   desired: s.desired,
   reason: '',
   rate: s.rate ?? 0,
