@@ -159,8 +159,10 @@ export const autoscaleStatusSchema = z.strictObject({
   /** The pool's pick counter as last read, and when (the next rate is the difference). */
   picks: z.number().int().nonnegative(),
   readAt: z.iso.datetime(),
-  /** The last pick, by Redis's clock (before any pick: when the autoscaler began; idleAfter counts from it). */
+  /** The last pick, by Redis's clock. */
   lastPickAt: z.iso.datetime().optional(),
+  /** When the autoscaler began (by Redis's clock): before any pick, idleAfter counts from it. */
+  startedAt: z.iso.datetime().optional(),
   /** Since when a count below `desired` has been asked for (it applies after scaleDownDelay). */
   lowerSince: z.iso.datetime().optional(),
 });

@@ -64,10 +64,12 @@ export function decideReplicas(input: AutoscaleInput): AutoscaleDecision {
   // A changed min/max applies at once: the count starts from within them.
   const from = clamp(previous?.desired ?? input.startReplicas ?? spec.minReplicas);
   const rate = smoothedRate(previous, demand);
-  // Before any pick, demand counts from when the autoscaler began: a new pool idles only after idleAfter.
-  const lastDemandMs = Math.max(demand.lastPickMs ?? 0, previous?.lastPickAt ? Date.parse(previous.lastPickAt) : previous ? 0 : now);
+  const lastPickMs = Math.max(demand.lastPickMs ?? 0, previous?.lastPickAt ? Date.parse(previous.lastPickAt) : 0);
+  const startedMs = previous?.startedAt ? Date.parse(previous.startedAt) : previous ? 0 : now;
   const idleMs = parseDuration(spec.idleAfter) ?? 0;
-  const idle = now - lastDemandMs >= idleMs;
+  // Before any pick, idleAfter counts from when the autoscaler began: a new pool idles only after it.
+  const idle = now - Math.max(lastPickMs, startedMs) >= idleMs;
+  const picked = lastPickMs > 0 && now - lastPickMs < idleMs;
   let target: number;
   let why: string;
   if (idle) {
@@ -75,7 +77,8 @@ export function decideReplicas(input: AutoscaleInput): AutoscaleDecision {
     why = `no pick for ${formatDuration(idleMs)}`;
   } else {
     const wanted = Math.ceil(rate / spec.picksPerMember - 1e-9);
-    target = clamp(Math.max(1, wanted));
+    // A pick within idleAfter wants a member at least: the first pick of an empty pool wakes it.
+    target = clamp(picked ? Math.max(1, wanted) : wanted);
     why = `${rate.toFixed(1)} picks/min at ${spec.picksPerMember} per member`;
   }
   if (input.capAt !== undefined && target > input.capAt) {
@@ -86,7 +89,8 @@ export function decideReplicas(input: AutoscaleInput): AutoscaleDecision {
     rate: Math.round(rate * 1000) / 1000,
     picks: demand.picks,
     readAt: new Date(now).toISOString(),
-    ...(lastDemandMs > 0 ? { lastPickAt: new Date(lastDemandMs).toISOString() } : {}),
+    ...(startedMs > 0 ? { startedAt: new Date(startedMs).toISOString() } : {}),
+    ...(lastPickMs > 0 ? { lastPickAt: new Date(lastPickMs).toISOString() } : {}),
   };
   if (target >= from || idle) {
     const state: AutoscaleStatus = { desired: target, reason: why, ...base };

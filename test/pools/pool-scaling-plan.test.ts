@@ -156,15 +156,18 @@ describe('the autoscaler: rate, delays, idle, budget', () => {
     expect(d.state.reason).toContain('no pick for 2m');
   });
 
-  test('a new autoscaled pool starts from spec.replicas, comes down after scaleDownDelay, idles idleAfter after it began', () => {
+  test('a new autoscaled pool starts from spec.replicas; without picks it comes down after scaleDownDelay, never waking by itself', () => {
     const start = decideReplicas({ spec: SPEC, startReplicas: 2, previous: undefined, demand: read(0, T0) });
     expect(start.state.desired).toBe(2);
+    expect(start.state.startedAt).toBe(new Date(T0).toISOString());
     const soon = decideReplicas({ spec: SPEC, previous: start.state, demand: read(0, T0 + MIN / 2) });
     expect(soon.state.desired).toBe(2);
     const later = decideReplicas({ spec: SPEC, previous: soon.state, demand: read(0, T0 + MIN) });
-    expect(later.state.desired).toBe(1);
-    const idle = decideReplicas({ spec: SPEC, previous: later.state, demand: read(0, T0 + 2 * MIN) });
-    expect(idle.state.desired).toBe(0);
+    expect(later.state.desired).toBe(0);
+    expect(later.scaled).toMatchObject({ from: 2, to: 0 });
+    const fresh = decideReplicas({ spec: SPEC, previous: undefined, demand: read(0, T0) });
+    expect(fresh.state.desired).toBe(0);
+    expect(fresh.scaled).toBeUndefined();
   });
 
   test('budget spent: the count grows no more than the members there are', () => {
