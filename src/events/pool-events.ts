@@ -94,9 +94,7 @@ export function poolDeleted(pool: Pool): NewEvent {
 export function budgetEvent(pool: Pool, status: BudgetStatus, limit: 'spend' | 'traffic', exhausted: boolean, words: string): NewEvent {
   const use = status[limit];
   const stopPicks = pool.spec.budget?.stopPicks ?? false;
-  const then = exhausted
-    ? `: the pool grows no more${stopPicks ? ' and picks answer 429' : ''} until ${status.to}`
-    : '';
+  const then = exhausted ? `: the pool grows no more${stopPicks ? ' and picks answer 429' : ''} until ${status.to}` : '';
   return {
     type: 'Warning',
     reason: exhausted ? 'BudgetExhausted' : 'BudgetNearlySpent',

@@ -115,7 +115,11 @@ export const poolDocumentSchema = z
   });
 export type PoolDocument = z.infer<typeof poolDocumentSchema>;
 
-type SpecShape = { replicas?: number | undefined; budget?: { spend?: number | undefined; traffic?: unknown } | undefined; autoscale?: { minReplicas: number; maxReplicas: number } | undefined };
+type SpecShape = {
+  replicas?: number | undefined;
+  budget?: { spend?: number | undefined; traffic?: unknown } | undefined;
+  autoscale?: { minReplicas: number; maxReplicas: number } | undefined;
+};
 
 /** The rules between fields of replicas, budget and autoscale, each naming its field. */
 function refineScaling(spec: SpecShape, ctx: z.RefinementCtx): void {
@@ -125,7 +129,11 @@ function refineScaling(spec: SpecShape, ctx: z.RefinementCtx): void {
     ctx.addIssue({ code: 'custom', path: ['spec', 'budget'], message: 'needs a limit: spend, traffic or both' });
   const a = spec.autoscale;
   if (a && a.maxReplicas < a.minReplicas)
-    ctx.addIssue({ code: 'custom', path: ['spec', 'autoscale', 'maxReplicas'], message: `must be at least minReplicas (${a.minReplicas}), got ${a.maxReplicas}` });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['spec', 'autoscale', 'maxReplicas'],
+      message: `must be at least minReplicas (${a.minReplicas}), got ${a.maxReplicas}`,
+    });
 }
 export type PoolSpec = PoolDocument['spec'];
 

@@ -45,7 +45,9 @@ function noMemberMessage(
   if (reason === 'budget-exhausted' && more.budget)
     return `pool "${pool}" has no Ready member and its ${more.budget.limit} budget for this ${more.budget.window} is spent: it starts none until the window turns`;
   if (reason === 'none-ready')
-    return more.waking ? `pool "${pool}" has no Ready member; one is being started (autoscale), pick again after Retry-After` : `pool "${pool}" has no Ready member`;
+    return more.waking
+      ? `pool "${pool}" has no Ready member; one is being started (autoscale), pick again after Retry-After`
+      : `pool "${pool}" has no Ready member`;
   if (reason === 'none-in-tier') {
     const present = tier?.present.length ? `Ready members are of tier ${tier.present.join(', ')}` : 'no Ready member has a tier label';
     return `pool "${pool}" has no Ready member of tier "${tier?.name ?? ''}" (${present})`;

@@ -34,7 +34,8 @@ describe('an autoscaled ProxyPool with a budget, under a pick load', () => {
   const status = async (): Promise<Pool['status']> => (await json<Pool>('/v1/pools/auto')).status;
   const members = async (): Promise<ProxyView[]> =>
     (await json<{ items: ProxyView[] }>(`/v1/proxies?label=${encodeURIComponent(`${POOL_LABEL}=auto`)}`)).items.filter((p) => !p.metadata.deletionRequestedAt);
-  const events = async (reason: string): Promise<EgressEvent[]> => (await json<{ items: EgressEvent[] }>(`/v1/events?kind=ProxyPool&reason=${reason}&limit=100`)).items;
+  const events = async (reason: string): Promise<EgressEvent[]> =>
+    (await json<{ items: EgressEvent[] }>(`/v1/events?kind=ProxyPool&reason=${reason}&limit=100`)).items;
 
   /** Picks back to back at about 20 a second until stopped; the answers' statuses are counted. */
   function load(): { stop: () => Promise<Map<number, number>>; statuses: Map<number, number> } {

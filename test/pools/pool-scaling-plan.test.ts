@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import type { AutoscaleStatus, PoolAutoscale, PoolDocument } from '../../src/model/pool-resource.ts';
+import type { AutoscaleStatus, PoolAutoscale } from '../../src/model/pool-resource.ts';
 import { poolDocumentSchema } from '../../src/model/pool-resource.ts';
 import { decideReplicas, type DemandReading } from '../../src/pools/autoscale.ts';
 import { budgetWindow, judgeBudget } from '../../src/pools/budget.ts';
@@ -12,7 +12,14 @@ import { counter, member, MIN, NOW, pool, summary, type MemberRow, type PlanSumm
  * count from its pick counter, the budget's judgement within its window, and the schema's words.
  */
 
-const st = (desired: number, current: number, ready: number, rotating: number, failed: number, Ready: string) => ({ desired, current, ready, rotating, failed, Ready });
+const st = (desired: number, current: number, ready: number, rotating: number, failed: number, Ready: string) => ({
+  desired,
+  current,
+  ready,
+  rotating,
+  failed,
+  Ready,
+});
 
 interface PlanRow {
   what: string;
@@ -150,7 +157,11 @@ describe('the autoscaler: rate, delays, idle, budget', () => {
   });
 
   test('no pick for idleAfter: minReplicas (0) at once, without waiting for scaleDownDelay', () => {
-    const d = decideReplicas({ spec: SPEC, previous: state({ desired: 3, atMs: T0, rate: 200, picks: 50, lastPickMs: T0 - MIN }), demand: read(50, T0 + MIN, T0 - MIN) });
+    const d = decideReplicas({
+      spec: SPEC,
+      previous: state({ desired: 3, atMs: T0, rate: 200, picks: 50, lastPickMs: T0 - MIN }),
+      demand: read(50, T0 + MIN, T0 - MIN),
+    });
     expect(d.state.desired).toBe(0);
     expect(d.scaled).toMatchObject({ from: 3, to: 0 });
     expect(d.state.reason).toContain('no pick for 2m');
@@ -174,7 +185,12 @@ describe('the autoscaler: rate, delays, idle, budget', () => {
     const d = decideReplicas({ spec: SPEC, previous: state({ desired: 1, atMs: T0 }), demand: read(600, T0 + 10_000, T0 + 10_000), capAt: 2 });
     expect(d.state.desired).toBe(2);
     expect(d.state.reason).toContain('by the budget');
-    const empty = decideReplicas({ spec: SPEC, previous: state({ desired: 0, atMs: T0, lastPickMs: T0 - 10 * MIN }), demand: read(1, T0 + 1000, T0 + 1000), capAt: 0 });
+    const empty = decideReplicas({
+      spec: SPEC,
+      previous: state({ desired: 0, atMs: T0, lastPickMs: T0 - 10 * MIN }),
+      demand: read(1, T0 + 1000, T0 + 1000),
+      capAt: 0,
+    });
     expect(empty.state.desired).toBe(0);
     expect(empty.scaled).toBeUndefined();
   });
@@ -230,7 +246,10 @@ describe('the schema names the field', () => {
     [{ replicas: 1, budget: { window: 'week', spend: 1 } }, 'spec.budget.window'],
     [{ replicas: 1, budget: { window: 'day', traffic: '5 parsecs' } }, 'spec.budget.traffic: expected bytes above 0'],
     [{ replicas: 1, budget: { window: 'day', spend: -3 } }, 'spec.budget.spend'],
-    [{ autoscale: { minReplicas: 3, maxReplicas: 2, picksPerMember: 1, idleAfter: '1m' } }, 'spec.autoscale.maxReplicas: must be at least minReplicas (3), got 2'],
+    [
+      { autoscale: { minReplicas: 3, maxReplicas: 2, picksPerMember: 1, idleAfter: '1m' } },
+      'spec.autoscale.maxReplicas: must be at least minReplicas (3), got 2',
+    ],
     [{ autoscale: { minReplicas: 0, maxReplicas: 5001, picksPerMember: 1, idleAfter: '1m' } }, 'spec.autoscale.maxReplicas'],
     [{ autoscale: { minReplicas: 0, maxReplicas: 2, picksPerMember: 0, idleAfter: '1m' } }, 'spec.autoscale.picksPerMember'],
     [{ autoscale: { minReplicas: 0, maxReplicas: 2, picksPerMember: 1, idleAfter: 'soon' } }, 'spec.autoscale.idleAfter: expected a duration of at least 1s'],
@@ -240,9 +259,15 @@ describe('the schema names the field', () => {
   });
 
   test('a valid autoscaled pool with a budget: no replicas needed; traffic as a quantity or a number', () => {
-    expect(doc({ autoscale: { minReplicas: 0, maxReplicas: 2, picksPerMember: 1, idleAfter: '10s' }, budget: { window: 'month', traffic: '2TiB' } })).toEqual([]);
+    expect(doc({ autoscale: { minReplicas: 0, maxReplicas: 2, picksPerMember: 1, idleAfter: '10s' }, budget: { window: 'month', traffic: '2TiB' } })).toEqual(
+      [],
+    );
     expect(doc({ replicas: 1, budget: { window: 'day', traffic: 500_000_000_000, spend: 20, stopPicks: true } })).toEqual([]);
-    const parsed = poolDocumentSchema.parse({ kind: 'ProxyPool', metadata: { name: 'w' }, spec: { replicas: 1, template: { spec: { provider: 'x' } }, budget: { window: 'day', spend: 1 } } }) as PoolDocument;
+    const parsed = poolDocumentSchema.parse({
+      kind: 'ProxyPool',
+      metadata: { name: 'w' },
+      spec: { replicas: 1, template: { spec: { provider: 'x' } }, budget: { window: 'day', spend: 1 } },
+    });
     expect(parsed.spec.budget?.stopPicks).toBe(false);
   });
 });

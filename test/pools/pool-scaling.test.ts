@@ -91,7 +91,13 @@ describe('a pass of budgets and the autoscaler', () => {
     const demand = new MemoryDemand();
     demand.spent = { value: '1 spend day', untilMs: 0 };
     const was = pool({ replicas: 1, budget: { window: 'day', spend: 1 } });
-    await scalePool(pool({ replicas: 1 }, { ...emptyPoolStatus(), budget: { window: 'day', from: NOW.toISOString(), to: NOW.toISOString() } }), 1, NOW, { demand }, signal);
+    await scalePool(
+      pool({ replicas: 1 }, { ...emptyPoolStatus(), budget: { window: 'day', from: NOW.toISOString(), to: NOW.toISOString() } }),
+      1,
+      NOW,
+      { demand },
+      signal,
+    );
     expect(demand.spent).toBeUndefined();
     expect(was.spec.budget).toBeDefined();
   });
@@ -105,7 +111,13 @@ describe('a pass of budgets and the autoscaler', () => {
     const start = await scalePool(pool(spec), 0, NOW, { demand, events }, signal);
     expect(start).toMatchObject({ replicas: 0, lookAfterMs: 10_000 });
     demand.reading = { picks: 10, nowMs: t + 10_000, lastPickMs: t + 9_000 };
-    const up = await scalePool(pool(spec, { ...emptyPoolStatus(), ...(start.autoscale ? { autoscale: start.autoscale } : {}) }), 0, NOW, { demand, events }, signal);
+    const up = await scalePool(
+      pool(spec, { ...emptyPoolStatus(), ...(start.autoscale ? { autoscale: start.autoscale } : {}) }),
+      0,
+      NOW,
+      { demand, events },
+      signal,
+    );
     expect(up.replicas).toBe(1);
     expect(events.recorded).toMatchObject([{ reason: 'ScaledUp', details: { from: 0, to: 1 } }]);
     expect(events.recorded[0]?.message).toMatch(/^autoscaled from 0 to 1 members: \d+\.\d picks\/min at 10 per member$/);
