@@ -21,6 +21,8 @@ export interface PickDemandStore {
   markSpent(pool: string, value: string, untilMs: number, signal?: AbortSignal): Promise<void>;
   /** The budget is not spent (or the pool has none): picks go on. */
   clearSpent(pool: string, signal?: AbortSignal): Promise<void>;
+  /** The pool is gone: its counter and spent-budget key go too (a pool made again under its name starts clean). */
+  forget(pool: string, signal?: AbortSignal): Promise<void>;
 }
 
 export class RedisPickDemand implements PickDemandStore {
@@ -42,5 +44,10 @@ export class RedisPickDemand implements PickDemandStore {
   async clearSpent(pool: string, signal?: AbortSignal): Promise<void> {
     signal?.throwIfAborted();
     await this.redis.del(this.keys.budget(pool));
+  }
+
+  async forget(pool: string, signal?: AbortSignal): Promise<void> {
+    signal?.throwIfAborted();
+    await this.redis.del(this.keys.budget(pool), this.keys.demand(pool));
   }
 }

@@ -87,6 +87,7 @@ export async function reconcilePool(name: string, deps: PoolReconcileDeps, signa
 async function carryOut(pool: Pool, plan: PoolPlan, now: Date, deps: PoolReconcileDeps, signal: AbortSignal): Promise<PoolReconcileOutcome> {
   switch (plan.kind) {
     case 'remove':
+      await deps.demand?.forget(pool.name, signal);
       await deps.pools.remove(pool.name, signal);
       deps.events?.record(poolDeleted(pool));
       return { kind: 'deleted' };

@@ -1,10 +1,12 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { runRoles, type RunningRoles } from '../../src/cli/run-roles.ts';
 import type { EgressEvent } from '../../src/events/event-sink.ts';
 import { silentLogger } from '../../src/logging.ts';
 import { POOL_LABEL, type Pool } from '../../src/model/pool-resource.ts';
 import type { ProxyView } from '../../src/proxies/discovery.ts';
+import { PickKeys } from '../../src/pools/pick-keys.ts';
 import type { PoolUsage, PoolUsageReader } from '../../src/usage/usage-types.ts';
 import { waitFor } from '../support/wait.ts';
 import { pickConfig } from './pick-support.ts';
@@ -59,13 +61,10 @@ describe('an autoscaled ProxyPool with a budget, under a pick load', () => {
     };
   }
 
+  const config = pickConfig({ queues: ['reconcile'], concurrency: 4, lockDurationMs: 10_000, readiness: { intervalMs: 0 } });
+
   beforeAll(async () => {
-    roles = await runRoles(
-      pickConfig({ queues: ['reconcile'], concurrency: 4, lockDurationMs: 10_000, readiness: { intervalMs: 0 } }),
-      ['worker', 'api'],
-      silentLogger(),
-      { poolUsage: usage },
-    );
+    roles = await runRoles(config, ['worker', 'api'], silentLogger(), { poolUsage: usage });
     api = roles.api?.url ?? '';
   });
   afterAll(async () => {
@@ -174,5 +173,17 @@ describe('an autoscaled ProxyPool with a budget, under a pick load', () => {
     const s = await status();
     expect(s.autoscale?.reason).toContain('by the budget');
     expect(s.budget?.traffic).toMatchObject({ used: 2_000_000_000, limit: 1_000_000_000, ratio: 2 });
+
+    // Deleted: its pick counter and spent-budget key go with it (a pool made again under the name starts clean).
+    const keys = new PickKeys(config.redis.prefix);
+    const redis = new Redis(inject('redisUrl'), { maxRetriesPerRequest: 1 });
+    try {
+      expect(await redis.exists(keys.demand('auto'), keys.budget('auto'))).toBe(2);
+      expect((await fetch(`${api}/v1/pools/auto`, { method: 'DELETE' })).status).toBe(202);
+      await waitFor('the pool gone', async () => (await fetch(`${api}/v1/pools/auto`)).status === 404, 60_000, 200);
+      expect(await redis.exists(keys.demand('auto'), keys.budget('auto'))).toBe(0);
+    } finally {
+      await redis.quit();
+    }
   });
 });

@@ -31,6 +31,9 @@ class MemoryDemand implements PickDemandStore {
     this.spent = undefined;
     return Promise.resolve();
   }
+  forget(): Promise<void> {
+    return this.clearSpent();
+  }
 }
 
 class Events implements EventSink {
