@@ -33,7 +33,7 @@ export interface Proxy {
 
 export interface Pool {
   name: string;
-  spec: { replicas: number };
+  spec: { replicas?: number };
   metadata: { createdAt: string; deletionRequestedAt?: string };
   status: { desired: number; current: number; ready: number; rotating: number; failed: number; conditions: Condition[]; lastError?: string };
 }

@@ -19,6 +19,10 @@ import type { ProxyStore } from '../src/store/proxy-store.ts';
 import type { PoolStore } from '../src/store/pool-store.ts';
 import type { MemberReplacements } from '../src/pools/member-replacements.ts';
 import { BullmqWorkRequests } from '../src/jobs/bullmq-work-requests.ts';
+import type { RedisClient } from '../src/redis/connections.ts';
+import type { PoolUsageReader } from '../src/usage/usage-types.ts';
+import { PickKeys } from '../src/pools/pick-keys.ts';
+import { RedisPickDemand } from '../src/pools/pick-demand.ts';
 import { poolHandlers } from './pool-processor.ts';
 import { checkHandler } from './check-processor.ts';
 import { consumeJobs, openJobQueue, type WorkJobHandler } from './consumer.ts';
@@ -54,6 +58,10 @@ export interface WorkerRoleDeps {
   secrets: Secrets;
   /** Told each state the role enters (src/roles/role-lifecycle.ts). */
   onState?: RoleStateObserver | undefined;
+  /** The roles' Redis: the pool reconcile reads autoscaled pools' pick counters and marks spent budgets for picks. */
+  redis?: RedisClient | undefined;
+  /** Pools' usage for their budgets (absent: budgets report no usage data and block nothing). */
+  poolUsage?: PoolUsageReader | undefined;
 }
 
 export interface WorkerRole {
@@ -115,6 +123,8 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<WorkerRole>
         failedReplaceAfterMs: config.readiness.replaceAfterMs,
         events,
         logger,
+        demand: deps.redis ? new RedisPickDemand(deps.redis, new PickKeys(prefix)) : undefined,
+        usage: deps.poolUsage,
       }),
     ],
     gc: () => [

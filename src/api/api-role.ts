@@ -198,7 +198,7 @@ function buildPicks(
   const metrics = createFeedbackMetrics(deps.registry);
   const members = new PoolMemberCache(pools, deps.proxies, settings.memberCacheMs);
   return {
-    picker: new PoolPicker({ redis: deps.redis, keys, members, sessionTtlMs: settings.sessionTtlMs, counter: metrics }),
+    picker: new PoolPicker({ redis: deps.redis, keys, members, sessionTtlMs: settings.sessionTtlMs, counter: metrics, wake: reconcilePool }),
     feedback: new FeedbackRecorder({
       redis: deps.redis,
       keys,

@@ -1,3 +1,4 @@
+import type { PoolUsageReader } from '../usage/usage-types.ts';
 import type { ApiRole } from '../api/api-role.ts';
 import type { AppConfig } from '../config/app.ts';
 import { RedisEventStore } from '../events/redis-event-store.ts';
@@ -52,6 +53,8 @@ export interface RunningRoles {
 export interface RunRolesOptions {
   /** Tests inject providers with hanging or failing checks; the product has no fake provider. */
   providerFactory?: ProviderFactory;
+  /** Pools' usage for their budgets (the worker's pool reconcile); absent: budgets report no usage data. */
+  poolUsage?: PoolUsageReader;
   /** Tests start the private Redis without the parent-death signal, to leave an orphan behind. */
   privateRedis?: { dieWithOwner?: boolean };
   /** The process's soft limit on open files (raised at start by the entry point): the listeners' connection caps are derived from it. */
@@ -129,6 +132,7 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
       plan,
       onState,
       providerFactory: options.providerFactory,
+      poolUsage: options.poolUsage,
       openFiles: options.openFiles,
     });
     return { redisUrl: redis.url, tracing: t, started };

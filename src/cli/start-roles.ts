@@ -1,3 +1,4 @@
+import type { PoolUsageReader } from '../usage/usage-types.ts';
 import { startApiRole, type ApiRole } from '../api/api-role.ts';
 import type { AppConfig } from '../config/app.ts';
 import { egressGuards } from '../egress/policy-config.ts';
@@ -41,6 +42,8 @@ export interface RoleParts {
   onState: RoleStateObserver;
   /** Tests inject providers with hanging or failing checks; the product has no fake provider. */
   providerFactory?: ProviderFactory | undefined;
+  /** Pools' usage for their budgets (the worker's pool reconcile); absent: budgets report no usage data. */
+  poolUsage?: PoolUsageReader | undefined;
   /** The process's soft limit on open files: the listeners' connection caps are derived from it. */
   openFiles?: number | undefined;
 }
@@ -158,6 +161,8 @@ async function startWorker(
     startWorkerRole({
       config,
       redisTarget: parts.redis.target,
+      redis: parts.redis.client,
+      poolUsage: parts.poolUsage,
       providers: built.providers,
       proxies: stores.proxies,
       pools: stores.pools,

@@ -130,6 +130,13 @@ function poolSpecSchema(): OpenApiSchema {
   const maxAge = (spec.properties as Record<string, OpenApiSchema> | undefined)?.maxAge;
   if (!maxAge || maxAge.type !== 'string') throw new Error('spec.maxAge: expected a string in the ProxyPool schema');
   maxAge.pattern = POSITIVE_DURATION;
+  // The autoscaler's durations: their syntax here, their minimums in the API.
+  const autoscale = (spec.properties as Record<string, OpenApiSchema>).autoscale?.properties as Record<string, OpenApiSchema> | undefined;
+  for (const field of ['idleAfter', 'scaleDownDelay']) {
+    const node = autoscale?.[field];
+    if (!node || node.type !== 'string') throw new Error(`spec.autoscale.${field}: expected a string in the ProxyPool schema`);
+    node.pattern = field === 'scaleDownDelay' ? '^(0|([0-9]+(\\.[0-9]+)?(ms|s|m|h))+)$' : POSITIVE_DURATION;
+  }
   return spec;
 }
 
@@ -147,7 +154,7 @@ export function proxyPoolCrd(): CustomResourceDefinition {
     },
     required: ['spec'],
     columns: [
-      { name: 'Desired', type: 'integer', jsonPath: '.spec.replicas' },
+      { name: 'Desired', type: 'integer', jsonPath: '.status.desired' },
       { name: 'Ready', type: 'integer', jsonPath: '.status.ready' },
       { name: 'Rotating', type: 'integer', jsonPath: '.status.rotating' },
       { name: 'Failed', type: 'integer', jsonPath: '.status.failed' },

@@ -45,6 +45,10 @@ export class UnstructuralSchemaError extends Error {
 function convert(node: unknown, path: string): OpenApiSchema {
   if (node === null || typeof node !== 'object' || Array.isArray(node)) throw new UnstructuralSchemaError(path, 'a schema that is not an object');
   const source = node as Record<string, unknown>;
+  // A union of a string and an integer marked `.meta({ intOrString: true })` (a traffic quantity): Kubernetes' own int-or-string.
+  if (source.intOrString === true) {
+    return { 'x-kubernetes-int-or-string': true, ...(typeof source.description === 'string' ? { description: source.description } : {}) };
+  }
   const out: OpenApiSchema = {};
   for (const [key, value] of Object.entries(source)) {
     if (KEPT.has(key)) {

@@ -35,6 +35,11 @@ export const EVENT_REASONS = [
   // ProxyPool, from the pool reconcile (Applied, DeletionRequested and Deleted apply to pools too)
   'MemberCreated',
   'MemberDeleted',
+  // ProxyPool, budgets and the autoscaler (docs/usage.md)
+  'BudgetNearlySpent',
+  'BudgetExhausted',
+  'ScaledUp',
+  'ScaledDown',
   // Proxy, from ban feedback (a pool member blocked for a domain; its replacement asked of the pool)
   'Blocked',
   'ReplacementRequested',

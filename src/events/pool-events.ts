@@ -1,4 +1,4 @@
-import type { Pool } from '../model/pool-resource.ts';
+import type { BudgetStatus, Pool } from '../model/pool-resource.ts';
 import type { Proxy } from '../model/proxy-resource.ts';
 import type { ApplyOutcome } from '../store/proxy-store.ts';
 import type { NewEvent } from './event-sink.ts';
@@ -11,7 +11,7 @@ import type { NewEvent } from './event-sink.ts';
 
 /** Why the pool creates or deletes a member. */
 export type MemberCause =
-  /** `spec.replicas` asks for more or fewer members. */
+  /** `spec.replicas` (or the autoscaler) asks for more or fewer members. */
   | 'scale'
   /** The member reached `spec.maxAge`. */
   | 'rotation'
@@ -25,7 +25,7 @@ export type MemberCause =
   | 'pool-deleted';
 
 const CAUSE_WORDS: Record<MemberCause, string> = {
-  scale: 'scaling to spec.replicas',
+  scale: 'scaling to the desired count',
   rotation: 'older than spec.maxAge',
   replacement: 'replacement requested',
   spread: 'not where spec.spread or the template wants it',
@@ -37,14 +37,19 @@ function where(p: Pick<Proxy, 'spec'>): string {
   return p.spec.placement === undefined ? p.spec.provider : `${p.spec.provider}/${p.spec.placement}`;
 }
 
+function replicasWords(pool: Pool): string {
+  const a = pool.spec.autoscale;
+  return a ? `autoscaled ${a.minReplicas} to ${a.maxReplicas} replicas` : `${pool.spec.replicas ?? 0} replicas`;
+}
+
 /** An apply through the API created or changed the pool (`by`: the caller's token name). */
 export function poolApplied(pool: Pool, outcome: Exclude<ApplyOutcome, 'unchanged'>, by: string): NewEvent {
   return {
     type: 'Normal',
     reason: 'Applied',
     object: { kind: 'ProxyPool', name: pool.name },
-    message: `${outcome} by ${by} (generation ${pool.metadata.generation}, ${pool.spec.replicas} replicas)`,
-    details: { outcome, by, generation: pool.metadata.generation, replicas: pool.spec.replicas },
+    message: `${outcome} by ${by} (generation ${pool.metadata.generation}, ${replicasWords(pool)})`,
+    details: { outcome, by, generation: pool.metadata.generation, ...(pool.spec.replicas === undefined ? {} : { replicas: pool.spec.replicas }) },
   };
 }
 
@@ -83,4 +88,37 @@ export function memberDeleted(pool: Pool, member: Pick<Proxy, 'name' | 'spec'>, 
 
 export function poolDeleted(pool: Pool): NewEvent {
   return { type: 'Normal', reason: 'Deleted', object: { kind: 'ProxyPool', name: pool.name }, message: 'members gone; the pool is removed' };
+}
+
+/** A limit of the pool's budget reached 80 % (`exhausted`: 100 %) within its window: once per window each. */
+export function budgetEvent(pool: Pool, status: BudgetStatus, limit: 'spend' | 'traffic', exhausted: boolean, words: string): NewEvent {
+  const use = status[limit];
+  const stopPicks = pool.spec.budget?.stopPicks ?? false;
+  const then = exhausted ? `: the pool grows no more${stopPicks ? ' and picks answer 429' : ''} until ${status.to}` : '';
+  return {
+    type: 'Warning',
+    reason: exhausted ? 'BudgetExhausted' : 'BudgetNearlySpent',
+    object: { kind: 'ProxyPool', name: pool.name },
+    message: `${limit} budget ${exhausted ? 'spent' : 'nearly spent'}: ${words}${then}`,
+    details: {
+      limit,
+      ratio: use?.ratio ?? 0,
+      used: use?.used ?? 0,
+      budgetLimit: use?.limit ?? 0,
+      window: status.window,
+      until: status.to,
+      ...(exhausted ? { stopPicks } : {}),
+    },
+  };
+}
+
+/** The autoscaler moved the pool's count. */
+export function poolScaled(pool: Pool, from: number, to: number, why: string): NewEvent {
+  return {
+    type: 'Normal',
+    reason: to > from ? 'ScaledUp' : 'ScaledDown',
+    object: { kind: 'ProxyPool', name: pool.name },
+    message: `autoscaled from ${from} to ${to} members: ${why}`,
+    details: { from, to, why },
+  };
 }

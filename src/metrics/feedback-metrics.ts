@@ -19,7 +19,7 @@ export function createFeedbackMetrics(registry: Registry): FeedbackMetrics {
   if (existing) return existing;
   const picks = new Counter({
     name: 'proxy_operator_pool_picks_total',
-    help: 'Picks by pool and result: kept (the session kept its member), new, moved (the session changed member), none-ready, all-blocked, none-in-tier.',
+    help: 'Picks by pool and result: kept (the session kept its member), new, moved (the session changed member), none-ready, all-blocked, none-in-tier, budget-exhausted.',
     labelNames: ['pool', 'result'],
     registers: [registry],
   });

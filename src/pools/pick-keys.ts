@@ -7,6 +7,8 @@
  * - `<prefix>:pick:<pool>:session:<session>` string, the member a session holds, expiring after the session TTL;
  * - `<prefix>:pick:<pool>:sessions` sorted set, each session's key → when it expires (epoch ms): the pool's live sessions, counted without a scan;
  * - `<prefix>:pick:<pool>:blocked:<domain>` sorted set, member → until (epoch ms) it is not picked for that domain;
+ * - `<prefix>:pick:<pool>:demand` hash, an autoscaled pool's picks: `picks` (a counter), `last` (the last pick, epoch ms by Redis's clock), `woke` (the last wake of an empty pool);
+ * - `<prefix>:pick:<pool>:budget` string, `<stop 0|1> <limit> <window>` while the pool's budget is spent, expiring when its window turns;
  * - `<prefix>:feedback:<proxy>:domains` sorted set, domain → when the proxy was last reported blocked there (the replacement window);
  * - `<prefix>:feedback-rate:<caller>` hash, one token bucket per API token (by its name, never the token).
  */
@@ -31,6 +33,14 @@ export class PickKeys {
 
   blocked(pool: string, domain: string): string {
     return `${this.prefix}:pick:${pool}:blocked:${domain}`;
+  }
+
+  demand(pool: string): string {
+    return `${this.prefix}:pick:${pool}:demand`;
+  }
+
+  budget(pool: string): string {
+    return `${this.prefix}:pick:${pool}:budget`;
   }
 
   blockedDomains(proxy: string): string {

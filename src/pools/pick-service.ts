@@ -4,21 +4,34 @@ import type { PickableMember, PoolMemberCache } from './pick-members.ts';
 import type { PickKeys } from './pick-keys.ts';
 import { LUA_NOW_MS, LuaScript } from './pick-script.ts';
 import { tiersOf, tierView } from './pick-tiers.ts';
+import { BudgetExhaustedError, spentBudget, type SpentBudget } from './pick-budget.ts';
 
 /** How a pick went: the session kept its member, a new session (or none) got one, or a session moved. */
 export type PickOutcome = 'kept' | 'new' | 'moved';
 /** Why no member could be picked. */
-export type NoMemberReason = 'none-ready' | 'all-blocked' | 'none-in-tier';
+export type NoMemberReason = 'none-ready' | 'all-blocked' | 'none-in-tier' | 'budget-exhausted';
 
-/** No member of the pool can be handed out now: answered 503 with the reason. */
+/** How long a crawler is asked to wait while an empty autoscaled pool starts a member. */
+export const WAKE_RETRY_AFTER_SECONDS = 5;
+
+/**
+ * No member of the pool can be handed out now: answered 503 with the reason and Retry-After
+ * (`retryAfterSeconds`). `waking`: an empty autoscaled pool that this pick (or one just before it)
+ * woke; `budget`: an empty pool whose spent budget keeps it from starting one until the window turns.
+ */
 export class NoEligibleMemberError extends EgressError {
+  readonly waking: boolean;
+  readonly retryAfterSeconds: number;
   constructor(
     readonly pool: string,
     readonly reason: NoMemberReason,
     domain: string | undefined,
     tier?: { name: string; present: readonly string[] },
+    more: { waking?: boolean; budget?: SpentBudget } = {},
   ) {
-    super('ERR_POOL_NO_MEMBER', noMemberMessage(pool, reason, domain, tier), { retryable: true });
+    super('ERR_POOL_NO_MEMBER', noMemberMessage(pool, reason, domain, tier, more), { retryable: true });
+    this.waking = more.waking ?? false;
+    this.retryAfterSeconds = more.budget ? more.budget.retryAfterSeconds : this.waking ? WAKE_RETRY_AFTER_SECONDS : 1;
   }
 }
 
@@ -27,8 +40,14 @@ function noMemberMessage(
   reason: NoMemberReason,
   domain: string | undefined,
   tier: { name: string; present: readonly string[] } | undefined,
+  more: { waking?: boolean; budget?: SpentBudget },
 ): string {
-  if (reason === 'none-ready') return `pool "${pool}" has no Ready member`;
+  if (reason === 'budget-exhausted' && more.budget)
+    return `pool "${pool}" has no Ready member and its ${more.budget.limit} budget for this ${more.budget.window} is spent: it starts none until the window turns`;
+  if (reason === 'none-ready')
+    return more.waking
+      ? `pool "${pool}" has no Ready member; one is being started (autoscale), pick again after Retry-After`
+      : `pool "${pool}" has no Ready member`;
   if (reason === 'none-in-tier') {
     const present = tier?.present.length ? `Ready members are of tier ${tier.present.join(', ')}` : 'no Ready member has a tier label';
     return `pool "${pool}" has no Ready member of tier "${tier?.name ?? ''}" (${present})`;
@@ -62,9 +81,16 @@ export interface Pick {
  * The choice, atomic in Redis so that two API replicas never split a session. KEYS: the pool's
  * round-robin sorted set (exactly its Ready members), the version of the member list that set
  * holds, the session's key, the pool's blocked set for the domain (names of keys nobody writes when
- * there is no session or domain), the pool's set of live sessions (session key → expiry). ARGV: has-session, has-domain, session TTL (ms), the caller's
- * member-list version, the members to skip besides the blocked ones (those of another tier, one a
- * line; empty without a tier), and (only when the script asked for it) the member names, one a line.
+ * there is no session or domain), the pool's set of live sessions (session key → expiry), the pool's
+ * demand hash (autoscale) and its spent-budget key. ARGV: has-session, has-domain, session TTL
+ * (ms), the caller's member-list version, the members to skip besides the blocked ones (those of
+ * another tier, one a line; empty without a tier), autoscaled (1/0), and (only when the script asked
+ * for it) the member names, one a line.
+ *
+ * An autoscaled pool's picks are counted (and the last one's time kept, by Redis's clock), refused
+ * ones included: they are demand. A spent budget with stopPicks refuses the pick (`budget`, with the
+ * key's value and its time to live); an empty pool answers `none-ready` with `1` when it is to be woken
+ * (at most once per 5 s), or `budget-empty` when its spent budget keeps it empty.
  *
  * When the stored version differs from the caller's, the script answers `stale` unless it was given
  * the list, in which case it makes the sorted set hold exactly those members (new ones at 0, the
@@ -83,9 +109,9 @@ local ttl = tonumber(ARGV[3])
 local version = ARGV[4]
 local day = 86400000
 if redis.call('GET', KEYS[2]) ~= version then
-  if ARGV[6] == nil then return {'', 'stale'} end
+  if ARGV[7] == nil then return {'', 'stale'} end
   local ready = {}
-  for m in string.gmatch(ARGV[6], '[^\\n]+') do
+  for m in string.gmatch(ARGV[7], '[^\\n]+') do
     ready[m] = true
     redis.call('ZADD', KEYS[1], 'NX', 0, m)
   end
@@ -96,7 +122,24 @@ if redis.call('GET', KEYS[2]) ~= version then
 end
 redis.call('PEXPIRE', KEYS[1], day)
 redis.call('PEXPIRE', KEYS[2], day)
-if redis.call('ZCARD', KEYS[1]) == 0 then return {'', 'none-ready'} end
+local autoscaled = ARGV[6] == '1'
+local t = 0
+if autoscaled then
+  t = now_ms()
+  redis.call('HINCRBY', KEYS[6], 'picks', 1)
+  redis.call('HSET', KEYS[6], 'last', t)
+  redis.call('PEXPIRE', KEYS[6], 7 * day)
+end
+local budget = redis.call('GET', KEYS[7])
+if budget and string.sub(budget, 1, 1) == '1' then return {'', 'budget', budget, redis.call('PTTL', KEYS[7])} end
+if redis.call('ZCARD', KEYS[1]) == 0 then
+  if budget then return {'', 'budget-empty', budget, redis.call('PTTL', KEYS[7])} end
+  if autoscaled and t - tonumber(redis.call('HGET', KEYS[6], 'woke') or '0') >= 5000 then
+    redis.call('HSET', KEYS[6], 'woke', t)
+    return {'', 'none-ready', '1'}
+  end
+  return {'', 'none-ready'}
+end
 local blocked = {}
 for m in string.gmatch(ARGV[5], '[^\\n]+') do blocked[m] = true end
 if has_domain then
@@ -135,7 +178,7 @@ bump(best)
 if has_session then redis.call('SET', KEYS[3], best, 'PX', ttl) end
 if previous then return {best, 'moved'} end
 return {best, 'new'}`,
-  5,
+  7,
 );
 
 /** The pool's sessions that have not expired, by Redis's clock. KEYS: the pool's set of live sessions. */
@@ -145,12 +188,17 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. now_ms(), '+inf')`,
   1,
 );
 
+/** The script's answer: the member (or ''), the result, and for some results more (the wake flag; the budget's value and time to live). */
+type PickReply = [string, string, string?, number?];
+
 export interface PoolPickerDeps {
   redis: RedisClient;
   keys: PickKeys;
   members: PoolMemberCache;
   sessionTtlMs: number;
   counter: PickCounter;
+  /** Asks for the reconcile of an empty autoscaled pool a pick found (the work-requests port's reconcilePool). */
+  wake?: (pool: string) => Promise<void>;
 }
 
 /** `GET /v1/pools/{name}/pick`: one Ready member per call, sticky per session, round-robin otherwise. */
@@ -160,7 +208,10 @@ export class PoolPicker {
     this.#deps = deps;
   }
 
-  /** NotFoundError for an unknown pool (or one being deleted); NoEligibleMemberError when none can be picked. */
+  /**
+   * NotFoundError for an unknown pool (or one being deleted); NoEligibleMemberError when none can be
+   * picked; BudgetExhaustedError when the pool's budget is spent and says stopPicks.
+   */
   async pick(pool: string, request: PickRequest, signal?: AbortSignal): Promise<Pick> {
     const { redis, keys, members, sessionTtlMs, counter } = this.#deps;
     const snapshot = await members.get(pool, signal);
@@ -177,14 +228,29 @@ export class PoolPicker {
       keys.session(pool, request.session ?? ''),
       keys.blocked(pool, request.domain ?? ''),
       keys.sessions(pool),
+      keys.demand(pool),
+      keys.budget(pool),
     ];
-    const args = [request.session ? '1' : '0', request.domain ? '1' : '0', sessionTtlMs, snapshot.version, tier?.others ?? ''];
-    let [name, result] = (await PICK.run(redis, keyList, args, signal)) as [string, string];
+    const autoscaled = snapshot.pool.spec.autoscale !== undefined;
+    const args = [request.session ? '1' : '0', request.domain ? '1' : '0', sessionTtlMs, snapshot.version, tier?.others ?? '', autoscaled ? '1' : '0'];
+    let reply = (await PICK.run(redis, keyList, args, signal)) as PickReply;
     // The stored member list is another version: send ours (a member joined or left, or another replica saw it first).
-    if (result === 'stale') [name, result] = (await PICK.run(redis, keyList, [...args, snapshot.names], signal)) as [string, string];
+    if (reply[1] === 'stale') reply = (await PICK.run(redis, keyList, [...args, snapshot.names], signal)) as PickReply;
+    const [name, result] = reply;
+    if (result === 'budget') {
+      counter.picked(pool, 'budget-exhausted');
+      throw new BudgetExhaustedError(pool, spentBudget(reply[2], reply[3]));
+    }
+    if (result === 'budget-empty') {
+      counter.picked(pool, 'budget-exhausted');
+      throw new NoEligibleMemberError(pool, 'budget-exhausted', request.domain, tierWords, { budget: spentBudget(reply[2], reply[3]) });
+    }
     if (result === 'none-ready' || result === 'all-blocked') {
       counter.picked(pool, result);
-      throw new NoEligibleMemberError(pool, result, request.domain, tierWords);
+      const waking = result === 'none-ready' && autoscaled;
+      // The first of a burst of picks of an empty autoscaled pool asks for its reconcile: it starts a member.
+      if (waking && reply[2] === '1') await this.#deps.wake?.(pool);
+      throw new NoEligibleMemberError(pool, result, request.domain, tierWords, { waking });
     }
     const member = snapshot.byName.get(name);
     if (!member) throw new Error(`pick script chose "${name}", not a member it was given`);

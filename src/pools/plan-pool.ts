@@ -5,7 +5,7 @@ import { parseDuration } from '../schema/duration.ts';
 import type { ReplacementRequest } from './member-replacements.ts';
 import { newMemberName } from './member-name.ts';
 import type { PoolStatusReport } from './pool-status.ts';
-import { failedSince, invalidSpec, isFailed, isReady, memberLabels, removalOrder, sameLabels } from './pool-members.ts';
+import { desiredReplicas, failedSince, invalidSpec, isFailed, isReady, memberLabels, removalOrder, sameLabels } from './pool-members.ts';
 import { placeKey, placeTargets, type PlaceTarget } from './spread.ts';
 
 /*
@@ -29,6 +29,13 @@ export interface PoolPlanInput {
   taken?: ReadonlySet<string>;
   /** Member name suffixes (random by default). */
   suffix?: () => string;
+  /** How many members the pool wants (the autoscaler's count this pass; default: desiredReplicas). */
+  replicas?: number;
+  /**
+   * The budget is spent: at most this many live members (those there are), so replacements happen
+   * only where they do not grow the pool. Nothing is deleted for it.
+   */
+  growthCap?: number;
 }
 
 /** A member to delete: `cause` for the event's words, `why` more about it (a request's reason, a member's error). */
@@ -106,7 +113,8 @@ type MembersPlan = Omit<Extract<PoolPlan, { kind: 'reconcile' }>, 'kind' | 'clea
 function planMembers(input: PoolPlanInput, live: readonly Proxy[]): MembersPlan {
   const { pool } = input;
   const spec = pool.spec;
-  const targets = placeTargets(spec);
+  const replicas = input.replicas ?? desiredReplicas(pool);
+  const targets = placeTargets(spec, replicas);
   const { stale, fresh, lookAfterMs } = sortMembers(input, live, targets);
 
   // Scale down: surplus members of a place go at once, least healthy first, then the oldest.
@@ -126,7 +134,7 @@ function planMembers(input: PoolPlanInput, live: readonly Proxy[]): MembersPlan 
   const waiting: MemberDeletion[] = [];
   for (const s of replacing) {
     if (isReady(s.member)) {
-      if (ready - 1 < spec.replicas) {
+      if (ready - 1 < replicas) {
         waiting.push(s);
         continue;
       }
@@ -135,10 +143,12 @@ function planMembers(input: PoolPlanInput, live: readonly Proxy[]): MembersPlan 
     deletes.push(s);
   }
 
-  // Create what each place lacks, within replicas + maxSurge members in all. New members take the
+  // Create what each place lacks, within replicas + maxSurge members in all (and, with the budget
+  // spent, within the members there were). New members take the
   // causes of those being replaced first (for the events' words), then scale.
   const creates: MemberCreation[] = [];
   let count = live.length - deletes.length;
+  const most = Math.min(replicas + spec.maxSurge, input.growthCap ?? Number.POSITIVE_INFINITY);
   const taken = new Set(input.taken ?? input.members.map((m) => m.name));
   const labelsAt = new Map(targets.map((t) => [placeKey(t.place), memberLabels(pool, t.labels)]));
   const deficits = targets
@@ -147,7 +157,7 @@ function planMembers(input: PoolPlanInput, live: readonly Proxy[]): MembersPlan 
     .sort((a, b) => b.missing - a.missing);
   const causes = replacing.map((s) => ({ cause: s.cause, why: s.why }));
   for (const d of deficits) {
-    for (let i = 0; i < d.missing && count < spec.replicas + spec.maxSurge; i++) {
+    for (let i = 0; i < d.missing && count < most; i++) {
       const name = newMemberName(pool.name, taken, input.suffix);
       taken.add(name);
       const { cause, why } = causes.shift() ?? { cause: 'scale' as const, why: undefined };
@@ -166,7 +176,7 @@ function planMembers(input: PoolPlanInput, live: readonly Proxy[]): MembersPlan 
     .filter((r) => !sameLabels(r.member.labels, r.labels));
 
   const rotatingOld = waiting.length;
-  const surge = Math.max(0, remaining.length + creates.length - spec.replicas);
+  const surge = Math.max(0, remaining.length + creates.length - replicas);
   const replaced = new Set(stale.map((s) => s.member.name));
   const freshNotReady = remaining.filter((m) => !isReady(m) && !replaced.has(m.name)).length + creates.length;
   const counts = {
@@ -177,7 +187,7 @@ function planMembers(input: PoolPlanInput, live: readonly Proxy[]): MembersPlan 
   };
   // Waiting on new members: their readiness triggers the next look; this one is the safety net.
   const look = rotatingOld > 0 || counts.current !== counts.ready ? lookAt(lookAfterMs, SAFETY_LOOK_MS) : lookAfterMs;
-  return { deletes, creates, relabels, status: { counts }, ...(look === undefined ? {} : { lookAfterMs: look }) };
+  return { deletes, creates, relabels, status: { counts, desired: replicas }, ...(look === undefined ? {} : { lookAfterMs: look }) };
 }
 
 /**

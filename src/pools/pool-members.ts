@@ -24,6 +24,17 @@ export function removalOrder(a: Proxy, b: Proxy): number {
   return rank(a) - rank(b) || a.metadata.createdAt.localeCompare(b.metadata.createdAt) || a.name.localeCompare(b.name);
 }
 
+/**
+ * How many members the pool wants now: `spec.replicas`, or, for an autoscaled pool, the count its
+ * autoscaler last decided (from `spec.replicas`, clamped to min/max, before its first decision).
+ */
+export function desiredReplicas(pool: Pick<Pool, 'spec' | 'status'>): number {
+  const a = pool.spec.autoscale;
+  if (!a) return pool.spec.replicas ?? 0;
+  const decided = pool.status.autoscale?.desired ?? pool.spec.replicas ?? a.minReplicas;
+  return Math.min(a.maxReplicas, Math.max(a.minReplicas, decided));
+}
+
 /** The labels a member carries: the template's, its spread entry's (`placeLabels`, over them) and the pool label. */
 export function memberLabels(pool: Pool, placeLabels: Record<string, string> = {}): Record<string, string> {
   return { ...pool.spec.template.metadata.labels, ...placeLabels, [POOL_LABEL]: pool.name };

@@ -7,13 +7,14 @@ import type { PoolReconcileStore } from '../store/pool-store.ts';
 import type { ProxyReader, ProxySpecWriter } from '../store/proxy-store.ts';
 import type { MemberReplacements, ReplacementRequest } from './member-replacements.ts';
 import { planPool, plansChanges, type MemberCreation, type MemberDeletion, type PoolPlan } from './plan-pool.ts';
-import { poolOf } from './pool-members.ts';
+import { invalidSpec, poolOf } from './pool-members.ts';
+import { scalePool, type PoolScaling, type PoolScalingDeps } from './pool-scaling.ts';
 import { writePoolStatus } from './write-pool-status.ts';
 
 export { poolOf, removalOrder } from './pool-members.ts';
 export { SAFETY_LOOK_MS } from './plan-pool.ts';
 
-export interface PoolReconcileDeps {
+export interface PoolReconcileDeps extends Omit<PoolScalingDeps, 'events'> {
   pools: PoolReconcileStore;
   /** Members are Proxies: read, created (`apply`) and deleted (`requestDeletion`) through the proxy store. */
   proxies: ProxyReader & ProxySpecWriter;
@@ -69,10 +70,15 @@ export async function reconcilePool(name: string, deps: PoolReconcileDeps, signa
   const now = (deps.now ?? (() => new Date()))();
   let view = await readMembers(name, deps.proxies, 'cached', signal);
   const requests = await deps.replacements.list(name, signal);
-  let plan = planFor(pool, view, requests, now, deps);
+  // Budgets and the autoscaler (valid pools not being deleted): the count wanted, the growth allowed.
+  const scaling =
+    pool.metadata.deletionRequestedAt === undefined && invalidSpec(pool) === undefined
+      ? await scalePool(pool, view.members.filter((m) => !m.metadata.deletionRequestedAt).length, now, deps, signal)
+      : {};
+  let plan = planFor(pool, view, requests, now, deps, scaling);
   if (!view.consistent && plansChanges(plan)) {
     view = await readMembers(name, deps.proxies, 'consistent', signal);
-    plan = planFor(pool, view, requests, now, deps);
+    plan = planFor(pool, view, requests, now, deps, scaling);
   }
   if (plan.clear.length > 0) await deps.replacements.clear(name, plan.clear, signal);
   return carryOut(pool, plan, now, deps, signal);
@@ -81,6 +87,7 @@ export async function reconcilePool(name: string, deps: PoolReconcileDeps, signa
 async function carryOut(pool: Pool, plan: PoolPlan, now: Date, deps: PoolReconcileDeps, signal: AbortSignal): Promise<PoolReconcileOutcome> {
   switch (plan.kind) {
     case 'remove':
+      await deps.demand?.forget(pool.name, signal);
       await deps.pools.remove(pool.name, signal);
       deps.events?.record(poolDeleted(pool));
       return { kind: 'deleted' };
@@ -111,12 +118,35 @@ async function carryOut(pool: Pool, plan: PoolPlan, now: Date, deps: PoolReconci
   }
 }
 
-function planFor(pool: Pool, view: MemberView, requests: ReadonlyMap<string, ReplacementRequest>, now: Date, deps: PoolReconcileDeps): PoolPlan {
+function planFor(
+  pool: Pool,
+  view: MemberView,
+  requests: ReadonlyMap<string, ReplacementRequest>,
+  now: Date,
+  deps: PoolReconcileDeps,
+  scaling: PoolScaling,
+): PoolPlan {
   const { members, taken } = view;
   // A plan from a cached read is carried out only when it creates nothing: its names are never used,
   // and drawing them from a counter leaves `deps.suffix` to the plan that is.
   const suffix = !view.consistent ? { suffix: placeholders() } : deps.suffix === undefined ? {} : { suffix: deps.suffix };
-  return planPool({ pool, members, taken, requests, now, failedReplaceAfterMs: deps.failedReplaceAfterMs, ...suffix });
+  const { replicas, growthCap } = scaling;
+  const plan = planPool({
+    pool,
+    members,
+    taken,
+    requests,
+    now,
+    failedReplaceAfterMs: deps.failedReplaceAfterMs,
+    ...suffix,
+    ...(replicas === undefined ? {} : { replicas }),
+    ...(growthCap === undefined ? {} : { growthCap }),
+  });
+  if (plan.kind !== 'reconcile') return plan;
+  const { budget, autoscale, lookAfterMs } = scaling;
+  const status = { ...plan.status, ...(budget ? { budget } : {}), ...(autoscale ? { autoscale } : {}) };
+  const look = lookAfterMs === undefined ? plan.lookAfterMs : Math.min(lookAfterMs, plan.lookAfterMs ?? Number.POSITIVE_INFINITY);
+  return { ...plan, status, ...(look === undefined ? {} : { lookAfterMs: look }) };
 }
 
 /** Suffixes `~1`, `~2`… (no member name has a `~`). */

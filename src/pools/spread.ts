@@ -21,23 +21,23 @@ export function placeKey(place: MemberPlace): string {
 
 /**
  * Member counts per place. Without `spread`, every member goes where the template says. With it,
- * `replicas` is split by weight with the largest-remainder method: each place gets the floor of its
+ * `replicas` is split by weight (`spec.replicas`, or the autoscaler's count) with the largest-remainder method: each place gets the floor of its
  * exact share, and the members left over go to the largest remainders (ties: the earlier entry), so
  * every count is within ±1 of its weighted share and the counts add up to `replicas`.
  */
-export function placeTargets(spec: PoolSpec): PlaceTarget[] {
+export function placeTargets(spec: PoolSpec, replicas: number = spec.replicas ?? 0): PlaceTarget[] {
   const spread = spec.spread;
   if (spread === undefined || spread.length === 0) {
     const { provider, placement } = spec.template.spec;
     // The schema requires a provider when there is no spread.
-    return [{ place: { provider: provider ?? '', ...(placement === undefined ? {} : { placement }) }, count: spec.replicas }];
+    return [{ place: { provider: provider ?? '', ...(placement === undefined ? {} : { placement }) }, count: replicas }];
   }
   const total = spread.reduce((sum, s) => sum + s.weight, 0);
   const shares = spread.map((s, index) => {
-    const exact = (spec.replicas * s.weight) / total;
+    const exact = (replicas * s.weight) / total;
     return { index, floor: Math.floor(exact), remainder: exact - Math.floor(exact) };
   });
-  let left = spec.replicas - shares.reduce((sum, s) => sum + s.floor, 0);
+  let left = replicas - shares.reduce((sum, s) => sum + s.floor, 0);
   const counts = shares.map((s) => s.floor);
   for (const s of [...shares].sort((a, b) => b.remainder - a.remainder || a.index - b.index)) {
     if (left <= 0) break;

@@ -13,7 +13,7 @@ import { uniquePrefix } from '../support/config.ts';
 function snapshot(names: string[]): PoolSnapshot {
   const members: PickableMember[] = names.map((name) => ({ name, proxyUrl: `http://127.0.0.1/${name}` }));
   return {
-    pool: {} as PoolSnapshot['pool'],
+    pool: { spec: {} } as PoolSnapshot['pool'],
     members,
     byName: new Map(members.map((m) => [m.name, m])),
     names: names.join('\n'),

@@ -19,7 +19,7 @@ const TTL_MS = 60_000;
 function snapshot(names: string[], version = names.join(',')): PoolSnapshot {
   const members: PickableMember[] = names.map((name) => ({ name, proxyUrl: `http://u:p@127.0.0.1/${name}` }));
   return {
-    pool: {} as PoolSnapshot['pool'],
+    pool: { spec: {} } as PoolSnapshot['pool'],
     members,
     byName: new Map(members.map((m) => [m.name, m])),
     names: names.join('\n'),

@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 import { inject } from 'vitest';
 import { freezeConfig, DEFAULT_PICK_SETTINGS, type AppConfig, type PickSettings } from '../../src/config/app.ts';
-import { POOL_LABEL } from '../../src/model/pool-resource.ts';
+import { POOL_LABEL, type PoolDocument } from '../../src/model/pool-resource.ts';
 import { RedisPoolStore } from '../../src/store/redis-pool-store.ts';
 import { RedisProxyStore } from '../../src/store/redis-proxy-store.ts';
 import { testConfig, type TestConfigOverrides } from '../support/config.ts';
@@ -31,6 +31,15 @@ export class PoolFixture {
       kind: 'ProxyPool',
       metadata: { name, labels: {} },
       spec: { replicas, template: { metadata: { labels: {} }, spec: { provider: 'local' } }, maxSurge: 1 },
+    });
+  }
+
+  /** A pool with more of a spec (autoscale, budget) than `pool` writes. */
+  async poolWith(name: string, spec: Partial<PoolDocument['spec']>): Promise<void> {
+    await this.pools.apply({
+      kind: 'ProxyPool',
+      metadata: { name, labels: {} },
+      spec: { template: { metadata: { labels: {} }, spec: { provider: 'local' } }, maxSurge: 1, ...spec },
     });
   }
 

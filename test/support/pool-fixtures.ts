@@ -41,6 +41,18 @@ export const VALID_POOL_DOCUMENTS: readonly { what: string; document: Record<str
     what: 'the largest replicas and surge, a placement, maxAge of 10s',
     document: pool('big', { replicas: 5000, maxSurge: 5000, maxAge: '10s', template: { spec: { provider: 'gce', placement: 'z'.repeat(63) } } }),
   },
+  {
+    what: 'autoscaled (no replicas) with a monthly traffic budget as a quantity',
+    document: pool('auto', {
+      template,
+      autoscale: { minReplicas: 0, maxReplicas: 20, picksPerMember: 30, idleAfter: '10m', scaleDownDelay: '30s' },
+      budget: { window: 'month', traffic: '2TiB' },
+    }),
+  },
+  {
+    what: 'a daily budget of spend and traffic in bytes, stopping picks',
+    document: pool('budgeted', { replicas: 2, template, budget: { window: 'day', spend: 12.5, traffic: 500000000000, stopPicks: true } }),
+  },
 ];
 
 export const INVALID_POOL_DOCUMENTS: readonly InvalidPoolFixture[] = [
@@ -134,5 +146,35 @@ export const INVALID_POOL_DOCUMENTS: readonly InvalidPoolFixture[] = [
     document: pool('bad-label', { replicas: 1, template: { metadata: { labels: { '-bad': 'x' } }, spec: { provider: 'local' } } }),
     apiErrors: ['spec.template.metadata.labels.-bad: not an accepted key: expected a label key such as team or example.com/team'],
     crd: 'api-only',
+  },
+  {
+    what: 'neither replicas nor autoscale',
+    document: pool('no-count', { template }),
+    apiErrors: ['spec.replicas: required when spec.autoscale is not given'],
+    crd: 'api-only',
+  },
+  {
+    what: 'a budget without a limit',
+    document: pool('no-limit', { replicas: 1, template, budget: { window: 'day' } }),
+    apiErrors: ['spec.budget: needs a limit: spend, traffic or both'],
+    crd: 'api-only',
+  },
+  {
+    what: 'a budget window that is neither day nor month',
+    document: pool('weekly', { replicas: 1, template, budget: { window: 'week', spend: 1 } }),
+    apiErrors: ['spec.budget.window: expected one of day, month, got "week"'],
+    crd: 'rejects',
+  },
+  {
+    what: 'autoscale with maxReplicas below minReplicas',
+    document: pool('upside-down', { template, autoscale: { minReplicas: 3, maxReplicas: 2, picksPerMember: 1, idleAfter: '1m' } }),
+    apiErrors: ['spec.autoscale.maxReplicas: must be at least minReplicas (3), got 2'],
+    crd: 'api-only',
+  },
+  {
+    what: 'an idleAfter that is not a duration',
+    document: pool('sleepy', { template, autoscale: { minReplicas: 0, maxReplicas: 2, picksPerMember: 1, idleAfter: 'soon' } }),
+    apiErrors: ['spec.autoscale.idleAfter: expected a duration of at least 1s, such as 30s or 10m, got "soon"'],
+    crd: 'rejects',
   },
 ];

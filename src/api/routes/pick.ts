@@ -1,4 +1,5 @@
 import { Hono, type Context } from 'hono';
+import { BudgetExhaustedError } from '../../pools/pick-budget.ts';
 import { NoEligibleMemberError, type PoolPicker } from '../../pools/pick-service.ts';
 import { parseDomain, parseSession, parseTier } from '../../pools/session-id.ts';
 import { BadRequestError } from '../http-errors.ts';
@@ -21,7 +22,9 @@ export function singleQuery(c: Context, name: string): string | undefined {
  * its credentials (the permission discovery needs); with `tier`, only members whose `tier` label is
  * that (400 for a malformed tier). JSON also names the member, its tier, how the pick went and
  * where to send feedback about it. 404 for an unknown pool, 503 (with Retry-After) when no member
- * can be picked, saying why (none-ready, all-blocked, none-in-tier). HEAD answers the same statuses without picking.
+ * can be picked, saying why (none-ready, all-blocked, none-in-tier, budget-exhausted; `waking` when an
+ * empty autoscaled pool is starting a member), 429 (Retry-After: until the budget's window turns) when
+ * the pool's budget is spent and says stopPicks. HEAD answers the same statuses without picking.
  */
 export function pickRoutes(deps: PickRouteDeps): Hono {
   const app = new Hono();
@@ -62,9 +65,14 @@ export function pickRoutes(deps: PickRouteDeps): Hono {
         feedbackUrl: `/v1/proxies/${pick.member.name}/feedback`,
       });
     } catch (err) {
+      if (err instanceof BudgetExhaustedError) {
+        c.header('Retry-After', String(err.budget.retryAfterSeconds));
+        const { limit, window, retryAfterSeconds } = err.budget;
+        return c.json({ error: err.code, message: err.message, budget: { limit, window, retryAfterSeconds } }, 429);
+      }
       if (!(err instanceof NoEligibleMemberError)) throw err;
-      c.header('Retry-After', '1');
-      return c.json({ error: err.code, reason: err.reason, message: err.message }, 503);
+      c.header('Retry-After', String(err.retryAfterSeconds));
+      return c.json({ error: err.code, reason: err.reason, message: err.message, ...(err.waking ? { waking: true } : {}) }, 503);
     }
   });
   /** `GET /v1/pools/{name}/sessions`: how many crawler sessions the pool holds now (picked within `--pick-session-ttl`). */

@@ -24,7 +24,7 @@ export async function getPools(client: ApiClient, io: CliIO, name: string | unde
   }
   const rows = items.map((p) => [
     p.name,
-    String(p.metadata.deletionRequestedAt ? 0 : p.spec.replicas),
+    String(p.metadata.deletionRequestedAt ? 0 : p.spec.autoscale ? p.status.desired : (p.spec.replicas ?? 0)),
     String(p.status.ready),
     String(p.status.rotating),
     String(p.status.failed),
