@@ -4,32 +4,12 @@
  * provider's egress price, plus vendor GB × the upstream vendor's price, plus IPv4 hours × the
  * provider's IPv4 price (one address per instance). Pure: no I/O, no clock.
  */
-import { z } from 'zod';
-import { resourceName } from '../schema/zod-helpers.ts';
+import type { PriceTable } from '../config/usage-config.ts';
+
+export { priceTableSchema, type PriceTable } from '../config/usage-config.ts';
 
 /** Bytes in the GB prices are quoted per (decimal, as clouds bill egress). */
 export const BYTES_PER_GB = 1e9;
-
-const price = z.number().nonnegative().finite();
-/** Prices by provider name. */
-const byProvider = z.record(resourceName, price);
-/** Per instance-hour of one provider: by machine type, `default` for any other. */
-const machinePrices = z.record(z.string().min(1).max(128), price);
-
-export const priceTableSchema = z.strictObject({
-  /** What the prices are in (ISO 4217 letters, or any short word): shown beside every cost. */
-  currency: z.string().regex(/^[A-Za-z]{1,8}$/, 'expected a currency code such as USD or EUR').default('USD'),
-  /** Per instance-hour, by provider, then by machine type (`default`: every other type). */
-  instanceHour: z.record(resourceName, machinePrices).default({}),
-  /** Per GB (10^9 bytes) carried by the provider's proxies, both ways. */
-  egressGB: byProvider.default({}),
-  /** Per GB an upstream vendor charges (an `upstream` provider's traffic), both ways. */
-  vendorGB: byProvider.default({}),
-  /** Per public IPv4 address and hour: one per instance of the providers named. */
-  ipv4Hour: byProvider.default({}),
-});
-
-export type PriceTable = z.infer<typeof priceTableSchema>;
 
 /** The provider names a price table mentions, with where (`prices.egressGB.gcp`), for checking them against the providers. */
 export function pricedProviders(table: PriceTable): { provider: string; path: (string | number)[] }[] {

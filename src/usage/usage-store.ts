@@ -4,6 +4,7 @@
  * like the other stores: RedisUsageStore keeps it under the fleet's hash-tagged prefix,
  * MemoryUsageStore in a process's memory; test/usage/usage-store.test.ts holds both to one suite.
  */
+import type { UsageSettings } from '../config/usage-config.ts';
 import type { CostBreakdown, PriceTable } from './prices.ts';
 import type { InstanceRecord, PoolUsageReader, TrafficRecord, UsageGroupBy } from './usage-types.ts';
 
@@ -47,15 +48,7 @@ export interface UsageReport {
   totals: UsageTotals;
 }
 
-/** How much the store keeps (the configuration file's `usage:` section). */
-export interface UsageSettings {
-  /** Distinct destination domains kept per pool and hour; the rest are summed into `other`. */
-  maxDomainsPerPoolHour: number;
-  /** How long traffic buckets and ended lives are kept. */
-  retentionMs: number;
-}
-
-export const DEFAULT_USAGE_SETTINGS: UsageSettings = Object.freeze({ maxDomainsPerPoolHour: 50, retentionMs: 400 * 24 * 3_600_000 });
+export { DEFAULT_USAGE_SETTINGS, type UsageSettings } from '../config/usage-config.ts';
 
 /** What every usage store is built with besides its storage. */
 export interface UsageStoreOptions {
