@@ -28,7 +28,15 @@ function cost(t: UsageTotals, currency: string | null): string {
 }
 
 function cells(t: UsageTotals, currency: string | null): string[] {
-  return [bytes(t.bytesUp), bytes(t.bytesDown), String(t.requests), String(t.tunnels), (t.instanceSeconds / 3600).toFixed(1), String(t.instances), cost(t, currency)];
+  return [
+    bytes(t.bytesUp),
+    bytes(t.bytesDown),
+    String(t.requests),
+    String(t.tunnels),
+    (t.instanceSeconds / 3600).toFixed(1),
+    String(t.instances),
+    cost(t, currency),
+  ];
 }
 
 /** Traffic, instance hours and cost per day by pool, provider or domain (`GET /v1/usage`), with totals. */
@@ -51,7 +59,10 @@ export function usageView(): View {
   let readAt = 0;
 
   function draw(r: UsageReport): void {
-    replace(summary, `${r.from.slice(0, 16).replace('T', ' ')} to ${r.to.slice(0, 16).replace('T', ' ')} UTC${r.currency === null ? ' · no price table: costs are not configured' : ''}`);
+    replace(
+      summary,
+      `${r.from.slice(0, 16).replace('T', ' ')} to ${r.to.slice(0, 16).replace('T', ' ')} UTC${r.currency === null ? ' · no price table: costs are not configured' : ''}`,
+    );
     const headers = ['Day', r.groupBy[0]?.toUpperCase() + r.groupBy.slice(1), 'Up', 'Down', 'Requests', 'Tunnels', 'Instance hours', 'Instances', 'Cost'];
     replace(
       holder,
@@ -59,15 +70,40 @@ export function usageView(): View {
         'table',
         { class: 'usage' },
         h('caption', {}, `Usage by ${r.groupBy}`),
-        h('thead', {}, h('tr', {}, headers.map((t) => h('th', { scope: 'col' }, t)))),
+        h(
+          'thead',
+          {},
+          h(
+            'tr',
+            {},
+            headers.map((t) => h('th', { scope: 'col' }, t)),
+          ),
+        ),
         h(
           'tbody',
           {},
           r.rows.length === 0
             ? h('tr', {}, h('td', { colspan: headers.length }, 'No usage in this span.'))
-            : r.rows.map((row) => h('tr', {}, h('td', {}, row.day), h('td', {}, row.key), cells(row, r.currency).map((c) => h('td', {}, c)))),
+            : r.rows.map((row) =>
+                h(
+                  'tr',
+                  {},
+                  h('td', {}, row.day),
+                  h('td', {}, row.key),
+                  cells(row, r.currency).map((c) => h('td', {}, c)),
+                ),
+              ),
         ),
-        h('tfoot', {}, h('tr', {}, h('th', { scope: 'row', colspan: 2 }, 'Total'), cells(r.totals, r.currency).map((c) => h('td', {}, c)))),
+        h(
+          'tfoot',
+          {},
+          h(
+            'tr',
+            {},
+            h('th', { scope: 'row', colspan: 2 }, 'Total'),
+            cells(r.totals, r.currency).map((c) => h('td', {}, c)),
+          ),
+        ),
       ),
     );
   }

@@ -14,7 +14,10 @@ const machinePrices = z.record(z.string().min(1).max(128), price);
 
 export const priceTableSchema = z.strictObject({
   /** What the prices are in (ISO 4217 letters, or any short word): shown beside every cost. */
-  currency: z.string().regex(/^[A-Za-z]{1,8}$/, 'expected a currency code such as USD or EUR').default('USD'),
+  currency: z
+    .string()
+    .regex(/^[A-Za-z]{1,8}$/, 'expected a currency code such as USD or EUR')
+    .default('USD'),
   /** Per instance-hour, by provider, then by machine type (`default`: every other type). */
   instanceHour: z.record(resourceName, machinePrices).default({}),
   /** Per GB (10^9 bytes) carried by the provider's proxies, both ways. */
@@ -26,7 +29,6 @@ export const priceTableSchema = z.strictObject({
 });
 
 export type PriceTable = z.infer<typeof priceTableSchema>;
-
 
 /** How much the usage store keeps (`usage:`; every field optional). */
 export interface UsageSettings {

@@ -2,6 +2,7 @@
  * The usage store in a process's memory: the same periods, domain bound, retention and life rules
  * as the Redis store, for pure tests and embedding. Each write is one synchronous step.
  */
+import { run } from '../store/memory-collection.ts';
 import { instanceKey, lifeRecord, onEnd, onStart, storedLife, type LifeChange, type StoredLife } from './instance-lives.ts';
 import { buildReport, poolUsageOf, type TrafficCell } from './usage-report.ts';
 import { DEFAULT_USAGE_SETTINGS, type UsageQuery, type UsageReport, type UsageStore, type UsageStoreOptions } from './usage-store.ts';
@@ -37,27 +38,28 @@ export class MemoryUsageStore implements UsageStore {
     this.#now = options.now ?? Date.now;
   }
 
-  async addTraffic(records: readonly TrafficRecord[], signal?: AbortSignal): Promise<void> {
-    signal?.throwIfAborted();
-    this.#expire();
-    for (const r of records) {
-      const hourMs = Date.parse(r.hour);
-      const hour = r.hour.slice(0, 13);
-      const pool = r.pool ?? '';
-      const domain = this.#boundDomain(hour, pool, r.domain);
-      const detailKey = [r.proxy, pool, r.provider, domain].join('\u001f');
-      const detail = this.#detail.get(hour) ?? new Map<string, TrafficRecord>();
-      this.#detail.set(hour, detail);
-      const kept = detail.get(detailKey);
-      if (kept) addTraffic(kept.counts, r.counts);
-      else detail.set(detailKey, { ...r, domain, counts: { ...r.counts } });
-      const day = r.hour.slice(0, 10);
-      const retention = this.#settings.retentionMs;
-      for (const [family, group] of [['pool', pool] as const, ['domain', domain] as const]) {
-        this.#add(`${family}:${hour}`, hourMs + retention, day, group, r);
-        this.#add(`${family}:${day}`, hourMs - (hourMs % DAY_MS) + DAY_MS + retention, day, group, r);
+  addTraffic(records: readonly TrafficRecord[], signal?: AbortSignal): Promise<void> {
+    return run(signal, () => {
+      this.#expire();
+      for (const r of records) {
+        const hourMs = Date.parse(r.hour);
+        const hour = r.hour.slice(0, 13);
+        const pool = r.pool ?? '';
+        const domain = this.#boundDomain(hour, pool, r.domain);
+        const detailKey = [r.proxy, pool, r.provider, domain].join('\u001f');
+        const detail = this.#detail.get(hour) ?? new Map<string, TrafficRecord>();
+        this.#detail.set(hour, detail);
+        const kept = detail.get(detailKey);
+        if (kept) addTraffic(kept.counts, r.counts);
+        else detail.set(detailKey, { ...r, domain, counts: { ...r.counts } });
+        const day = r.hour.slice(0, 10);
+        const retention = this.#settings.retentionMs;
+        for (const [family, group] of [['pool', pool] as const, ['domain', domain] as const]) {
+          this.#add(`${family}:${hour}`, hourMs + retention, day, group, r);
+          this.#add(`${family}:${day}`, hourMs - (hourMs % DAY_MS) + DAY_MS + retention, day, group, r);
+        }
       }
-    }
+    });
   }
 
   #boundDomain(hour: string, pool: string, domain: string): string {
@@ -116,50 +118,58 @@ export class MemoryUsageStore implements UsageStore {
     return id === undefined ? undefined : this.#lives.get(id);
   }
 
-  async instanceStarted(record: InstanceRecord, signal?: AbortSignal): Promise<void> {
-    signal?.throwIfAborted();
-    this.#expire();
-    const key = instanceKey(record.provider, record.instance);
-    this.#apply(key, onStart(this.#currentLife(key), storedLife(record)));
+  instanceStarted(record: InstanceRecord, signal?: AbortSignal): Promise<void> {
+    return run(signal, () => {
+      this.#expire();
+      const key = instanceKey(record.provider, record.instance);
+      this.#apply(key, onStart(this.#currentLife(key), storedLife(record)));
+    });
   }
 
-  async instanceEnded(provider: string, instance: string, endedAt: string, signal?: AbortSignal): Promise<void> {
-    signal?.throwIfAborted();
-    this.#expire();
-    const key = instanceKey(provider, instance);
-    this.#apply(key, onEnd(this.#currentLife(key), provider, instance, Date.parse(endedAt)));
+  instanceEnded(provider: string, instance: string, endedAt: string, signal?: AbortSignal): Promise<void> {
+    return run(signal, () => {
+      this.#expire();
+      const key = instanceKey(provider, instance);
+      this.#apply(key, onEnd(this.#currentLife(key), provider, instance, Date.parse(endedAt)));
+    });
   }
 
   #cells(family: Family, fromMs: number, toMs: number): TrafficCell[] {
     const { days, hours } = windowPeriods(fromMs, toMs);
-    return [...days, ...hours].flatMap((period) => [...(this.#buckets.get(`${family}:${period}`)?.cells.values() ?? [])].map((c) => ({ ...c, counts: { ...c.counts } })));
+    return [...days, ...hours].flatMap((period) =>
+      [...(this.#buckets.get(`${family}:${period}`)?.cells.values() ?? [])].map((c) => ({ ...c, counts: { ...c.counts } })),
+    );
   }
 
   #livesAfter(fromMs: number): StoredLife[] {
     return [...this.#lives.values()].filter((l) => l.endMs === undefined || l.endMs > fromMs).map((l) => ({ ...l }));
   }
 
-  async query(query: UsageQuery, signal?: AbortSignal): Promise<UsageReport> {
-    signal?.throwIfAborted();
-    checkWindow(query.from, query.to);
-    this.#expire();
-    const fromMs = query.from.getTime();
-    const cells = this.#cells(query.groupBy === 'domain' ? 'domain' : 'pool', fromMs, query.to.getTime());
-    return buildReport(query, cells, this.#livesAfter(fromMs), this.#prices, this.#now());
+  query(query: UsageQuery, signal?: AbortSignal): Promise<UsageReport> {
+    return run(signal, () => {
+      checkWindow(query.from, query.to);
+      this.#expire();
+      const fromMs = query.from.getTime();
+      const cells = this.#cells(query.groupBy === 'domain' ? 'domain' : 'pool', fromMs, query.to.getTime());
+      return buildReport(query, cells, this.#livesAfter(fromMs), this.#prices, this.#now());
+    });
   }
 
-  async poolUsage(pool: string, from: Date, to: Date, signal?: AbortSignal): Promise<PoolUsage> {
-    signal?.throwIfAborted();
-    checkWindow(from, to);
-    this.#expire();
-    return poolUsageOf(pool, from, to, this.#cells('pool', from.getTime(), to.getTime()), this.#livesAfter(from.getTime()), this.#prices, this.#now());
+  poolUsage(pool: string, from: Date, to: Date, signal?: AbortSignal): Promise<PoolUsage> {
+    return run(signal, () => {
+      checkWindow(from, to);
+      this.#expire();
+      return poolUsageOf(pool, from, to, this.#cells('pool', from.getTime(), to.getTime()), this.#livesAfter(from.getTime()), this.#prices, this.#now());
+    });
   }
 
-  async runningInstances(signal?: AbortSignal): Promise<InstanceRecord[]> {
-    signal?.throwIfAborted();
-    return [...this.#lives.values()].filter((l) => l.startMs !== undefined && l.endMs === undefined).flatMap((l) => lifeRecord(l) ?? []);
+  runningInstances(signal?: AbortSignal): Promise<InstanceRecord[]> {
+    return run(signal, () => {
+      return [...this.#lives.values()].filter((l) => l.startMs !== undefined && l.endMs === undefined).flatMap((l) => lifeRecord(l) ?? []);
+    });
   }
 
-  async close(): Promise<void> {}
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
 }
-

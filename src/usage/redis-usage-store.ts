@@ -68,7 +68,17 @@ export class RedisUsageStore implements UsageStore {
       let i = index.get(hour);
       if (i === undefined) index.set(hour, (i = hours.push(hour)));
       const c = r.counts;
-      recordArgs.push(String(i), part(r.proxy), part(r.pool ?? ''), part(r.provider), part(r.domain), count(c.bytesUp), count(c.bytesDown), count(c.requests), count(c.tunnels));
+      recordArgs.push(
+        String(i),
+        part(r.proxy),
+        part(r.pool ?? ''),
+        part(r.provider),
+        part(r.domain),
+        count(c.bytesUp),
+        count(c.bytesDown),
+        count(c.requests),
+        count(c.tunnels),
+      );
     }
     if (hours.length === 0) return;
     const keys = hours.flatMap((h) => {
@@ -94,7 +104,8 @@ export class RedisUsageStore implements UsageStore {
   async instanceStarted(record: InstanceRecord, signal?: AbortSignal): Promise<void> {
     const life = storedLife(record);
     delete life.endMs;
-    if (life.startMs === undefined || Number.isNaN(life.startMs)) throw new RangeError(`instance ${record.instance}: startedAt "${record.startedAt}" is not a time`);
+    if (life.startMs === undefined || Number.isNaN(life.startMs))
+      throw new RangeError(`instance ${record.instance}: startedAt "${record.startedAt}" is not a time`);
     const key = instanceKey(record.provider, record.instance);
     await INSTANCE_STARTED.run(this.redis, this.#lifeKeys(), [this.#cutoff(), key, JSON.stringify(life), life.startMs, lifeId(life)], signal);
   }

@@ -15,7 +15,15 @@ function utc(y: number, mo: number, d: number, h = 0, mi = 0, s = 0): number | u
   const ms = Date.UTC(y, mo - 1, d, h, mi, s);
   const t = new Date(ms);
   if (y < 1970 || y > 9999) return undefined;
-  if (t.getUTCFullYear() !== y || t.getUTCMonth() !== mo - 1 || t.getUTCDate() !== d || t.getUTCHours() !== h || t.getUTCMinutes() !== mi || t.getUTCSeconds() !== s) return undefined;
+  if (
+    t.getUTCFullYear() !== y ||
+    t.getUTCMonth() !== mo - 1 ||
+    t.getUTCDate() !== d ||
+    t.getUTCHours() !== h ||
+    t.getUTCMinutes() !== mi ||
+    t.getUTCSeconds() !== s
+  )
+    return undefined;
   return ms;
 }
 

@@ -34,7 +34,13 @@ export function poolKey(pool: string | undefined): string {
   return pool === undefined || pool === '' ? NO_POOL : pool;
 }
 
-export function buildReport(query: UsageQuery, cells: readonly TrafficCell[], lives: readonly StoredLife[], prices: PriceTable | undefined, nowMs: number): UsageReport {
+export function buildReport(
+  query: UsageQuery,
+  cells: readonly TrafficCell[],
+  lives: readonly StoredLife[],
+  prices: PriceTable | undefined,
+  nowMs: number,
+): UsageReport {
   checkWindow(query.from, query.to);
   const fromMs = query.from.getTime();
   const toMs = query.to.getTime();
@@ -93,7 +99,15 @@ export function buildReport(query: UsageQuery, cells: readonly TrafficCell[], li
 }
 
 /** A pool's bytes and cost in [from, to), from its traffic cells (grouped by pool) and its lives. */
-export function poolUsageOf(pool: string, from: Date, to: Date, cells: readonly TrafficCell[], lives: readonly StoredLife[], prices: PriceTable | undefined, nowMs: number): { bytes: number; cost: number } {
+export function poolUsageOf(
+  pool: string,
+  from: Date,
+  to: Date,
+  cells: readonly TrafficCell[],
+  lives: readonly StoredLife[],
+  prices: PriceTable | undefined,
+  nowMs: number,
+): { bytes: number; cost: number } {
   const report = buildReport(
     { from, to, groupBy: 'pool' },
     cells.filter((c) => c.group === pool),

@@ -47,10 +47,32 @@ describe('GET /v1/usage', () => {
       logger: silentLogger(),
     });
     await usage.addTraffic([
-      { hour: '2026-11-01T10:00:00.000Z', proxy: 'p', pool: 'crawl', provider: 'gcp', domain: 'a.com', counts: { bytesUp: 5e8, bytesDown: 5e8, requests: 3, tunnels: 1 } },
-      { hour: '2026-11-07T23:00:00.000Z', proxy: 'p', pool: 'crawl', provider: 'gcp', domain: 'b.com', counts: { bytesUp: 0, bytesDown: 2e9, requests: 1, tunnels: 0 } },
+      {
+        hour: '2026-11-01T10:00:00.000Z',
+        proxy: 'p',
+        pool: 'crawl',
+        provider: 'gcp',
+        domain: 'a.com',
+        counts: { bytesUp: 5e8, bytesDown: 5e8, requests: 3, tunnels: 1 },
+      },
+      {
+        hour: '2026-11-07T23:00:00.000Z',
+        proxy: 'p',
+        pool: 'crawl',
+        provider: 'gcp',
+        domain: 'b.com',
+        counts: { bytesUp: 0, bytesDown: 2e9, requests: 1, tunnels: 0 },
+      },
     ]);
-    await usage.instanceStarted({ instance: 'i', proxy: 'p', pool: 'crawl', provider: 'gcp', location: 'z', machineType: 'm', startedAt: '2026-11-07T12:00:00.000Z' });
+    await usage.instanceStarted({
+      instance: 'i',
+      proxy: 'p',
+      pool: 'crawl',
+      provider: 'gcp',
+      location: 'z',
+      machineType: 'm',
+      startedAt: '2026-11-07T12:00:00.000Z',
+    });
   });
   afterAll(() => checks.close());
 
@@ -65,10 +87,38 @@ describe('GET /v1/usage', () => {
       groupBy: 'pool',
       currency: 'EUR',
       rows: [
-        { day: '2026-11-01', key: 'crawl', bytesUp: 5e8, bytesDown: 5e8, requests: 3, tunnels: 1, instanceSeconds: 0, instances: 0, cost: { instances: 0, egress: 1, vendor: 0, ipv4: 0, total: 1 } },
-        { day: '2026-11-07', key: 'crawl', bytesUp: 0, bytesDown: 2e9, requests: 1, tunnels: 0, instanceSeconds: 43_200, instances: 1, cost: { instances: 0, egress: 2, vendor: 0, ipv4: 0, total: 2 } },
+        {
+          day: '2026-11-01',
+          key: 'crawl',
+          bytesUp: 5e8,
+          bytesDown: 5e8,
+          requests: 3,
+          tunnels: 1,
+          instanceSeconds: 0,
+          instances: 0,
+          cost: { instances: 0, egress: 1, vendor: 0, ipv4: 0, total: 1 },
+        },
+        {
+          day: '2026-11-07',
+          key: 'crawl',
+          bytesUp: 0,
+          bytesDown: 2e9,
+          requests: 1,
+          tunnels: 0,
+          instanceSeconds: 43_200,
+          instances: 1,
+          cost: { instances: 0, egress: 2, vendor: 0, ipv4: 0, total: 2 },
+        },
       ],
-      totals: { bytesUp: 5e8, bytesDown: 2.5e9, requests: 4, tunnels: 1, instanceSeconds: 43_200, instances: 1, cost: { instances: 0, egress: 3, vendor: 0, ipv4: 0, total: 3 } },
+      totals: {
+        bytesUp: 5e8,
+        bytesDown: 2.5e9,
+        requests: 4,
+        tunnels: 1,
+        instanceSeconds: 43_200,
+        instances: 1,
+        cost: { instances: 0, egress: 3, vendor: 0, ipv4: 0, total: 3 },
+      },
     });
   });
 
@@ -76,7 +126,10 @@ describe('GET /v1/usage', () => {
     const body = (await (await get('')).json()) as { from: string; to: string; groupBy: string };
     expect(body.groupBy).toBe('pool');
     expect(Date.parse(body.to) - Date.parse(body.from)).toBe(7 * 86_400_000);
-    const r = (await (await get('?from=2026-11-07T23:30:00%2B01:00&to=2026-11-08T00:00:00Z&groupBy=domain')).json()) as { from: string; rows: { key: string }[] };
+    const r = (await (await get('?from=2026-11-07T23:30:00%2B01:00&to=2026-11-08T00:00:00Z&groupBy=domain')).json()) as {
+      from: string;
+      rows: { key: string }[];
+    };
     expect(r.from).toBe('2026-11-07T22:30:00.000Z');
     expect(r.rows.map((x) => x.key)).toEqual(['b.com']);
   });

@@ -21,7 +21,14 @@ function setUp(lives: InstanceLifeRecorder, clock: { ms: number }) {
   const proxies = new MemoryProxyStore();
   const events = new MemoryEventStore({ maxCount: 1000, maxAgeMs: 3_600_000 });
   const failures: string[] = [];
-  const sink = recordingLives(events.sink('worker'), { lives, proxies, kinds, logger, now: () => clock.ms, onFailure: (what, reason) => failures.push(`${what}:${reason}`) });
+  const sink = recordingLives(events.sink('worker'), {
+    lives,
+    proxies,
+    kinds,
+    logger,
+    now: () => clock.ms,
+    onFailure: (what, reason) => failures.push(`${what}:${reason}`),
+  });
   const lc = new RecordingLifecycle();
   const deps: ReconcileDeps = {
     proxies,
@@ -44,7 +51,14 @@ describe('instance lives from the lifecycle events', () => {
     expect((await reconcileProxy('m1', deps, signal)).kind).toBe('ready');
     await sink.settled();
     const [running] = await usage.runningInstances();
-    expect(running).toMatchObject({ proxy: 'm1', pool: 'crawl', provider: 'cloud', location: 'us-east1-c', machineType: 'e2-small', startedAt: '2026-11-01T10:00:00.000Z' });
+    expect(running).toMatchObject({
+      proxy: 'm1',
+      pool: 'crawl',
+      provider: 'cloud',
+      location: 'us-east1-c',
+      machineType: 'e2-small',
+      startedAt: '2026-11-01T10:00:00.000Z',
+    });
     clock.ms += 2 * 3_600_000;
     await proxies.requestDeletion('m1');
     for (let i = 0; i < 5 && (await reconcileProxy('m1', deps, signal)).kind !== 'deleted'; i++);

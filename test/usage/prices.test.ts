@@ -5,7 +5,7 @@ import { costOf, instanceHourPrice, priceTableSchema, type CostInput } from '../
 
 const prices = priceTableSchema.parse({
   currency: 'USD',
-  instanceHour: { gcp: { default: 0.04, 'e2-micro': 0.01 }, kvm: { 'small': 0.002 } },
+  instanceHour: { gcp: { default: 0.04, 'e2-micro': 0.01 }, kvm: { small: 0.002 } },
   egressGB: { gcp: 0.12 },
   vendorGB: { brightdata: 8 },
   ipv4Hour: { gcp: 0.005 },
@@ -16,13 +16,37 @@ const HOUR = 3600;
 describe('costOf', () => {
   const rows: [string, CostInput, { instances: number; egress: number; vendor: number; ipv4: number }][] = [
     ['nothing used', { provider: 'gcp', instanceSeconds: {}, bytes: 0 }, { instances: 0, egress: 0, vendor: 0, ipv4: 0 }],
-    ['a machine type of its own', { provider: 'gcp', instanceSeconds: { 'e2-micro': 10 * HOUR }, bytes: 0 }, { instances: 0.1, egress: 0, vendor: 0, ipv4: 0.05 }],
-    ['the provider default', { provider: 'gcp', instanceSeconds: { 'n2-standard-2': HOUR / 2 }, bytes: 0 }, { instances: 0.02, egress: 0, vendor: 0, ipv4: 0.0025 }],
-    ['two machine types, one IPv4 per instance-hour', { provider: 'gcp', instanceSeconds: { 'e2-micro': HOUR, other: HOUR }, bytes: 0 }, { instances: 0.05, egress: 0, vendor: 0, ipv4: 0.01 }],
+    [
+      'a machine type of its own',
+      { provider: 'gcp', instanceSeconds: { 'e2-micro': 10 * HOUR }, bytes: 0 },
+      { instances: 0.1, egress: 0, vendor: 0, ipv4: 0.05 },
+    ],
+    [
+      'the provider default',
+      { provider: 'gcp', instanceSeconds: { 'n2-standard-2': HOUR / 2 }, bytes: 0 },
+      { instances: 0.02, egress: 0, vendor: 0, ipv4: 0.0025 },
+    ],
+    [
+      'two machine types, one IPv4 per instance-hour',
+      { provider: 'gcp', instanceSeconds: { 'e2-micro': HOUR, other: HOUR }, bytes: 0 },
+      { instances: 0.05, egress: 0, vendor: 0, ipv4: 0.01 },
+    ],
     ['egress per GB (10^9 bytes)', { provider: 'gcp', instanceSeconds: {}, bytes: 2.5e9 }, { instances: 0, egress: 0.3, vendor: 0, ipv4: 0 }],
-    ['a vendor per GB, no egress or IPv4 price', { provider: 'brightdata', instanceSeconds: { upstream: HOUR }, bytes: 5e8 }, { instances: 0, egress: 0, vendor: 4, ipv4: 0 }],
-    ['no default and another type: free', { provider: 'kvm', instanceSeconds: { large: HOUR, small: 2 * HOUR }, bytes: 1e9 }, { instances: 0.004, egress: 0, vendor: 0, ipv4: 0 }],
-    ['a provider the table does not name', { provider: 'local', instanceSeconds: { local: HOUR }, bytes: 1e9 }, { instances: 0, egress: 0, vendor: 0, ipv4: 0 }],
+    [
+      'a vendor per GB, no egress or IPv4 price',
+      { provider: 'brightdata', instanceSeconds: { upstream: HOUR }, bytes: 5e8 },
+      { instances: 0, egress: 0, vendor: 4, ipv4: 0 },
+    ],
+    [
+      'no default and another type: free',
+      { provider: 'kvm', instanceSeconds: { large: HOUR, small: 2 * HOUR }, bytes: 1e9 },
+      { instances: 0.004, egress: 0, vendor: 0, ipv4: 0 },
+    ],
+    [
+      'a provider the table does not name',
+      { provider: 'local', instanceSeconds: { local: HOUR }, bytes: 1e9 },
+      { instances: 0, egress: 0, vendor: 0, ipv4: 0 },
+    ],
   ];
   it.each(rows)('%s', (_name, input, expected) => {
     const cost = costOf(input, prices);
@@ -31,7 +55,13 @@ describe('costOf', () => {
   });
 
   it('costs nothing without a price table', () => {
-    expect(costOf({ provider: 'gcp', instanceSeconds: { 'e2-micro': HOUR }, bytes: 1e12 }, undefined)).toEqual({ instances: 0, egress: 0, vendor: 0, ipv4: 0, total: 0 });
+    expect(costOf({ provider: 'gcp', instanceSeconds: { 'e2-micro': HOUR }, bytes: 1e12 }, undefined)).toEqual({
+      instances: 0,
+      egress: 0,
+      vendor: 0,
+      ipv4: 0,
+      total: 0,
+    });
   });
 
   it('looks up a machine type, then the default', () => {
@@ -60,7 +90,10 @@ describe('the price table', () => {
 describe('the configuration file', () => {
   const providers = [{ name: 'gcp', type: 'local' }];
   it('reads prices and usage settings', () => {
-    const file = parseConfigDocument({ providers, prices: { currency: 'EUR', egressGB: { gcp: 0.1 } }, usage: { domainsPerPoolHour: 10, retentionDays: 30 } }, 'egress.yaml');
+    const file = parseConfigDocument(
+      { providers, prices: { currency: 'EUR', egressGB: { gcp: 0.1 } }, usage: { domainsPerPoolHour: 10, retentionDays: 30 } },
+      'egress.yaml',
+    );
     expect(file.prices).toMatchObject({ currency: 'EUR', egressGB: { gcp: 0.1 } });
     expect(file.usage).toEqual({ maxDomainsPerPoolHour: 10, retentionMs: 30 * 86_400_000 });
   });

@@ -32,7 +32,15 @@ const harnesses: StoreHarness<UsageStore>[] = [
 
 function traffic(hour: string, over: Partial<TrafficRecord> & { up?: number; down?: number } = {}): TrafficRecord {
   const { up = 100, down = 1000, ...rest } = over;
-  return { hour, proxy: 'p1', pool: 'crawl', provider: 'gcp', domain: 'example.com', counts: { bytesUp: up, bytesDown: down, requests: 1, tunnels: 2 }, ...rest };
+  return {
+    hour,
+    proxy: 'p1',
+    pool: 'crawl',
+    provider: 'gcp',
+    domain: 'example.com',
+    counts: { bytesUp: up, bytesDown: down, requests: 1, tunnels: 2 },
+    ...rest,
+  };
 }
 
 function life(instance: string, startedAt: string, over: Partial<InstanceRecord> = {}): InstanceRecord {
@@ -43,7 +51,8 @@ const day = (d: string) => ({ from: new Date(`${d}T00:00:00Z`), to: new Date(Dat
 
 describe.each(harnesses)('usage store ($name)', (harness) => {
   const make = useStores(harness);
-  const reset = (over: Partial<typeof made> = {}) => Object.assign(made, { nowMs: Date.parse('2026-11-03T12:00:00Z'), prices: undefined, settings: DEFAULT_USAGE_SETTINGS }, over);
+  const reset = (over: Partial<typeof made> = {}) =>
+    Object.assign(made, { nowMs: Date.parse('2026-11-03T12:00:00Z'), prices: undefined, settings: DEFAULT_USAGE_SETTINGS }, over);
 
   it('sums traffic by day and pool, provider or domain, across hours and calls', async () => {
     reset();
@@ -59,9 +68,15 @@ describe.each(harnesses)('usage store ($name)', (harness) => {
     expect(byPool.totals).toMatchObject({ bytesUp: 400, bytesDown: 4000, requests: 4, tunnels: 8, instances: 0 });
     expect(byPool.currency).toBeNull();
     const byProvider = await store.query({ ...day('2026-11-01'), groupBy: 'provider' });
-    expect(byProvider.rows.map((r) => [r.key, r.bytesDown])).toEqual([['gcp', 2000], ['vendor', 1000]]);
+    expect(byProvider.rows.map((r) => [r.key, r.bytesDown])).toEqual([
+      ['gcp', 2000],
+      ['vendor', 1000],
+    ]);
     const byDomain = await store.query({ ...day('2026-11-01'), groupBy: 'domain' });
-    expect(byDomain.rows.map((r) => [r.key, r.bytesDown])).toEqual([['b.org', 1000], ['example.com', 2000]]);
+    expect(byDomain.rows.map((r) => [r.key, r.bytesDown])).toEqual([
+      ['b.org', 1000],
+      ['example.com', 2000],
+    ]);
   });
 
   it('counts the whole hours a window overlaps at its edges, and no others', async () => {
@@ -77,16 +92,29 @@ describe.each(harnesses)('usage store ($name)', (harness) => {
     const store = await make();
     const hour = '2026-11-01T10:00:00.000Z';
     await store.addTraffic(['a.com', 'b.com', 'c.com', 'a.com', 'd.com'].map((domain) => traffic(hour, { domain })));
-    await store.addTraffic([traffic(hour, { domain: 'e.com' }), traffic(hour, { domain: 'e.com', pool: 'other-pool' }), traffic('2026-11-01T11:00:00.000Z', { domain: 'e.com' })]);
+    await store.addTraffic([
+      traffic(hour, { domain: 'e.com' }),
+      traffic(hour, { domain: 'e.com', pool: 'other-pool' }),
+      traffic('2026-11-01T11:00:00.000Z', { domain: 'e.com' }),
+    ]);
     const r = await store.query({ ...day('2026-11-01'), groupBy: 'domain' });
     expect(Object.fromEntries(r.rows.map((x) => [x.key, x.requests]))).toEqual({ 'a.com': 2, 'b.com': 1, other: 3, 'e.com': 2 });
   });
 
   it('answers rows with cost from the price table', async () => {
-    const prices = priceTableSchema.parse({ currency: 'EUR', instanceHour: { gcp: { default: 0.02, 'e2-small': 0.01 } }, egressGB: { gcp: 0.1 }, vendorGB: { vendor: 5 }, ipv4Hour: { gcp: 0.005 } });
+    const prices = priceTableSchema.parse({
+      currency: 'EUR',
+      instanceHour: { gcp: { default: 0.02, 'e2-small': 0.01 } },
+      egressGB: { gcp: 0.1 },
+      vendorGB: { vendor: 5 },
+      ipv4Hour: { gcp: 0.005 },
+    });
     reset({ prices, nowMs: Date.parse('2026-11-05T00:00:00Z') });
     const store = await make();
-    await store.addTraffic([traffic('2026-11-01T10:00:00.000Z', { up: 0, down: 2e9 }), traffic('2026-11-01T10:00:00.000Z', { provider: 'vendor', up: 1e9, down: 0 })]);
+    await store.addTraffic([
+      traffic('2026-11-01T10:00:00.000Z', { up: 0, down: 2e9 }),
+      traffic('2026-11-01T10:00:00.000Z', { provider: 'vendor', up: 1e9, down: 0 }),
+    ]);
     await store.instanceStarted(life('i1', '2026-11-01T00:00:00.000Z'));
     await store.instanceEnded('gcp', 'i1', '2026-11-01T10:00:00.000Z');
     const r = await store.query({ ...day('2026-11-01'), groupBy: 'pool' });
@@ -158,10 +186,12 @@ describe.each(harnesses)('usage store ($name)', (harness) => {
 });
 
 describe('usage store in Redis', () => {
-  const make = useStores(redisStoreHarness((redis, prefix) => {
-    made.prefix = prefix;
-    return new RedisUsageStore(redis, prefix, options());
-  }));
+  const make = useStores(
+    redisStoreHarness((redis, prefix) => {
+      made.prefix = prefix;
+      return new RedisUsageStore(redis, prefix, options());
+    }),
+  );
 
   it('keeps every key under the prefix, each expiring after the retention', async () => {
     Object.assign(made, { nowMs: Date.now(), prices: undefined, settings: { ...DEFAULT_USAGE_SETTINGS, retentionMs: 10 * 86_400_000 } });

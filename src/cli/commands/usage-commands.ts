@@ -17,7 +17,10 @@ const GROUPS = ['pool', 'provider', 'domain'];
 /** The query string of `egress usage`, every flag checked first: a bad one is a usage error that names it. */
 export function usageQuery(opts: UsageOptions): URLSearchParams {
   const q = new URLSearchParams();
-  for (const [flag, value, end] of [['--from', opts.from, false], ['--to', opts.to, true]] as const) {
+  for (const [flag, value, end] of [
+    ['--from', opts.from, false],
+    ['--to', opts.to, true],
+  ] as const) {
     if (value === undefined) continue;
     if (parseUsageTime(value, end) === undefined) throw new UsageError(`${flag}: expected ${USAGE_TIME_FORMS}, got "${value.slice(0, 40)}"`);
     q.set(flag.slice(2), value);
@@ -42,7 +45,17 @@ export function humanBytes(n: number): string {
 
 function cells(day: string, key: string, r: UsageTotals | UsageRow, currency: string | null): string[] {
   const cost = currency === null ? '-' : `${r.cost.total.toFixed(2)} ${currency}`;
-  return [day, key, humanBytes(r.bytesUp), humanBytes(r.bytesDown), String(r.requests), String(r.tunnels), (r.instanceSeconds / 3600).toFixed(1), String(r.instances), cost];
+  return [
+    day,
+    key,
+    humanBytes(r.bytesUp),
+    humanBytes(r.bytesDown),
+    String(r.requests),
+    String(r.tunnels),
+    (r.instanceSeconds / 3600).toFixed(1),
+    String(r.instances),
+    cost,
+  ];
 }
 
 export function renderUsage(report: UsageReport): string {
