@@ -11,6 +11,7 @@
  *   before it completes that life. A pending end counts no seconds: nobody knows when it began.
  */
 import type { InstanceRecord } from './usage-types.ts';
+import { recordTimeMs } from './usage-window.ts';
 
 /** One life as stored: the record's fields with times as epoch milliseconds (absent start: a pending end). */
 export interface StoredLife {
@@ -41,10 +42,10 @@ export function storedLife(record: InstanceRecord): StoredLife {
     proxy: record.proxy,
     location: record.location,
     machineType: record.machineType,
-    startMs: Date.parse(record.startedAt),
+    startMs: recordTimeMs(`instance ${record.instance}: startedAt`, record.startedAt),
   };
   if (record.pool !== undefined) life.pool = record.pool;
-  if (record.endedAt !== undefined) life.endMs = Date.parse(record.endedAt);
+  if (record.endedAt !== undefined) life.endMs = recordTimeMs(`instance ${record.instance}: endedAt`, record.endedAt);
   return life;
 }
 

@@ -7,7 +7,7 @@ import { instanceKey, lifeRecord, onEnd, onStart, storedLife, type LifeChange, t
 import { buildReport, poolUsageOf, type TrafficCell } from './usage-report.ts';
 import { DEFAULT_USAGE_SETTINGS, type UsageQuery, type UsageReport, type UsageStore, type UsageStoreOptions } from './usage-store.ts';
 import { addTraffic, OTHER_DOMAIN, type InstanceRecord, type PoolUsage, type TrafficRecord } from './usage-types.ts';
-import { checkWindow, DAY_MS, windowPeriods } from './usage-window.ts';
+import { checkWindow, DAY_MS, recordHour, recordTimeMs, windowPeriods } from './usage-window.ts';
 
 type Family = 'pool' | 'domain';
 
@@ -42,8 +42,9 @@ export class MemoryUsageStore implements UsageStore {
     return run(signal, () => {
       this.#expire();
       for (const r of records) {
-        const hourMs = Date.parse(r.hour);
-        const hour = r.hour.slice(0, 13);
+        const hour = recordHour(r.hour);
+        if (hour === undefined) continue;
+        const hourMs = Date.parse(`${hour}:00:00.000Z`);
         const pool = r.pool ?? '';
         const domain = this.#boundDomain(hour, pool, r.domain);
         const detailKey = [r.proxy, pool, r.provider, domain].join('\u001f');
@@ -52,7 +53,7 @@ export class MemoryUsageStore implements UsageStore {
         const kept = detail.get(detailKey);
         if (kept) addTraffic(kept.counts, r.counts);
         else detail.set(detailKey, { ...r, domain, counts: { ...r.counts } });
-        const day = r.hour.slice(0, 10);
+        const day = hour.slice(0, 10);
         const retention = this.#settings.retentionMs;
         for (const [family, group] of [['pool', pool] as const, ['domain', domain] as const]) {
           this.#add(`${family}:${hour}`, hourMs + retention, day, group, r);
@@ -130,7 +131,7 @@ export class MemoryUsageStore implements UsageStore {
     return run(signal, () => {
       this.#expire();
       const key = instanceKey(provider, instance);
-      this.#apply(key, onEnd(this.#currentLife(key), provider, instance, Date.parse(endedAt)));
+      this.#apply(key, onEnd(this.#currentLife(key), provider, instance, recordTimeMs(`instance ${instance}: endedAt`, endedAt)));
     });
   }
 

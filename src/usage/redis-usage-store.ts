@@ -10,7 +10,7 @@ import { buildReport, poolUsageOf, type TrafficCell } from './usage-report.ts';
 import { addTrafficScript, INSTANCE_ENDED, INSTANCE_STARTED, LIVES_FROM, UsageKeys } from './usage-scripts.ts';
 import { DEFAULT_USAGE_SETTINGS, type UsageQuery, type UsageReport, type UsageSettings, type UsageStore, type UsageStoreOptions } from './usage-store.ts';
 import { emptyTraffic, type InstanceRecord, type PoolUsage, type TrafficCounts, type TrafficRecord } from './usage-types.ts';
-import { checkWindow, DAY_MS, windowPeriods } from './usage-window.ts';
+import { checkWindow, DAY_MS, recordHour, recordTimeMs, windowPeriods } from './usage-window.ts';
 import type { PriceTable } from './prices.ts';
 
 const SEP = '\u001f';
@@ -24,12 +24,6 @@ function count(n: number): string {
 /** A name as a field part: the separator cannot occur in one. */
 function part(name: string): string {
   return name.split(SEP).join('');
-}
-
-/** `YYYY-MM-DDTHH` of a record's hour, or undefined for an hour that is not one. */
-function hourKey(hour: string): string | undefined {
-  const ms = Date.parse(hour);
-  return Number.isNaN(ms) ? undefined : new Date(ms - (ms % 3_600_000)).toISOString().slice(0, 13);
 }
 
 function parseLife(text: string): StoredLife | undefined {
@@ -63,7 +57,7 @@ export class RedisUsageStore implements UsageStore {
     const index = new Map<string, number>();
     const recordArgs: string[] = [];
     for (const r of records) {
-      const hour = hourKey(r.hour);
+      const hour = recordHour(r.hour);
       if (hour === undefined) continue;
       let i = index.get(hour);
       if (i === undefined) index.set(hour, (i = hours.push(hour)));
@@ -104,15 +98,12 @@ export class RedisUsageStore implements UsageStore {
   async instanceStarted(record: InstanceRecord, signal?: AbortSignal): Promise<void> {
     const life = storedLife(record);
     delete life.endMs;
-    if (life.startMs === undefined || Number.isNaN(life.startMs))
-      throw new RangeError(`instance ${record.instance}: startedAt "${record.startedAt}" is not a time`);
     const key = instanceKey(record.provider, record.instance);
-    await INSTANCE_STARTED.run(this.redis, this.#lifeKeys(), [this.#cutoff(), key, JSON.stringify(life), life.startMs, lifeId(life)], signal);
+    await INSTANCE_STARTED.run(this.redis, this.#lifeKeys(), [this.#cutoff(), key, JSON.stringify(life), life.startMs ?? 0, lifeId(life)], signal);
   }
 
   async instanceEnded(provider: string, instance: string, endedAt: string, signal?: AbortSignal): Promise<void> {
-    const endMs = Date.parse(endedAt);
-    if (Number.isNaN(endMs)) throw new RangeError(`instance ${instance}: endedAt "${endedAt}" is not a time`);
+    const endMs = recordTimeMs(`instance ${instance}: endedAt`, endedAt);
     const pending: StoredLife = { instance, provider, endMs };
     const key = instanceKey(provider, instance);
     await INSTANCE_ENDED.run(this.redis, this.#lifeKeys(), [this.#cutoff(), key, endMs, JSON.stringify(pending), lifeId(pending)], signal);

@@ -20,6 +20,20 @@ export class UsageWindowError extends EgressError {
   }
 }
 
+/** A record the usage store cannot keep: a time that is not one (a caller's bug, final). */
+export class UsageRecordError extends EgressError {
+  constructor(message: string) {
+    super('ERR_USAGE_RECORD', message, { retryable: false });
+  }
+}
+
+/** Epoch ms of an ISO time a record carries; UsageRecordError when it is not one. */
+export function recordTimeMs(what: string, text: string): number {
+  const ms = Date.parse(text);
+  if (Number.isNaN(ms)) throw new UsageRecordError(`${what}: "${text.slice(0, 64)}" is not a time`);
+  return ms;
+}
+
 export function checkWindow(from: Date, to: Date): void {
   if (Number.isNaN(from.getTime())) throw new UsageWindowError('from', '"from" is not a valid time');
   if (Number.isNaN(to.getTime())) throw new UsageWindowError('to', '"to" is not a valid time');
@@ -36,6 +50,12 @@ export function dayOf(ms: number): string {
 /** `YYYY-MM-DDTHH` of the UTC hour `ms` falls in: the hour part of a stored period. */
 export function hourKeyOf(ms: number): string {
   return new Date(ms).toISOString().slice(0, 13);
+}
+
+/** `YYYY-MM-DDTHH` of a record's hour (rounded down to the hour), or undefined for an hour that is not a time. */
+export function recordHour(hour: string): string | undefined {
+  const ms = Date.parse(hour);
+  return Number.isNaN(ms) ? undefined : hourKeyOf(ms);
 }
 
 /** The whole days and the edge hours that cover [from, to), rounded out to whole hours. */

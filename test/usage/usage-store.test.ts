@@ -11,7 +11,7 @@ import { RedisUsageStore } from '../../src/usage/redis-usage-store.ts';
 import { UsageKeys } from '../../src/usage/usage-scripts.ts';
 import { DEFAULT_USAGE_SETTINGS, type UsageSettings, type UsageStore } from '../../src/usage/usage-store.ts';
 import type { InstanceRecord, TrafficRecord } from '../../src/usage/usage-types.ts';
-import { UsageWindowError } from '../../src/usage/usage-window.ts';
+import { UsageRecordError, UsageWindowError } from '../../src/usage/usage-window.ts';
 import { memoryStoreHarness, redisStoreHarness, useStores, type StoreHarness } from '../store/store-harness.ts';
 
 /** What the next store is made with: each test sets it before `make()`. */
@@ -171,6 +171,8 @@ describe.each(harnesses)('usage store ($name)', (harness) => {
     await expect(store.query({ from: at, to: at, groupBy: 'pool' })).rejects.toBeInstanceOf(UsageWindowError);
     await expect(store.query({ from: at, to: new Date(at.getTime() + 401 * 86_400_000), groupBy: 'pool' })).rejects.toThrow(/400 days/);
     await expect(store.poolUsage('crawl', new Date('x'), at)).rejects.toBeInstanceOf(UsageWindowError);
+    await expect(store.instanceStarted(life('i1', 'yesterday'))).rejects.toThrow(new UsageRecordError('instance i1: startedAt: "yesterday" is not a time'));
+    await expect(store.instanceEnded('gcp', 'i1', '')).rejects.toBeInstanceOf(UsageRecordError);
   });
 
   it('forgets ended lives past the retention, keeps open ones', async () => {
@@ -213,5 +215,17 @@ describe('usage store in Redis', () => {
     } finally {
       await redis.quit();
     }
+  });
+});
+
+describe('usage store in memory', () => {
+  it('keeps what the collector wrote by hour, proxy, pool, provider and domain (past the bound: other)', async () => {
+    const store = new MemoryUsageStore({ settings: { ...DEFAULT_USAGE_SETTINGS, maxDomainsPerPoolHour: 1 }, now: () => Date.parse('2026-11-01T12:00:00Z') });
+    const hour = '2026-11-01T10:00:00.000Z';
+    await store.addTraffic([traffic(hour), traffic(hour, { domain: 'b.org' }), traffic(hour, { domain: 'c.org' })]);
+    expect(store.hourDetail(hour).map((r) => [r.proxy, r.pool, r.provider, r.domain, r.counts.requests])).toEqual([
+      ['p1', 'crawl', 'gcp', 'example.com', 1],
+      ['p1', 'crawl', 'gcp', 'other', 2],
+    ]);
   });
 });
