@@ -7,7 +7,7 @@ import type { RedisClient } from '../redis/connections.ts';
 import { boundedStep } from '../roles/role-lifecycle.ts';
 import type { ShutdownPlan } from '../roles/shutdown-plan.ts';
 import type { ProxyReader } from '../store/proxy-store.ts';
-import { recordingLives } from '../usage/life-events.ts';
+import { recordingLives } from '../events/usage-lives.ts';
 import { instanceKinds } from '../usage/machine-types.ts';
 import { RedisUsageStore } from '../usage/redis-usage-store.ts';
 import type { UsageStore } from '../usage/usage-store.ts';
@@ -22,7 +22,7 @@ export function createUsageStore(config: Pick<AppConfig, 'redis' | 'prices' | 'u
 
 /**
  * The worker's event sink with instance lives recorded in the usage store as InstanceCreated and
- * InstanceDeleted pass (src/usage/life-events.ts); the shutdown waits a moment for lives in flight.
+ * InstanceDeleted pass (src/events/usage-lives.ts); the shutdown waits a moment for lives in flight.
  */
 export function lifeRecordingSink(
   inner: EventSink,

@@ -2,7 +2,6 @@
  * The usage store in a process's memory: the same periods, domain bound, retention and life rules
  * as the Redis store, for pure tests and embedding. Each write is one synchronous step.
  */
-import { run } from '../store/memory-collection.ts';
 import { instanceKey, lifeRecord, onEnd, onStart, storedLife, type LifeChange, type StoredLife } from './instance-lives.ts';
 import { buildReport, poolUsageOf, type TrafficCell } from './usage-report.ts';
 import { DEFAULT_USAGE_SETTINGS, type UsageQuery, type UsageReport, type UsageStore, type UsageStoreOptions } from './usage-store.ts';
@@ -15,6 +14,14 @@ interface Bucket {
   expiresAtMs: number;
   /** `<pool or domain>\u001f<provider>` → counts. */
   cells: Map<string, TrafficCell>;
+}
+
+/** Runs `op` as one store call: an ended signal rejects it before anything is read or written. */
+function call<R>(signal: AbortSignal | undefined, op: () => R): Promise<R> {
+  return Promise.resolve().then(() => {
+    signal?.throwIfAborted();
+    return op();
+  });
 }
 
 export class MemoryUsageStore implements UsageStore {
@@ -39,7 +46,7 @@ export class MemoryUsageStore implements UsageStore {
   }
 
   addTraffic(records: readonly TrafficRecord[], signal?: AbortSignal): Promise<void> {
-    return run(signal, () => {
+    return call(signal, () => {
       this.#expire();
       for (const r of records) {
         const hour = recordHour(r.hour);
@@ -120,7 +127,7 @@ export class MemoryUsageStore implements UsageStore {
   }
 
   instanceStarted(record: InstanceRecord, signal?: AbortSignal): Promise<void> {
-    return run(signal, () => {
+    return call(signal, () => {
       this.#expire();
       const key = instanceKey(record.provider, record.instance);
       this.#apply(key, onStart(this.#currentLife(key), storedLife(record)));
@@ -128,7 +135,7 @@ export class MemoryUsageStore implements UsageStore {
   }
 
   instanceEnded(provider: string, instance: string, endedAt: string, signal?: AbortSignal): Promise<void> {
-    return run(signal, () => {
+    return call(signal, () => {
       this.#expire();
       const key = instanceKey(provider, instance);
       this.#apply(key, onEnd(this.#currentLife(key), provider, instance, recordTimeMs(`instance ${instance}: endedAt`, endedAt)));
@@ -147,7 +154,7 @@ export class MemoryUsageStore implements UsageStore {
   }
 
   query(query: UsageQuery, signal?: AbortSignal): Promise<UsageReport> {
-    return run(signal, () => {
+    return call(signal, () => {
       checkWindow(query.from, query.to);
       this.#expire();
       const fromMs = query.from.getTime();
@@ -157,7 +164,7 @@ export class MemoryUsageStore implements UsageStore {
   }
 
   poolUsage(pool: string, from: Date, to: Date, signal?: AbortSignal): Promise<PoolUsage> {
-    return run(signal, () => {
+    return call(signal, () => {
       checkWindow(from, to);
       this.#expire();
       return poolUsageOf(pool, from, to, this.#cells('pool', from.getTime(), to.getTime()), this.#livesAfter(from.getTime()), this.#prices, this.#now());
@@ -165,7 +172,7 @@ export class MemoryUsageStore implements UsageStore {
   }
 
   runningInstances(signal?: AbortSignal): Promise<InstanceRecord[]> {
-    return run(signal, () => {
+    return call(signal, () => {
       return [...this.#lives.values()].filter((l) => l.startMs !== undefined && l.endMs === undefined).flatMap((l) => lifeRecord(l) ?? []);
     });
   }

@@ -3,7 +3,7 @@
  * one script may touch them all on a Redis Cluster. Field parts are joined by \x1f (unit separator),
  * which no pool, provider, proxy or domain name holds.
  */
-import { LuaScript } from '../pools/pick-script.ts';
+import { LuaScript } from '../redis/lua-script.ts';
 
 export class UsageKeys {
   constructor(readonly prefix: string) {}

@@ -8,7 +8,7 @@ import { describe, expect, test } from 'vitest';
 import { MemoryEventStore } from '../../src/events/memory-event-store.ts';
 import { reconcileProxy, type ReconcileDeps } from '../../src/proxies/reconcile.ts';
 import { MemoryProxyStore } from '../../src/store/memory-proxy-store.ts';
-import { recordingLives } from '../../src/usage/life-events.ts';
+import { recordingLives } from '../../src/events/usage-lives.ts';
 import { instanceKinds, machineTypeOf } from '../../src/usage/machine-types.ts';
 import { MemoryUsageStore } from '../../src/usage/memory-usage-store.ts';
 import type { InstanceLifeRecorder } from '../../src/usage/usage-store.ts';

@@ -3,13 +3,13 @@
  * every event on, records each InstanceCreated as a life's start and each InstanceDeleted as its
  * end in the usage store. The event write comes first and is never slowed or failed by the store:
  * its writes run beside it, bounded, and a failure is logged and counted (a life then stays open, or
- * unstarted, until a later event of the same instance; see instance-lives.ts).
+ * unstarted, until a later event of the same instance; see src/usage/instance-lives.ts).
  */
-import type { EgressEvent, EventSink, NewEvent } from '../events/event-sink.ts';
 import type { Logger } from '../logging.ts';
 import { POOL_LABEL } from '../model/pool-resource.ts';
 import type { ProxyReader } from '../store/proxy-store.ts';
-import type { InstanceLifeRecorder } from './usage-store.ts';
+import type { InstanceLifeRecorder } from '../usage/usage-store.ts';
+import type { EgressEvent, EventSink, NewEvent } from './event-sink.ts';
 
 /** Store writes in flight beyond which further lives are dropped (and counted) rather than queued. */
 const MAX_IN_FLIGHT = 500;
@@ -18,7 +18,7 @@ export interface LifeEventDeps {
   lives: InstanceLifeRecorder;
   /** Where the proxy's pool label is read (InstanceCreated). */
   proxies: Pick<ProxyReader, 'get'>;
-  /** Machine type and default location by provider name (machine-types.ts' `instanceKinds`). */
+  /** Machine type and default location by provider name (src/usage/machine-types.ts' `instanceKinds`). */
   kinds: ReadonlyMap<string, { machineType: string; location: string }>;
   logger: Logger;
   /** Counts a life not recorded (`what`: `start` or `end`; `reason`: `error` or `overload`). */
