@@ -39,19 +39,25 @@ function text(details: EgressEvent['details'], key: string): string | undefined 
 /** `inner` with every instance's life recorded in `deps.lives` as its events pass. */
 export function recordingLives(inner: EventSink, deps: LifeEventDeps): LifeRecordingSink {
   const inFlight = new Set<Promise<void>>();
+  /** The last write of each instance: an instance's writes run one after another, in the order of its events. */
+  const tails = new Map<string, Promise<void>>();
   const now = deps.now ?? Date.now;
-  const run = (what: 'start' | 'end', write: () => Promise<void>, log: Record<string, unknown>): void => {
+  const run = (what: 'start' | 'end', key: string, write: () => Promise<void>, log: Record<string, unknown>): void => {
     if (inFlight.size >= MAX_IN_FLIGHT) {
       deps.onFailure?.(what, 'overload');
       deps.logger.warn(log, `instance ${what} not recorded in usage: ${MAX_IN_FLIGHT} writes already waiting`);
       return;
     }
-    const p = write().catch((err: unknown) => {
+    const p = (tails.get(key) ?? Promise.resolve()).then(write).catch((err: unknown) => {
       deps.onFailure?.(what, 'error');
       deps.logger.warn({ ...log, err: (err as Error).message }, `instance ${what} not recorded in usage`);
     });
     inFlight.add(p);
-    void p.finally(() => inFlight.delete(p));
+    tails.set(key, p);
+    void p.finally(() => {
+      inFlight.delete(p);
+      if (tails.get(key) === p) tails.delete(key);
+    });
   };
   const observe = (event: NewEvent): void => {
     if (event.object.kind !== 'Proxy') return;
@@ -60,10 +66,12 @@ export function recordingLives(inner: EventSink, deps: LifeEventDeps): LifeRecor
     if (instance === undefined || provider === undefined) return;
     const at = new Date(now()).toISOString();
     const proxy = event.object.name;
+    const key = `${provider}/${instance}`;
     if (event.reason === 'InstanceCreated') {
       const kind = deps.kinds.get(provider);
       run(
         'start',
+        key,
         async () => {
           const pool = (await deps.proxies.get(proxy))?.labels[POOL_LABEL];
           await deps.lives.instanceStarted({
@@ -79,7 +87,7 @@ export function recordingLives(inner: EventSink, deps: LifeEventDeps): LifeRecor
         { proxy, instance, provider },
       );
     } else if (event.reason === 'InstanceDeleted') {
-      run('end', () => deps.lives.instanceEnded(provider, instance, at), { proxy, instance, provider });
+      run('end', key, () => deps.lives.instanceEnded(provider, instance, at), { proxy, instance, provider });
     }
   };
   return {

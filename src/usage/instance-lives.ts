@@ -5,7 +5,9 @@
  * conformance suite (test/usage/usage-store.test.ts) holds both to them.
  *
  * - A start for an instance whose current life is open, or ended after that start, is a repeat: nothing changes.
- * - A start after the current life ended is a new life (a provider may reuse an instance name).
+ * - A start at or after the current life's end is a new life (a move deletes and creates the same
+ *   name, possibly within one millisecond; a provider may reuse a name). An instance recreated after it
+ *   vanished without a delete (`recreate`) continues its open life.
  * - An end of an open life at or after its start ends it; a later end of an ended life is a repeat.
  * - An end with no life (its start not seen yet, or lost) is kept as a *pending end*; a start at or
  *   before it completes that life. A pending end counts no seconds: nobody knows when it began.
@@ -72,7 +74,7 @@ export function onStart(current: StoredLife | undefined, started: StoredLife): L
   if (current) {
     if (current.startMs === undefined) {
       if (current.endMs !== undefined && current.endMs >= startMs) return { kind: 'update', life: { ...started, endMs: current.endMs } };
-    } else if (current.endMs === undefined || startMs <= current.endMs) return { kind: 'none' };
+    } else if (current.endMs === undefined || startMs < current.endMs) return { kind: 'none' };
   }
   const { endMs: _ignored, ...open } = started;
   return { kind: 'new', life: open };

@@ -140,7 +140,7 @@ if life then
       redis.call('HSET', KEYS[1], cur, cjson.encode(done))
       return 1
     end
-  elseif life.endMs == nil or start <= life.endMs then
+  elseif life.endMs == nil or start < life.endMs then
     return 0
   end
 end

@@ -83,6 +83,31 @@ describe('instance lives from the lifecycle events', () => {
   });
 });
 
+describe('the order of one instance’s writes', () => {
+  test('a delete that follows its create at once waits for the create’s write (whose pool read is slow)', async () => {
+    let clockMs = Date.parse('2026-11-01T10:00:00Z');
+    const usage = new MemoryUsageStore({ now: () => clockMs });
+    // An earlier life of the same name, ended: a delete written before the create would be taken for its repeat.
+    await usage.instanceStarted({ instance: 'i', proxy: 'p', provider: 'cloud', location: 'z', machineType: 'm', startedAt: '2026-11-01T08:00:00.000Z' });
+    await usage.instanceEnded('cloud', 'i', '2026-11-01T09:00:00.000Z');
+    let release = (): void => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const proxies = { get: async () => (await gate, undefined) };
+    const events = new MemoryEventStore({ maxCount: 100, maxAgeMs: 3_600_000 });
+    const sink = recordingLives(events.sink('worker'), { lives: usage, proxies, kinds, logger, now: () => clockMs });
+    const event = (reason: 'InstanceCreated' | 'InstanceDeleted') =>
+      ({ type: 'Normal', reason, object: { kind: 'Proxy', name: 'p' }, provider: 'cloud', message: reason, details: { instance: 'i' } }) as const;
+    sink.record(event('InstanceCreated'));
+    clockMs += 60_000;
+    sink.record(event('InstanceDeleted'));
+    release();
+    await sink.settled();
+    expect(await usage.runningInstances()).toEqual([]);
+    const r = await usage.query({ from: new Date('2026-11-01T00:00:00Z'), to: new Date('2026-11-02T00:00:00Z'), groupBy: 'provider' });
+    expect(r.totals).toMatchObject({ instanceSeconds: 3600 + 60, instances: 2 });
+  });
+});
+
 describe('machine types', () => {
   test.each([
     [{ name: 'g', type: 'gcp', proxies: { machineType: 'e2-micro' } }, 'e2-micro'],

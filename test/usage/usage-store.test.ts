@@ -159,8 +159,11 @@ describe.each(harnesses)('usage store ($name)', (harness) => {
     // The same name again after its life ended: a new life.
     await store.instanceStarted(life('i1', '2026-11-01T10:00:00.000Z'));
     await store.instanceEnded('gcp', 'i1', '2026-11-01T11:00:00.000Z');
+    // A move: the same name deleted and created in one millisecond.
+    await store.instanceStarted(life('i1', '2026-11-01T11:00:00.000Z', { location: 'elsewhere' }));
+    await store.instanceEnded('gcp', 'i1', '2026-11-01T12:00:00.000Z');
     r = await store.query({ ...day('2026-11-01'), groupBy: 'pool' });
-    expect(r.totals).toMatchObject({ instanceSeconds: 3 * 3600, instances: 3 });
+    expect(r.totals).toMatchObject({ instanceSeconds: 4 * 3600, instances: 4 });
     expect(await store.runningInstances()).toEqual([]);
   });
 
