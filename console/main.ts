@@ -8,6 +8,7 @@ import { eventsView } from './views/events.ts';
 import { jobsView } from './views/jobs.ts';
 import { applyView } from './views/apply.ts';
 import { metricsView } from './views/metrics.ts';
+import { usageView } from './views/usage.ts';
 
 /** How often the open view re-reads the API (unchanged answers are 304s). */
 const REFRESH_MS = 3000;
@@ -54,7 +55,7 @@ function signIn(root: HTMLElement): void {
 }
 
 function app(root: HTMLElement): void {
-  const views: View[] = [providersView(), proxiesView(), poolsView(), eventsView(), jobsView(), applyView(), metricsView()];
+  const views: View[] = [providersView(), proxiesView(), poolsView(), eventsView(), jobsView(), usageView(), applyView(), metricsView()];
   const main = h('main', { id: 'main', tabindex: -1 });
   const links = views.map((v) => h('a', { href: `#${v.id}`, id: `nav-${v.id}` }, v.title));
   const signOut = h('button', { type: 'button' }, 'Sign out');

@@ -82,3 +82,31 @@ export interface Items<T> {
 
 /** `label=value` names of the pool a proxy belongs to. */
 export const POOL_LABEL = 'egress-proxies.io/pool';
+
+export interface UsageCost {
+  instances: number;
+  egress: number;
+  vendor: number;
+  ipv4: number;
+  total: number;
+}
+
+export interface UsageTotals {
+  bytesUp: number;
+  bytesDown: number;
+  requests: number;
+  tunnels: number;
+  instanceSeconds: number;
+  instances: number;
+  cost: UsageCost;
+}
+
+/** `GET /v1/usage` (src/usage/usage-store.ts). */
+export interface UsageReport {
+  from: string;
+  to: string;
+  groupBy: 'pool' | 'provider' | 'domain';
+  currency: string | null;
+  rows: (UsageTotals & { day: string; key: string })[];
+  totals: UsageTotals;
+}

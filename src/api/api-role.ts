@@ -18,6 +18,8 @@ import type { ProxyStore } from '../store/proxy-store.ts';
 import type { PoolStore } from '../store/pool-store.ts';
 import type { MemberReplacements } from '../pools/member-replacements.ts';
 import { registerPoolGauges } from '../metrics/pool-gauges.ts';
+import { registerUsageGauges } from '../metrics/usage-metrics.ts';
+import type { UsageStore } from '../usage/usage-store.ts';
 import type { StatusStore } from '../store/status-store.ts';
 import { listenHttp } from '../http/listen.ts';
 import { effectiveLimits } from '../http/connection-limits.ts';
@@ -52,6 +54,8 @@ export interface ApiRoleDeps {
   logger: Logger;
   /** The fleet's events: read by `GET /v1/events`, written by applies and deletions. */
   events: EventStore;
+  /** Usage and cost: `GET /v1/usage` and the running-instances gauge; absent: neither. */
+  usage?: UsageStore | undefined;
   /** BullMQ telemetry for the API's producers (ad-hoc checks, reconciles); undefined when tracing is off. */
   telemetry?: Telemetry | undefined;
   /** The process's soft limit on open files: the API holds at most half of it in connections. */
@@ -105,6 +109,7 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
       config.providers.map((p) => p.name),
     );
     registerPoolGauges(deps.registry, deps.pools);
+    if (deps.usage) registerUsageGauges(deps.registry, deps.usage);
     const hosts = new HostAllowList([...config.api.allowedHosts, ...echoHost(config.echoUrl)]);
     const eventSink = deps.events.sink('api');
     const reconcile = queues.find((q) => q.name === QUEUES.reconcile);
@@ -126,6 +131,7 @@ export async function startApiRole(deps: ApiRoleDeps): Promise<ApiRole> {
       ...(config.api.tokenNames ? { tokenNames: config.api.tokenNames } : {}),
       events: deps.events,
       eventSink,
+      ...(deps.usage ? { usage: deps.usage } : {}),
       ...(reconcile ? { picks: buildPicks(deps, deps.pools, deps.replacements, (pool) => work.reconcilePool(pool), eventSink) } : {}),
       maxBodyBytes: config.api.maxBodyBytes,
       hosts,

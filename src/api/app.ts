@@ -31,6 +31,8 @@ import { feedbackRoutes } from './routes/feedback.ts';
 import type { PoolPicker } from '../pools/pick-service.ts';
 import type { FeedbackRecorder } from '../pools/feedback-service.ts';
 import type { FeedbackRateLimit } from '../pools/feedback-rate-limit.ts';
+import { usageRoutes } from './routes/usage.ts';
+import type { UsageStore } from '../usage/usage-store.ts';
 
 export interface ApiDeps {
   store: StatusStore;
@@ -74,6 +76,8 @@ export interface ApiDeps {
   checkWaitMs: number;
   /** Picks from pools and ban feedback (`/v1/pools/{name}/pick`, `…/feedback`); absent: not served. */
   picks?: { picker: PoolPicker; feedback: FeedbackRecorder; rateLimit: FeedbackRateLimit };
+  /** Where `GET /v1/usage` reads (docs/usage.md); absent: not served. */
+  usage?: Pick<UsageStore, 'query'>;
   logger: Logger;
   /** The console's sessions (src/console); a fresh in-memory set when absent. */
   consoleSessions?: ConsoleSessions;
@@ -130,6 +134,7 @@ export function createApiApp(deps: ApiDeps): Hono {
     );
   }
   app.route('/v1', eventRoutes({ events: deps.events }));
+  if (deps.usage) app.route('/v1', usageRoutes({ usage: deps.usage }));
   if (deps.picks) {
     app.route('/v1', pickRoutes(deps.picks));
     app.route('/v1', feedbackRoutes(deps.picks));

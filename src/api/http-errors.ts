@@ -24,6 +24,7 @@ const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
   ERR_POOL_TERMINATING: 409,
   ERR_CHECK_FAILED: 502,
   ERR_CHECK_WAIT_TIMEOUT: 504,
+  ERR_USAGE_WINDOW: 400,
 };
 
 export interface ErrorContext {

@@ -73,6 +73,7 @@ const proxyCommands = () => import('./commands/proxy-commands.ts');
 const applyCommand = () => import('./commands/apply-command.ts');
 const poolCommands = () => import('./commands/pool-commands.ts');
 const eventCommands = () => import('./commands/event-commands.ts');
+const usageCommands = () => import('./commands/usage-commands.ts');
 
 /** A watch runs until it is interrupted (Ctrl-C): SIGINT and SIGTERM end it cleanly, exit 0. */
 function watchSignal(): AbortSignal {
@@ -210,6 +211,14 @@ function buildProgram(env: CliEnv, io: CliIO, result: { code: number }, options:
       result.code = await (
         await eventCommands()
       ).listEvents(await clientOf(flags, env), io, flags, flags.watch ? (options.watchSignal ?? watchSignal()) : signal);
+    });
+  addClientOptions(program.command('usage').description('show traffic, instance hours and cost per day, by pool, provider or domain'), env)
+    .option('--from <when>', 'start: an RFC 3339 time or a date (default: 7 days before --to)')
+    .option('--to <when>', 'end: an RFC 3339 time, or a date (its whole day included; default: now)')
+    .option('--group-by <key>', 'pool, provider or domain', 'pool')
+    .addOption(new Option('-o, --output <format>', 'table, json or yaml'))
+    .action(async (flags: ClientFlags & { from?: string; to?: string; groupBy?: string; output?: string }) => {
+      result.code = await (await usageCommands()).showUsage(await clientOf(flags, env), io, flags, signal);
     });
   addClientOptions(program.command('describe').description('show a proxy or a ProviderHealth with its conditions and newest events'), env)
     .argument('<type>', 'proxy or providerhealth (ph)')

@@ -12,6 +12,7 @@ import { ShutdownPlan } from '../roles/shutdown-plan.ts';
 import type { SchedulerRole } from '../scheduler/scheduler-role.ts';
 import { SecretRegistry } from '../secrets/secret-registry.ts';
 import { createStores } from '../store/create-stores.ts';
+import { createUsageStore } from './usage-parts.ts';
 import { startTracing, type TracingRuntime } from '../telemetry/tracing.ts';
 import type { WorkerRole } from '../../workers/worker-role.ts';
 import { connectRolesRedis } from './roles-redis.ts';
@@ -127,6 +128,7 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
       redis,
       stores,
       events,
+      usage: createUsageStore(config, redis.client),
       tracing: t,
       secrets,
       plan,

@@ -72,6 +72,8 @@ export async function buildServerConfig(raw: ServerFlags, options: { defaultProv
   const file = flags.config ? await loadConfigFile(flags.config) : options.defaultProviders ? DEFAULT_CONFIG_FILE : { providers: [] };
   const config: AppConfig = {
     providers: file.providers,
+    ...(file.prices ? { prices: file.prices } : {}),
+    ...(file.usage ? { usage: file.usage } : {}),
     store: await parseStoreSettings(flags),
     checks: flags.checks,
     redis: await redisSettings(flags),

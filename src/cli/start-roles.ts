@@ -23,6 +23,8 @@ import type { TracingRuntime } from '../telemetry/tracing.ts';
 import { startPublisherRole } from '../../workers/publisher-role.ts';
 import { startWorkerRole, type WorkerRole } from '../../workers/worker-role.ts';
 import type { RolesRedis } from './roles-redis.ts';
+import { lifeRecordingSink } from './usage-parts.ts';
+import type { UsageStore } from '../usage/usage-store.ts';
 
 export type RoleName = 'scheduler' | 'worker' | 'publisher' | 'api';
 
@@ -36,6 +38,8 @@ export interface RoleParts {
   redis: RolesRedis;
   stores: Stores;
   events: RedisEventStore;
+  /** Traffic and instance lives, read by `GET /v1/usage` (docs/usage.md). */
+  usage: UsageStore;
   tracing: TracingRuntime;
   secrets: SecretRegistry;
   plan: ShutdownPlan;
@@ -144,6 +148,7 @@ function startApi(parts: RoleParts, registry: Registry): Promise<ApiRole> {
       replacements: stores.replacements,
       registry,
       events: parts.events,
+      usage: parts.usage,
       logger: parts.logger.child({ role: 'api' }),
       telemetry: parts.tracing.bullmq('api'),
       openFiles: parts.openFiles,
@@ -171,7 +176,7 @@ async function startWorker(
       echoUrl: built.echoUrl,
       logger: parts.logger.child({ role: 'worker' }),
       jobMetrics: built.jobMetrics,
-      events: parts.events.sink('worker'),
+      events: lifeRecordingSink(parts.events.sink('worker'), { ...parts, proxies: stores.proxies, registry: built.registry }),
       telemetry: parts.tracing.bullmq('worker'),
       secrets: parts.secrets,
       onState: parts.onState,

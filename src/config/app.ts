@@ -2,6 +2,7 @@ import type { ProviderConfig } from '../providers/config.ts';
 import type { CheckSchedule } from './checks.ts';
 import type { TelemetryConfig } from '../telemetry/config.ts';
 import type { KubeConnectionConfig } from '../clients/kubernetes/kubeconfig.ts';
+import type { PriceTable, UsageSettings } from './usage-config.ts';
 
 /** Queues a worker can process. */
 export const QUEUE_SET = ['checks', 'reconcile', 'gc'] as const;
@@ -175,6 +176,10 @@ export interface AppConfig {
   events: EventRetention;
   /** Picks and ban feedback; absent: DEFAULT_PICK_SETTINGS. */
   picks?: PickSettings;
+  /** The configuration file's price table (docs/usage.md); absent: usage is counted, every cost is 0. */
+  prices?: PriceTable | undefined;
+  /** What usage accounting keeps (the file's `usage:`); absent: DEFAULT_USAGE_SETTINGS. */
+  usage?: UsageSettings | undefined;
   /** Tracing (OTLP export), from the standard OTEL_* variables; absent: off, and no SDK is loaded. */
   telemetry?: TelemetryConfig | undefined;
 }

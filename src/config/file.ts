@@ -4,8 +4,9 @@ import { z } from 'zod';
 import { ConfigError } from '../errors.ts';
 import { providerSchema, type ProviderConfig } from '../providers/config.ts';
 import { safeParseWorded } from '../schema/zod-helpers.ts';
+import { priceTableSchema, usageSectionSchema, type PriceTable, type UsageSettings } from './usage-config.ts';
 
-/** The YAML configuration file: the providers, nothing else yet. */
+/** The YAML configuration file: the providers, and optionally the price table and what usage accounting keeps. */
 export const configFileSchema = z
   .strictObject({
     // Required: an empty file, or one that forgets the key, must not silently mean "no providers"
@@ -13,6 +14,10 @@ export const configFileSchema = z
     providers: z.array(providerSchema, {
       error: (issue) => (issue.input === undefined ? 'required: list the providers, or write "providers: []" to run with none' : undefined),
     }),
+    /** Prices of instances, egress, vendors and IPv4 addresses (docs/usage.md); absent: every cost is 0. */
+    prices: priceTableSchema.optional(),
+    /** What usage accounting keeps (docs/usage.md). */
+    usage: usageSectionSchema.optional(),
   })
   .superRefine((file, ctx) => {
     const seen = new Map<string, number>();
@@ -22,10 +27,17 @@ export const configFileSchema = z
         ctx.addIssue({ code: 'custom', path: ['providers', i, 'name'], message: `duplicate provider name "${p.name}" (also providers[${first}])` });
       } else seen.set(p.name, i);
     });
+    for (const section of ['instanceHour', 'egressGB', 'vendorGB', 'ipv4Hour'] as const) {
+      for (const provider of Object.keys(file.prices?.[section] ?? {})) {
+        if (!seen.has(provider)) ctx.addIssue({ code: 'custom', path: ['prices', section, provider], message: `no provider is named "${provider}"` });
+      }
+    }
   });
 
 export interface ConfigFile {
   providers: ProviderConfig[];
+  prices?: PriceTable | undefined;
+  usage?: UsageSettings | undefined;
 }
 
 /** The configuration `egress up` uses when no file is given: the local provider alone. */

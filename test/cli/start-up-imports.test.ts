@@ -45,6 +45,7 @@ describe('egress start-up loads only what the command needs', () => {
     [['--version'], packageVersion()],
     [['get', 'ph', '--api-url', 'http://127.0.0.1:1'], 'ERR_API_UNREACHABLE'],
     [['get', 'proxies', '--api-url', 'http://127.0.0.1:1'], 'ERR_API_UNREACHABLE'],
+    [['usage', '--api-url', 'http://127.0.0.1:1'], 'ERR_API_UNREACHABLE'],
   ])('egress %j loads no provider client, queue, zod or YAML library', async (args, expected) => {
     const loaded = await packagesLoaded(args, expected);
     expect(loaded.has('commander')).toBe(true); // the recorder works: the command tree was built

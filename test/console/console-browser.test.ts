@@ -276,6 +276,22 @@ describeWithTool('chromium', 'the console in a browser', { timeout: 120_000 }, (
     }
   });
 
+  test('usage: per day by pool, provider or domain with totals; the pool members made and deleted above are its instances', async () => {
+    await openView('Usage', 'Usage and cost');
+    const usage = page.getByRole('table', { name: 'Usage by pool' });
+    // The crawl pool's members (two, then two replacements) lived under the pool; their lives came from the worker's events.
+    const crawl = usage.getByRole('row', { name: /crawl/ }).first();
+    await crawl.waitFor({ timeout: 20_000 });
+    await waitFor('the crawl pool to count its members', async () => Number((await crawl.getByRole('cell').nth(7).textContent()) ?? '0') >= 4);
+    await expect(usage.locator('tfoot').getByRole('rowheader', { name: 'Total' }).count()).resolves.toBe(1);
+    await expect(page.locator('#usage-window').textContent()).resolves.toMatch(/UTC · no price table/);
+    await checkView('usage');
+    await page.getByLabel('By').selectOption('provider');
+    await page.getByRole('table', { name: 'Usage by provider' }).getByRole('row', { name: /local/ }).first().waitFor();
+    await page.getByLabel('Span').selectOption('1');
+    await page.getByRole('table', { name: 'Usage by provider' }).getByRole('row', { name: /local/ }).first().waitFor();
+  });
+
   test('activity: small time series of the process’s own counters', async () => {
     await openView('Activity', 'Activity');
     for (const title of ['Picks', 'Ban reports', 'Pick denials', 'Probe failures']) {

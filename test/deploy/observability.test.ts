@@ -44,8 +44,8 @@ async function alertRules(): Promise<Rule[]> {
 }
 
 async function dashboardExprs(): Promise<string[]> {
-  const doc = JSON.parse(await readFile(DASHBOARD, 'utf8')) as { panels: { title: string; targets: { expr: string }[] }[] };
-  return doc.panels.flatMap((p) => p.targets.map((t) => t.expr));
+  const doc = JSON.parse(await readFile(DASHBOARD, 'utf8')) as { panels: { title: string; targets?: { expr: string }[] }[] };
+  return doc.panels.flatMap((p) => (p.targets ?? []).map((t) => t.expr));
 }
 
 /** The metric names a PromQL expression reads (ours, BullMQ's and Node's process metrics). */

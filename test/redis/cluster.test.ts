@@ -14,6 +14,7 @@ import { runCli, spawnEgress, waitUpAndLocalReady } from '../support/cli.ts';
 import { testConfig, uniquePrefix } from '../support/config.ts';
 import { startRedisCluster, type RedisClusterPeer } from '../support/redis-peers.ts';
 import { waitFor } from '../support/wait.ts';
+import { RedisUsageStore } from '../../src/usage/redis-usage-store.ts';
 
 /**
  * The roles on a real Redis Cluster: three masters, three replicas, a password on every node
@@ -99,6 +100,30 @@ describe('the roles on a Redis Cluster (3 masters + 3 replicas)', () => {
     const ready = await readyProxy('web-1');
     expect(ready.status).toMatchObject({ phase: 'Ready', egressIp: '127.0.0.1' });
 
+    // Usage on the cluster: the worker recorded web-1's life (a script over three keys), traffic of two
+    // hours is one script over twelve, and GET /v1/usage reads both (a pipeline and a script).
+    const client = createRedisClient(redisOptions({ kind: 'cluster', nodes: cluster.nodes, password: cluster.password, tls: false }, 'producer'));
+    try {
+      await waitFor('the cluster client to be ready', async () => client.status === 'ready');
+      const hour = Math.floor(Date.now() / 3_600_000) * 3_600_000;
+      await new RedisUsageStore(client, config.redis.prefix).addTraffic(
+        [hour - 3_600_000, hour].map((h) => ({
+          hour: new Date(h).toISOString(),
+          proxy: 'web-1',
+          provider: 'local',
+          domain: 'example.com',
+          counts: { bytesUp: 1, bytesDown: 2, requests: 1, tunnels: 0 },
+        })),
+      );
+    } finally {
+      client.disconnect();
+    }
+    const usage = await waitFor('web-1’s life and traffic in GET /v1/usage', async () => {
+      const { status, body } = await getJson<{ totals: { instances: number; requests: number } }>('/v1/usage?groupBy=provider');
+      return status === 200 && body.totals.instances === 1 && body.totals.requests === 2 ? body : undefined;
+    });
+    expect(usage.totals).toMatchObject({ instances: 1, requests: 2 });
+
     const prefix = config.redis.prefix;
     const { master, replica } = await cluster.shardOf(prefix);
     const keys = await keysOn(master.port, `${prefix}*`);
@@ -113,6 +138,9 @@ describe('the roles on a Redis Cluster (3 masters + 3 replicas)', () => {
         `${prefix}:checks:meta`,
         `${prefix}:results:meta`,
         `${prefix}:reconcile:meta`,
+        `${prefix}:usage:lives`,
+        `${prefix}:usage:lives:current`,
+        `${prefix}:usage:lives:ends`,
       ]),
     );
     // The other two shards (masters and replicas) hold none of them.

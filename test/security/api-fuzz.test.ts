@@ -80,6 +80,10 @@ const QUERY_KEYS = [
   'since',
   // POST /v1/proxies and /v1/pools
   'dryRun',
+  // GET /v1/usage
+  'from',
+  'to',
+  'groupBy',
   // GET /v1/pools/:name/pick
   'session',
   'domain',
@@ -122,6 +126,11 @@ const QUERY_VALUES = [
   'Example.COM.',
   `${'a.'.repeat(130)}com`,
   '%E2%80%AE',
+  // from, to and groupBy of GET /v1/usage: a date, a span beyond 400 days, a time with a bad offset, another grouping
+  '2026-11-01',
+  '1970-01-01',
+  '2026-11-01T10:00:00%2B99:00',
+  'domain',
 ];
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'PROPFIND', 'TRACE'];
 const MEDIA_TYPES = [

@@ -34,6 +34,7 @@ export async function routeTable(): Promise<Route[]> {
       registry: never as never,
       tokens: [],
       events: never as never,
+      usage: never as never,
       maxBodyBytes: 1024,
       hosts: new HostAllowList([]),
       ping: never,
