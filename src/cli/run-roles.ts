@@ -54,7 +54,7 @@ export interface RunningRoles {
 export interface RunRolesOptions {
   /** Tests inject providers with hanging or failing checks; the product has no fake provider. */
   providerFactory?: ProviderFactory;
-  /** Pools' usage for their budgets (the worker's pool reconcile); absent: budgets report no usage data. */
+  /** Pools' usage for their budgets (the worker's pool reconcile); absent: the fleet's usage store (docs/usage.md). */
   poolUsage?: PoolUsageReader;
   /** Tests start the private Redis without the parent-death signal, to leave an orphan behind. */
   privateRedis?: { dieWithOwner?: boolean };
@@ -122,19 +122,21 @@ export async function runRoles(config: AppConfig, roles: readonly RoleName[], lo
     abandonedIfClosing();
     const events = new RedisEventStore(redis.client, config.redis.prefix, config.events, logger.child({ component: 'events' }), secrets);
     plan.add(boundedStep('the event store', STEP_MS, () => events.close()));
+    const usage = createUsageStore(config, redis.client);
     const started = await startRoles(roles, {
       config,
       logger,
       redis,
       stores,
       events,
-      usage: createUsageStore(config, redis.client),
+      usage,
       tracing: t,
       secrets,
       plan,
       onState,
       providerFactory: options.providerFactory,
-      poolUsage: options.poolUsage,
+      // Budgets read the fleet's own usage store unless a test gives its own reader.
+      poolUsage: options.poolUsage ?? usage,
       openFiles: options.openFiles,
     });
     return { redisUrl: redis.url, tracing: t, started };
