@@ -10,7 +10,9 @@
  * - origin: a Node HTTP server in its own process on 127.0.0.1 (keep-alive, a 13-byte body; `/big`
  *   answers BENCH_DOWNLOAD_MB MiB from one buffer written over and over);
  * - egress: one proxy of the local provider (the proxy host and its relay processes, its egress
- *   policy allowing 127.0.0.1/32);
+ *   policy allowing 127.0.0.1/32); `egress, accounting off` is the same in a second host started
+ *   with `--traffic-domains 0` (no traffic accounting), measured right after it, so the cost of
+ *   accounting is the ratio of the two in one run (docs/usage.md#traffic);
  * - tinyproxy, squid: bench/support/anchor-proxies.ts (private configurations, stopped after);
  * - load: bench/data-plane-load.ts, `concurrency` keep-alive connections, one request at a time
  *   each; plain rows send absolute-URI requests to the proxy, CONNECT rows open one tunnel per
@@ -34,6 +36,8 @@ const REQUESTS = Number(process.env.BENCH_REQUESTS ?? '20000');
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? '20');
 const DOWNLOAD_MB = Number(process.env.BENCH_DOWNLOAD_MB ?? '1024');
 const WARMUP = 500;
+/** Only the rows accounting's cost needs (direct, egress on and off, idle): BENCH_ACCOUNTING_ONLY=1. */
+const ACCOUNTING_ONLY = process.env.BENCH_ACCOUNTING_ONLY === '1';
 const USER = 'bench';
 const PASSWORD = 'bench-data-plane-pw';
 
@@ -103,11 +107,9 @@ interface Target {
 export async function runDataPlaneBench(): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'egress-bench-data-plane-'));
   const origin = await startOrigin();
-  const lifecycle = createLocalLifecycle({
-    dataDir: join(dir, 'local'),
-    logger: silentLogger(),
-    egressPolicy: proxyEgressPolicy({ allow: ['127.0.0.1/32'], deny: [] }, undefined),
-  });
+  const egressPolicy = proxyEgressPolicy({ allow: ['127.0.0.1/32'], deny: [] }, undefined);
+  const lifecycle = createLocalLifecycle({ dataDir: join(dir, 'local'), logger: silentLogger(), egressPolicy });
+  const unaccounted = createLocalLifecycle({ dataDir: join(dir, 'local-off'), logger: silentLogger(), egressPolicy, trafficDomains: 0 });
   const anchors: { name: string; proxy: AnchorProxy }[] = [];
   const rows: Row[] = [];
   const downloads: DownloadRow[] = [];
@@ -118,12 +120,21 @@ export async function runDataPlaneBench(): Promise<void> {
       { name: 'bench-1', owner: { fleet: 'bench', proxy: 'bench-1' }, credentials: { username: USER, password: PASSWORD } },
       AbortSignal.timeout(60_000),
     );
+    const off = await unaccounted.ensureInstance(
+      { name: 'bench-off', owner: { fleet: 'bench', proxy: 'bench-off' }, credentials: { username: USER, password: PASSWORD } },
+      AbortSignal.timeout(60_000),
+    );
     const hostPid = Number(instance.id.split(':')[0]);
-    const targets: Target[] = [{ name: 'egress local proxy', port: instance.endpoint!.port }];
-    for (const [name, start] of [
-      ['tinyproxy (Basic auth)', startTinyproxy],
-      ['squid (ncsa Basic auth)', startSquid],
-    ] as const) {
+    const targets: Target[] = [
+      { name: 'egress local proxy', port: instance.endpoint!.port },
+      { name: 'egress, accounting off', port: off.endpoint!.port },
+    ];
+    for (const [name, start] of ACCOUNTING_ONLY
+      ? []
+      : ([
+          ['tinyproxy (Basic auth)', startTinyproxy],
+          ['squid (ncsa Basic auth)', startSquid],
+        ] as const)) {
       const anchor = await start(dir, USER, PASSWORD);
       if (typeof anchor === 'string') targets.push({ name, note: anchor });
       else {
@@ -137,7 +148,7 @@ export async function runDataPlaneBench(): Promise<void> {
       await runLoad({ ...o, mode, port, requests: WARMUP });
       rows.push({ row, mode, load, result: await runLoad({ ...o, mode, port, requests: REQUESTS }) });
     };
-    for (const load of ['idle', 'one core busy']) {
+    for (const load of ACCOUNTING_ONLY ? ['idle'] : ['idle', 'one core busy']) {
       if (load !== 'idle') spinner = busyCore();
       await measure('direct (no proxy)', 'direct', origin.port, load);
       for (const t of targets) await measure(`${t.name}, plain HTTP`, 'proxy', t.port, load, t.note);
@@ -163,9 +174,11 @@ export async function runDataPlaneBench(): Promise<void> {
     rss[`egress relays (${relays.length})`] = (await Promise.all(relays.map((pid) => rssMb(pid)))).reduce((a, b) => a + b, 0);
     for (const a of anchors) rss[a.name] = await rssMb(a.proxy.child.pid);
     await lifecycle.deleteInstance('bench-1', undefined, { owner: { fleet: 'bench', proxy: 'bench-1' }, nameIsOurs: true }, AbortSignal.timeout(60_000));
+    await unaccounted.deleteInstance('bench-off', undefined, { owner: { fleet: 'bench', proxy: 'bench-off' }, nameIsOurs: true }, AbortSignal.timeout(60_000));
   } finally {
     spinner?.kill('SIGKILL');
     lifecycle.close();
+    unaccounted.close();
     for (const a of anchors) await a.proxy.stop();
     origin.child.kill('SIGTERM');
     await once(origin.child, 'exit');
@@ -209,14 +222,23 @@ export async function runDataPlaneBench(): Promise<void> {
   );
 }
 
-/** Issue 27's targets per load and mode: egress ≥ tinyproxy in req/s at ≤ 1.5× its p99; plain HTTP ≥ 0.3× direct. */
+/**
+ * Issue 27's targets per load and mode: egress ≥ tinyproxy in req/s at ≤ 1.5× its p99; plain HTTP ≥ 0.3× direct.
+ * Issue 25's: egress with accounting ≥ 0.95× egress without, in req/s.
+ */
 function verdicts(rows: Row[]): string[] {
   const out: string[] = [];
   for (const load of ['idle', 'one core busy']) {
     const find = (prefix: string, mode: LoadMode) => rows.find((r) => r.load === load && r.mode === mode && r.row.startsWith(prefix))?.result;
     const direct = find('direct', 'direct');
     for (const mode of ['proxy', 'connect'] as const) {
-      const egress = find('egress', mode);
+      const egress = find('egress local proxy', mode);
+      const off = find('egress, accounting off', mode);
+      if (egress && off) {
+        out.push(
+          `${load}, ${mode === 'proxy' ? 'plain HTTP' : 'CONNECT'}: accounting on/off req/s ${fmt(egress.rps / off.rps)}× (target ≥ 0.95×), p99 ${fmt(egress.p99Ms / off.p99Ms)}×`,
+        );
+      }
       const tiny = find('tinyproxy', mode);
       if (!egress || !tiny) continue;
       const label = mode === 'proxy' ? 'plain HTTP' : 'CONNECT';
