@@ -10,7 +10,7 @@ import { createRegistry } from '../metrics/registry.ts';
 import { registerSchedulerGauges } from '../metrics/scheduler-gauges.ts';
 import { createProviders, type ProviderFactory } from '../providers/create-provider.ts';
 import { fleetOf } from '../proxies/instance-name.ts';
-import { createProxyResolver } from '../usage/proxy-resolver.ts';
+import { createProxyResolver } from '../proxies/proxy-resolver.ts';
 import type { Provider } from '../providers/types.ts';
 import { echoUrlAdvice } from '../readiness/echo-url-advice.ts';
 import { redisListeners } from '../redis/connections.ts';

@@ -2,7 +2,12 @@
  * The traffic collector (docs/usage.md#traffic): the worker's link between the counts the proxies
  * of local-type providers keep (src/providers/local/traffic-stats.ts) and the usage store.
  *
- *   const collector = startTrafficCollector({ sources: trafficSources(config.providers, config.dataDir), sink, resolve, logger });
+ *   const collector = startTrafficCollector({
+ *     sources: trafficSources(config.providers, config.dataDir), // src/providers/traffic-sources.ts
+ *     resolve: createProxyResolver({ reader: stores.proxies, fleet: fleetOf(prefix) }), // src/proxies/proxy-resolver.ts
+ *     sink, // the usage store's
+ *     logger,
+ *   });
  *   ...
  *   await collector.close(AbortSignal.timeout(5_000));
  *
@@ -21,10 +26,7 @@
  */
 import { EgressError } from '../errors.ts';
 import type { Logger } from '../logging.ts';
-import { StatsGrowth } from '../providers/local/stats-growth.ts';
-import { readTrafficGrowth } from '../providers/local/traffic-growth.ts';
-import type { ProxyResolver } from './proxy-resolver.ts';
-import type { TrafficSource } from './traffic-sources.ts';
+import type { ProxyResolver, TrafficSource } from './traffic-source.ts';
 import { addTraffic, emptyTraffic, hourOf, type TrafficRecord } from './usage-types.ts';
 
 export const TRAFFIC_COLLECT_INTERVAL_MS = 60_000;
@@ -35,7 +37,7 @@ export type TrafficSink = (records: TrafficRecord[], signal: AbortSignal) => Pro
 export interface TrafficCollectorOptions {
   sources: readonly TrafficSource[];
   sink: TrafficSink;
-  /** Each instance's proxy and pool (src/usage/proxy-resolver.ts). */
+  /** Each instance's proxy and pool (src/proxies/proxy-resolver.ts). */
   resolve?: ProxyResolver;
   logger: Logger;
   intervalMs?: number;
@@ -64,14 +66,13 @@ export class TrafficSinkError extends EgressError {
 export function startTrafficCollector(options: TrafficCollectorOptions): TrafficCollector {
   const intervalMs = options.intervalMs ?? TRAFFIC_COLLECT_INTERVAL_MS;
   const now = options.now ?? (() => new Date());
-  const growth = new StatsGrowth();
   const pending = new Map<string, TrafficRecord>();
   const closing = new AbortController();
 
   const look = async (signal: AbortSignal): Promise<void> => {
     const hour = hourOf(now());
-    for (const { provider, dataDir } of options.sources) {
-      for (const grown of await readTrafficGrowth(growth, dataDir)) {
+    for (const { provider, read } of options.sources) {
+      for (const grown of await read()) {
         const placed = await options.resolve?.(grown.instance, signal);
         const proxy = placed?.proxy ?? grown.proxy ?? grown.instance;
         for (const [domain, counts] of grown.domains) {

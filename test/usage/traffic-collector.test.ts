@@ -8,7 +8,7 @@ import { silentLogger } from '../../src/logging.ts';
 import type { ProxyCredentials } from '../../src/model/proxy-credentials.ts';
 import { createLocalLifecycle, type LocalLifecycle } from '../../src/providers/local/lifecycle.ts';
 import { startTrafficCollector, TrafficSinkError, type TrafficCollector } from '../../src/usage/traffic-collector.ts';
-import { trafficSources } from '../../src/usage/traffic-sources.ts';
+import { trafficSources } from '../../src/providers/traffic-sources.ts';
 import type { TrafficRecord } from '../../src/usage/usage-types.ts';
 import { stopProxyHosts } from '../support/local-host.ts';
 import { getThroughProxy } from '../support/proxy-get.ts';

@@ -14,12 +14,12 @@ import { createLogger, type Logger } from '../../logging.ts';
 import type { ProxyCredentials } from '../../model/proxy-credentials.ts';
 import type { DenialRecorder } from './denial-stats.ts';
 import { credentialCheck, proxyHandling, type TrafficCounter } from './proxy-server.ts';
-import { debouncedOutlet } from './stats-file.ts';
-import { DomainTraffic } from './traffic-stats.ts';
+import { debouncedOutlet, type StatsOutlet } from './stats-file.ts';
+import { DomainTraffic, TRAFFIC_FLUSH_MS } from './traffic-stats.ts';
 import { isToRelay, type FromRelay, type ServeMessage, type ToRelay } from './relay-messages.ts';
 
-/** Counts (refusals, traffic) go to the host at most this often. */
-const COUNTS_EVERY_MS = 100;
+/** Refusals go to the host at most this often (traffic at most every TRAFFIC_FLUSH_MS). */
+const DENIALS_EVERY_MS = 100;
 
 interface Relayed {
   listener: NetServer;
@@ -34,19 +34,22 @@ function send(message: FromRelay): void {
 /** Counts per proxy, sent to the host shortly after they change (stats-file.ts's outlet) and begun afresh. */
 class Batches<T> {
   private pending = new Map<string, T>();
-  private readonly outlet = debouncedOutlet(() => {
-    const sent = this.pending;
-    this.pending = new Map();
-    for (const [name, batch] of sent) this.send(name, batch);
-    return Promise.resolve();
-  }, COUNTS_EVERY_MS);
+  private readonly outlet: StatsOutlet;
 
   constructor(
     private readonly begin: () => T,
-    private readonly send: (name: string, batch: T) => void,
-  ) {}
+    send: (name: string, batch: T) => void,
+    everyMs: number,
+  ) {
+    this.outlet = debouncedOutlet(() => {
+      const sent = this.pending;
+      this.pending = new Map();
+      for (const [name, batch] of sent) send(name, batch);
+      return Promise.resolve();
+    }, everyMs);
+  }
 
-  /** `name`'s batch to count into (it goes within COUNTS_EVERY_MS). */
+  /** `name`'s batch to count into (it goes within `everyMs`). */
   of(name: string): T {
     let batch = this.pending.get(name);
     if (batch === undefined) {
@@ -68,10 +71,12 @@ class Relay {
   private readonly denials = new Batches<Record<string, number>>(
     () => ({}),
     (name, counts) => send({ type: 'denied', name, counts }),
+    DENIALS_EVERY_MS,
   );
   private readonly traffic = new Batches<DomainTraffic>(
     () => new DomainTraffic(this.trafficDomains),
     (name, domains) => send({ type: 'traffic', name, domains: domains.toJSON() }),
+    TRAFFIC_FLUSH_MS,
   );
   /** The bound of the proxies' domains, as the host's last `serve` said (the host applies its own again). */
   private trafficDomains = 0;

@@ -1,23 +1,16 @@
 import { join } from 'node:path';
+import type { InstanceTraffic } from '../../usage/traffic-source.ts';
 import { emptyTraffic, type TrafficCounts } from '../../usage/usage-types.ts';
 import { asIntent, INTENT_FILE, readJson } from './instance-files.ts';
 import { instanceDirs, readStats, type StatsGrowth } from './stats-growth.ts';
 import { asTrafficStats, TRAFFIC_STATS_FILE } from './traffic-stats.ts';
 
-/**
+/*
  * What the proxies under a data directory carried since a reader last looked: every instance's
  * `traffic-stats.json` (traffic-stats.ts) read through the reader's own StatsGrowth, so a proxy
  * restarted counts from zero and nothing is read twice. The traffic metric and the traffic
- * collector each keep their own.
+ * collector (src/providers/traffic-sources.ts) each keep their own.
  */
-export interface InstanceTraffic {
-  /** The instance's name (its directory's). */
-  instance: string;
-  /** The proxy its intent names, when it has one. */
-  proxy: string | undefined;
-  /** What grew, by destination domain (only domains that grew). */
-  domains: Map<string, TrafficCounts>;
-}
 
 const FIELDS = ['bytesUp', 'bytesDown', 'requests', 'tunnels'] as const;
 

@@ -1,5 +1,5 @@
 import { Counter, type Registry } from 'prom-client';
-import type { ProxyResolver } from '../../usage/proxy-resolver.ts';
+import type { ProxyResolver } from '../../usage/traffic-source.ts';
 import { StatsGrowth } from './stats-growth.ts';
 import { readTrafficGrowth } from './traffic-growth.ts';
 

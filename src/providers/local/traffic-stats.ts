@@ -9,7 +9,7 @@ import { asIdentity, statsFileOutlet, type StatsIdentity } from './stats-file.ts
  * (the proxy host and its relays, or a proxy process) and read by the worker (traffic-growth.ts):
  * cumulative counts per destination domain since the proxy started, in
  * `<instanceDir>/traffic-stats.json` (`{pid, startedAt, domains: {domain: TrafficCounts}}`,
- * written atomically shortly after a change: stats-file.ts). At most `maxDomains` distinct
+ * written atomically within TRAFFIC_FLUSH_MS of a change: stats-file.ts). At most `maxDomains` distinct
  * domains are kept per proxy; traffic to any further one counts under OTHER_DOMAIN.
  * Bundled into the proxy programs: no prom-client here.
  */
@@ -17,6 +17,13 @@ export const TRAFFIC_STATS_FILE = 'traffic-stats.json';
 
 /** Distinct destination domains counted per proxy unless the program is told otherwise (`--traffic-domains`). */
 export const DEFAULT_TRAFFIC_DOMAINS = 100;
+/**
+ * Traffic changes all the time a proxy is in use: its file is written (and a relay's counts sent to
+ * the host) at most once a second, not at the 100 ms of the rarer refusals; a proxy killed outright
+ * loses at most that much of its counts.
+ */
+export const TRAFFIC_FLUSH_MS = 1_000;
+
 /** The most a program may be told to keep (each costs a few numbers per proxy, in memory and in the file). */
 export const MAX_TRAFFIC_DOMAINS = 10_000;
 
@@ -103,7 +110,13 @@ export interface TrafficRecorder {
 }
 
 /** The proxy's side: counts in memory, written to `<dir>/traffic-stats.json` shortly after they change. */
-export function createTrafficRecorder(dir: string, identity: StatsIdentity, logger: Logger, maxDomains = DEFAULT_TRAFFIC_DOMAINS, flushMs = 100): TrafficRecorder {
+export function createTrafficRecorder(
+  dir: string,
+  identity: StatsIdentity,
+  logger: Logger,
+  maxDomains = DEFAULT_TRAFFIC_DOMAINS,
+  flushMs = TRAFFIC_FLUSH_MS,
+): TrafficRecorder {
   const domains = new DomainTraffic(maxDomains);
   const outlet = statsFileOutlet(join(dir, TRAFFIC_STATS_FILE), (): TrafficStats => ({ ...identity, domains: domains.toJSON() }), logger, 'traffic counts', flushMs);
   return {

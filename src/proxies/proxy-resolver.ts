@@ -1,7 +1,8 @@
 import type { Logger } from '../logging.ts';
 import { POOL_LABEL } from '../model/pool-resource.ts';
-import { instanceNameFor } from '../proxies/instance-name.ts';
 import type { ProxyReader } from '../store/proxy-store.ts';
+import type { ProxyPlacement, ProxyResolver } from '../usage/traffic-source.ts';
+import { instanceNameFor } from './instance-name.ts';
 
 /**
  * Which proxy an instance serves and the pool that proxy is a member of, for the traffic metric
@@ -10,14 +11,7 @@ import type { ProxyReader } from '../store/proxy-store.ts';
  * store gives every instance's proxy and pool; the listing is kept and read again at most every
  * `refreshMs` (an instance it does not know waits for the next), and a failed listing keeps the last one.
  */
-export interface ProxyPlacement {
-  proxy: string;
-  /** The proxy's `egress-proxies.io/pool` label, when it is a pool member. */
-  pool?: string;
-}
-
-/** Undefined when no proxy of the store has that instance (a proxy deleted since, another fleet's). Never rejects. */
-export type ProxyResolver = (instance: string, signal?: AbortSignal) => Promise<ProxyPlacement | undefined>;
+export type { ProxyPlacement, ProxyResolver };
 
 export interface ProxyResolverOptions {
   reader: Pick<ProxyReader, 'list'>;
