@@ -98,6 +98,22 @@ interface PairedRow {
   mode: LoadMode;
   on: LoadResult[];
   off: LoadResult[];
+  /** CPU seconds the proxy host and its relays used in each round (less sensitive than req/s to what else runs). */
+  cpuOn: number[];
+  cpuOff: number[];
+}
+
+/** CPU seconds (user + system) `pid` has used, from /proc (clock ticks of 1/100 s). */
+async function cpuSeconds(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/** CPU seconds of a proxy host and its relays. */
+async function hostCpu(hostPid: number): Promise<number> {
+  const pids = [hostPid, ...(await childrenOf(hostPid))];
+  return (await Promise.all(pids.map((pid) => cpuSeconds(pid)))).reduce((a, b) => a + b, 0);
 }
 
 interface DownloadRow {
@@ -135,6 +151,7 @@ export async function runDataPlaneBench(): Promise<void> {
       AbortSignal.timeout(60_000),
     );
     const hostPid = Number(instance.id.split(':')[0]);
+    const offHostPid = Number(off.id.split(':')[0]);
     const targets: Target[] = [
       { name: 'egress local proxy', port: instance.endpoint!.port },
       { name: 'egress, accounting off', port: off.endpoint!.port },
@@ -165,13 +182,16 @@ export async function runDataPlaneBench(): Promise<void> {
       for (const t of targets) await measure(`${t.name}, CONNECT`, 'connect', t.port, load, t.note);
       if (load === 'idle') {
         for (const mode of ['proxy', 'connect'] as const) {
-          const pair: PairedRow = { mode, on: [], off: [] };
+          const pair: PairedRow = { mode, on: [], off: [], cpuOn: [], cpuOff: [] };
           for (let round = 0; round < ACCOUNTING_ROUNDS; round++) {
             const order = round % 2 === 0 ? (['on', 'off'] as const) : (['off', 'on'] as const);
             for (const which of order) {
               const port = which === 'on' ? instance.endpoint!.port : off.endpoint!.port;
+              const pid = which === 'on' ? hostPid : offHostPid;
               await runLoad({ ...o, mode, port, requests: WARMUP });
+              const cpuBefore = await hostCpu(pid);
               pair[which].push(await runLoad({ ...o, mode, port, requests: REQUESTS }));
+              (which === 'on' ? pair.cpuOn : pair.cpuOff).push((await hostCpu(pid)) - cpuBefore);
             }
           }
           paired.push(pair);
@@ -221,13 +241,16 @@ export async function runDataPlaneBench(): Promise<void> {
       );
   }
   console.log(`\naccounting's cost, idle: ${ACCOUNTING_ROUNDS} rounds of ${REQUESTS} requests each way, on and off alternating (on off, off on, …)`);
-  console.log('| mode | req/s on (each round) | req/s off (each round) | on/off per round | on/off, all rounds | p99 ms on / off (median) |');
-  console.log('|---|---|---|---|---|---|');
+  console.log(
+    '| mode | req/s on (each round) | req/s off (each round) | on/off per round | on/off, all rounds | p99 ms on / off (median) | proxy CPU µs per request on / off | CPU on/off |',
+  );
+  console.log('|---|---|---|---|---|---|---|---|');
   for (const p of paired) {
     const total = (rs: LoadResult[]): number => rs.reduce((n, r) => n + r.requests, 0) / rs.reduce((n, r) => n + r.seconds, 0);
     console.log(
       `| ${p.mode === 'proxy' ? 'plain HTTP' : 'CONNECT'} | ${p.on.map((r) => fmt(r.rps, 0)).join(', ')} | ${p.off.map((r) => fmt(r.rps, 0)).join(', ')} | ` +
-        `${p.on.map((r, i) => fmt(r.rps / (p.off[i]?.rps ?? NaN))).join(', ')} | **${fmt(total(p.on) / total(p.off))}×** | ${fmt(median(p.on.map((r) => r.p99Ms)))} / ${fmt(median(p.off.map((r) => r.p99Ms)))} |`,
+        `${p.on.map((r, i) => fmt(r.rps / (p.off[i]?.rps ?? NaN))).join(', ')} | **${fmt(total(p.on) / total(p.off))}×** | ${fmt(median(p.on.map((r) => r.p99Ms)))} / ${fmt(median(p.off.map((r) => r.p99Ms)))} | ` +
+        `${fmt(cpuPerRequest(p.cpuOn, p.on), 1)} / ${fmt(cpuPerRequest(p.cpuOff, p.off), 1)} | **${fmt(cpuPerRequest(p.cpuOn, p.on) / cpuPerRequest(p.cpuOff, p.off))}×** |`,
     );
   }
   console.log(`\n${DOWNLOAD_MB} MiB download, one connection`);
@@ -255,6 +278,11 @@ export async function runDataPlaneBench(): Promise<void> {
       rssMb: rss,
     }),
   );
+}
+
+/** Microseconds of proxy CPU per request over all rounds. */
+function cpuPerRequest(cpu: number[], results: LoadResult[]): number {
+  return (cpu.reduce((a, b) => a + b, 0) * 1e6) / results.reduce((n, r) => n + r.requests, 0);
 }
 
 function median(values: number[]): number {

@@ -36,9 +36,8 @@ export interface ForwardContext {
   onTraffic?: (sent: number, received: number) => void;
 }
 
-const WRITTEN = Symbol('bytes written, counted');
-const READ = Symbol('bytes read, counted');
-type CountedSocket = Socket & { [WRITTEN]?: number; [READ]?: number };
+/** What each upstream connection had carried when its last request took its share (beside the socket: no new properties on it). */
+const taken = new WeakMap<Socket, { sent: number; received: number }>();
 
 /**
  * The bytes `socket` sent and received since they were last taken: a keep-alive connection carries
@@ -47,12 +46,16 @@ type CountedSocket = Socket & { [WRITTEN]?: number; [READ]?: number };
  */
 export function takeBytes(socket: Socket | null | undefined): [sent: number, received: number] {
   if (!socket) return [0, 0];
-  const s = socket as CountedSocket;
-  const { bytesWritten, bytesRead } = s;
-  const taken: [number, number] = [bytesWritten - (s[WRITTEN] ?? 0), bytesRead - (s[READ] ?? 0)];
-  s[WRITTEN] = bytesWritten;
-  s[READ] = bytesRead;
-  return taken;
+  const { bytesWritten, bytesRead } = socket;
+  const before = taken.get(socket);
+  if (!before) {
+    taken.set(socket, { sent: bytesWritten, received: bytesRead });
+    return [bytesWritten, bytesRead];
+  }
+  const share: [number, number] = [bytesWritten - before.sent, bytesRead - before.received];
+  before.sent = bytesWritten;
+  before.received = bytesRead;
+  return share;
 }
 
 /** True when the request carries no body: it can be sent again as it was. */
