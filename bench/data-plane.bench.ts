@@ -95,6 +95,8 @@ interface Row {
 
 /** Accounting's cost in one mode: req/s with accounting on and off, round by round. */
 interface PairedRow {
+  /** `egress proxy host` (the host and its relays, as they run), or `forward-proxy core` (one process, bench/support/core-proxy.ts). */
+  what: string;
   mode: LoadMode;
   on: LoadResult[];
   off: LoadResult[];
@@ -110,7 +112,16 @@ async function cpuSeconds(pid: number): Promise<number> {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
-/** CPU seconds of a proxy host and its relays. */
+/** The forward-proxy core alone in a child process (bench/support/core-proxy.ts), accounting `on` or `off`. */
+async function startCoreProxy(dir: string, which: 'on' | 'off'): Promise<{ child: ChildProcess; port: number }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'support', 'core-proxy.ts'), dir, which], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const [line] = (await once(child.stdout!, 'data')) as [Buffer];
+  return { child, port: Number(line.toString().trim()) };
+}
+
+/** CPU seconds of a proxy host and its relays (or of any process and its children). */
 async function hostCpu(hostPid: number): Promise<number> {
   const pids = [hostPid, ...(await childrenOf(hostPid))];
   return (await Promise.all(pids.map((pid) => cpuSeconds(pid)))).reduce((a, b) => a + b, 0);
@@ -139,6 +150,7 @@ export async function runDataPlaneBench(): Promise<void> {
   const rows: Row[] = [];
   const downloads: DownloadRow[] = [];
   const paired: PairedRow[] = [];
+  const children: ChildProcess[] = [];
   const rss: Record<string, number> = {};
   let spinner: ChildProcess | undefined;
   try {
@@ -181,20 +193,27 @@ export async function runDataPlaneBench(): Promise<void> {
       for (const t of targets) await measure(`${t.name}, plain HTTP`, 'proxy', t.port, load, t.note);
       for (const t of targets) await measure(`${t.name}, CONNECT`, 'connect', t.port, load, t.note);
       if (load === 'idle') {
-        for (const mode of ['proxy', 'connect'] as const) {
-          const pair: PairedRow = { mode, on: [], off: [], cpuOn: [], cpuOff: [] };
-          for (let round = 0; round < ACCOUNTING_ROUNDS; round++) {
-            const order = round % 2 === 0 ? (['on', 'off'] as const) : (['off', 'on'] as const);
-            for (const which of order) {
-              const port = which === 'on' ? instance.endpoint!.port : off.endpoint!.port;
-              const pid = which === 'on' ? hostPid : offHostPid;
-              await runLoad({ ...o, mode, port, requests: WARMUP });
-              const cpuBefore = await hostCpu(pid);
-              pair[which].push(await runLoad({ ...o, mode, port, requests: REQUESTS }));
-              (which === 'on' ? pair.cpuOn : pair.cpuOff).push((await hostCpu(pid)) - cpuBefore);
+        const core = { on: await startCoreProxy(dir, 'on'), off: await startCoreProxy(dir, 'off') };
+        children.push(core.on.child, core.off.child);
+        const sides = [
+          { what: 'egress proxy host', on: { port: instance.endpoint!.port, pid: hostPid }, off: { port: off.endpoint!.port, pid: offHostPid } },
+          { what: 'forward-proxy core', on: { port: core.on.port, pid: core.on.child.pid! }, off: { port: core.off.port, pid: core.off.child.pid! } },
+        ];
+        for (const side of sides) {
+          for (const mode of ['proxy', 'connect'] as const) {
+            const pair: PairedRow = { what: side.what, mode, on: [], off: [], cpuOn: [], cpuOff: [] };
+            for (let round = 0; round < ACCOUNTING_ROUNDS; round++) {
+              const order = round % 2 === 0 ? (['on', 'off'] as const) : (['off', 'on'] as const);
+              for (const which of order) {
+                const { port, pid } = side[which];
+                await runLoad({ ...o, mode, port, requests: WARMUP });
+                const cpuBefore = await hostCpu(pid);
+                pair[which].push(await runLoad({ ...o, mode, port, requests: REQUESTS }));
+                (which === 'on' ? pair.cpuOn : pair.cpuOff).push((await hostCpu(pid)) - cpuBefore);
+              }
             }
+            paired.push(pair);
           }
-          paired.push(pair);
         }
       }
       if (spinner) {
@@ -221,6 +240,7 @@ export async function runDataPlaneBench(): Promise<void> {
     await unaccounted.deleteInstance('bench-off', undefined, { owner: { fleet: 'bench', proxy: 'bench-off' }, nameIsOurs: true }, AbortSignal.timeout(60_000));
   } finally {
     spinner?.kill('SIGKILL');
+    for (const child of children) child.kill('SIGTERM');
     lifecycle.close();
     unaccounted.close();
     for (const a of anchors) await a.proxy.stop();
@@ -240,15 +260,17 @@ export async function runDataPlaneBench(): Promise<void> {
         `| ${r.load} | ${r.row} | ${fmt(r.result.rps, 0)} | ${fmt(r.result.p50Ms)} | ${fmt(r.result.p99Ms)} | ${r.result.errors} | ${r.result.reconnects} |`,
       );
   }
-  console.log(`\naccounting's cost, idle: ${ACCOUNTING_ROUNDS} rounds of ${REQUESTS} requests each way, on and off alternating (on off, off on, …)`);
   console.log(
-    '| mode | req/s on (each round) | req/s off (each round) | on/off per round | on/off, all rounds | p99 ms on / off (median) | proxy CPU µs per request on / off | CPU on/off |',
+    `\naccounting's cost, idle: ${ACCOUNTING_ROUNDS} rounds of ${REQUESTS} requests each way, on and off alternating (on off, off on, …); CPU: the proxy's processes, from /proc`,
   );
-  console.log('|---|---|---|---|---|---|---|---|');
+  console.log(
+    '| proxy | mode | req/s on (each round) | req/s off (each round) | on/off per round | on/off, all rounds | p99 ms on / off (median) | proxy CPU µs per request on / off | CPU on/off |',
+  );
+  console.log('|---|---|---|---|---|---|---|---|---|');
   for (const p of paired) {
     const total = (rs: LoadResult[]): number => rs.reduce((n, r) => n + r.requests, 0) / rs.reduce((n, r) => n + r.seconds, 0);
     console.log(
-      `| ${p.mode === 'proxy' ? 'plain HTTP' : 'CONNECT'} | ${p.on.map((r) => fmt(r.rps, 0)).join(', ')} | ${p.off.map((r) => fmt(r.rps, 0)).join(', ')} | ` +
+      `| ${p.what} | ${p.mode === 'proxy' ? 'plain HTTP' : 'CONNECT'} | ${p.on.map((r) => fmt(r.rps, 0)).join(', ')} | ${p.off.map((r) => fmt(r.rps, 0)).join(', ')} | ` +
         `${p.on.map((r, i) => fmt(r.rps / (p.off[i]?.rps ?? NaN))).join(', ')} | **${fmt(total(p.on) / total(p.off))}×** | ${fmt(median(p.on.map((r) => r.p99Ms)))} / ${fmt(median(p.off.map((r) => r.p99Ms)))} | ` +
         `${fmt(cpuPerRequest(p.cpuOn, p.on), 1)} / ${fmt(cpuPerRequest(p.cpuOff, p.off), 1)} | **${fmt(cpuPerRequest(p.cpuOn, p.on) / cpuPerRequest(p.cpuOff, p.off))}×** |`,
     );
