@@ -117,7 +117,7 @@ async function startCoreProxy(dir: string, which: 'on' | 'off'): Promise<{ child
   const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'support', 'core-proxy.ts'), dir, which], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  const [line] = (await once(child.stdout!, 'data')) as [Buffer];
+  const [line] = (await once(child.stdout, 'data')) as [Buffer];
   return { child, port: Number(line.toString().trim()) };
 }
 

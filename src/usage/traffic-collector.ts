@@ -56,10 +56,14 @@ export interface TrafficCollector {
 /** The sink did not take the records; they stay pending for the next look (retryable as data). */
 export class TrafficSinkError extends EgressError {
   constructor(records: number, cause: unknown) {
-    super('ERR_TRAFFIC_SINK', `the usage store did not take ${records} traffic record(s): ${(cause as Error).message}; they are sent again at the next collection`, {
-      cause,
-      retryable: true,
-    });
+    super(
+      'ERR_TRAFFIC_SINK',
+      `the usage store did not take ${records} traffic record(s): ${(cause as Error).message}; they are sent again at the next collection`,
+      {
+        cause,
+        retryable: true,
+      },
+    );
   }
 }
 

@@ -18,7 +18,7 @@ export interface InstanceTraffic {
 /** One provider's proxies: each `read` answers what grew since the previous `read` (a proxy restarted counts from zero). */
 export interface TrafficSource {
   provider: string;
-  read(): Promise<InstanceTraffic[]>;
+  read: () => Promise<InstanceTraffic[]>;
 }
 
 /** Which proxy an instance serves and the pool that proxy is a member of. */

@@ -128,7 +128,12 @@ describe('traffic through a local proxy', () => {
   it('keeps at most the bound of distinct domains; the rest counts as `other`', async () => {
     const dataDir = await tempDir('egress-traffic-bound-');
     dataDirs.push(dataDir);
-    const lifecycle = createLocalLifecycle({ dataDir, logger: silentLogger(), egressPolicy: proxyEgressPolicy(LOOPBACK.egressPolicy, undefined), trafficDomains: 2 });
+    const lifecycle = createLocalLifecycle({
+      dataDir,
+      logger: silentLogger(),
+      egressPolicy: proxyEgressPolicy(LOOPBACK.egressPolicy, undefined),
+      trafficDomains: 2,
+    });
     closings.push(() => lifecycle.close());
     const { endpoint } = await lifecycle.ensureInstance(spec('ep-bound', 'bound'), signal());
     const proxy = { port: endpoint!.port, ...CREDS };

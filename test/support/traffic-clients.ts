@@ -66,7 +66,12 @@ export function closingGet(host: string, port: number, path = '/', body = ''): s
 const basic = (c: ProxyCredentials): string => `Basic ${Buffer.from(`${c.username}:${c.password}`).toString('base64')}`;
 
 /** CONNECT `authority` through the proxy at `proxyPort`, then `request` inside; the CONNECT's status and the tunnelled answer. */
-export async function tunnelExchange(proxyPort: number, credentials: ProxyCredentials, authority: string, request: string): Promise<{ status: number; answer: string }> {
+export async function tunnelExchange(
+  proxyPort: number,
+  credentials: ProxyCredentials,
+  authority: string,
+  request: string,
+): Promise<{ status: number; answer: string }> {
   const socket = connect(proxyPort, '127.0.0.1');
   socket.setEncoding('latin1');
   await once(socket, 'connect');

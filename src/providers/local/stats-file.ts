@@ -18,9 +18,9 @@ export interface StatsIdentity {
 
 export interface StatsOutlet {
   /** The counts changed: pass them on within `flushMs` (one timer however many changes come meanwhile). */
-  changed(): void;
+  changed: () => void;
   /** Passes them on now (and waits for the write, after any write begun before it). */
-  flush(): Promise<void>;
+  flush: () => Promise<void>;
 }
 
 /** Runs `pass` at most every `flushMs` after a change, one run at a time, in order. */

@@ -118,7 +118,13 @@ export function createTrafficRecorder(
   flushMs = TRAFFIC_FLUSH_MS,
 ): TrafficRecorder {
   const domains = new DomainTraffic(maxDomains);
-  const outlet = statsFileOutlet(join(dir, TRAFFIC_STATS_FILE), (): TrafficStats => ({ ...identity, domains: domains.toJSON() }), logger, 'traffic counts', flushMs);
+  const outlet = statsFileOutlet(
+    join(dir, TRAFFIC_STATS_FILE),
+    (): TrafficStats => ({ ...identity, domains: domains.toJSON() }),
+    logger,
+    'traffic counts',
+    flushMs,
+  );
   return {
     record(hostname, kind, up, down) {
       domains.record(hostname, kind, up, down);
