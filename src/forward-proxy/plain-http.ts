@@ -112,7 +112,7 @@ export function forwardRequest(req: IncomingMessage, res: ServerResponse, target
     upstream = up;
     up.setTimeout(UPSTREAM_IDLE_MS, () => up.destroy(upstreamTimeout('the destination')));
     up.once('response', (answerIn: IncomingMessage) => {
-      if (onTraffic) answerIn.once('end', count);
+      if (onTraffic) answerIn.on('end', count);
       // The hop's own refusal is not the destination's answer: the client gets a 502 that says so.
       if (context.hop && context.hop.scheme !== 'socks5' && answerIn.statusCode === 407) {
         answerIn.resume();
