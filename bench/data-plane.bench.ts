@@ -10,7 +10,9 @@
  * - origin: a Node HTTP server in its own process on 127.0.0.1 (keep-alive, a 13-byte body; `/big`
  *   answers BENCH_DOWNLOAD_MB MiB from one buffer written over and over);
  * - egress: one proxy of the local provider (the proxy host and its relay processes, its egress
- *   policy allowing 127.0.0.1/32);
+ *   policy allowing 127.0.0.1/32); `egress, accounting off` is the same in a second host started
+ *   with `--traffic-domains 0` (no traffic accounting), measured right after it, so the cost of
+ *   accounting is the ratio of the two in one run (docs/usage.md#traffic);
  * - tinyproxy, squid: bench/support/anchor-proxies.ts (private configurations, stopped after);
  * - load: bench/data-plane-load.ts, `concurrency` keep-alive connections, one request at a time
  *   each; plain rows send absolute-URI requests to the proxy, CONNECT rows open one tunnel per
@@ -34,6 +36,10 @@ const REQUESTS = Number(process.env.BENCH_REQUESTS ?? '20000');
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? '20');
 const DOWNLOAD_MB = Number(process.env.BENCH_DOWNLOAD_MB ?? '1024');
 const WARMUP = 500;
+/** Only the rows accounting's cost needs (direct, egress on and off, idle): BENCH_ACCOUNTING_ONLY=1. */
+const ACCOUNTING_ONLY = process.env.BENCH_ACCOUNTING_ONLY === '1';
+/** Rounds of the paired accounting rows (on, off, off, on, …: drift on a shared machine falls on both alike). */
+const ACCOUNTING_ROUNDS = Number(process.env.BENCH_ACCOUNTING_ROUNDS ?? '4');
 const USER = 'bench';
 const PASSWORD = 'bench-data-plane-pw';
 
@@ -87,6 +93,40 @@ interface Row {
   note?: string;
 }
 
+/** Accounting's cost in one mode: req/s with accounting on and off, round by round. */
+interface PairedRow {
+  /** `egress proxy host` (the host and its relays, as they run), or `forward-proxy core` (one process, bench/support/core-proxy.ts). */
+  what: string;
+  mode: LoadMode;
+  on: LoadResult[];
+  off: LoadResult[];
+  /** CPU seconds the proxy host and its relays used in each round (less sensitive than req/s to what else runs). */
+  cpuOn: number[];
+  cpuOff: number[];
+}
+
+/** CPU seconds (user + system) `pid` has used, from /proc (clock ticks of 1/100 s). */
+async function cpuSeconds(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/** The forward-proxy core alone in a child process (bench/support/core-proxy.ts), accounting `on` or `off`. */
+async function startCoreProxy(dir: string, which: 'on' | 'off'): Promise<{ child: ChildProcess; port: number }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'support', 'core-proxy.ts'), dir, which], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const [line] = (await once(child.stdout, 'data')) as [Buffer];
+  return { child, port: Number(line.toString().trim()) };
+}
+
+/** CPU seconds of a proxy host and its relays (or of any process and its children). */
+async function hostCpu(hostPid: number): Promise<number> {
+  const pids = [hostPid, ...(await childrenOf(hostPid))];
+  return (await Promise.all(pids.map((pid) => cpuSeconds(pid)))).reduce((a, b) => a + b, 0);
+}
+
 interface DownloadRow {
   row: string;
   result?: DownloadResult;
@@ -103,14 +143,14 @@ interface Target {
 export async function runDataPlaneBench(): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'egress-bench-data-plane-'));
   const origin = await startOrigin();
-  const lifecycle = createLocalLifecycle({
-    dataDir: join(dir, 'local'),
-    logger: silentLogger(),
-    egressPolicy: proxyEgressPolicy({ allow: ['127.0.0.1/32'], deny: [] }, undefined),
-  });
+  const egressPolicy = proxyEgressPolicy({ allow: ['127.0.0.1/32'], deny: [] }, undefined);
+  const lifecycle = createLocalLifecycle({ dataDir: join(dir, 'local'), logger: silentLogger(), egressPolicy });
+  const unaccounted = createLocalLifecycle({ dataDir: join(dir, 'local-off'), logger: silentLogger(), egressPolicy, trafficDomains: 0 });
   const anchors: { name: string; proxy: AnchorProxy }[] = [];
   const rows: Row[] = [];
   const downloads: DownloadRow[] = [];
+  const paired: PairedRow[] = [];
+  const children: ChildProcess[] = [];
   const rss: Record<string, number> = {};
   let spinner: ChildProcess | undefined;
   try {
@@ -118,12 +158,22 @@ export async function runDataPlaneBench(): Promise<void> {
       { name: 'bench-1', owner: { fleet: 'bench', proxy: 'bench-1' }, credentials: { username: USER, password: PASSWORD } },
       AbortSignal.timeout(60_000),
     );
+    const off = await unaccounted.ensureInstance(
+      { name: 'bench-off', owner: { fleet: 'bench', proxy: 'bench-off' }, credentials: { username: USER, password: PASSWORD } },
+      AbortSignal.timeout(60_000),
+    );
     const hostPid = Number(instance.id.split(':')[0]);
-    const targets: Target[] = [{ name: 'egress local proxy', port: instance.endpoint!.port }];
-    for (const [name, start] of [
-      ['tinyproxy (Basic auth)', startTinyproxy],
-      ['squid (ncsa Basic auth)', startSquid],
-    ] as const) {
+    const offHostPid = Number(off.id.split(':')[0]);
+    const targets: Target[] = [
+      { name: 'egress local proxy', port: instance.endpoint!.port },
+      { name: 'egress, accounting off', port: off.endpoint!.port },
+    ];
+    for (const [name, start] of ACCOUNTING_ONLY
+      ? []
+      : ([
+          ['tinyproxy (Basic auth)', startTinyproxy],
+          ['squid (ncsa Basic auth)', startSquid],
+        ] as const)) {
       const anchor = await start(dir, USER, PASSWORD);
       if (typeof anchor === 'string') targets.push({ name, note: anchor });
       else {
@@ -137,11 +187,35 @@ export async function runDataPlaneBench(): Promise<void> {
       await runLoad({ ...o, mode, port, requests: WARMUP });
       rows.push({ row, mode, load, result: await runLoad({ ...o, mode, port, requests: REQUESTS }) });
     };
-    for (const load of ['idle', 'one core busy']) {
+    for (const load of ACCOUNTING_ONLY ? ['idle'] : ['idle', 'one core busy']) {
       if (load !== 'idle') spinner = busyCore();
       await measure('direct (no proxy)', 'direct', origin.port, load);
       for (const t of targets) await measure(`${t.name}, plain HTTP`, 'proxy', t.port, load, t.note);
       for (const t of targets) await measure(`${t.name}, CONNECT`, 'connect', t.port, load, t.note);
+      if (load === 'idle') {
+        const core = { on: await startCoreProxy(dir, 'on'), off: await startCoreProxy(dir, 'off') };
+        children.push(core.on.child, core.off.child);
+        const sides = [
+          { what: 'egress proxy host', on: { port: instance.endpoint!.port, pid: hostPid }, off: { port: off.endpoint!.port, pid: offHostPid } },
+          { what: 'forward-proxy core', on: { port: core.on.port, pid: core.on.child.pid! }, off: { port: core.off.port, pid: core.off.child.pid! } },
+        ];
+        for (const side of sides) {
+          for (const mode of ['proxy', 'connect'] as const) {
+            const pair: PairedRow = { what: side.what, mode, on: [], off: [], cpuOn: [], cpuOff: [] };
+            for (let round = 0; round < ACCOUNTING_ROUNDS; round++) {
+              const order = round % 2 === 0 ? (['on', 'off'] as const) : (['off', 'on'] as const);
+              for (const which of order) {
+                const { port, pid } = side[which];
+                await runLoad({ ...o, mode, port, requests: WARMUP });
+                const cpuBefore = await hostCpu(pid);
+                pair[which].push(await runLoad({ ...o, mode, port, requests: REQUESTS }));
+                (which === 'on' ? pair.cpuOn : pair.cpuOff).push((await hostCpu(pid)) - cpuBefore);
+              }
+            }
+            paired.push(pair);
+          }
+        }
+      }
       if (spinner) {
         spinner.kill('SIGKILL');
         await once(spinner, 'exit');
@@ -163,9 +237,12 @@ export async function runDataPlaneBench(): Promise<void> {
     rss[`egress relays (${relays.length})`] = (await Promise.all(relays.map((pid) => rssMb(pid)))).reduce((a, b) => a + b, 0);
     for (const a of anchors) rss[a.name] = await rssMb(a.proxy.child.pid);
     await lifecycle.deleteInstance('bench-1', undefined, { owner: { fleet: 'bench', proxy: 'bench-1' }, nameIsOurs: true }, AbortSignal.timeout(60_000));
+    await unaccounted.deleteInstance('bench-off', undefined, { owner: { fleet: 'bench', proxy: 'bench-off' }, nameIsOurs: true }, AbortSignal.timeout(60_000));
   } finally {
     spinner?.kill('SIGKILL');
+    for (const child of children) child.kill('SIGTERM');
     lifecycle.close();
+    unaccounted.close();
     for (const a of anchors) await a.proxy.stop();
     origin.child.kill('SIGTERM');
     await once(origin.child, 'exit');
@@ -182,6 +259,21 @@ export async function runDataPlaneBench(): Promise<void> {
       console.log(
         `| ${r.load} | ${r.row} | ${fmt(r.result.rps, 0)} | ${fmt(r.result.p50Ms)} | ${fmt(r.result.p99Ms)} | ${r.result.errors} | ${r.result.reconnects} |`,
       );
+  }
+  console.log(
+    `\naccounting's cost, idle: ${ACCOUNTING_ROUNDS} rounds of ${REQUESTS} requests each way, on and off alternating (on off, off on, …); CPU: the proxy's processes, from /proc`,
+  );
+  console.log(
+    '| proxy | mode | req/s on (each round) | req/s off (each round) | on/off per round | on/off, all rounds | p99 ms on / off (median) | proxy CPU µs per request on / off | CPU on/off |',
+  );
+  console.log('|---|---|---|---|---|---|---|---|---|');
+  for (const p of paired) {
+    const total = (rs: LoadResult[]): number => rs.reduce((n, r) => n + r.requests, 0) / rs.reduce((n, r) => n + r.seconds, 0);
+    console.log(
+      `| ${p.what} | ${p.mode === 'proxy' ? 'plain HTTP' : 'CONNECT'} | ${p.on.map((r) => fmt(r.rps, 0)).join(', ')} | ${p.off.map((r) => fmt(r.rps, 0)).join(', ')} | ` +
+        `${p.on.map((r, i) => fmt(r.rps / (p.off[i]?.rps ?? NaN))).join(', ')} | **${fmt(total(p.on) / total(p.off))}×** | ${fmt(median(p.on.map((r) => r.p99Ms)))} / ${fmt(median(p.off.map((r) => r.p99Ms)))} | ` +
+        `${fmt(cpuPerRequest(p.cpuOn, p.on), 1)} / ${fmt(cpuPerRequest(p.cpuOff, p.off), 1)} | **${fmt(cpuPerRequest(p.cpuOn, p.on) / cpuPerRequest(p.cpuOff, p.off))}×** |`,
+    );
   }
   console.log(`\n${DOWNLOAD_MB} MiB download, one connection`);
   console.log('| row | MB/s | seconds | × direct |');
@@ -204,19 +296,34 @@ export async function runDataPlaneBench(): Promise<void> {
       concurrency: CONCURRENCY,
       rows: rows.map((r) => ({ row: r.row, mode: r.mode, load: r.load, ...(r.result ?? {}), ...(r.note ? { skipped: r.note } : {}) })),
       downloads: downloads.map((r) => ({ row: r.row, ...(r.result ?? {}), ...(r.note ? { skipped: r.note } : {}) })),
+      accounting: paired,
       rssMb: rss,
     }),
   );
 }
 
-/** Issue 27's targets per load and mode: egress ≥ tinyproxy in req/s at ≤ 1.5× its p99; plain HTTP ≥ 0.3× direct. */
+/** Microseconds of proxy CPU per request over all rounds. */
+function cpuPerRequest(cpu: number[], results: LoadResult[]): number {
+  return (cpu.reduce((a, b) => a + b, 0) * 1e6) / results.reduce((n, r) => n + r.requests, 0);
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? (sorted[mid] ?? NaN) : ((sorted[mid - 1] ?? NaN) + (sorted[mid] ?? NaN)) / 2;
+}
+
+/**
+ * Issue 27's targets per load and mode: egress ≥ tinyproxy in req/s at ≤ 1.5× its p99; plain HTTP ≥ 0.3× direct.
+ * (Issue 25's, accounting on ≥ 0.95× off, is read from the paired table.)
+ */
 function verdicts(rows: Row[]): string[] {
   const out: string[] = [];
   for (const load of ['idle', 'one core busy']) {
     const find = (prefix: string, mode: LoadMode) => rows.find((r) => r.load === load && r.mode === mode && r.row.startsWith(prefix))?.result;
     const direct = find('direct', 'direct');
     for (const mode of ['proxy', 'connect'] as const) {
-      const egress = find('egress', mode);
+      const egress = find('egress local proxy', mode);
       const tiny = find('tinyproxy', mode);
       if (!egress || !tiny) continue;
       const label = mode === 'proxy' ? 'plain HTTP' : 'CONNECT';

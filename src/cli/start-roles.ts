@@ -10,6 +10,8 @@ import type { Registry } from 'prom-client';
 import { createRegistry } from '../metrics/registry.ts';
 import { registerSchedulerGauges } from '../metrics/scheduler-gauges.ts';
 import { createProviders, type ProviderFactory } from '../providers/create-provider.ts';
+import { fleetOf } from '../proxies/instance-name.ts';
+import { createProxyResolver } from '../proxies/proxy-resolver.ts';
 import type { Provider } from '../providers/types.ts';
 import { echoUrlAdvice } from '../readiness/echo-url-advice.ts';
 import { redisListeners } from '../redis/connections.ts';
@@ -111,7 +113,12 @@ export async function startRoles(roles: readonly RoleName[], parts: RoleParts): 
       ...(metricsListener ? { metrics: metricsListener } : {}),
       echoUrl: echoUrl(),
     });
-    const built = await createProviders(config.providers, { logger, registry, dataDir: config.dataDir, egress, secrets: parts.secrets }, parts.providerFactory);
+    const proxyResolver = createProxyResolver({ reader: parts.stores.proxies, fleet: fleetOf(config.redis.prefix), logger });
+    const built = await createProviders(
+      config.providers,
+      { logger, registry, dataDir: config.dataDir, egress, secrets: parts.secrets, proxyResolver },
+      parts.providerFactory,
+    );
     providers = built;
     plan.add(() => settleAll([...built.values()].map((p) => p.close())));
   }

@@ -29,8 +29,33 @@ export interface ForwardContext {
    * socks5 hop carries it over a new tunnel to the destination.
    */
   hop?: ChainHop;
-  /** Told a chained request's body bytes, sent and received, when its answer ends. */
+  /**
+   * Told once, when the answer ends (or the request fails), the bytes the upstream connection
+   * carried for this request: its head and body as sent, the answer's head and body as received.
+   */
   onTraffic?: (sent: number, received: number) => void;
+}
+
+/** What each upstream connection had carried when its last request took its share (beside the socket: no new properties on it). */
+const taken = new WeakMap<Socket, { sent: number; received: number }>();
+
+/**
+ * The bytes `socket` sent and received since they were last taken: a keep-alive connection carries
+ * one request after another, each taking its own share when it ends (two numbers read, no listener
+ * on its data). Taken at once after a hop's handshake, it leaves the handshake out.
+ */
+export function takeBytes(socket: Socket | null | undefined): [sent: number, received: number] {
+  if (!socket) return [0, 0];
+  const { bytesWritten, bytesRead } = socket;
+  const before = taken.get(socket);
+  if (!before) {
+    taken.set(socket, { sent: bytesWritten, received: bytesRead });
+    return [bytesWritten, bytesRead];
+  }
+  const share: [number, number] = [bytesWritten - before.sent, bytesRead - before.received];
+  before.sent = bytesWritten;
+  before.received = bytesRead;
+  return share;
 }
 
 /** True when the request carries no body: it can be sent again as it was. */
@@ -67,12 +92,19 @@ export function forwardRequest(req: IncomingMessage, res: ServerResponse, target
   if (context.hop) chainOptions(options, context.hop, target, context);
   const replayable = bodyless(req) && METHODS_RETRIED.has(options.method ?? '');
   const send0 = context.hop?.scheme === 'https' ? tlsRequest : request;
-  let sent = 0;
-  const onTraffic = context.hop ? context.onTraffic : undefined;
-  if (onTraffic) req.on('data', (chunk: Buffer) => (sent += chunk.length));
   let upstream: ClientRequest | undefined;
+  const onTraffic = context.onTraffic;
+  let counted = false;
+  // Before the socket goes back to the pool (its `free` comes a tick after the answer's end).
+  const count = (): void => {
+    if (counted || !onTraffic) return;
+    counted = true;
+    const [sent, received] = takeBytes(upstream?.socket);
+    onTraffic(sent, received);
+  };
   res.once('close', () => {
     if (!res.writableFinished) upstream?.destroy();
+    count();
   });
 
   const send = (retry: boolean): void => {
@@ -80,6 +112,7 @@ export function forwardRequest(req: IncomingMessage, res: ServerResponse, target
     upstream = up;
     up.setTimeout(UPSTREAM_IDLE_MS, () => up.destroy(upstreamTimeout('the destination')));
     up.once('response', (answerIn: IncomingMessage) => {
+      if (onTraffic) answerIn.on('end', count);
       // The hop's own refusal is not the destination's answer: the client gets a 502 that says so.
       if (context.hop && context.hop.scheme !== 'socks5' && answerIn.statusCode === 407) {
         answerIn.resume();
@@ -87,11 +120,6 @@ export function forwardRequest(req: IncomingMessage, res: ServerResponse, target
         const failure = upstreamFailure(err);
         context.onFailure(failure, err);
         return answer(res, failure.status, `The destination could not be reached: ${failure.kind}\n`);
-      }
-      if (onTraffic) {
-        let received = 0;
-        answerIn.on('data', (chunk: Buffer) => (received += chunk.length));
-        answerIn.once('end', () => onTraffic(sent, received));
       }
       relay(answerIn, res, context.onFailure);
     });
@@ -121,6 +149,7 @@ function chainOptions(options: RequestOptions, hop: ChainHop, target: AbsoluteTa
     options.createConnection = ((_o: unknown, done: (err: Error | null, socket?: Socket) => void) => {
       connectThroughHop(hop, target.connectHost, target.port, { timeoutMs: CONNECT_TIMEOUT_MS, ...source }).then(
         (socket) => {
+          takeBytes(socket);
           socket.resume();
           done(null, socket);
         },

@@ -14,7 +14,7 @@ import { forwardRequest } from './plain-http.ts';
 import { absoluteTarget, authorityTarget, BadTarget } from './request-target.ts';
 import { openTunnel } from './tunnel.ts';
 import { acceptSocks5, SOCKS5_ANSWERS } from './socks5-server.ts';
-import type { Admission, Admitted, Destination, ForwardProxyOptions } from './types.ts';
+import type { Admission, Admitted, Destination, ForwardProxyOptions, TrafficKind } from './types.ts';
 import { upstreamAgents, UPSTREAM_LIMITS } from './upstream-agents.ts';
 import type { ChainHop } from './chain-hop.ts';
 import type { UpstreamFailure } from './upstream-failure.ts';
@@ -75,10 +75,21 @@ export function createForwardProxy(options: Omit<ForwardProxyOptions, 'host' | '
     });
     return tlsHopAgent;
   };
-  const hopOf = (): { hop?: ChainHop; onTraffic?: (sent: number, received: number) => void } => {
+  /** The hop a request or tunnel goes through (read at each), and who is told its bytes when it ends: the chain's counts, accounting, both or neither. */
+  const routeOf = (hostname: string, kind: TrafficKind): { hop?: ChainHop; onTraffic?: (sent: number, received: number) => void } => {
     const hop = options.chain?.();
-    if (!hop) return {};
-    return options.onChainTraffic ? { hop, onTraffic: options.onChainTraffic } : { hop };
+    const chained = hop ? options.onChainTraffic : undefined;
+    const account = options.onTraffic;
+    let onTraffic: ((sent: number, received: number) => void) | undefined = chained;
+    if (account) {
+      onTraffic = chained
+        ? (sent, received) => {
+            chained(sent, received);
+            account(hostname, kind, sent, received);
+          }
+        : (sent, received) => account(hostname, kind, sent, received);
+    }
+    return { ...(hop ? { hop } : {}), ...(onTraffic ? { onTraffic } : {}) };
   };
   const source = options.localAddress ? { localAddress: options.localAddress, family: isIPv6(options.localAddress) ? (6 as const) : (4 as const) } : {};
   const failed =
@@ -128,8 +139,8 @@ export function createForwardProxy(options: Omit<ForwardProxyOptions, 'host' | '
       absoluteTarget,
       (t) => ({ hostname: t.hostname, port: t.port, request: { method: req.method ?? '', path: t.path } }),
       (t, admitted, destination) => {
-        const chained = hopOf();
-        forwardRequest(req, res, t, { agent: agentFor(chained.hop), admitted, ...source, ...chained, onFailure: failed(destination) });
+        const route = routeOf(destination.hostname, 'request');
+        forwardRequest(req, res, t, { agent: agentFor(route.hop), admitted, ...source, ...route, onFailure: failed(destination) });
       },
     );
 
@@ -140,7 +151,8 @@ export function createForwardProxy(options: Omit<ForwardProxyOptions, 'host' | '
       socketSide(socket),
       authorityTarget,
       (t) => ({ hostname: t.hostname, port: t.port }),
-      (t, admitted, destination) => openTunnel(socket, head, t, { admitted, ...source, ...hopOf(), live, onFailure: failed(destination) }),
+      (t, admitted, destination) =>
+        openTunnel(socket, head, t, { admitted, ...source, ...routeOf(destination.hostname, 'tunnel'), live, onFailure: failed(destination) }),
     );
   };
 
@@ -161,7 +173,14 @@ export function createForwardProxy(options: Omit<ForwardProxyOptions, 'host' | '
         authenticate: (username, password) => socks5.authenticate(username, password),
         admit: (credentials, destination) => options.admit(credentials, destination).then(undefined, admitFailed),
         tunnel: (client, target, admitted, destination) =>
-          openTunnel(client, Buffer.alloc(0), target, { admitted, ...source, ...hopOf(), live, answers: SOCKS5_ANSWERS, onFailure: failed(destination) }),
+          openTunnel(client, Buffer.alloc(0), target, {
+            admitted,
+            ...source,
+            ...routeOf(destination.hostname, 'tunnel'),
+            live,
+            answers: SOCKS5_ANSWERS,
+            onFailure: failed(destination),
+          }),
         ...(options.onError ? { onError: options.onError } : {}),
       },
       options.headersTimeoutMs,

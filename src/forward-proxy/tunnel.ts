@@ -20,7 +20,10 @@ export interface TunnelContext {
   onFailure: (failure: UpstreamFailure, err: unknown) => void;
   /** The upstream proxy the tunnel goes through (issue 24), instead of connecting to the destination. */
   hop?: ChainHop;
-  /** Told a chained tunnel's bytes to and from the hop when it ends. */
+  /**
+   * Told once, when the tunnel ends (or could not be opened), the bytes it carried to the
+   * destination and back: the payload, not the client's CONNECT or SOCKS5 exchange nor a hop's handshake.
+   */
   onTraffic?: (sent: number, received: number) => void;
   /** How the client is told: HTTP's `200 Connection Established` and status answers by default; a SOCKS5 client gets its replies. */
   answers?: TunnelAnswers;
@@ -78,6 +81,7 @@ export function openTunnel(client: Socket, head: Buffer, target: AuthorityTarget
   });
   upstream.once('close', () => {
     context.live.delete(upstream);
+    context.onTraffic?.(upstream.bytesWritten, upstream.bytesRead);
     if (connected) client.destroy();
   });
 }
@@ -101,13 +105,18 @@ function openChainedTunnel(client: Socket, head: Buffer, target: AuthorityTarget
     ...(context.localAddress ? { localAddress: context.localAddress, family: context.family } : {}),
   }).then(
     (socket) => {
-      if (clientGone) return void socket.destroy();
+      if (clientGone) {
+        context.onTraffic?.(0, 0);
+        return void socket.destroy();
+      }
       upstream = socket;
       context.live.add(socket);
+      // The hop's handshake is not the tunnel's payload.
+      const [handshakeSent, handshakeReceived] = [socket.bytesWritten, socket.bytesRead];
       socket.once('error', () => client.destroy());
       socket.once('close', () => {
         context.live.delete(socket);
-        context.onTraffic?.(socket.bytesWritten, socket.bytesRead);
+        context.onTraffic?.(socket.bytesWritten - handshakeSent, socket.bytesRead - handshakeReceived);
         client.destroy();
       });
       client.setNoDelay(true);
@@ -120,6 +129,7 @@ function openChainedTunnel(client: Socket, head: Buffer, target: AuthorityTarget
     (err: unknown) => {
       const failure = upstreamFailure(err);
       context.onFailure(failure, err);
+      context.onTraffic?.(0, 0);
       (context.answers ?? HTTP_ANSWERS).failed(client, failure);
     },
   );

@@ -12,6 +12,9 @@ export interface Destination {
   request?: { method: string; path: string };
 }
 
+/** What the proxy carried for a client: one plain-HTTP request, or one tunnel (HTTP CONNECT or SOCKS5 CONNECT). */
+export type TrafficKind = 'request' | 'tunnel';
+
 /** The proxy refuses: nothing is connected, the client gets `status` with `message` as the body. */
 export interface Refusal {
   allowed: false;
@@ -65,8 +68,16 @@ export interface ForwardProxyOptions {
    * RFC 1929's question, `admit` still decides every CONNECT. Absent: HTTP only.
    */
   socks5?: { authenticate(username: string, password: string): boolean };
-  /** Told the bytes each chained tunnel (at its end) or request (its bodies, at the answer's end) sent to and received from the hop. */
+  /** Told the bytes each chained tunnel (at its end, after the hop's handshake) or request (its heads and bodies, at the answer's end) sent to and received from the hop. */
   onChainTraffic?: (sent: number, received: number) => void;
+  /**
+   * Told of every admitted request and tunnel once it ends (accounting; absent: nothing is counted
+   * and no listener is added): where the client asked to go, and the bytes sent to the destination
+   * (or hop) and received from it on the upstream connection: a plain request's head and body
+   * each way, a tunnel's payload (not the CONNECT or SOCKS5 exchange, not a hop's handshake). A
+   * request or tunnel whose destination could not be reached is told with the bytes that moved (0).
+   */
+  onTraffic?: (hostname: string, kind: TrafficKind, up: number, down: number) => void;
   /** Told of an unexpected failure while handling a request or tunnel (its client connection was closed). */
   onError?: (err: unknown) => void;
 }

@@ -1,4 +1,5 @@
 import type { Secrets } from '../secrets/secret-registry.ts';
+import type { ProxyResolver } from '../usage/traffic-source.ts';
 import type { Registry } from 'prom-client';
 import type { ProviderType } from './config.ts';
 import type { EgressGuards } from '../egress/policy-config.ts';
@@ -27,6 +28,11 @@ export interface ProviderDeps {
    * where a test builds a provider by hand.
    */
   secrets?: Secrets;
+  /**
+   * Which proxy and pool an instance belongs to (src/proxies/proxy-resolver.ts), for the traffic
+   * metric's `pool` label; absent (a test building a provider by hand): the pool label is empty.
+   */
+  proxyResolver?: ProxyResolver;
 }
 
 /**

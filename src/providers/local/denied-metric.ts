@@ -1,14 +1,12 @@
-import { readdir } from 'node:fs/promises';
-import { join } from 'node:path';
 import { Counter, type Registry } from 'prom-client';
-import { asDenialStats, DENIAL_STATS_FILE, type DenialStats } from './denial-stats.ts';
-import { instanceDir, instancesDir, readJson } from './instance-files.ts';
+import { asDenialStats, DENIAL_STATS_FILE } from './denial-stats.ts';
+import { instanceDirs, readStats, StatsGrowth } from './stats-growth.ts';
 
 /**
  * `proxy_operator_proxy_denied_total{provider,reason}` for local proxies: the worker's registry
  * reads every instance's `egress-denials.json` when scraped and adds what grew since it last
- * looked (a new pid or start time counts from zero), so the counter never goes down and covers
- * proxies that outlive a worker.
+ * looked (stats-growth.ts: a new pid or start time counts from zero), so the counter never goes
+ * down and covers proxies that outlive a worker.
  */
 export const PROXY_DENIED_METRIC = 'proxy_operator_proxy_denied_total';
 
@@ -19,33 +17,16 @@ interface Source {
 
 interface DeniedMetric {
   sources: Set<Source>;
-  /** Per instance directory: the process it last saw and the counts it had already added. */
-  seen: Map<string, DenialStats>;
+  growth: StatsGrowth;
 }
 
 const metrics = new WeakMap<Registry, DeniedMetric>();
 
 async function collectSource(counter: Counter<'provider' | 'reason'>, state: DeniedMetric, source: Source): Promise<void> {
-  let names: string[];
-  try {
-    names = (await readdir(instancesDir(source.dataDir), { withFileTypes: true })).filter((e) => e.isDirectory()).map((e) => e.name);
-  } catch {
-    return;
-  }
-  for (const name of names) {
-    const dir = instanceDir(source.dataDir, name);
-    const stats = asDenialStats(await readJson(join(dir, DENIAL_STATS_FILE)).catch(() => undefined));
+  for (const { dir } of await instanceDirs(source.dataDir)) {
+    const stats = await readStats(dir, DENIAL_STATS_FILE, asDenialStats);
     if (!stats) continue;
-    const before = state.seen.get(dir);
-    const same = before !== undefined && before.pid === stats.pid && before.startedAt === stats.startedAt;
-    for (const [reason, n] of Object.entries(stats.denied)) {
-      const delta = n - (same ? (before.denied[reason] ?? 0) : 0);
-      if (delta > 0) counter.inc({ provider: source.provider, reason }, delta);
-    }
-    // Keep the highest count seen per reason, so a file read half-way through a restart never counts twice.
-    const merged = same ? { ...stats, denied: { ...before.denied } } : { ...stats, denied: {} as Record<string, number> };
-    for (const [reason, n] of Object.entries(stats.denied)) merged.denied[reason] = Math.max(n, merged.denied[reason] ?? 0);
-    state.seen.set(dir, merged);
+    for (const [reason, n] of Object.entries(state.growth.grow(dir, stats, stats.denied))) counter.inc({ provider: source.provider, reason }, n);
   }
 }
 
@@ -56,7 +37,7 @@ async function collectSource(counter: Counter<'provider' | 'reason'>, state: Den
 export function exportDenials(registry: Registry, provider: string, dataDir: string): () => void {
   let state = metrics.get(registry);
   if (!state) {
-    const created: DeniedMetric = { sources: new Set(), seen: new Map() };
+    const created: DeniedMetric = { sources: new Set(), growth: new StatsGrowth() };
     state = created;
     metrics.set(registry, created);
     new Counter({

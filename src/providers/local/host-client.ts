@@ -68,6 +68,8 @@ export interface ProxyHostSupervisorOptions {
   policyFile: string;
   /** `--relays` of a host this worker starts (absent: the host's default). */
   relays?: number;
+  /** `--traffic-domains` of a host this worker starts (absent: the host's default). */
+  trafficDomains?: number;
   /** A host this worker spawned exited (its `exit` event). */
   onChildExit?: (pid: number) => void;
 }
@@ -162,7 +164,14 @@ export class ProxyHostSupervisor {
     try {
       const child = spawn(
         process.execPath,
-        [program, this.#o.dataDir, '--policy', this.#o.policyFile, ...(this.#o.relays !== undefined ? ['--relays', String(this.#o.relays)] : [])],
+        [
+          program,
+          this.#o.dataDir,
+          '--policy',
+          this.#o.policyFile,
+          ...(this.#o.relays !== undefined ? ['--relays', String(this.#o.relays)] : []),
+          ...(this.#o.trafficDomains !== undefined ? ['--traffic-domains', String(this.#o.trafficDomains)] : []),
+        ],
         {
           cwd: this.#o.dataDir,
           detached: true,

@@ -1,6 +1,6 @@
 /**
  * The proxies one proxy host serves (proxy-host.ts): each a listener on 127.0.0.1 started from its
- * instance directory, with its own credentials, source address and denial counts, under the host's
+ * instance directory, with its own credentials, source address, denial and traffic counts, under the host's
  * one egress policy. Every start, credential reload and stop of a name is serialised (NameLocks).
  */
 import { stat } from 'node:fs/promises';
@@ -10,6 +10,7 @@ import type { LivePolicy } from '../../egress/live-policy.ts';
 import type { Logger } from '../../logging.ts';
 import { createDenialRecorder, type DenialRecorder } from './denial-stats.ts';
 import { createUpstreamStatsRecorder, type UpstreamStatsRecorder } from './upstream-stats.ts';
+import { asDomainTraffic, createTrafficRecorder, type TrafficRecorder } from './traffic-stats.ts';
 import {
   asCredentials,
   asInstance,
@@ -48,6 +49,7 @@ interface Served {
   /** The upstream proxy a front forwards through (replaced when its route or credentials change); none for a plain proxy. */
   route: { hop?: ChainHop };
   upstreamStats?: UpstreamStatsRecorder;
+  traffic?: TrafficRecorder;
 }
 
 export interface HostedProxiesOptions {
@@ -60,6 +62,8 @@ export interface HostedProxiesOptions {
   openFilesLimit: number;
   /** The relay processes that accept each proxy's connections too (none: the host alone). */
   relays?: HostRelays;
+  /** Distinct destination domains each proxy's traffic is counted by (traffic-stats.ts); 0: accounting is off. */
+  trafficDomains: number;
 }
 
 export async function exists(path: string): Promise<boolean> {
@@ -71,6 +75,8 @@ export async function exists(path: string): Promise<boolean> {
 
 export class HostedProxies {
   private readonly served = new Map<string, Served>();
+  /** Proxies being stopped, until their relays have stopped them too. */
+  private readonly stopping = new Map<string, Served>();
   /** The ports the egress policy already guards (a new listener on an old port is not guarded twice). */
   private readonly guarded = new Set<number>();
   private readonly locks = new NameLocks();
@@ -120,11 +126,22 @@ export class HostedProxies {
     return this.locks.run(name, () => this.stop(name));
   }
 
+  private countsOf(name: string): Served | undefined {
+    return this.served.get(name) ?? this.stopping.get(name);
+  }
+
   /** Refusals a relay counted for `name`, added to the proxy's own. */
   countDenials(name: string, counts: Record<string, number>): void {
-    const denials = this.served.get(name)?.denials;
+    const denials = this.countsOf(name)?.denials;
     if (!denials) return;
     for (const [reason, n] of Object.entries(counts)) denials.record(reason, n);
+  }
+
+  /** Traffic a relay counted for `name`, added to the proxy's own. */
+  countTraffic(name: string, domains: unknown): void {
+    const traffic = this.countsOf(name)?.traffic;
+    const counts = asDomainTraffic(domains);
+    if (traffic && counts) traffic.add(counts);
   }
 
   /** Stops every proxy at once (the host is going). */
@@ -148,7 +165,10 @@ export class HostedProxies {
     const previous = asInstance(await readJson(join(idir, INSTANCE_FILE)).catch(() => undefined));
     const log = logger.child({ instance: name });
     const proxyStartedAt = new Date().toISOString();
-    const denials = createDenialRecorder(idir, { pid: process.pid, startedAt: proxyStartedAt }, log);
+    const identity = { pid: process.pid, startedAt: proxyStartedAt };
+    const denials = createDenialRecorder(idir, identity, log);
+    const { trafficDomains } = this.options;
+    const traffic = trafficDomains > 0 ? createTrafficRecorder(idir, identity, log, trafficDomains) : undefined;
     const auth = { credentials };
     const check = credentialCheck(() => auth.credentials);
     const listen = (port: number): Promise<ForwardProxy> =>
@@ -158,6 +178,7 @@ export class HostedProxies {
         check,
         egress: { policy, denials, logger: log },
         maxConnections,
+        ...(traffic ? { traffic } : {}),
         ...(intent.sourceAddress ? { localAddress: intent.sourceAddress } : {}),
         ...(hop ? { chain: () => route.hop, ...(upstreamStats ? { upstreamStats } : {}) } : {}),
       });
@@ -175,7 +196,7 @@ export class HostedProxies {
       await policy.guard({ host: '127.0.0.1', port: server.port, role: 'proxy' });
     }
     const record: InstanceRecord = { ...intent, pid: process.pid, port: server.port, startedAt: proxyStartedAt, host: true };
-    this.served.set(name, { server, record, denials, auth, route, ...(upstreamStats ? { upstreamStats } : {}) });
+    this.served.set(name, { server, record, denials, auth, route, ...(upstreamStats ? { upstreamStats } : {}), ...(traffic ? { traffic } : {}) });
     // Fronts are served by the host alone: the relays are never told an upstream's credentials.
     if (!hop)
       await this.options.relays?.serve(server.server, {
@@ -183,6 +204,7 @@ export class HostedProxies {
         port: server.port,
         credentials,
         maxConnections,
+        trafficDomains,
         ...(intent.sourceAddress ? { localAddress: intent.sourceAddress } : {}),
       });
     this.warnWhenFdsLow();
@@ -211,7 +233,14 @@ export class HostedProxies {
     const s = this.served.get(name);
     if (!s) return false;
     this.served.delete(name);
-    await Promise.all([s.server.close(), this.options.relays?.stop(name), s.denials.flush(), s.upstreamStats?.flush()]);
+    // Counts the relays send while they stop it still count (their last batch comes before their answer).
+    this.stopping.set(name, s);
+    try {
+      await Promise.all([s.server.close(), this.options.relays?.stop(name)]);
+    } finally {
+      this.stopping.delete(name);
+    }
+    await Promise.all([s.denials.flush(), s.upstreamStats?.flush(), s.traffic?.flush()]);
     this.options.logger.info({ instance: name, port: s.record.port }, 'proxy stopped');
     return true;
   }

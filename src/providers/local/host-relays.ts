@@ -12,6 +12,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import type { Server as NetServer } from 'node:net';
 import type { Logger } from '../../logging.ts';
 import type { ProxyCredentials } from '../../model/proxy-credentials.ts';
+import type { TrafficCounts } from '../../usage/usage-types.ts';
 import { isFromRelay, type ServeMessage, type ToRelay } from './relay-messages.ts';
 
 /** How long a relay may take to start, or to carry out one message, before it is killed. */
@@ -34,6 +35,8 @@ export interface HostRelaysOptions {
   logger: Logger;
   /** Refusals a relay counted for a proxy. */
   onDenied: (name: string, counts: Record<string, number>) => void;
+  /** Traffic a relay counted for a proxy, by destination domain. */
+  onTraffic: (name: string, domains: Record<string, TrafficCounts>) => void;
 }
 
 interface Pending {
@@ -49,7 +52,7 @@ class RelayChild {
   constructor(
     readonly child: ChildProcess,
     private readonly logger: Logger,
-    onDenied: HostRelaysOptions['onDenied'],
+    counted: Pick<HostRelaysOptions, 'onDenied' | 'onTraffic'>,
   ) {
     let markReady: () => void = () => undefined;
     this.ready = new Promise((resolve) => (markReady = resolve));
@@ -61,7 +64,8 @@ class RelayChild {
     void this.ready.then(() => clearTimeout(startTimer));
     child.on('message', (message: unknown) => {
       if (!isFromRelay(message)) return;
-      if (message.type === 'denied') return onDenied(message.name, message.counts);
+      if (message.type === 'denied') return counted.onDenied(message.name, message.counts);
+      if (message.type === 'traffic') return counted.onTraffic(message.name, message.domains);
       if (message.id === 0) return markReady();
       const p = this.pending.get(message.id);
       if (!p) return;
@@ -125,7 +129,7 @@ export class HostRelays {
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       serialization: 'json',
     });
-    const relay = new RelayChild(child, logger, this.options.onDenied);
+    const relay = new RelayChild(child, logger, this.options);
     this.relays.add(relay);
     const startedAt = performance.now();
     child.once('exit', (code, signal) => {

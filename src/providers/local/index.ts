@@ -2,6 +2,7 @@ import { proxyEgressPolicy } from '../../egress/policy-config.ts';
 import type { Provider, ProviderDeps } from '../types.ts';
 import { checkLocal, LOCAL_TARGET } from './check.ts';
 import { exportDenials } from './denied-metric.ts';
+import { exportTraffic } from './traffic-metric.ts';
 import { createLocalLifecycle } from './lifecycle.ts';
 import { localDataDir, type LocalProviderConfig } from './config.ts';
 import { observerErrors } from '../../http/connection-metrics.ts';
@@ -29,7 +30,8 @@ export function createLocalProvider(config: LocalProviderConfig, deps: ProviderD
   lifecycle
     .writeEgressPolicy()
     .catch((err: unknown) => deps.logger.error({ err: (err as Error).message }, 'egress policy not written yet; retried at the next create'));
-  const stopExporting = exportDenials(deps.registry, config.name, dataDir);
+  const stopDenials = exportDenials(deps.registry, config.name, dataDir);
+  const stopTraffic = exportTraffic(deps.registry, config.name, dataDir, deps.proxyResolver);
   let closed = false;
   return {
     name: config.name,
@@ -42,7 +44,8 @@ export function createLocalProvider(config: LocalProviderConfig, deps: ProviderD
         : checkLocal(dataDir, signal),
     close: () => {
       closed = true;
-      stopExporting();
+      stopDenials();
+      stopTraffic();
       lifecycle.close();
       return Promise.resolve();
     },

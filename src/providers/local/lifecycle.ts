@@ -33,6 +33,8 @@ export interface LocalLifecycleOptions {
   sourceAddresses?: readonly string[];
   /** Relay processes the proxy host forks to use more cores (`proxies.relayProcesses`; default: the host's, one per core beyond the first). */
   relayProcesses?: number;
+  /** `--traffic-domains` of a proxy host this lifecycle starts (traffic-stats.ts; absent: the host's default; 0: no accounting, for the data-plane bench). */
+  trafficDomains?: number;
   /** A look at the proxies' processes this process could not make for want of its own resources (EMFILE…): counted, never an exit. */
   onObserverError?: (err: Error) => void;
   /** Makes every instance a front that forwards through the upstream proxy this names (the `upstream` provider). */
@@ -78,6 +80,7 @@ export function createLocalLifecycle(options: LocalLifecycleOptions): LocalLifec
     program,
     policyFile: egressPolicyPath(dataDir),
     ...(options.relayProcesses !== undefined ? { relays: options.relayProcesses } : {}),
+    ...(options.trafficDomains !== undefined ? { trafficDomains: options.trafficDomains } : {}),
     onChildExit: (pid) => exits.check(pid),
   });
   const ctx: LocalContext = {

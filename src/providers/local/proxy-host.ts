@@ -24,6 +24,9 @@
  * beyond the first; host-relays.ts) and hands each the listening socket of every proxy, so the
  * kernel spreads new connections over the host and its relays. The same program runs a relay
  * when its first argument is `--relay` (relay-process.ts).
+ *
+ * Each proxy's traffic is counted by destination domain (traffic-stats.ts; `--traffic-domains N`
+ * distinct domains per proxy, default 100; 0 turns the accounting off, for the data-plane bench).
  */
 import { readdir, rm } from 'node:fs/promises';
 import type { Server } from 'node:http';
@@ -53,6 +56,7 @@ import {
 } from './instance-files.ts';
 import { findHostProcesses, isProxyProcess } from './process-table.ts';
 import { runRelay } from './relay-process.ts';
+import { DEFAULT_TRAFFIC_DOMAINS, MAX_TRAFFIC_DOMAINS } from './traffic-stats.ts';
 
 const EXIT_DUPLICATE = 0;
 const NAME_PATTERN = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
@@ -76,11 +80,11 @@ function defaultRelays(): number {
   return Math.max(0, Math.min(7, availableParallelism() - 1));
 }
 
-/** `<dataDir> --policy FILE [--relays N]`, or the usage and exit 2. */
-function parseArgs(argv: readonly string[]): { dataDir: string; policyFile: string | undefined; relays: number } {
+/** `<dataDir> --policy FILE [--relays N] [--traffic-domains N]`, or the usage and exit 2. */
+function parseArgs(argv: readonly string[]): { dataDir: string; policyFile: string | undefined; relays: number; trafficDomains: number } {
   const dataDir = argv[2];
   const usage = (): never => {
-    process.stderr.write('usage: proxy-host <dataDir> --policy FILE [--relays N (0-64)]\n');
+    process.stderr.write('usage: proxy-host <dataDir> --policy FILE [--relays N (0-64)] [--traffic-domains N (0-10000, 0: no traffic accounting)]\n');
     process.exit(2);
   };
   if (dataDir === undefined || dataDir.startsWith('--')) usage();
@@ -88,7 +92,10 @@ function parseArgs(argv: readonly string[]): { dataDir: string; policyFile: stri
   const r = argv.indexOf('--relays');
   const relays = r > 0 ? Number(argv[r + 1]) : defaultRelays();
   if (!Number.isInteger(relays) || relays < 0 || relays > 64) usage();
-  return { dataDir: dataDir as string, policyFile: at > 0 ? argv[at + 1] : undefined, relays };
+  const t = argv.indexOf('--traffic-domains');
+  const trafficDomains = t > 0 ? Number(argv[t + 1]) : DEFAULT_TRAFFIC_DOMAINS;
+  if (!Number.isInteger(trafficDomains) || trafficDomains < 0 || trafficDomains > MAX_TRAFFIC_DOMAINS) usage();
+  return { dataDir: dataDir as string, policyFile: at > 0 ? argv[at + 1] : undefined, relays, trafficDomains };
 }
 
 /** At most one host per data directory: defer to the one host.json names, else to any older (lower) pid. */
@@ -167,7 +174,7 @@ async function restoreProxies(dataDir: string, proxies: HostedProxies, idle: Idl
 
 async function main(): Promise<void> {
   if (process.argv[2] === '--relay') return runRelay(process.argv);
-  const { dataDir, policyFile, relays: relayCount } = parseArgs(process.argv);
+  const { dataDir, policyFile, relays: relayCount, trafficDomains } = parseArgs(process.argv);
   const logger = createLogger({ level: 'info', destination: pino.destination(1) }).child({ dataDir });
   const dir = hostDir(dataDir);
   const hostFile = join(dir, HOST_FILE);
@@ -183,13 +190,14 @@ async function main(): Promise<void> {
     policyFile,
     logger,
     onDenied: (name, counts) => proxies.countDenials(name, counts),
+    onTraffic: (name, domains) => proxies.countTraffic(name, domains),
   });
   const policy: LivePolicy = await startLivePolicy({
     ...(policyFile ? { file: policyFile } : {}),
     logger: logger.child({ component: 'egress-policy' }),
     onDocument: () => void relays.reloadPolicy(),
   });
-  const proxies = new HostedProxies({ dataDir, logger, policy, maxConnections, openFilesLimit: openFiles ?? NaN, relays });
+  const proxies: HostedProxies = new HostedProxies({ dataDir, logger, policy, maxConnections, openFilesLimit: openFiles ?? NaN, relays, trafficDomains });
   const startedAt = new Date().toISOString();
   const state: HostState = { closing: false };
   let control: Server | undefined = undefined;

@@ -3,7 +3,8 @@
  * VM proxy, and — in its instance-directory mode — a local proxy of the earlier one-process-per-proxy
  * model (local proxies are now served by the proxy host, proxy-host.ts; the lifecycle adopts these
  * until they exit). That mode was run detached by the local lifecycle as `node <dataDir>/bin/proxy-process.cjs <instanceDir> [--port N] [--policy FILE]`
- * (this file, bundled by proxy-program.ts).
+ * (this file, bundled by proxy-program.ts). In that mode it counts its traffic by destination domain in
+ * the instance directory's `traffic-stats.json` (traffic-stats.ts; `--traffic-domains N`, default 100, 0: none).
  *
  * It reads its intent and credentials from the instance directory, listens on 127.0.0.1 (the
  * previous port when `--port` is given and free, else a kernel-chosen one), requires Basic
@@ -40,6 +41,7 @@ import {
   type InstanceRecord,
 } from './instance-files.ts';
 import { createDenialRecorder, type DenialRecorder } from './denial-stats.ts';
+import { createTrafficRecorder, DEFAULT_TRAFFIC_DOMAINS, MAX_TRAFFIC_DOMAINS, type TrafficRecorder } from './traffic-stats.ts';
 import { findProxyProcesses } from './process-table.ts';
 import { credentialCheck, listenProxy, type Egress } from './proxy-server.ts';
 import type { ProxyCredentials } from '../../model/proxy-credentials.ts';
@@ -48,8 +50,22 @@ async function loadCredentials(dir: string): Promise<ProxyCredentials | undefine
   return asCredentials(await readJson(join(dir, CREDENTIALS_FILE)));
 }
 
-function listen(host: string, port: number, check: (username: string, password: string) => boolean, egress: Egress): Promise<ForwardProxy> {
-  return listenProxy({ host, port, check, egress });
+function listen(
+  host: string,
+  port: number,
+  check: (username: string, password: string) => boolean,
+  egress: Egress,
+  traffic?: TrafficRecorder,
+): Promise<ForwardProxy> {
+  return listenProxy({ host, port, check, egress, ...(traffic ? { traffic } : {}) });
+}
+
+/** `--traffic-domains N` (0-MAX_TRAFFIC_DOMAINS; 0: no accounting), or the default; undefined when malformed. */
+function trafficDomainsOption(): number | undefined {
+  const text = optionAfter('--traffic-domains');
+  if (text === undefined) return DEFAULT_TRAFFIC_DOMAINS;
+  const n = Number(text);
+  return Number.isInteger(n) && n >= 0 && n <= MAX_TRAFFIC_DOMAINS ? n : undefined;
 }
 
 const EXIT_DUPLICATE = 0;
@@ -73,11 +89,11 @@ async function startPolicy(logger: Logger): Promise<LivePolicy> {
   });
 }
 
-function stopOnSignals(server: ForwardProxy, policy: LivePolicy, denials: DenialRecorder, logger: Logger): void {
+function stopOnSignals(server: ForwardProxy, policy: LivePolicy, counts: { flush(): Promise<void> }[], logger: Logger): void {
   const stop = (sig: string): void => {
     logger.info({ signal: sig }, 'stopping');
     policy.close();
-    Promise.all([server.close(), denials.flush()]).then(
+    Promise.all([server.close(), ...counts.map((c) => c.flush())]).then(
       () => process.exit(0),
       () => process.exit(1),
     );
@@ -109,7 +125,7 @@ async function mainFromEnv(): Promise<void> {
   const server = await listen(host, port, check, { policy, denials, logger });
   await policy.guard({ host, port: server.port, role: 'proxy' });
   process.on('SIGHUP', () => void policy.reload());
-  stopOnSignals(server, policy, denials, logger);
+  stopOnSignals(server, policy, [denials], logger);
   logger.info({ host, port: server.port, policyLoaded: policy.loaded }, 'proxy listening');
 }
 
@@ -135,18 +151,24 @@ async function main(): Promise<void> {
     process.exit(EXIT_BAD_STATE);
   }
   const check = credentialCheck(() => credentials);
+  const trafficDomains = trafficDomainsOption();
+  if (trafficDomains === undefined) {
+    logger.error(`--traffic-domains: expected a whole number 0-${MAX_TRAFFIC_DOMAINS}`);
+    process.exit(EXIT_BAD_STATE);
+  }
 
   const policy = await startPolicy(logger);
   const startedAt = new Date().toISOString();
   const egress: Egress = { policy, denials: createDenialRecorder(dir, { pid: process.pid, startedAt }, logger), logger };
+  const traffic = trafficDomains > 0 ? createTrafficRecorder(dir, { pid: process.pid, startedAt }, logger, trafficDomains) : undefined;
 
   let server: ForwardProxy;
   try {
-    server = await listen('127.0.0.1', Number.isInteger(portHint) && portHint > 0 ? portHint : 0, check, egress);
+    server = await listen('127.0.0.1', Number.isInteger(portHint) && portHint > 0 ? portHint : 0, check, egress, traffic);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
     logger.info({ port: portHint }, 'previous port is taken; listening on a new one');
-    server = await listen('127.0.0.1', 0, check, egress);
+    server = await listen('127.0.0.1', 0, check, egress, traffic);
   }
   // Its own listener too: with loopback allowed, a client could otherwise loop the proxy through itself.
   await policy.guard({ host: '127.0.0.1', port: server.port, role: 'proxy' });
@@ -162,7 +184,7 @@ async function main(): Promise<void> {
     );
     void policy.reload();
   });
-  stopOnSignals(server, policy, egress.denials, logger);
+  stopOnSignals(server, policy, traffic ? [egress.denials, traffic] : [egress.denials], logger);
 
   const record: InstanceRecord = { ...intent, pid: process.pid, port: server.port, startedAt };
   await writeJsonAtomic(join(dir, INSTANCE_FILE), record);

@@ -7,7 +7,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
 import { checkEgress, EgressDeniedError } from '../../egress/enforce.ts';
 import { listenForwardProxy, type ForwardProxy } from '../../forward-proxy/server.ts';
-import type { Admission, Destination, ForwardProxyOptions } from '../../forward-proxy/types.ts';
+import type { Admission, Destination, ForwardProxyOptions, TrafficKind } from '../../forward-proxy/types.ts';
 import type { BasicCredentials } from '../../forward-proxy/basic-credentials.ts';
 import type { ChainHop } from '../../forward-proxy/chain-hop.ts';
 import type { LivePolicy } from '../../egress/live-policy.ts';
@@ -93,6 +93,13 @@ export interface ProxyListenOptions {
   chain?: () => ChainHop | undefined;
   /** A front's counts of what its upstream failed and carried. */
   upstreamStats?: UpstreamStatsRecorder;
+  /** Where the traffic of every admitted request and tunnel is counted (traffic-stats.ts); absent: accounting is off. */
+  traffic?: TrafficCounter;
+}
+
+/** What counts a proxy's traffic: the proxy's own recorder (traffic-stats.ts), or a relay's batch for the host. */
+export interface TrafficCounter {
+  record(hostname: string, kind: TrafficKind, up: number, down: number): void;
 }
 
 /** A client that sends no request head within this long is disconnected (node's default, 60 s, and none for a silent socket, let idle sockets pile up). */
@@ -134,6 +141,7 @@ export function proxyHandling(options: Omit<ProxyListenOptions, 'host' | 'port'>
     generation: () => egress.policy.generation,
     ...(options.localAddress ? { localAddress: options.localAddress } : {}),
     ...(options.chain ? { chain: options.chain } : {}),
+    ...(options.traffic ? { onTraffic: trafficTo(options.traffic) } : {}),
     ...(options.upstreamStats ? { onChainTraffic: (sent: number, received: number) => options.upstreamStats?.traffic(sent, received) } : {}),
     maxConnections: options.maxConnections ?? 1024,
     headersTimeoutMs: HEADERS_TIMEOUT_MS,
@@ -148,6 +156,10 @@ export function proxyHandling(options: Omit<ProxyListenOptions, 'host' | 'port'>
     },
     onError: (err) => egress.logger.error({ err: (err as Error).message }, 'proxy failed while handling a request; its connection was closed'),
   };
+}
+
+function trafficTo(counter: TrafficCounter): NonNullable<ForwardProxyOptions['onTraffic']> {
+  return (hostname, kind, up, down) => counter.record(hostname, kind, up, down);
 }
 
 /** Starts one proxy listening; resolves once it listens (rejects with the listen error, EADDRINUSE included). */

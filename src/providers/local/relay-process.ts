@@ -4,7 +4,7 @@
  * listening socket; the relay accepts from the same socket as the host does (the kernel gives each
  * new connection to one of them) and answers exactly as the host would: the same credentials
  * (rotations are sent along), the same egress policy (read from the same file), the same limits.
- * Its refusals are counted by the host. It exits when the host goes (its IPC channel closes).
+ * Its refusals and traffic are counted by the host (sent in batches). It exits when the host goes (its IPC channel closes).
  */
 import type { Server as NetServer } from 'node:net';
 import { pino } from 'pino';
@@ -13,10 +13,12 @@ import { createForwardProxy, type ForwardProxyCore } from '../../forward-proxy/s
 import { createLogger, type Logger } from '../../logging.ts';
 import type { ProxyCredentials } from '../../model/proxy-credentials.ts';
 import type { DenialRecorder } from './denial-stats.ts';
-import { credentialCheck, proxyHandling } from './proxy-server.ts';
+import { credentialCheck, proxyHandling, type TrafficCounter } from './proxy-server.ts';
+import { debouncedOutlet, type StatsOutlet } from './stats-file.ts';
+import { DomainTraffic, TRAFFIC_FLUSH_MS } from './traffic-stats.ts';
 import { isToRelay, type FromRelay, type ServeMessage, type ToRelay } from './relay-messages.ts';
 
-/** Refusal counts go to the host at most this often. */
+/** Refusals go to the host at most this often (traffic at most every TRAFFIC_FLUSH_MS). */
 const DENIALS_EVERY_MS = 100;
 
 interface Relayed {
@@ -29,33 +31,55 @@ function send(message: FromRelay): void {
   if (process.connected) process.send?.(message);
 }
 
-/** Counts refusals per proxy and sends them to the host in batches. */
-function denialBatcher(): (name: string) => DenialRecorder {
-  let pending = new Map<string, Record<string, number>>();
-  let timer: NodeJS.Timeout | undefined;
-  const flush = (): Promise<void> => {
-    if (timer) clearTimeout(timer);
-    timer = undefined;
-    const batch = pending;
-    pending = new Map();
-    for (const [name, counts] of batch) send({ type: 'denied', name, counts });
-    return Promise.resolve();
-  };
-  return (name) => ({
-    record(reason, n = 1) {
-      const counts = pending.get(name) ?? {};
-      counts[reason] = (counts[reason] ?? 0) + n;
-      pending.set(name, counts);
-      timer ??= setTimeout(() => void flush(), DENIALS_EVERY_MS);
-    },
-    flush,
-  });
+/** Counts per proxy, sent to the host shortly after they change (stats-file.ts's outlet) and begun afresh. */
+class Batches<T> {
+  private pending = new Map<string, T>();
+  private readonly outlet: StatsOutlet;
+
+  constructor(
+    private readonly begin: () => T,
+    send: (name: string, batch: T) => void,
+    everyMs: number,
+  ) {
+    this.outlet = debouncedOutlet(() => {
+      const sent = this.pending;
+      this.pending = new Map();
+      for (const [name, batch] of sent) send(name, batch);
+      return Promise.resolve();
+    }, everyMs);
+  }
+
+  /** `name`'s batch to count into (it goes within `everyMs`). */
+  of(name: string): T {
+    let batch = this.pending.get(name);
+    if (batch === undefined) {
+      batch = this.begin();
+      this.pending.set(name, batch);
+    }
+    this.outlet.changed();
+    return batch;
+  }
+
+  flush(): Promise<void> {
+    return this.outlet.flush();
+  }
 }
 
 class Relay {
   private readonly relayed = new Map<string, Relayed>();
   private readonly guarded = new Set<number>();
-  private readonly denials = denialBatcher();
+  private readonly denials = new Batches<Record<string, number>>(
+    () => ({}),
+    (name, counts) => send({ type: 'denied', name, counts }),
+    DENIALS_EVERY_MS,
+  );
+  private readonly traffic = new Batches<DomainTraffic>(
+    () => new DomainTraffic(this.trafficDomains),
+    (name, domains) => send({ type: 'traffic', name, domains: domains.toJSON() }),
+    TRAFFIC_FLUSH_MS,
+  );
+  /** The bound of the proxies' domains, as the host's last `serve` said (the host applies its own again). */
+  private trafficDomains = 0;
 
   constructor(
     private readonly policy: LivePolicy,
@@ -72,7 +96,8 @@ class Relay {
     }
     if (!r) return;
     this.relayed.delete(message.name);
-    await Promise.all([new Promise<void>((resolve) => r.listener.close(() => resolve())), r.core.close(), this.denials(message.name).flush()]);
+    await Promise.all([new Promise<void>((resolve) => r.listener.close(() => resolve())), r.core.close()]);
+    await Promise.all([this.denials.flush(), this.traffic.flush()]);
   }
 
   private async serve(message: ServeMessage, listener: NetServer | undefined): Promise<void> {
@@ -88,10 +113,21 @@ class Relay {
       await this.policy.guard({ host: '127.0.0.1', port: message.port, role: 'proxy' });
     }
     const auth = { credentials: message.credentials };
+    const { name } = message;
+    const denials: DenialRecorder = {
+      record: (reason, n = 1) => {
+        const counts = this.denials.of(name);
+        counts[reason] = (counts[reason] ?? 0) + n;
+      },
+      flush: () => this.denials.flush(),
+    };
+    this.trafficDomains = message.trafficDomains;
+    const traffic: TrafficCounter = { record: (hostname, kind, up, down) => this.traffic.of(name).record(hostname, kind, up, down) };
     const core = createForwardProxy(
       proxyHandling({
         check: credentialCheck(() => auth.credentials),
-        egress: { policy: this.policy, denials: this.denials(message.name), logger: this.logger.child({ instance: message.name }) },
+        egress: { policy: this.policy, denials, logger: this.logger.child({ instance: name }) },
+        ...(message.trafficDomains > 0 ? { traffic } : {}),
         maxConnections: message.maxConnections,
         ...(message.localAddress ? { localAddress: message.localAddress } : {}),
       }),

@@ -4,6 +4,7 @@ import { resourceCodeOf } from '../../observer-errors.ts';
 import { NO_REDACTION } from '../../secrets/secret-registry.ts';
 import { ProvisioningError } from '../lifecycle.ts';
 import { exportDenials } from '../local/denied-metric.ts';
+import { exportTraffic } from '../local/traffic-metric.ts';
 import { createLocalLifecycle } from '../local/lifecycle.ts';
 import type { Provider, ProviderDeps } from '../types.ts';
 import { truncateMessage } from '../../health/message.ts';
@@ -48,6 +49,7 @@ export function createUpstreamProvider(config: UpstreamProviderConfig, deps: Pro
     .catch((err: unknown) => deps.logger.error({ err: (err as Error).message }, 'egress policy not written yet; retried at the next create'));
   const stopDenials = exportDenials(deps.registry, config.name, dataDir);
   const stopUpstream = exportUpstreamMetrics(deps.registry, config.name, dataDir);
+  const stopTraffic = exportTraffic(deps.registry, config.name, dataDir, deps.proxyResolver);
   let known = config.endpoints.map((e) => e.name);
   let closed = false;
   return {
@@ -85,6 +87,7 @@ export function createUpstreamProvider(config: UpstreamProviderConfig, deps: Pro
       closed = true;
       stopDenials();
       stopUpstream();
+      stopTraffic();
       lifecycle.close();
       return Promise.resolve();
     },

@@ -1,0 +1,27 @@
+import type { TrafficSource } from '../usage/traffic-source.ts';
+import type { ProviderConfig } from './config.ts';
+import { localDataDir } from './local/config.ts';
+import { StatsGrowth } from './local/stats-growth.ts';
+import { readTrafficGrowth } from './local/traffic-growth.ts';
+import { upstreamDataDir } from './upstream/config.ts';
+
+/** The traffic of the instances under `dataDir`, each read answering what grew since the one before (its own StatsGrowth). */
+export function dataDirTraffic(provider: string, dataDir: string): TrafficSource {
+  const growth = new StatsGrowth();
+  return { provider, read: () => readTrafficGrowth(growth, dataDir) };
+}
+
+/**
+ * The traffic sources of a configuration: its local and upstream providers (their proxies and fronts
+ * are served on this machine, each instance under the provider's data directory). The proxies of
+ * kvm, gcp and kubernetes providers keep no counts this process can read (docs/usage.md#traffic).
+ * Each call makes new sources, which read from where they start (a collector's own).
+ */
+export function trafficSources(providers: readonly ProviderConfig[], rootDataDir: string): TrafficSource[] {
+  const sources: TrafficSource[] = [];
+  for (const p of providers) {
+    if (p.type === 'local') sources.push(dataDirTraffic(p.name, localDataDir(p, rootDataDir)));
+    else if (p.type === 'upstream') sources.push(dataDirTraffic(p.name, upstreamDataDir(p, rootDataDir)));
+  }
+  return sources;
+}
