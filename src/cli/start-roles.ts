@@ -12,6 +12,10 @@ import { registerSchedulerGauges } from '../metrics/scheduler-gauges.ts';
 import { createProviders, type ProviderFactory } from '../providers/create-provider.ts';
 import { fleetOf } from '../proxies/instance-name.ts';
 import { createProxyResolver } from '../proxies/proxy-resolver.ts';
+import { trafficSources } from '../providers/traffic-sources.ts';
+import { startTrafficCollector } from '../usage/traffic-collector.ts';
+import type { ProxyResolver } from '../usage/traffic-source.ts';
+import { DEFAULT_USAGE_SETTINGS } from '../config/usage-config.ts';
 import type { Provider } from '../providers/types.ts';
 import { echoUrlAdvice } from '../readiness/echo-url-advice.ts';
 import { redisListeners } from '../redis/connections.ts';
@@ -121,6 +125,7 @@ export async function startRoles(roles: readonly RoleName[], parts: RoleParts): 
     );
     providers = built;
     plan.add(() => settleAll([...built.values()].map((p) => p.close())));
+    startCollector(parts, proxyResolver);
   }
   let scheduler: SchedulerRole | undefined;
   let worker: WorkerRole | undefined;
@@ -140,6 +145,25 @@ export async function startRoles(roles: readonly RoleName[], parts: RoleParts): 
     if (advice) logger.warn({ echoUrl: url }, advice);
   }
   return { api, scheduler, worker, providers, statuses };
+}
+
+/**
+ * The traffic collector (docs/usage.md#traffic): the local-type providers' proxies' counts into
+ * the usage store every `usage.collectInterval`. Closed after the roles (the plan runs in reverse),
+ * with one last bounded collection.
+ */
+function startCollector(parts: RoleParts, resolve: ProxyResolver): void {
+  const { config } = parts;
+  const sources = trafficSources(config.providers, config.dataDir);
+  if (sources.length === 0) return;
+  const collector = startTrafficCollector({
+    sources,
+    resolve,
+    sink: (records, signal) => parts.usage.addTraffic(records, signal),
+    logger: parts.logger.child({ component: 'traffic-collector' }),
+    intervalMs: (config.usage ?? DEFAULT_USAGE_SETTINGS).collectIntervalMs,
+  });
+  parts.plan.add(() => collector.close(AbortSignal.timeout(CLOSE_MS)).catch(() => undefined));
 }
 
 function startApi(parts: RoleParts, registry: Registry): Promise<ApiRole> {

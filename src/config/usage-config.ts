@@ -4,6 +4,7 @@
  * usage store keeps. Schemas only; what they mean is src/usage's.
  */
 import { z } from 'zod';
+import { parseDuration } from '../schema/duration.ts';
 import { resourceName } from '../schema/zod-helpers.ts';
 
 const price = z.number().nonnegative().finite();
@@ -36,9 +37,11 @@ export interface UsageSettings {
   maxDomainsPerPoolHour: number;
   /** How long traffic buckets and ended lives are kept. */
   retentionMs: number;
+  /** How often the worker hands the proxies' traffic counts to the store (the traffic collector). */
+  collectIntervalMs: number;
 }
 
-export const DEFAULT_USAGE_SETTINGS: UsageSettings = Object.freeze({ maxDomainsPerPoolHour: 50, retentionMs: 400 * 24 * 3_600_000 });
+export const DEFAULT_USAGE_SETTINGS: UsageSettings = Object.freeze({ maxDomainsPerPoolHour: 50, retentionMs: 400 * 24 * 3_600_000, collectIntervalMs: 60_000 });
 
 export const usageSectionSchema = z
   .strictObject({
@@ -46,5 +49,17 @@ export const usageSectionSchema = z
     domainsPerPoolHour: z.number().int().min(1).max(10_000).default(DEFAULT_USAGE_SETTINGS.maxDomainsPerPoolHour),
     /** How many days usage is kept (default 400). */
     retentionDays: z.number().int().min(1).max(3650).default(400),
+    /** How often the worker stores the proxies' traffic counts (a duration from 1s to 1h; default 1m). */
+    collectInterval: z
+      .string()
+      .refine((t) => {
+        const ms = parseDuration(t) ?? -1;
+        return ms >= 1000 && ms <= 3_600_000;
+      }, 'expected a duration from 1s to 1h, such as 30s or 5m')
+      .optional(),
   })
-  .transform((u): UsageSettings => ({ maxDomainsPerPoolHour: u.domainsPerPoolHour, retentionMs: u.retentionDays * 24 * 3_600_000 }));
+  .transform((u): UsageSettings => ({
+    maxDomainsPerPoolHour: u.domainsPerPoolHour,
+    retentionMs: u.retentionDays * 24 * 3_600_000,
+    collectIntervalMs: u.collectInterval === undefined ? DEFAULT_USAGE_SETTINGS.collectIntervalMs : (parseDuration(u.collectInterval) ?? 60_000),
+  }));

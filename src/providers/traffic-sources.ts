@@ -1,14 +1,17 @@
 import type { TrafficSource } from '../usage/traffic-source.ts';
 import type { ProviderConfig } from './config.ts';
 import { localDataDir } from './local/config.ts';
-import { StatsGrowth } from './local/stats-growth.ts';
-import { readTrafficGrowth } from './local/traffic-growth.ts';
+import { CollectedTraffic } from './local/traffic-baseline.ts';
 import { upstreamDataDir } from './upstream/config.ts';
 
-/** The traffic of the instances under `dataDir`, each read answering what grew since the one before (its own StatsGrowth). */
+/**
+ * The traffic of the instances under `dataDir`, each read answering what grew since the one before;
+ * `commit` keeps on disk what the usage store took (traffic-baseline.ts), so a restarted worker
+ * does not store it again.
+ */
 export function dataDirTraffic(provider: string, dataDir: string): TrafficSource {
-  const growth = new StatsGrowth();
-  return { provider, read: () => readTrafficGrowth(growth, dataDir) };
+  const collected = new CollectedTraffic(dataDir);
+  return { provider, read: () => collected.read(), commit: () => collected.commit() };
 }
 
 /**

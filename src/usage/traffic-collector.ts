@@ -97,6 +97,7 @@ export function startTrafficCollector(options: TrafficCollectorOptions): Traffic
       throw new TrafficSinkError(records.length, err);
     }
     pending.clear();
+    await Promise.all(options.sources.map((s) => (s.commit ? s.commit() : Promise.resolve())));
   };
 
   let running: Promise<void> = Promise.resolve();

@@ -19,6 +19,8 @@ export interface InstanceTraffic {
 export interface TrafficSource {
   provider: string;
   read: () => Promise<InstanceTraffic[]>;
+  /** Called once the usage store took everything read so far: a source that keeps its progress (on disk) records it. */
+  commit?: () => Promise<void>;
 }
 
 /** Which proxy an instance serves and the pool that proxy is a member of. */

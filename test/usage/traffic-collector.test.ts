@@ -92,4 +92,28 @@ describe('the traffic collector', () => {
     await collector.close(signal());
     expect(calls.length).toBe(before);
   });
+
+  it('a restarted worker starts from what the store already took: only the traffic after it is sent', async () => {
+    const kept: TrafficRecord[] = [];
+    const collector = startTrafficCollector({
+      sources: trafficSources([{ type: 'local', name: 'local-a', dataDir }], '/unused'),
+      sink: (records) => {
+        kept.push(...records);
+        return Promise.resolve();
+      },
+      logger: silentLogger(),
+      intervalMs: 3_600_000,
+      now: () => NOW,
+    });
+    // The first case's collector took three requests and recorded so beside the proxy's counts.
+    await collector.flush(signal());
+    expect(requests(kept)).toBe(0);
+    expect((await getThroughProxy({ port, ...CREDS }, `http://127.0.0.1:${origin.port}/`)).status).toBe(200);
+    await waitFor('the new request collected', async () => {
+      await collector.flush(signal());
+      return requests(kept) === 1;
+    });
+    await collector.close(signal());
+    expect(requests(kept)).toBe(1);
+  });
 });

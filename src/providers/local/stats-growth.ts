@@ -35,6 +35,22 @@ export class StatsGrowth {
     this.seen.set(key, { identity: id, counts: merged });
     return growth;
   }
+
+  /** Whether `key` has been seen (or seeded) by this reader. */
+  has(key: string): boolean {
+    return this.seen.has(key);
+  }
+
+  /** Starts `key` from counts a reader before this one already took (a baseline kept on disk), so they are not read again. */
+  seed(key: string, baseline: { identity: string; counts: Record<string, number> }): void {
+    this.seen.set(key, { identity: baseline.identity, counts: { ...baseline.counts } });
+  }
+
+  /** What `key` has been read up to, as `seed` takes it back; undefined when never seen. */
+  baseline(key: string): { identity: string; counts: Record<string, number> } | undefined {
+    const seen = this.seen.get(key);
+    return seen && { identity: seen.identity, counts: { ...seen.counts } };
+  }
 }
 
 /** An instance directory of a data directory, by name. */

@@ -34,13 +34,23 @@ function unflatten(flat: Readonly<Record<string, number>>): Map<string, TrafficC
   return domains;
 }
 
-/** The traffic of every instance under `dataDir` that grew since `growth` last saw it. */
-export async function readTrafficGrowth(growth: StatsGrowth, dataDir: string): Promise<InstanceTraffic[]> {
+/** The StatsGrowth key of an instance directory's traffic. */
+export function trafficKey(dir: string): string {
+  return `${dir}:traffic`;
+}
+
+/**
+ * The traffic of every instance under `dataDir` that grew since `growth` last saw it. `before`, when
+ * given, runs for each instance directory before its file is compared (the collector seeds its
+ * baseline there).
+ */
+export async function readTrafficGrowth(growth: StatsGrowth, dataDir: string, before?: (dir: string) => Promise<void>): Promise<InstanceTraffic[]> {
   const grown: InstanceTraffic[] = [];
   for (const { name, dir } of await instanceDirs(dataDir)) {
     const stats = await readStats(dir, TRAFFIC_STATS_FILE, asTrafficStats);
     if (!stats) continue;
-    const domains = unflatten(growth.grow(`${dir}:traffic`, stats, flatten(stats.domains)));
+    await before?.(dir);
+    const domains = unflatten(growth.grow(trafficKey(dir), stats, flatten(stats.domains)));
     if (domains.size === 0) continue;
     const proxy = asIntent(await readJson(join(dir, INTENT_FILE)).catch(() => undefined))?.owner.proxy;
     grown.push({ instance: name, proxy, domains });
