@@ -111,3 +111,13 @@ export function summary(target: Pool, plan: PoolPlan, changes: boolean): PlanSum
   out.look = plan.lookAfterMs ?? 'none';
   return out;
 }
+
+/** A status as the plan tables write it: desired, current, ready, rotating, failed, and the Ready condition. */
+export const st = (desired: number, current: number, ready: number, rotating: number, failed: number, Ready: string) => ({
+  desired,
+  current,
+  ready,
+  rotating,
+  failed,
+  Ready,
+});

@@ -5,21 +5,12 @@ import { decideReplicas, type DemandReading } from '../../src/pools/autoscale.ts
 import { budgetWindow, judgeBudget } from '../../src/pools/budget.ts';
 import { planPool, SAFETY_LOOK_MS } from '../../src/pools/plan-pool.ts';
 import { issueLines } from '../../src/schema/zod-helpers.ts';
-import { counter, member, MIN, NOW, pool, summary, type MemberRow, type PlanSummary } from './plan-fixtures.ts';
+import { counter, member, MIN, NOW, pool, st, summary, type MemberRow, type PlanSummary } from './plan-fixtures.ts';
 
 /*
  * Budgets and the autoscaler, decided (pure): the plan's count and growth cap, the autoscaler's
  * count from its pick counter, the budget's judgement within its window, and the schema's words.
  */
-
-const st = (desired: number, current: number, ready: number, rotating: number, failed: number, Ready: string) => ({
-  desired,
-  current,
-  ready,
-  rotating,
-  failed,
-  Ready,
-});
 
 interface PlanRow {
   what: string;

@@ -2,7 +2,7 @@ import { describe, expect, test } from 'vitest';
 import type { Pool } from '../../src/model/pool-resource.ts';
 import { planPool, plansChanges, SAFETY_LOOK_MS } from '../../src/pools/plan-pool.ts';
 import { nextPoolStatus } from '../../src/pools/pool-status.ts';
-import { counter, member, MIN, NOW, pool, spread, summary, type MemberRow, type PlanSummary } from './plan-fixtures.ts';
+import { counter, member, MIN, NOW, pool, spread, st, summary, type MemberRow, type PlanSummary } from './plan-fixtures.ts';
 
 /**
  * The pool reconcile's decisions, one pass each, from what it read (pure: no store). Members are
@@ -21,15 +21,6 @@ interface Row {
   expect: Partial<PlanSummary>;
 }
 
-/** A status as the table writes it: desired, current, ready, rotating, failed, and the Ready condition. */
-const st = (desired: number, current: number, ready: number, rotating: number, failed: number, Ready: string) => ({
-  desired,
-  current,
-  ready,
-  rotating,
-  failed,
-  Ready,
-});
 const BAN = 'blocked on 3 domains within 10m';
 const NO_PROVIDER = 'invalid spec, no members made: spec.template.spec.provider: required when spec.spread is not given';
 const quiet = { changes: false } as const;

@@ -17,21 +17,9 @@ import { stopProxyHosts } from '../support/local-host.ts';
 import { getThroughProxy } from '../support/proxy-get.ts';
 import { countingOrigin, type CountingOrigin } from '../support/traffic-clients.ts';
 import { waitFor } from '../support/wait.ts';
+import type { UsageReport } from '../../src/usage/usage-store.ts';
 
-interface UsageRowView {
-  key: string;
-  bytesUp: number;
-  bytesDown: number;
-  requests: number;
-  tunnels: number;
-  instanceSeconds: number;
-  instances: number;
-  cost: { instances: number; egress: number; total: number };
-}
-interface UsageAnswer {
-  currency: string;
-  rows: UsageRowView[];
-}
+type UsageAnswer = Pick<UsageReport, 'currency' | 'rows'>;
 
 describe('usage from a real proxy to GET /v1/usage', () => {
   let roles: RunningRoles;
