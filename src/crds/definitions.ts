@@ -154,6 +154,8 @@ export function proxyPoolCrd(): CustomResourceDefinition {
     },
     required: ['spec'],
     columns: [
+      // The spec's count beside the reconcile's (they differ under autoscale, and before the first pass).
+      { name: 'Replicas', type: 'integer', jsonPath: '.spec.replicas' },
       { name: 'Desired', type: 'integer', jsonPath: '.status.desired' },
       { name: 'Ready', type: 'integer', jsonPath: '.status.ready' },
       { name: 'Rotating', type: 'integer', jsonPath: '.status.rotating' },

@@ -50,7 +50,7 @@ describe('generated CRDs', () => {
     expect(status.credentialsSecretRef).toBeDefined();
   });
 
-  test('ProxyPool: namespaced, pxp, status subresource, columns DESIRED READY ROTATING FAILED AGE, maxAge’s syntax, conditions keyed by type', () => {
+  test('ProxyPool: namespaced, pxp, status subresource, columns REPLICAS DESIRED READY ROTATING FAILED AGE, maxAge’s syntax, conditions keyed by type', () => {
     const crd = proxyPoolCrd();
     const spec = crd.spec as { scope: string; names: { shortNames: string[] }; versions: Record<string, never>[] };
     const version = spec.versions[0] as unknown as {
@@ -66,6 +66,7 @@ describe('generated CRDs', () => {
     expect(spec.names.shortNames).toEqual(['pxp']);
     expect(version.subresources).toEqual({ status: {} });
     expect(version.additionalPrinterColumns.filter((c) => !c.priority).map((c) => c.name.toUpperCase())).toEqual([
+      'REPLICAS',
       'DESIRED',
       'READY',
       'ROTATING',

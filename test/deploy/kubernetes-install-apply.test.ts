@@ -106,7 +106,8 @@ describeWithTool('kubectl', 'kubectl apply of the install against the fake apise
     expect(applied.stdout, applied.stderr).toContain('proxypool.egress-proxies.io/crawl created');
     const pxp = await kubectl('get', 'pxp', '-n', 'egress-proxies');
     expect(pxp.code, pxp.stderr).toBe(0);
-    expect(pxp.stdout.split('\n')[0]?.split(/\s+/).filter(Boolean)).toEqual(['NAME', 'DESIRED', 'READY', 'ROTATING', 'FAILED', 'AGE']);
+    expect(pxp.stdout.split('\n')[0]?.split(/\s+/).filter(Boolean)).toEqual(['NAME', 'REPLICAS', 'DESIRED', 'READY', 'ROTATING', 'FAILED', 'AGE']);
+    // The spec's count at once; DESIRED waits for the pool reconcile's status (none runs here).
     expect(pxp.stdout).toMatch(/^crawl\s+3\s/m);
   });
 
