@@ -1,4 +1,4 @@
-import type { TrafficSource } from '../usage/traffic-source.ts';
+import type { TrafficSource } from '../model/traffic.ts';
 import type { ProviderConfig } from './config.ts';
 import { localDataDir } from './local/config.ts';
 import { CollectedTraffic } from './local/traffic-baseline.ts';

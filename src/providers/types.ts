@@ -1,5 +1,5 @@
 import type { Secrets } from '../secrets/secret-registry.ts';
-import type { ProxyResolver } from '../usage/traffic-source.ts';
+import type { ProxyResolver } from '../model/traffic.ts';
 import type { Registry } from 'prom-client';
 import type { ProviderType } from './config.ts';
 import type { EgressGuards } from '../egress/policy-config.ts';

@@ -1,7 +1,7 @@
 import type { Logger } from '../logging.ts';
 import { POOL_LABEL } from '../model/pool-resource.ts';
 import type { ProxyReader } from '../store/proxy-store.ts';
-import type { ProxyPlacement, ProxyResolver } from '../usage/traffic-source.ts';
+import type { ProxyPlacement, ProxyResolver } from '../model/traffic.ts';
 import { instanceNameFor } from './instance-name.ts';
 
 /**

@@ -1,22 +1,13 @@
+import type { TrafficCounts } from '../model/traffic.ts';
+
+export { addTraffic, emptyTraffic, OTHER_DOMAIN, type TrafficCounts } from '../model/traffic.ts';
+
 /*
  * The shapes every part of usage accounting agrees on (docs/usage.md): the data plane counts
  * traffic, the worker's collector turns the counts into hourly records, the usage store keeps
  * them with the instances' lives, prices turn both into cost, budgets and autoscaling read them.
  * No I/O here.
  */
-
-/** Traffic through proxies: payload bytes each way, plain HTTP requests, tunnels (CONNECT and SOCKS5). */
-export interface TrafficCounts {
-  /** Client → destination (request bodies, the client's side of tunnels). */
-  bytesUp: number;
-  /** Destination → client (response bodies, the destination's side of tunnels). */
-  bytesDown: number;
-  requests: number;
-  tunnels: number;
-}
-
-/** The destination domain of traffic past the bound of distinct domains kept. */
-export const OTHER_DOMAIN = 'other';
 
 /** What one proxy carried to one destination domain (or `other`) within one hour. */
 export interface TrafficRecord {
@@ -47,18 +38,6 @@ export interface InstanceRecord {
 }
 
 export type UsageGroupBy = 'pool' | 'provider' | 'domain';
-
-export function emptyTraffic(): TrafficCounts {
-  return { bytesUp: 0, bytesDown: 0, requests: 0, tunnels: 0 };
-}
-
-export function addTraffic(into: TrafficCounts, more: TrafficCounts): TrafficCounts {
-  into.bytesUp += more.bytesUp;
-  into.bytesDown += more.bytesDown;
-  into.requests += more.requests;
-  into.tunnels += more.tunnels;
-  return into;
-}
 
 /** The start of the hour `at` falls in, as TrafficRecord.hour spells it. */
 export function hourOf(at: Date): string {

@@ -91,16 +91,19 @@ describe('the configuration file', () => {
   const providers = [{ name: 'gcp', type: 'local' }];
   it('reads prices and usage settings', () => {
     const file = parseConfigDocument(
-      { providers, prices: { currency: 'EUR', egressGB: { gcp: 0.1 } }, usage: { domainsPerPoolHour: 10, retentionDays: 30 } },
+      { providers, prices: { currency: 'EUR', egressGB: { gcp: 0.1 } }, usage: { domainsPerPoolHour: 10, retentionDays: 30, collectInterval: '30s' } },
       'egress.yaml',
     );
     expect(file.prices).toMatchObject({ currency: 'EUR', egressGB: { gcp: 0.1 } });
-    expect(file.usage).toEqual({ maxDomainsPerPoolHour: 10, retentionMs: 30 * 86_400_000 });
+    expect(file.usage).toEqual({ maxDomainsPerPoolHour: 10, retentionMs: 30 * 86_400_000, collectIntervalMs: 30_000 });
+    expect(parseConfigDocument({ providers, usage: {} }, 'egress.yaml').usage?.collectIntervalMs).toBe(60_000);
   });
   it.each([
     [{ prices: { ipv4Hour: { nowhere: 0.005 } } }, /prices\.ipv4Hour\.nowhere: no provider is named "nowhere"/],
     [{ prices: { egressGB: { gcp: 'cheap' } } }, /prices\.egressGB\.gcp/],
     [{ usage: { retentionDays: 0 } }, /usage\.retentionDays/],
+    [{ usage: { collectInterval: '500ms' } }, /usage\.collectInterval/],
+    [{ usage: { collectInterval: '2h' } }, /usage\.collectInterval/],
     [{ usage: { domains: 3 } }, /usage.*domains/],
   ])('names the field at fault in %j', (extra, message) => {
     expect(() => parseConfigDocument({ providers, ...extra }, 'egress.yaml')).toThrow(message);

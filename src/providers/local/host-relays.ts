@@ -12,7 +12,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import type { Server as NetServer } from 'node:net';
 import type { Logger } from '../../logging.ts';
 import type { ProxyCredentials } from '../../model/proxy-credentials.ts';
-import type { TrafficCounts } from '../../usage/usage-types.ts';
+import type { TrafficCounts } from '../../model/traffic.ts';
 import { isFromRelay, type ServeMessage, type ToRelay } from './relay-messages.ts';
 
 /** How long a relay may take to start, or to carry out one message, before it is killed. */

@@ -2,7 +2,7 @@
  * What the proxy host and its relay processes say over their IPC channel (host-relays.ts,
  * relay-process.ts). A `serve` carries the proxy's listening socket as the message's handle.
  */
-import type { TrafficCounts } from '../../usage/usage-types.ts';
+import type { TrafficCounts } from '../../model/traffic.ts';
 import type { ProxyCredentials } from '../../model/proxy-credentials.ts';
 
 export interface ServeMessage {

@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import type { InstanceTraffic } from '../../usage/traffic-source.ts';
+import type { InstanceTraffic } from '../../model/traffic.ts';
 import { instanceDir, readJson, writeJsonAtomic } from './instance-files.ts';
 import { StatsGrowth } from './stats-growth.ts';
 import { readTrafficGrowth, trafficKey } from './traffic-growth.ts';

@@ -1,6 +1,5 @@
 import { join } from 'node:path';
-import type { InstanceTraffic } from '../../usage/traffic-source.ts';
-import { emptyTraffic, type TrafficCounts } from '../../usage/usage-types.ts';
+import { emptyTraffic, type InstanceTraffic, type TrafficCounts } from '../../model/traffic.ts';
 import { asIntent, INTENT_FILE, readJson } from './instance-files.ts';
 import { instanceDirs, readStats, type StatsGrowth } from './stats-growth.ts';
 import { asTrafficStats, TRAFFIC_STATS_FILE } from './traffic-stats.ts';

@@ -1,5 +1,5 @@
 import { Counter, type Registry } from 'prom-client';
-import type { ProxyResolver } from '../../usage/traffic-source.ts';
+import type { ProxyResolver } from '../../model/traffic.ts';
 import { StatsGrowth } from './stats-growth.ts';
 import { readTrafficGrowth } from './traffic-growth.ts';
 

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import type { TrafficKind } from '../../forward-proxy/types.ts';
 import type { Logger } from '../../logging.ts';
-import { addTraffic, emptyTraffic, OTHER_DOMAIN, type TrafficCounts } from '../../usage/usage-types.ts';
+import { addTraffic, emptyTraffic, OTHER_DOMAIN, type TrafficCounts } from '../../model/traffic.ts';
 import { asIdentity, statsFileOutlet, type StatsIdentity } from './stats-file.ts';
 
 /**
