@@ -105,7 +105,7 @@ export interface UsageTotals {
 export interface UsageReport {
   from: string;
   to: string;
-  groupBy: 'pool' | 'provider' | 'domain';
+  groupBy: 'pool' | 'provider' | 'domain' | 'location' | 'machineType';
   currency: string | null;
   rows: (UsageTotals & { day: string; key: string })[];
   totals: UsageTotals;

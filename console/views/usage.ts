@@ -39,7 +39,7 @@ function cells(t: UsageTotals, currency: string | null): string[] {
   ];
 }
 
-/** Traffic, instance hours and cost per day by pool, provider or domain (`GET /v1/usage`), with totals. */
+/** Traffic, instance hours and cost per day by pool, provider, domain, location or machine type (`GET /v1/usage`), with totals. */
 export function usageView(): View {
   const notice = new Notice();
   const span = h(
@@ -53,6 +53,8 @@ export function usageView(): View {
     h('option', { value: 'pool' }, 'Pool'),
     h('option', { value: 'provider' }, 'Provider'),
     h('option', { value: 'domain' }, 'Domain'),
+    h('option', { value: 'location' }, 'Location'),
+    h('option', { value: 'machineType' }, 'Machine type'),
   );
   const summary = h('p', { class: 'meta', id: 'usage-window' });
   const holder = h('div', { id: 'usage-table' });

@@ -212,10 +212,13 @@ function buildProgram(env: CliEnv, io: CliIO, result: { code: number }, options:
         await eventCommands()
       ).listEvents(await clientOf(flags, env), io, flags, flags.watch ? (options.watchSignal ?? watchSignal()) : signal);
     });
-  addClientOptions(program.command('usage').description('show traffic, instance hours and cost per day, by pool, provider or domain'), env)
+  addClientOptions(
+    program.command('usage').description('show traffic, instance hours and cost per day, by pool, provider, domain, location or machine type'),
+    env,
+  )
     .option('--from <when>', 'start: an RFC 3339 time or a date (default: 7 days before --to)')
     .option('--to <when>', 'end: an RFC 3339 time, or a date (its whole day included; default: now)')
-    .option('--group-by <key>', 'pool, provider or domain', 'pool')
+    .option('--group-by <key>', 'pool, provider, domain, location or machineType', 'pool')
     .addOption(new Option('-o, --output <format>', 'table, json or yaml'))
     .action(async (flags: ClientFlags & { from?: string; to?: string; groupBy?: string; output?: string }) => {
       result.code = await (await usageCommands()).showUsage(await clientOf(flags, env), io, flags, signal);

@@ -6,7 +6,7 @@
  */
 import type { RedisClient } from '../redis/connections.ts';
 import { instanceKey, lifeId, lifeRecord, storedLife, type StoredLife } from './instance-lives.ts';
-import { buildReport, poolUsageOf, type TrafficCell } from './usage-report.ts';
+import { buildReport, groupsTraffic, poolUsageOf, type TrafficCell } from './usage-report.ts';
 import { addTrafficScript, INSTANCE_ENDED, INSTANCE_STARTED, LIVES_FROM, UsageKeys } from './usage-scripts.ts';
 import { DEFAULT_USAGE_SETTINGS, type UsageQuery, type UsageReport, type UsageSettings, type UsageStore, type UsageStoreOptions } from './usage-store.ts';
 import { emptyTraffic, type InstanceRecord, type PoolUsage, type TrafficCounts, type TrafficRecord } from './usage-types.ts';
@@ -145,7 +145,7 @@ export class RedisUsageStore implements UsageStore {
     const fromMs = query.from.getTime();
     const family = query.groupBy === 'domain' ? 'domain' : 'pool';
     const [cells, lives] = await Promise.all([
-      this.#cells(family, fromMs, query.to.getTime(), signal),
+      groupsTraffic(query.groupBy) ? this.#cells(family, fromMs, query.to.getTime(), signal) : Promise.resolve([]),
       query.groupBy === 'domain' ? Promise.resolve([]) : this.#lives(`(${fromMs}`, signal),
     ]);
     return buildReport(query, cells, lives, this.#prices, this.#now());

@@ -29,6 +29,19 @@ function emptyRow(day: string, key: string): UsageRow {
   return { day, key, ...emptyTraffic(), instanceSeconds: 0, instances: 0, cost: zeroCost() };
 }
 
+/** Whether rows grouped so carry traffic (by location or machine type they carry instance time only). */
+export function groupsTraffic(groupBy: UsageQuery['groupBy']): boolean {
+  return groupBy !== 'location' && groupBy !== 'machineType';
+}
+
+/** The row a life's time counts in: its pool, its provider, or its provider and location or machine type. */
+function lifeKey(groupBy: UsageQuery['groupBy'], life: StoredLife): string {
+  if (groupBy === 'pool') return poolKey(life.pool);
+  if (groupBy === 'location') return `${life.provider}/${life.location || '-'}`;
+  if (groupBy === 'machineType') return `${life.provider}/${life.machineType || '-'}`;
+  return life.provider;
+}
+
 /** The pool's row key. */
 export function poolKey(pool: string | undefined): string {
   return pool === undefined || pool === '' ? NO_POOL : pool;
@@ -56,7 +69,7 @@ export function buildReport(
     if (!u) p.byProvider.set(provider, (u = { bytes: 0, seconds: {} }));
     return u;
   };
-  for (const cell of cells) {
+  for (const cell of groupsTraffic(query.groupBy) ? cells : []) {
     const key = query.groupBy === 'pool' ? poolKey(cell.group) : query.groupBy === 'provider' ? cell.provider : cell.group;
     const p = partsOf(cell.day, key);
     addTraffic(p.row, cell.counts);
@@ -66,7 +79,7 @@ export function buildReport(
   if (query.groupBy !== 'domain') {
     const days = daysOfWindow(fromMs, toMs);
     for (const life of lives) {
-      const key = query.groupBy === 'pool' ? poolKey(life.pool) : life.provider;
+      const key = lifeKey(query.groupBy, life);
       for (const d of days) {
         const seconds = lifeSecondsWithin(life, d.startMs, d.endMs, nowMs);
         if (seconds <= 0) continue;

@@ -8,7 +8,7 @@ import type { UsageSettings } from '../config/usage-config.ts';
 import type { CostBreakdown, PriceTable } from './prices.ts';
 import type { InstanceRecord, PoolUsageReader, TrafficRecord, UsageGroupBy } from './usage-types.ts';
 
-export const USAGE_GROUP_BY = ['pool', 'provider', 'domain'] as const satisfies readonly UsageGroupBy[];
+export const USAGE_GROUP_BY = ['pool', 'provider', 'domain', 'location', 'machineType'] as const satisfies readonly UsageGroupBy[];
 
 /** The row key of traffic and instances of proxies in no pool, when grouping by pool. */
 export const NO_POOL = '-';

@@ -37,7 +37,12 @@ export interface InstanceRecord {
   endedAt?: string;
 }
 
-export type UsageGroupBy = 'pool' | 'provider' | 'domain';
+/**
+ * How usage rows are keyed: by pool, provider or destination domain; or by where instances ran and
+ * on what (`<provider>/<location>`, `<provider>/<machine type>`: instance time and its cost only,
+ * since traffic is not kept by instance).
+ */
+export type UsageGroupBy = 'pool' | 'provider' | 'domain' | 'location' | 'machineType';
 
 /** The start of the hour `at` falls in, as TrafficRecord.hour spells it. */
 export function hourOf(at: Date): string {

@@ -57,7 +57,11 @@ describe('egress usage', () => {
   });
 
   test('bad flags exit 2 naming the flag before the API is asked; a window the API refuses exits 1 with its message', async () => {
-    expect(await cli('--group-by', 'proxy')).toEqual({ code: 2, out: '', err: 'error: --group-by: expected one of pool, provider, domain, got "proxy"\n' });
+    expect(await cli('--group-by', 'proxy')).toEqual({
+      code: 2,
+      out: '',
+      err: 'error: --group-by: expected one of pool, provider, domain, location, machineType, got "proxy"\n',
+    });
     expect(await cli('--from', 'last week')).toEqual({
       code: 2,
       out: '',

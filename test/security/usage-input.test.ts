@@ -146,7 +146,7 @@ describe('GET /v1/usage', () => {
     ['?from=', /"from" must be 1 to 64 characters/],
     ['?from=2026-11-08&to=2026-11-01', /"from" and "to": "from" .* must be before "to"/],
     ['?from=2024-01-01&to=2026-01-01', /"from" and "to": .* more than 400 days/],
-    ['?groupBy=proxy', /"groupBy" must be one of pool, provider, domain, got "proxy"/],
+    ['?groupBy=proxy', /"groupBy" must be one of pool, provider, domain, location, machineType, got "proxy"/],
     ['?groupBy=Pool', /"groupBy"/],
     ['?groupBy=pool&groupBy=domain', /"groupBy" may be given once, got 2/],
     ['?from=2026-11-01&from=2026-11-02', /"from" may be given once/],

@@ -126,6 +126,27 @@ describe.each(harnesses)('usage store ($name)', (harness) => {
     expect(await store.poolUsage('elsewhere', day('2026-11-01').from, day('2026-11-01').to)).toEqual({ bytes: 0, cost: 0 });
   });
 
+  it('keys instance time and its cost by location or machine type, without traffic', async () => {
+    reset({ prices: priceTableSchema.parse({ instanceHour: { gcp: { default: 0.02, 'e2-small': 0.01 } } }), nowMs: Date.parse('2026-11-05T00:00:00Z') });
+    const store = await make();
+    await store.addTraffic([traffic('2026-11-01T10:00:00.000Z', { up: 5, down: 7 })]);
+    await store.instanceStarted(life('i1', '2026-11-01T00:00:00.000Z'));
+    await store.instanceEnded('gcp', 'i1', '2026-11-01T10:00:00.000Z');
+    await store.instanceStarted(life('i2', '2026-11-01T00:00:00.000Z', { machineType: 'e2-medium', location: 'us-east1-b' }));
+    await store.instanceEnded('gcp', 'i2', '2026-11-01T05:00:00.000Z');
+    const byType = await store.query({ ...day('2026-11-01'), groupBy: 'machineType' });
+    expect(byType.rows.map((x) => [x.key, x.instanceSeconds, x.instances, x.cost.instances, x.bytesUp + x.bytesDown])).toEqual([
+      ['gcp/e2-medium', 5 * 3600, 1, 0.1, 0],
+      ['gcp/e2-small', 10 * 3600, 1, 0.1, 0],
+    ]);
+    const byLocation = await store.query({ ...day('2026-11-01'), groupBy: 'location' });
+    expect(byLocation.rows.map((x) => [x.key, x.instanceSeconds])).toEqual([
+      ['gcp/europe-west1-b', 10 * 3600],
+      ['gcp/us-east1-b', 5 * 3600],
+    ]);
+    expect(byLocation.totals).toMatchObject({ bytesUp: 0, bytesDown: 0, instanceSeconds: 15 * 3600, instances: 2 });
+  });
+
   it('splits instance seconds across days and the window, and runs open lives to now', async () => {
     reset({ nowMs: Date.parse('2026-11-03T06:00:00Z') });
     const store = await make();

@@ -51,7 +51,7 @@ export function parseUsageQuery(c: Context, nowMs: number): UsageQuery {
   return { from, to, groupBy: groupBy as UsageGroupBy };
 }
 
-/** `GET /v1/usage?from=&to=&groupBy=pool|provider|domain`: rows per day and key with cost, and totals. */
+/** `GET /v1/usage?from=&to=&groupBy=pool|provider|domain|location|machineType`: rows per day and key with cost, and totals. */
 export function usageRoutes(deps: UsageRouteDeps): Hono {
   const app = new Hono();
   app.get('/usage', async (c) => {

@@ -12,7 +12,7 @@ export interface UsageOptions {
   output?: string;
 }
 
-const GROUPS = ['pool', 'provider', 'domain'];
+const GROUPS = ['pool', 'provider', 'domain', 'location', 'machineType'];
 
 /** The query string of `egress usage`, every flag checked first: a bad one is a usage error that names it. */
 export function usageQuery(opts: UsageOptions): URLSearchParams {
@@ -65,7 +65,7 @@ export function renderUsage(report: UsageReport): string {
   return `${report.from} to ${report.to}\n${renderTable(headers, rows)}`;
 }
 
-/** `egress usage [--from] [--to] [--group-by pool|provider|domain] [-o table|json|yaml]`: the API's GET /v1/usage. */
+/** `egress usage [--from] [--to] [--group-by pool|provider|domain|location|machineType] [-o table|json|yaml]`: the API's GET /v1/usage. */
 export async function showUsage(client: ApiClient, io: CliIO, opts: UsageOptions, signal: AbortSignal): Promise<number> {
   const format = parseOutput(opts.output, ['table', 'json', 'yaml']);
   const q = usageQuery(opts);
