@@ -1,7 +1,8 @@
 /**
  * What the traffic collector (traffic-collector.ts) reads and how it places what it read: ports,
  * implemented where the counts and the proxies are (src/providers/traffic-sources.ts over the
- * local-type providers' instance files, src/proxies/proxy-resolver.ts over the proxy store), so
+ * local-type providers' instance files, src/proxies/remote-traffic.ts over the remote proxies'
+ * own reports, src/proxies/proxy-resolver.ts over the proxy store), so
  * that src/usage imports neither. No I/O here.
  */
 import type { TrafficCounts } from './usage-types.ts';
