@@ -22,6 +22,7 @@ import { freePort } from '../../src/redis/redis-server.ts';
 import { RedisProxyStore } from '../../src/store/redis-proxy-store.ts';
 import type { InstanceTraffic, TrafficSource } from '../../src/usage/traffic-source.ts';
 import { uniquePrefix } from '../support/config.ts';
+import { ALLOW_LOOPBACK_POLICY, startContainerProgram, stopChild } from '../support/container-program.ts';
 import { getThroughProxy } from '../support/proxy-get.ts';
 import { tempDir } from '../support/temp-dirs.ts';
 import { countingOrigin, type CountingOrigin } from '../support/traffic-clients.ts';
@@ -32,7 +33,6 @@ const PROVIDER = kvmProviderSchema.parse({
   type: 'kvm',
   hosts: [{ name: 'h', address: '127.0.0.1', privateKeyFile: '/k', insecureIgnoreHostKey: true }],
 });
-const ALLOW_LOOPBACK = JSON.stringify({ version: 1, allow: ['127.0.0.1/32'], deny: [], guarded: [] });
 
 let program: string;
 let origin: CountingOrigin;
@@ -45,28 +45,11 @@ let port: number;
 let child: ChildProcess | undefined;
 const workers: RemoteBaselines[] = [];
 
-/** The proxy program in container mode on `port`, as Dockerfile.proxy runs it; resolves once it answers its report. */
 async function startContainer(): Promise<void> {
-  child = spawn(process.execPath, [program, '--env'], {
-    stdio: 'ignore',
-    env: {
-      PATH: process.env.PATH ?? '',
-      PROXY_HOST: '127.0.0.1',
-      PROXY_PORT: String(port),
-      PROXY_USER: credentials.username,
-      PROXY_PASSWORD: credentials.password,
-      EGRESS_PROXY_POLICY: ALLOW_LOOPBACK,
-    },
-  });
-  await waitFor('the container-mode proxy to answer its traffic report', async () => (await report()).status === 200);
+  child = await startContainerProgram(program, port, credentials);
 }
 
-async function stopContainer(): Promise<void> {
-  if (!child || child.exitCode !== null) return;
-  const exited = once(child, 'exit');
-  child.kill('SIGTERM');
-  await exited;
-}
+const stopContainer = (): Promise<void> => stopChild(child);
 
 function report(creds: ProxyCredentials = credentials): Promise<{ status: number; body: string }> {
   return getThroughProxy({ port, ...creds }, TRAFFIC_REPORT_URL);
@@ -144,7 +127,7 @@ describe('the proxy program in container mode', () => {
   });
 
   it('takes --traffic-domains: a malformed bound exits 2 naming the flag, 0 turns accounting and the report off', async () => {
-    const env = { PATH: process.env.PATH ?? '', PROXY_HOST: '127.0.0.1', PROXY_USER: 'u', PROXY_PASSWORD: 'p', EGRESS_PROXY_POLICY: ALLOW_LOOPBACK };
+    const env = { PATH: process.env.PATH ?? '', PROXY_HOST: '127.0.0.1', PROXY_USER: 'u', PROXY_PASSWORD: 'p', EGRESS_PROXY_POLICY: ALLOW_LOOPBACK_POLICY };
     const bad = spawn(process.execPath, [program, '--env', '--traffic-domains', 'many'], {
       stdio: ['ignore', 'ignore', 'pipe'],
       env: { ...env, PROXY_PORT: String(await freePort()) },
