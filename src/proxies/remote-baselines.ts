@@ -9,7 +9,8 @@ import { asBaseline } from '../providers/local/traffic-baseline.ts';
  *
  * - `<prefix>:usage:remote-baselines:<provider>`: a hash, field = the proxy's uid, value =
  *   `{identity, counts}` JSON (what StatsGrowth.baseline gives), written after the store took a
- *   collection; the fields of proxies the store no longer has are deleted in the same script.
+ *   collection; the fields of proxies the store no longer has are deleted in the same script, and
+ *   the field `~writer` names the worker that wrote last.
  * - `<prefix>:usage:remote-collector:<provider>`: a lease naming the one worker that collects the
  *   provider's traffic (every worker could reach the proxies; each counting them would store their
  *   traffic once per worker). A worker takes it when it is free, renews it at each collection, and
@@ -23,6 +24,9 @@ export interface Baseline {
 
 /** What `claim` found: the lease is another worker's, this worker's still, or this worker's from now on. */
 export type LeaseClaim = 'other' | 'held' | 'taken';
+
+/** The hash's field naming the worker that wrote it last (no uid starts with `~`). */
+const WRITER_FIELD = '~writer';
 
 const claimScript = new LuaScript(
   `local holder = redis.call('GET', KEYS[1])
@@ -45,9 +49,16 @@ const commitScript = new LuaScript(
 local n = tonumber(ARGV[2])
 for i = 3, 2 + 2 * n, 2 do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
 for i = 3 + 2 * n, #ARGV do redis.call('HDEL', KEYS[2], ARGV[i]) end
+redis.call('HSET', KEYS[2], '${WRITER_FIELD}', ARGV[1])
 return 1`,
   2,
 );
+
+/** The baselines of a provider's proxies, by uid, and the worker that wrote them last. */
+export interface StoredBaselines {
+  baselines: Map<string, Baseline>;
+  writer: string | undefined;
+}
 
 export class RemoteBaselines {
   /** This worker, as the lease names it (one per process: every provider's source shares it). */
@@ -82,12 +93,13 @@ export class RemoteBaselines {
     await Promise.all(providers.map((provider) => releaseScript.run(this.redis, [this.#lease(provider)], [this.claimant], signal)));
   }
 
-  /** Every baseline kept for `provider`'s proxies, by uid (malformed ones left out). */
-  async load(provider: string, signal: AbortSignal): Promise<Map<string, Baseline>> {
+  /** Every baseline kept for `provider`'s proxies, by uid (malformed ones left out), and who wrote them. */
+  async load(provider: string, signal: AbortSignal): Promise<StoredBaselines> {
     signal.throwIfAborted();
     const fields = await this.redis.hgetall(this.#hash(provider));
     const baselines = new Map<string, Baseline>();
     for (const [uid, text] of Object.entries(fields)) {
+      if (uid === WRITER_FIELD) continue;
       let value: unknown;
       try {
         value = JSON.parse(text);
@@ -97,7 +109,7 @@ export class RemoteBaselines {
       const baseline = asBaseline(value);
       if (baseline) baselines.set(uid, baseline);
     }
-    return baselines;
+    return { baselines, writer: fields[WRITER_FIELD] };
   }
 
   /** Writes `set` and deletes `gone` (uids), only while this worker holds the lease; false when it does not (nothing written). */

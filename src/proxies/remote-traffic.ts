@@ -74,8 +74,10 @@ async function mapBounded<T, R>(items: readonly T[], limit: number, work: (item:
 
 export class RemoteProviderTraffic {
   #growth = new StatsGrowth();
-  /** Whether this worker held the lease at its last look (else the next look starts from Redis). */
+  /** Whether this worker held the lease at its last look. */
   #holding = false;
+  /** The baselines' last writer as this worker knows them (read, or itself after a commit); undefined before the first load. */
+  #writer: { id: string | undefined } | undefined;
   /** Proxies (uids) whose baseline moved since the last commit. */
   readonly #moved = new Set<string>();
   /** Proxies (uids) whose baseline is in Redis, as far as this worker knows. */
@@ -101,21 +103,36 @@ export class RemoteProviderTraffic {
     }
   }
 
-  async #read(): Promise<InstanceTraffic[]> {
-    const { baselines, proxies } = this.options;
+  /**
+   * Takes or renews the lease; false when another worker holds it. Taking it, this worker starts
+   * from the baselines in Redis, unless nobody wrote them since it last knew them (then what it
+   * read and the store has not taken yet is still pending in the collector: reading it again from
+   * Redis would count it twice).
+   */
+  async #hold(): Promise<boolean> {
+    const { baselines } = this.options;
     const claim = await baselines.claim(this.provider, this.options.leaseMs, AbortSignal.timeout(STEP_TIMEOUT_MS));
     if (claim === 'other') {
       this.#holding = false;
-      return [];
+      return false;
     }
-    if (claim === 'taken' || !this.#holding) {
-      const loaded = await baselines.load(this.provider, AbortSignal.timeout(STEP_TIMEOUT_MS));
-      this.#growth = new StatsGrowth();
-      for (const [uid, baseline] of loaded) this.#growth.seed(uid, baseline);
-      this.#stored = new Set(loaded.keys());
-      this.#moved.clear();
-      this.#holding = true;
+    if (this.#writer === undefined || claim === 'taken' || !this.#holding) {
+      const stored = await baselines.load(this.provider, AbortSignal.timeout(STEP_TIMEOUT_MS));
+      if (this.#writer === undefined || stored.writer !== this.#writer.id) {
+        this.#growth = new StatsGrowth();
+        for (const [uid, baseline] of stored.baselines) this.#growth.seed(uid, baseline);
+        this.#stored = new Set(stored.baselines.keys());
+        this.#moved.clear();
+        this.#writer = { id: stored.writer };
+      }
     }
+    this.#holding = true;
+    return true;
+  }
+
+  async #read(): Promise<InstanceTraffic[]> {
+    const { proxies } = this.options;
+    if (!(await this.#hold())) return [];
     const signal = AbortSignal.timeout(STEP_TIMEOUT_MS);
     const mine = (await proxies.list(signal)).filter((p) => providerOf(p) === this.provider);
     this.#present = new Set(mine.map((p) => p.metadata.uid));
@@ -128,6 +145,8 @@ export class RemoteProviderTraffic {
           )
         : [];
     const reports = await mapBounded(ready, this.options.concurrency ?? REMOTE_TRAFFIC_CONCURRENCY, (p, i) => this.#report(p, secrets[i]));
+    // Asking many proxies may outlast the lease: the counts are compared with the baselines of whoever holds it now.
+    if (!(await this.#hold())) return [];
     const grown: InstanceTraffic[] = [];
     ready.forEach((p, i) => {
       const stats = reports[i];
@@ -179,6 +198,7 @@ export class RemoteProviderTraffic {
       return;
     }
     this.#moved.clear();
+    this.#writer = { id: this.options.baselines.claimant };
     for (const uid of set.keys()) this.#stored.add(uid);
     for (const uid of gone) {
       this.#stored.delete(uid);

@@ -188,6 +188,23 @@ describe('the remote traffic source', () => {
     expect(await holder.read()).toEqual([]);
     await holder.commit?.();
     expect(await other.read()).toEqual([]);
+    // The other stops; the old holder takes over from what the other kept.
+    await workers[1]?.release(AbortSignal.timeout(5_000));
+    await sendRequests(1);
+    expect(ofOrigin(await holder.read()).map((t) => t.requests)).toEqual([1]);
+    await stopWorkers();
+  });
+
+  it('a worker whose lease expired between a read and the store taking it, and that takes it again, does not read that twice', async () => {
+    const source = worker();
+    await source.read();
+    await source.commit?.();
+    await sendRequests(2);
+    expect(ofOrigin(await source.read()).map((t) => t.requests)).toEqual([2]); // pending in the collector: the store failed
+    await redis.del(`${prefix}:usage:remote-collector:${PROVIDER.name}`); // a stall outlasted the lease; nobody else took it
+    await sendRequests(1);
+    expect(ofOrigin(await source.read()).map((t) => t.requests)).toEqual([1]);
+    await source.commit?.();
     await stopWorkers();
   });
 
@@ -209,11 +226,12 @@ describe('the remote traffic source', () => {
     await source.commit?.();
 
     const baselines = `${prefix}:usage:remote-baselines:${PROVIDER.name}`;
-    expect(Object.keys(await redis.hgetall(baselines))).toEqual([proxy.metadata.uid]);
+    const uids = async (): Promise<string[]> => Object.keys(await redis.hgetall(baselines)).filter((field) => field !== '~writer');
+    expect(await uids()).toEqual([proxy.metadata.uid]);
     await store.remove('r1');
     expect(await source.read()).toEqual([]);
     await source.commit?.();
-    expect(await redis.hgetall(baselines)).toEqual({});
+    expect(await uids()).toEqual([]);
     await stopWorkers();
   });
 });
