@@ -13,6 +13,8 @@ import { createProviders, type ProviderFactory } from '../providers/create-provi
 import { fleetOf } from '../proxies/instance-name.ts';
 import { createProxyResolver } from '../proxies/proxy-resolver.ts';
 import { trafficSources } from '../providers/traffic-sources.ts';
+import { RemoteBaselines } from '../proxies/remote-baselines.ts';
+import { remoteTrafficSources } from '../proxies/remote-traffic.ts';
 import { startTrafficCollector } from '../usage/traffic-collector.ts';
 import type { ProxyResolver } from '../usage/traffic-source.ts';
 import { DEFAULT_USAGE_SETTINGS } from '../config/usage-config.ts';
@@ -148,20 +150,33 @@ export async function startRoles(roles: readonly RoleName[], parts: RoleParts): 
 }
 
 /**
- * The traffic collector (docs/usage.md#traffic): the local-type providers' proxies' counts into
- * the usage store every `usage.collectInterval`. Closed after the roles (the plan runs in reverse),
- * with one last bounded collection.
+ * The traffic collector (docs/usage.md#traffic): the proxies' counts into the usage store every
+ * `usage.collectInterval`: the local-type providers' from their files, the remote ones' (kvm, gcp,
+ * kubernetes) from the proxies themselves, by the one worker holding each provider's lease.
+ * Closed after the roles (the plan runs in reverse), with one last bounded collection.
  */
 function startCollector(parts: RoleParts, resolve: ProxyResolver): void {
   const { config } = parts;
-  const sources = trafficSources(config.providers, config.dataDir);
+  const intervalMs = (config.usage ?? DEFAULT_USAGE_SETTINGS).collectIntervalMs;
+  const logger = parts.logger.child({ component: 'traffic-collector' });
+  const baselines = new RemoteBaselines(parts.redis.client, config.redis.prefix);
+  const remote = remoteTrafficSources(config.providers, {
+    proxies: parts.stores.proxies,
+    baselines,
+    fleet: fleetOf(config.redis.prefix),
+    logger,
+    leaseMs: 3 * intervalMs,
+  });
+  const sources = [...trafficSources(config.providers, config.dataDir), ...remote];
   if (sources.length === 0) return;
+  // After the collector's last collection (the plan runs in reverse): another worker may collect at once.
+  if (remote.length > 0) parts.plan.add(() => baselines.release(AbortSignal.timeout(CLOSE_MS)).catch(() => undefined));
   const collector = startTrafficCollector({
     sources,
     resolve,
     sink: (records, signal) => parts.usage.addTraffic(records, signal),
-    logger: parts.logger.child({ component: 'traffic-collector' }),
-    intervalMs: (config.usage ?? DEFAULT_USAGE_SETTINGS).collectIntervalMs,
+    logger,
+    intervalMs,
   });
   parts.plan.add(() => collector.close(AbortSignal.timeout(CLOSE_MS)).catch(() => undefined));
 }

@@ -108,6 +108,7 @@ export function createForwardProxy(options: Omit<ForwardProxyOptions, 'host' | '
     parse: (url: string | undefined) => T,
     destinationOf: (target: T) => Destination,
     proceed: (target: T, admitted: Admitted, destination: Destination) => void,
+    answerOwn?: ForwardProxyOptions['answerOwn'],
   ): void => {
     let target: T;
     try {
@@ -119,6 +120,8 @@ export function createForwardProxy(options: Omit<ForwardProxyOptions, 'host' | '
     const credentials = basicCredentials(req.headers['proxy-authorization']);
     if (credentials === 'malformed') return client.refuse(400, MALFORMED_AUTH);
     const destination = destinationOf(target);
+    const own = answerOwn?.(credentials, destination);
+    if (own) return client.refuse(own.status, own.body, own.headers);
     options
       .admit(credentials, destination)
       .then(undefined, admitFailed)
@@ -142,6 +145,7 @@ export function createForwardProxy(options: Omit<ForwardProxyOptions, 'host' | '
         const route = routeOf(destination.hostname, 'request');
         forwardRequest(req, res, t, { agent: agentFor(route.hop), admitted, ...source, ...route, onFailure: failed(destination) });
       },
+      options.answerOwn,
     );
 
   const onConnect = (req: IncomingMessage, socket: Socket, head: Buffer): void => {

@@ -3,6 +3,13 @@ import type { BasicCredentials } from './basic-credentials.ts';
 import type { ChainHop } from './chain-hop.ts';
 import type { UpstreamFailure } from './upstream-failure.ts';
 
+/** An answer the proxy gives itself (`ForwardProxyOptions.answerOwn`): nothing is forwarded. */
+export interface OwnAnswer {
+  status: number;
+  body: string;
+  headers?: Readonly<Record<string, string>>;
+}
+
 /** Where a client asked to go, as it wrote it. */
 export interface Destination {
   /** A name, an IP literal, or `[v6]` (URL syntax), exactly as the request target spelled it. */
@@ -78,6 +85,14 @@ export interface ForwardProxyOptions {
    * request or tunnel whose destination could not be reached is told with the bytes that moved (0).
    */
   onTraffic?: (hostname: string, kind: TrafficKind, up: number, down: number) => void;
+  /**
+   * Plain-HTTP requests the proxy answers itself, asked for each one after its target and
+   * credentials are read and before `admit`: an answer, or undefined to go on as usual. A request
+   * it answers is never forwarded, its target never resolved, its traffic not counted (the proxy
+   * program's own traffic report: src/providers/local/traffic-report.ts). CONNECT and SOCKS5 are
+   * never asked.
+   */
+  answerOwn?: (credentials: BasicCredentials | undefined, destination: Destination) => OwnAnswer | undefined;
   /** Told of an unexpected failure while handling a request or tunnel (its client connection was closed). */
   onError?: (err: unknown) => void;
 }

@@ -17,7 +17,8 @@ export function dataDirTraffic(provider: string, dataDir: string): TrafficSource
 /**
  * The traffic sources of a configuration: its local and upstream providers (their proxies and fronts
  * are served on this machine, each instance under the provider's data directory). The proxies of
- * kvm, gcp and kubernetes providers keep no counts this process can read (docs/usage.md#traffic).
+ * kvm, gcp and kubernetes providers are read through the proxies themselves
+ * (src/proxies/remote-traffic.ts, docs/usage.md#traffic).
  * Each call makes new sources, which read from where they start (a collector's own).
  */
 export function trafficSources(providers: readonly ProviderConfig[], rootDataDir: string): TrafficSource[] {

@@ -1,6 +1,7 @@
 /**
  * The traffic collector (docs/usage.md#traffic): the worker's link between the counts the proxies
- * of local-type providers keep (src/providers/local/traffic-stats.ts) and the usage store.
+ * keep (src/providers/local/traffic-stats.ts; remote ones answer theirs: src/proxies/remote-traffic.ts)
+ * and the usage store.
  *
  *   const collector = startTrafficCollector({
  *     sources: trafficSources(config.providers, config.dataDir), // src/providers/traffic-sources.ts

@@ -17,7 +17,9 @@
  * no instance directory and no files. It listens on PROXY_HOST (default 0.0.0.0) port PROXY_PORT
  * (default 3128), takes its one credential from PROXY_USER and PROXY_PASSWORD (both required) and
  * its policy from `--policy FILE` or EGRESS_PROXY_POLICY, logs to stdout, and exits 0 on SIGTERM.
- * A missing or bad variable exits 2 with a message naming it.
+ * A missing or bad variable exits 2 with a message naming it. It counts its traffic in memory
+ * (`--traffic-domains N` as above) and answers the counts to its own
+ * `GET http://egress-proxy.invalid/traffic` (traffic-report.ts), which is how the worker reads them.
  *
  * Egress policy (docs/proxies.md#egress-policy): the document comes from `--policy FILE` (re-read
  * when it changes) or else the `EGRESS_PROXY_POLICY` environment variable; without either, the
@@ -41,7 +43,7 @@ import {
   type InstanceRecord,
 } from './instance-files.ts';
 import { createDenialRecorder, type DenialRecorder } from './denial-stats.ts';
-import { createTrafficRecorder, DEFAULT_TRAFFIC_DOMAINS, MAX_TRAFFIC_DOMAINS, type TrafficRecorder } from './traffic-stats.ts';
+import { createMemoryTrafficRecorder, createTrafficRecorder, DEFAULT_TRAFFIC_DOMAINS, MAX_TRAFFIC_DOMAINS, type TrafficRecorder } from './traffic-stats.ts';
 import { findProxyProcesses } from './process-table.ts';
 import { credentialCheck, listenProxy, type Egress } from './proxy-server.ts';
 import type { ProxyCredentials } from '../../model/proxy-credentials.ts';
@@ -57,7 +59,8 @@ function listen(
   egress: Egress,
   traffic?: TrafficRecorder,
 ): Promise<ForwardProxy> {
-  return listenProxy({ host, port, check, egress, ...(traffic ? { traffic } : {}) });
+  // The counts are also answered to the proxy's own `GET http://egress-proxy.invalid/traffic` (traffic-report.ts).
+  return listenProxy({ host, port, check, egress, ...(traffic ? { traffic, trafficReport: () => traffic.stats() } : {}) });
 }
 
 /** `--traffic-domains N` (0-MAX_TRAFFIC_DOMAINS; 0: no accounting), or the default; undefined when malformed. */
@@ -118,11 +121,16 @@ async function mainFromEnv(): Promise<void> {
   if (!username) fail('PROXY_USER: required (the user name clients send in Proxy-Authorization)');
   if (!password) fail('PROXY_PASSWORD: required (the password clients send in Proxy-Authorization)');
   const check = credentialCheck(() => ({ username, password }));
+  const trafficDomains = trafficDomainsOption();
+  if (trafficDomains === undefined) fail(`--traffic-domains: expected a whole number 0-${MAX_TRAFFIC_DOMAINS}`);
 
   const policy = await startPolicy(logger);
   // Counts are logged (denialLog); there is no instance directory to keep them in.
   const denials: DenialRecorder = { record: () => undefined, flush: () => Promise.resolve() };
-  const server = await listen(host, port, check, { policy, denials, logger });
+  // Traffic is counted in memory and read by the worker through the proxy itself (traffic-report.ts).
+  const identity = { pid: process.pid, startedAt: new Date().toISOString() };
+  const traffic = trafficDomains ? createMemoryTrafficRecorder(identity, trafficDomains) : undefined;
+  const server = await listen(host, port, check, { policy, denials, logger }, traffic);
   await policy.guard({ host, port: server.port, role: 'proxy' });
   process.on('SIGHUP', () => void policy.reload());
   stopOnSignals(server, policy, [denials], logger);

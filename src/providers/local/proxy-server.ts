@@ -7,13 +7,15 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
 import { checkEgress, EgressDeniedError } from '../../egress/enforce.ts';
 import { listenForwardProxy, type ForwardProxy } from '../../forward-proxy/server.ts';
-import type { Admission, Destination, ForwardProxyOptions, TrafficKind } from '../../forward-proxy/types.ts';
+import type { Admission, Destination, ForwardProxyOptions, Refusal, TrafficKind } from '../../forward-proxy/types.ts';
 import type { BasicCredentials } from '../../forward-proxy/basic-credentials.ts';
 import type { ChainHop } from '../../forward-proxy/chain-hop.ts';
 import type { LivePolicy } from '../../egress/live-policy.ts';
 import type { Logger } from '../../logging.ts';
 import type { DenialRecorder } from './denial-stats.ts';
 import type { UpstreamStatsRecorder } from './upstream-stats.ts';
+import { trafficReportAnswer } from './traffic-report.ts';
+import type { TrafficStats } from './traffic-stats.ts';
 import type { ProxyCredentials } from '../../model/proxy-credentials.ts';
 
 /** One digest of a user and password together (the length prefix keeps `a`+`bc` apart from `ab`+`c`). */
@@ -95,6 +97,8 @@ export interface ProxyListenOptions {
   upstreamStats?: UpstreamStatsRecorder;
   /** Where the traffic of every admitted request and tunnel is counted (traffic-stats.ts); absent: accounting is off. */
   traffic?: TrafficCounter;
+  /** This proxy's counts, answered to its own `GET http://egress-proxy.invalid/traffic` (traffic-report.ts); absent: that request is judged like any other. */
+  trafficReport?: () => TrafficStats;
 }
 
 /** What counts a proxy's traffic: the proxy's own recorder (traffic-stats.ts), or a relay's batch for the host. */
@@ -105,7 +109,7 @@ export interface TrafficCounter {
 /** A client that sends no request head within this long is disconnected (node's default, 60 s, and none for a silent socket, let idle sockets pile up). */
 const HEADERS_TIMEOUT_MS = 10_000;
 const KEEP_ALIVE_TIMEOUT_MS = 5_000;
-const AUTH_REQUIRED: Admission = {
+const AUTH_REQUIRED: Refusal = {
   allowed: false,
   status: 407,
   message: 'Proxy credentials required.',
@@ -142,6 +146,7 @@ export function proxyHandling(options: Omit<ProxyListenOptions, 'host' | 'port'>
     ...(options.localAddress ? { localAddress: options.localAddress } : {}),
     ...(options.chain ? { chain: options.chain } : {}),
     ...(options.traffic ? { onTraffic: trafficTo(options.traffic) } : {}),
+    ...(options.trafficReport ? { answerOwn: trafficReportAnswer(check, options.trafficReport, AUTH_REQUIRED) } : {}),
     ...(options.upstreamStats ? { onChainTraffic: (sent: number, received: number) => options.upstreamStats?.traffic(sent, received) } : {}),
     maxConnections: options.maxConnections ?? 1024,
     headersTimeoutMs: HEADERS_TIMEOUT_MS,

@@ -46,6 +46,11 @@ export class StatsGrowth {
     this.seen.set(key, { identity: baseline.identity, counts: { ...baseline.counts } });
   }
 
+  /** Forgets `key` (a proxy that is gone). */
+  forget(key: string): void {
+    this.seen.delete(key);
+  }
+
   /** What `key` has been read up to, as `seed` takes it back; undefined when never seen. */
   baseline(key: string): { identity: string; counts: Record<string, number> } | undefined {
     const seen = this.seen.get(key);

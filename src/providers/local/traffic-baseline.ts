@@ -14,7 +14,7 @@ import { readTrafficGrowth, trafficKey } from './traffic-growth.ts';
  */
 export const TRAFFIC_COLLECTED_FILE = 'traffic-collected.json';
 
-function asBaseline(value: unknown): { identity: string; counts: Record<string, number> } | undefined {
+export function asBaseline(value: unknown): { identity: string; counts: Record<string, number> } | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
   const { identity, counts } = value as Record<string, unknown>;
   if (typeof identity !== 'string' || typeof counts !== 'object' || counts === null) return undefined;

@@ -14,13 +14,13 @@ import { asTrafficStats, TRAFFIC_STATS_FILE } from './traffic-stats.ts';
 const FIELDS = ['bytesUp', 'bytesDown', 'requests', 'tunnels'] as const;
 
 /** `{domain: counts}` as one flat record (`<field> <domain>`: a field has no space, so the first one splits them). */
-function flatten(domains: Readonly<Record<string, TrafficCounts>>): Record<string, number> {
+export function flattenTraffic(domains: Readonly<Record<string, TrafficCounts>>): Record<string, number> {
   const flat: Record<string, number> = {};
   for (const [domain, counts] of Object.entries(domains)) for (const field of FIELDS) flat[`${field} ${domain}`] = counts[field];
   return flat;
 }
 
-function unflatten(flat: Readonly<Record<string, number>>): Map<string, TrafficCounts> {
+export function unflattenTraffic(flat: Readonly<Record<string, number>>): Map<string, TrafficCounts> {
   const domains = new Map<string, TrafficCounts>();
   for (const [key, n] of Object.entries(flat)) {
     const space = key.indexOf(' ');
@@ -49,7 +49,7 @@ export async function readTrafficGrowth(growth: StatsGrowth, dataDir: string, be
     const stats = await readStats(dir, TRAFFIC_STATS_FILE, asTrafficStats);
     if (!stats) continue;
     await before?.(dir);
-    const domains = unflatten(growth.grow(trafficKey(dir), stats, flatten(stats.domains)));
+    const domains = unflattenTraffic(growth.grow(trafficKey(dir), stats, flattenTraffic(stats.domains)));
     if (domains.size === 0) continue;
     const proxy = asIntent(await readJson(join(dir, INTENT_FILE)).catch(() => undefined))?.owner.proxy;
     grown.push({ instance: name, proxy, domains });

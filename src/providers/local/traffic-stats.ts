@@ -107,6 +107,8 @@ export interface TrafficRecorder {
   /** Counts a relay made for this proxy since its last message. */
   add(domains: Readonly<Record<string, TrafficCounts>>): void;
   flush(): Promise<void>;
+  /** The counts since the proxy started, as its file holds them (and its traffic report answers: traffic-report.ts). */
+  stats(): TrafficStats;
 }
 
 /** The proxy's side: counts in memory, written to `<dir>/traffic-stats.json` shortly after they change. */
@@ -118,13 +120,8 @@ export function createTrafficRecorder(
   flushMs = TRAFFIC_FLUSH_MS,
 ): TrafficRecorder {
   const domains = new DomainTraffic(maxDomains);
-  const outlet = statsFileOutlet(
-    join(dir, TRAFFIC_STATS_FILE),
-    (): TrafficStats => ({ ...identity, domains: domains.toJSON() }),
-    logger,
-    'traffic counts',
-    flushMs,
-  );
+  const stats = (): TrafficStats => ({ ...identity, domains: domains.toJSON() });
+  const outlet = statsFileOutlet(join(dir, TRAFFIC_STATS_FILE), stats, logger, 'traffic counts', flushMs);
   return {
     record(hostname, kind, up, down) {
       domains.record(hostname, kind, up, down);
@@ -135,5 +132,21 @@ export function createTrafficRecorder(
       outlet.changed();
     },
     flush: outlet.flush,
+    stats,
+  };
+}
+
+/**
+ * A proxy without an instance directory (the proxy program's container mode: VMs and containers):
+ * the same counts, in memory only. The worker reads them through the proxy's traffic report
+ * (traffic-report.ts); a restarted proxy counts from zero under a new identity.
+ */
+export function createMemoryTrafficRecorder(identity: StatsIdentity, maxDomains = DEFAULT_TRAFFIC_DOMAINS): TrafficRecorder {
+  const domains = new DomainTraffic(maxDomains);
+  return {
+    record: (hostname, kind, up, down) => domains.record(hostname, kind, up, down),
+    add: (more) => domains.add(more),
+    flush: () => Promise.resolve(),
+    stats: () => ({ ...identity, domains: domains.toJSON() }),
   };
 }
