@@ -7,6 +7,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { connect } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { silentLogger } from '../../src/logging.ts';
@@ -25,7 +26,7 @@ import { uniquePrefix } from '../support/config.ts';
 import { ALLOW_LOOPBACK_POLICY, startContainerProgram, stopChild } from '../support/container-program.ts';
 import { getThroughProxy } from '../support/proxy-get.ts';
 import { tempDir } from '../support/temp-dirs.ts';
-import { countingOrigin, type CountingOrigin } from '../support/traffic-clients.ts';
+import { closingGet, countingOrigin, socksExchange, tunnelExchange, type CountingOrigin } from '../support/traffic-clients.ts';
 import { waitFor } from '../support/wait.ts';
 
 const PROVIDER = kvmProviderSchema.parse({
@@ -76,6 +77,18 @@ function ofOrigin(read: InstanceTraffic[]): { instance: string; proxy: string | 
   });
 }
 
+/** One request written as is (with the proxy's Proxy-Authorization and Connection: close added) to the proxy; its whole answer. */
+async function rawThroughProxy(proxyPort: number, c: ProxyCredentials, head: string): Promise<string> {
+  const socket = connect(proxyPort, '127.0.0.1');
+  socket.setEncoding('latin1');
+  await once(socket, 'connect');
+  let answer = '';
+  socket.on('data', (chunk: string) => (answer += chunk));
+  socket.write(`${head}Proxy-Authorization: Basic ${Buffer.from(`${c.username}:${c.password}`).toString('base64')}\r\nConnection: close\r\n\r\n`);
+  await once(socket, 'close');
+  return answer;
+}
+
 beforeAll(async () => {
   program = await buildProxyProgram(await tempDir('egress-remote-traffic-'));
   origin = await countingOrigin('127.0.0.1', 700);
@@ -124,6 +137,30 @@ describe('the proxy program in container mode', () => {
     expect((await getThroughProxy({ port, username: '', password: '' }, TRAFFIC_REPORT_URL)).status).toBe(407);
     expect((await getThroughProxy({ port, ...credentials }, 'http://egress-proxy.invalid/other')).status).toBe(404);
     expect(Object.keys((JSON.parse((await report()).body) as { domains: object }).domains)).toEqual(['127.0.0.1']);
+  });
+
+  it('answers the report to nothing but a plain GET with its credentials: CONNECT, SOCKS5 or another method reach no counts, and the name ignores case', async () => {
+    // A tunnel to the reserved host is judged like any destination: `.invalid` never resolves, so it is refused, never answered.
+    const tunnel = await tunnelExchange(port, credentials, 'egress-proxy.invalid:80', closingGet('egress-proxy.invalid', 80, '/traffic'));
+    expect(tunnel.status).not.toBe(200);
+    expect(tunnel.answer).toBe('');
+    const socks = await socksExchange(port, credentials, 'egress-proxy.invalid', 80, closingGet('egress-proxy.invalid', 80, '/traffic')).catch(
+      (err: unknown) => (err as Error).message,
+    );
+    expect(socks).not.toContain('startedAt');
+    // A method other than GET is a 404 from the proxy itself; the name in another case is the same name (host names ignore case), still behind the credentials.
+    const post = await rawThroughProxy(
+      port,
+      credentials,
+      'POST http://egress-proxy.invalid/traffic HTTP/1.1\r\nHost: egress-proxy.invalid\r\nContent-Length: 0\r\n',
+    );
+    expect(post).toMatch(/^HTTP\/1\.1 404 /);
+    expect(post).not.toContain('startedAt');
+    const upper = 'GET http://EGRESS-PROXY.INVALID/traffic HTTP/1.1\r\nHost: EGRESS-PROXY.INVALID\r\n';
+    expect(await rawThroughProxy(port, credentials, upper)).toMatch(/^HTTP\/1\.1 200 /);
+    const refused = await rawThroughProxy(port, { username: credentials.username, password: 'wrong' }, upper);
+    expect(refused).toMatch(/^HTTP\/1\.1 407 /);
+    expect(refused).not.toContain('startedAt');
   });
 
   it('takes --traffic-domains: a malformed bound exits 2 naming the flag, 0 turns accounting and the report off', async () => {
