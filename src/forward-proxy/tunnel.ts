@@ -3,6 +3,7 @@ import { answerSocket } from './answers.ts';
 import { connectThroughHop } from './chain-connect.ts';
 import type { ChainHop } from './chain-hop.ts';
 import type { AuthorityTarget } from './request-target.ts';
+import { relayReadsTo } from './tunnel-reads.ts';
 import type { Admitted } from './types.ts';
 import { upstreamFailure, upstreamTimeout, type UpstreamFailure } from './upstream-failure.ts';
 
@@ -44,14 +45,17 @@ const HTTP_ANSWERS: TunnelAnswers = {
  * Connects an admitted CONNECT to its destination and relays bytes both ways, each side's end
  * passed on (half-close kept), either side's error or close ending both. Bytes the client sent
  * after its CONNECT head (`head`, a TLS hello sent without waiting) go first. `client` comes
- * paused (the server pauses it before admitting), so nothing it sends meanwhile is lost.
+ * paused (the server pauses it before admitting), so nothing it sends meanwhile is lost. The
+ * destination's bytes reach the client through `relayReadsTo` (no chunk allocated per read).
  */
 export function openTunnel(client: Socket, head: Buffer, target: AuthorityTarget, context: TunnelContext): void {
   if (context.hop) return openChainedTunnel(client, head, target, context, context.hop);
-  const upstream = connect({
+  const upstream: Socket = connect({
     host: target.connectHost,
     port: target.port,
     noDelay: true,
+    // What the destination sends goes to the client from one buffer, read by read (tunnel-reads.ts).
+    onread: relayReadsTo(client, () => upstream),
     ...(context.admitted.lookup ? { lookup: context.admitted.lookup } : {}),
     ...(context.localAddress ? { localAddress: context.localAddress, family: context.family } : {}),
   });
@@ -65,9 +69,10 @@ export function openTunnel(client: Socket, head: Buffer, target: AuthorityTarget
     client.setNoDelay(true);
     client.write((context.answers ?? HTTP_ANSWERS).established);
     if (head.length > 0) upstream.write(head);
-    upstream.pipe(client);
     client.pipe(upstream);
   });
+  // The destination's end (half-close) is passed on, as pipe() would.
+  upstream.once('end', () => client.end());
   upstream.once('error', (err) => {
     if (connected) return void client.destroy();
     const failure = upstreamFailure(err);

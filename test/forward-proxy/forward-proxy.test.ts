@@ -3,6 +3,7 @@
  * own HTTP client and raw sockets: what a crawler sees of header handling, upstream keep-alive,
  * refusals and failures, tunnels, and close. The egress policy on top of it is the SSRF suite's.
  */
+import { createHash, randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { Agent, createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, createServer as createTcpServer, type AddressInfo, type Server as TcpServer, type Socket } from 'node:net';
@@ -315,6 +316,42 @@ describe('CONNECT', () => {
     await once(t.socket, 'close');
     expect(received).toBe('early;late;bye');
     expect(echo.ends).toEqual([1]);
+  });
+
+  test('a download larger than every buffer, to a client that reads slowly, arrives whole and in order, then ends', async () => {
+    // Random bytes: a reused read buffer overwritten under a pending write would change them.
+    const payload = randomBytes(24 << 20);
+    const server = createTcpServer((s) => {
+      s.once('data', () => {
+        let at = 0;
+        const more = (): void => {
+          while (at < payload.length) if (!s.write(payload.subarray(at, (at += 1 << 20)))) return void s.once('drain', more);
+          s.end();
+        };
+        more();
+      });
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    closers.push(() => new Promise((resolve) => server.close(resolve)));
+    const { proxy: p } = await proxy();
+    const t = await tunnel(p.port, `127.0.0.1:${(server.address() as AddressInfo).port}`, 'go');
+    const hash = createHash('sha256').update(t.rest, 'latin1');
+    let length = Buffer.byteLength(t.rest, 'latin1');
+    // 4 KiB a turn of the event loop: slower than the proxy writes, so its writes back up and wait.
+    t.socket.pause();
+    const ended = once(t.socket, 'end');
+    const readSome = (): void => {
+      const chunk = t.socket.read(4096) as Buffer | null;
+      if (chunk === null) return void t.socket.once('readable', readSome);
+      hash.update(chunk);
+      length += chunk.length;
+      setImmediate(readSome);
+    };
+    readSome();
+    await ended;
+    expect(length).toBe(payload.length);
+    expect(hash.digest('hex')).toBe(createHash('sha256').update(payload).digest('hex'));
   });
 
   test('a refused destination answers 502 and closes; close() ends live tunnels', async () => {
