@@ -37,6 +37,11 @@ export interface CloseBounds {
   graceMs?: number;
   /** The object in messages; default `the <name> worker|queue|queue events`. */
   what?: string;
+  /**
+   * A Worker: ends the signals of its running jobs when the grace period is over (the consumer
+   * owns them: queues/consume.ts), beside BullMQ's own `cancelAllJobs`.
+   */
+  cancelRunning?: (reason: string) => void;
 }
 
 /** How long anything but a worker may take to close, and how long a forced step may take. */
@@ -85,12 +90,14 @@ async function closeWorker(
   graceMs: number,
   what: string,
   logger: JobLog,
+  cancelRunning?: (reason: string) => void,
 ): Promise<void> {
   const closing = worker.close();
   let outcome = await within(closing, graceMs);
   if (outcome === 'timeout') {
     logger.warn({ queue: worker.name, graceMs }, 'jobs still running after the grace period: aborting them');
     worker.cancelAllJobs('shutdown');
+    cancelRunning?.('shutdown');
     outcome = await within(closing, Math.min(graceMs, 5000));
   }
   if (outcome === 'timeout') {
@@ -112,7 +119,7 @@ async function closeWorker(
 export async function closeBounded(target: BullmqConnected, bounds: CloseBounds): Promise<void> {
   const graceMs = bounds.graceMs ?? CLOSE_MS;
   const what = bounds.what ?? describe(target);
-  if (target instanceof Worker) return closeWorker(target, graceMs, what, bounds.logger);
+  if (target instanceof Worker) return closeWorker(target, graceMs, what, bounds.logger, bounds.cancelRunning);
   const outcome = await within(target.close(), graceMs);
   if (outcome === 'timeout') await drop(target, what, graceMs, bounds.logger);
   if (outcome !== 'closed' && outcome !== 'timeout') throw failed(what, outcome.failed);

@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { DelayedError, Queue, RateLimitError, UnrecoverableError, WaitingChildrenError, Worker, type Job, type RedisOptions, type Telemetry } from 'bullmq';
 import { closeBounded } from './bounded-close.ts';
 import { parseJobData, type JobData, type JobDefinition, type JobSettings } from './jobs.ts';
@@ -24,8 +25,14 @@ export interface JobContext<W = unknown> {
   readonly job: Job;
   /** How this handler asks for more work (a reconcile, a pool's look…): the consumer's `work`. */
   readonly work: W;
-  /** The job's own signal: ends when the job is cancelled (shutdown, a lost lock). */
+  /**
+   * The job's own signal: ends when the job is cancelled (the consumer's shutdown, after its grace
+   * period). Made when first read and released when the job ends, so a job that only needs
+   * `cancelled` or `deadline` costs no AbortController of its own.
+   */
   readonly signal: AbortSignal;
+  /** Why the job was cancelled, when it was (`{ reason }`); undefined while it may go on. */
+  cancelled(): { reason: unknown } | undefined;
   /**
    * Runs `work` under the job's deadline (its definition's `deadlineMs`) combined with the job's
    * signal; the deadline starts when this is called, so a handler that first waits for a slot
@@ -137,6 +144,20 @@ function instrument(worker: Worker, observer: JobObserver, logger: JobLog): void
   worker.on('error', (err: Error) => logger.error({ queue, err: err.message }, 'worker error'));
 }
 
+interface JobSignal {
+  readonly signal: AbortSignal;
+  release(): void;
+}
+
+/** A job's own signal, ending with the consumer's cancellation; `release` stops it listening. */
+function jobSignal(parent: AbortSignal): JobSignal {
+  const controller = new AbortController();
+  const onAbort = (): void => controller.abort(parent.reason);
+  if (parent.aborted) controller.abort(parent.reason);
+  else parent.addEventListener('abort', onAbort, { once: true });
+  return { signal: controller.signal, release: () => parent.removeEventListener('abort', onAbort) };
+}
+
 /** BullMQ's own control-flow errors pass through unchanged. */
 function isBullmqSignal(err: unknown): boolean {
   return err instanceof DelayedError || err instanceof UnrecoverableError || err instanceof WaitingChildrenError || err instanceof RateLimitError;
@@ -177,9 +198,14 @@ export async function consume<W>(queue: QueueName, handlers: readonly JobHandler
   }
   const deadlines = new Map<string, number | undefined>();
   for (const h of handlers) deadlines.set(h.def.name, h.def.deadlineMs?.(options.settings));
-  const idle = new AbortController().signal;
-  // Three parameters: BullMQ creates the job's AbortSignal only for such processors.
-  const processor = async (job: Job, token: string | undefined, jobSignal: AbortSignal | undefined): Promise<unknown> => {
+  // One cancellation for every job of this consumer, ended by its close after the grace period.
+  // Two-parameter processor: BullMQ then makes no AbortController per job (it would end only with
+  // its own cancelJob/cancelAllJobs, which nothing here calls but the close, which ends this one).
+  const cancellation = new AbortController();
+  // Each running job's own signal and deadline listen to it while the job runs, and let go when it ends.
+  setMaxListeners(0, cancellation.signal);
+  const cancelled = (): { reason: unknown } | undefined => (cancellation.signal.aborted ? { reason: cancellation.signal.reason } : undefined);
+  const processor = async (job: Job, token: string | undefined): Promise<unknown> => {
     const handler = byName.get(job.name);
     if (!handler) throw new UnrecoverableError(`no handler for "${job.name}" jobs on the ${queue} queue`);
     const clean = options.redactError ?? ((err: unknown) => err);
@@ -189,18 +215,24 @@ export async function consume<W>(queue: QueueName, handlers: readonly JobHandler
     } catch (err) {
       throw unrecoverable(clean(err));
     }
-    const signal = jobSignal ?? idle;
+    let own: JobSignal | undefined;
+    const signal = (): AbortSignal => (own ??= jobSignal(cancellation.signal)).signal;
     const ms = deadlines.get(job.name);
     const ctx: JobContext<W> = {
       job,
       work: options.work,
-      signal,
-      deadline: (work) => (ms === undefined ? work(signal) : options.withDeadline(signal, ms, work)),
+      get signal() {
+        return signal();
+      },
+      cancelled,
+      deadline: (work) => (ms === undefined ? work(signal()) : options.withDeadline(cancellation.signal, ms, work)),
     };
     try {
       return await handler.run(data, ctx);
     } catch (err) {
-      throw await settle(clean(err), job, token, signal);
+      throw await settle(clean(err), job, token, cancellation.signal);
+    } finally {
+      own?.release();
     }
   };
   const worker = new Worker(queue, processor, {
@@ -228,7 +260,12 @@ export async function consume<W>(queue: QueueName, handlers: readonly JobHandler
   );
   stopped.catch((err: unknown) => options.logger.error({ queue, err: (err as Error).message }, 'consumer failed'));
   const close = (): Promise<void> => {
-    closing ??= closeBounded(worker, { graceMs: options.graceMs, logger: options.logger, what: `the ${queue} worker` });
+    closing ??= closeBounded(worker, {
+      graceMs: options.graceMs,
+      logger: options.logger,
+      what: `the ${queue} worker`,
+      cancelRunning: (reason) => cancellation.abort(reason),
+    });
     return closing;
   };
   try {

@@ -95,7 +95,8 @@ export function checkHandler(deps: CheckProcessorDeps): WorkJobHandler {
         }),
       ),
     );
-    if (ctx.signal.aborted) throw new CheckInterruptedError(ctx.signal.reason);
+    const cancelled = ctx.cancelled();
+    if (cancelled) throw new CheckInterruptedError(cancelled.reason);
 
     // Validated on this end too: a checker returning a malformed result fails here, not in the publisher.
     let result: CheckResultData;
