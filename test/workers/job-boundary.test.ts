@@ -82,10 +82,26 @@ describe('consume and enqueue on a real Redis', () => {
     attempts: 3,
   } satisfies JobDefinition;
 
+  const waitsJob = { queue: QUEUES.checks, name: 'waits', schema: z.strictObject({ id: z.string() }), attempts: 1 } satisfies JobDefinition;
+  /** What the `waits` jobs saw: the signal each read, and what `cancelled()` said once it ended. */
+  const waited = new Map<string, { signal: AbortSignal; cancelled: { reason: unknown } | undefined; started: () => void }>();
+  const startedWaiting = (id: string): Promise<void> =>
+    new Promise((resolve) => waited.set(id, { signal: new AbortController().signal, cancelled: undefined, started: resolve }));
+
   async function start(observer: JobObserver): Promise<void> {
     const consumer = await consume(
       QUEUES.checks,
       [
+        handle<typeof waitsJob, typeof work>(waitsJob, async (data, ctx) => {
+          const seen = waited.get(data.id);
+          if (!seen) throw new Error(`no waiter for ${data.id}`);
+          seen.signal = ctx.signal;
+          seen.started();
+          // `quick` ends at once; any other waits for its signal (the consumer's close, after the grace period).
+          if (data.id !== 'quick') await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve, { once: true }));
+          seen.cancelled = ctx.cancelled();
+          return data.id;
+        }),
         handle<typeof verdictJob, typeof work>(verdictJob, async (data, ctx) => {
           const n = (calls.get(data.id) ?? 0) + 1;
           calls.set(data.id, n);
@@ -168,6 +184,23 @@ describe('consume and enqueue on a real Redis', () => {
     expect(job.id).toBe(added.id);
     expect(await job.getState()).toBe('completed');
     expect(job.returnvalue).toMatchObject({ id: 'later', run: 2 });
+  });
+
+  test('close aborts a running job’s signal after the grace period, saying why; a job that had ended keeps its signal whole', async () => {
+    await start(recorder());
+    const quickStarted = startedWaiting('quick');
+    const quick = await queue.add('waits', { id: 'quick' });
+    await quickStarted;
+    await settled(quick);
+    const hangingStarted = startedWaiting('hangs');
+    await queue.add('waits', { id: 'hangs' });
+    await hangingStarted;
+    await consumers.splice(0)[0]?.close();
+    expect(waited.get('hangs')?.signal.aborted).toBe(true);
+    expect(waited.get('hangs')?.signal.reason).toBe('shutdown');
+    expect(waited.get('hangs')?.cancelled).toEqual({ reason: 'shutdown' });
+    expect(waited.get('quick')?.signal.aborted).toBe(false);
+    expect(waited.get('quick')?.cancelled).toBeUndefined();
   });
 
   test('a payload that does not match its schema, or a job name nobody handles, fails at once and never reaches a handler', async () => {
