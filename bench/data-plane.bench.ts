@@ -5,7 +5,7 @@
  * a CONNECT tunnel of each beside the same download direct.
  *
  *   apt-get install -y tinyproxy squid   (an anchor's rows are skipped, saying so, when it is missing)
- *   npm run bench -- data-plane          (BENCH_REQUESTS=20000, BENCH_CONCURRENCY=20, BENCH_DOWNLOAD_MB=1024)
+ *   npm run bench -- data-plane          (BENCH_REQUESTS=20000, BENCH_CONCURRENCY=20, BENCH_DOWNLOAD_MB=1024, BENCH_DOWNLOAD_ROUNDS=5)
  *
  * - origin: a Node HTTP server in its own process on 127.0.0.1 (keep-alive, a 13-byte body; `/big`
  *   answers BENCH_DOWNLOAD_MB MiB from one buffer written over and over);
@@ -27,14 +27,17 @@ import { join } from 'node:path';
 import { proxyEgressPolicy } from '../src/egress/policy-config.ts';
 import { silentLogger } from '../src/logging.ts';
 import { createLocalLifecycle } from '../src/providers/local/lifecycle.ts';
-import { runDownload, runLoad, type DownloadResult, type LoadMode, type LoadResult } from './data-plane-load.ts';
+import { runLoad, type LoadMode, type LoadResult } from './data-plane-load.ts';
+import { downloadRounds, downloadTable, type DownloadRow } from './support/downloads.ts';
 import { startSquid, startTinyproxy, type AnchorProxy } from './support/anchor-proxies.ts';
 import { childrenOf } from '../test/support/process-children.ts';
-import { fmt } from './stats.ts';
+import { fmt, median } from './stats.ts';
 
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? '20000');
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? '20');
 const DOWNLOAD_MB = Number(process.env.BENCH_DOWNLOAD_MB ?? '1024');
+/** Rounds of the downloads, direct and through each proxy in alternating order (BENCH_DOWNLOAD_ROUNDS). */
+const DOWNLOAD_ROUNDS = Number(process.env.BENCH_DOWNLOAD_ROUNDS ?? '5');
 const WARMUP = 500;
 /** Only the rows accounting's cost needs (direct, egress on and off, idle): BENCH_ACCOUNTING_ONLY=1. */
 const ACCOUNTING_ONLY = process.env.BENCH_ACCOUNTING_ONLY === '1';
@@ -127,12 +130,6 @@ async function hostCpu(hostPid: number): Promise<number> {
   return (await Promise.all(pids.map((pid) => cpuSeconds(pid)))).reduce((a, b) => a + b, 0);
 }
 
-interface DownloadRow {
-  row: string;
-  result?: DownloadResult;
-  note?: string;
-}
-
 interface Target {
   name: string;
   port?: number;
@@ -222,16 +219,8 @@ export async function runDataPlaneBench(): Promise<void> {
         spinner = undefined;
       }
     }
-    const bytes = DOWNLOAD_MB * (1 << 20);
-    const d = { host: '127.0.0.1', origin: o.origin, auth: o.auth, path: '/big', bytes };
-    downloads.push({ row: 'direct (no proxy)', result: await runDownload({ ...d, mode: 'direct', port: origin.port }) });
-    for (const t of targets) {
-      if (t.port === undefined) downloads.push({ row: `${t.name}, CONNECT`, note: t.note ?? '' });
-      else {
-        const result = await runDownload({ ...d, mode: 'connect', port: t.port }).catch((err: Error) => err.message);
-        downloads.push(typeof result === 'string' ? { row: `${t.name}, CONNECT`, note: result } : { row: `${t.name}, CONNECT`, result });
-      }
-    }
+    const d = { host: '127.0.0.1', origin: o.origin, auth: o.auth, path: '/big', bytes: DOWNLOAD_MB * (1 << 20) };
+    downloads.push(...(await downloadRounds(targets, d, origin.port, DOWNLOAD_ROUNDS)));
     rss['egress proxy host'] = await rssMb(hostPid);
     const relays = await childrenOf(hostPid);
     rss[`egress relays (${relays.length})`] = (await Promise.all(relays.map((pid) => rssMb(pid)))).reduce((a, b) => a + b, 0);
@@ -275,14 +264,7 @@ export async function runDataPlaneBench(): Promise<void> {
         `${fmt(cpuPerRequest(p.cpuOn, p.on), 1)} / ${fmt(cpuPerRequest(p.cpuOff, p.off), 1)} | **${fmt(cpuPerRequest(p.cpuOn, p.on) / cpuPerRequest(p.cpuOff, p.off))}×** |`,
     );
   }
-  console.log(`\n${DOWNLOAD_MB} MiB download, one connection`);
-  console.log('| row | MB/s | seconds | × direct |');
-  console.log('|---|---|---|---|');
-  const direct = downloads[0]?.result?.mbPerSecond ?? NaN;
-  for (const r of downloads) {
-    if (!r.result) console.log(`| ${r.row} | n/a | n/a | ${r.note ?? ''} |`);
-    else console.log(`| ${r.row} | ${fmt(r.result.mbPerSecond, 0)} | ${fmt(r.result.seconds, 2)} | ${fmt(r.result.mbPerSecond / direct)} |`);
-  }
+  for (const line of downloadTable(downloads, DOWNLOAD_MB, DOWNLOAD_ROUNDS)) console.log(line);
   console.log(
     `\nresident memory after the run: ${Object.entries(rss)
       .map(([k, v]) => `${k} ${fmt(v, 1)} MB`)
@@ -295,7 +277,7 @@ export async function runDataPlaneBench(): Promise<void> {
       requests: REQUESTS,
       concurrency: CONCURRENCY,
       rows: rows.map((r) => ({ row: r.row, mode: r.mode, load: r.load, ...(r.result ?? {}), ...(r.note ? { skipped: r.note } : {}) })),
-      downloads: downloads.map((r) => ({ row: r.row, ...(r.result ?? {}), ...(r.note ? { skipped: r.note } : {}) })),
+      downloads: downloads.map((r) => ({ row: r.row, rounds: r.results, ratios: r.ratios, ...(r.note ? { skipped: r.note } : {}) })),
       accounting: paired,
       rssMb: rss,
     }),
@@ -305,12 +287,6 @@ export async function runDataPlaneBench(): Promise<void> {
 /** Microseconds of proxy CPU per request over all rounds. */
 function cpuPerRequest(cpu: number[], results: LoadResult[]): number {
   return (cpu.reduce((a, b) => a + b, 0) * 1e6) / results.reduce((n, r) => n + r.requests, 0);
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? (sorted[mid] ?? NaN) : ((sorted[mid - 1] ?? NaN) + (sorted[mid] ?? NaN)) / 2;
 }
 
 /**

@@ -25,7 +25,7 @@ import type { AppConfig } from '../src/config/app.ts';
 import { silentLogger } from '../src/logging.ts';
 import type { Provider } from '../src/providers/types.ts';
 import { startRedisChild } from '../src/redis/redis-server.ts';
-import { fmt, summarize } from './stats.ts';
+import { fmt, median, summarize } from './stats.ts';
 import { benchConfig } from './support/app-config.ts';
 import { startOtlpSink } from './support/otlp-sink.ts';
 import { freezeConfig } from '../src/config/app.ts';
@@ -158,12 +158,6 @@ export async function pipeline(
 
 type Row = Awaited<ReturnType<typeof rawBullmq>>;
 type RowName = 'raw' | 'pipeline' | 'traced' | 'split';
-
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? (sorted[mid] ?? NaN) : ((sorted[mid - 1] ?? NaN) + (sorted[mid] ?? NaN)) / 2;
-}
 
 /** The one row of `rows` whose throughput is the median of the rounds (its latency with it). */
 function medianRow(rows: readonly Row[]): Row {
