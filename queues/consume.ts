@@ -1,6 +1,7 @@
 import { setMaxListeners } from 'node:events';
 import { DelayedError, Queue, RateLimitError, UnrecoverableError, WaitingChildrenError, Worker, type Job, type RedisOptions, type Telemetry } from 'bullmq';
 import { closeBounded } from './bounded-close.ts';
+import { RunningJob, type DeadlineSource, type DeadlineSources, type JobContext } from './job-context.ts';
 import { parseJobData, type JobData, type JobDefinition, type JobSettings } from './jobs.ts';
 import type { JobLog } from './log.ts';
 import type { QueueName } from './names.ts';
@@ -13,33 +14,7 @@ export interface JobObserver {
   observeWait(queue: string, seconds: number): void;
 }
 
-/** Runs `work` under a signal that ends with `parent` or after `ms` (the project's `withDeadline`, whose reason is its DeadlineError). */
-export type DeadlineRunner = <T>(parent: AbortSignal, ms: number, work: (signal: AbortSignal) => Promise<T>) => Promise<T>;
-
-/**
- * What a handler gets besides its validated payload. `W` is the way a handler asks for more work
- * (the domain's work-requests port, src/work/work-requests.ts): queues/ names no type of the
- * domain, so the consumer's owner says what it is and every handler of that consumer gets the same.
- */
-export interface JobContext<W = unknown> {
-  readonly job: Job;
-  /** How this handler asks for more work (a reconcile, a pool's look…): the consumer's `work`. */
-  readonly work: W;
-  /**
-   * The job's own signal: ends when the job is cancelled (the consumer's shutdown, after its grace
-   * period). Made when first read and released when the job ends, so a job that only needs
-   * `cancelled` or `deadline` costs no AbortController of its own.
-   */
-  readonly signal: AbortSignal;
-  /** Why the job was cancelled, when it was (`{ reason }`); undefined while it may go on. */
-  cancelled(): { reason: unknown } | undefined;
-  /**
-   * Runs `work` under the job's deadline (its definition's `deadlineMs`) combined with the job's
-   * signal; the deadline starts when this is called, so a handler that first waits for a slot
-   * does not spend its deadline there. Without a deadline in the definition: the job's signal.
-   */
-  deadline<T>(work: (signal: AbortSignal) => Promise<T>): Promise<T>;
-}
+export type { DeadlineSource, DeadlineSources, JobContext } from './job-context.ts';
 
 /** A handler for one kind of job (method syntax: handlers of different kinds share a list). */
 export interface JobHandler<D extends JobDefinition = JobDefinition, W = unknown> {
@@ -65,7 +40,8 @@ export interface ConsumeOptions<W = unknown> {
   graceMs: number;
   observer: JobObserver;
   logger: JobLog;
-  withDeadline: DeadlineRunner;
+  /** Where a kind of job's deadlines come from, given the consumer's cancellation and the deadline (the project's SharedDeadlines). */
+  deadlines: DeadlineSources;
   /**
    * BullMQ's telemetry (bullmq-otel): a `process` span per job, child of the span that added it
    * (the trace context travels in the job's options), with the handler running inside it.
@@ -144,20 +120,6 @@ function instrument(worker: Worker, observer: JobObserver, logger: JobLog): void
   worker.on('error', (err: Error) => logger.error({ queue, err: err.message }, 'worker error'));
 }
 
-interface JobSignal {
-  readonly signal: AbortSignal;
-  release(): void;
-}
-
-/** A job's own signal, ending with the consumer's cancellation; `release` stops it listening. */
-function jobSignal(parent: AbortSignal): JobSignal {
-  const controller = new AbortController();
-  const onAbort = (): void => controller.abort(parent.reason);
-  if (parent.aborted) controller.abort(parent.reason);
-  else parent.addEventListener('abort', onAbort, { once: true });
-  return { signal: controller.signal, release: () => parent.removeEventListener('abort', onAbort) };
-}
-
 /** BullMQ's own control-flow errors pass through unchanged. */
 function isBullmqSignal(err: unknown): boolean {
   return err instanceof DelayedError || err instanceof UnrecoverableError || err instanceof WaitingChildrenError || err instanceof RateLimitError;
@@ -196,43 +158,34 @@ export async function consume<W>(queue: QueueName, handlers: readonly JobHandler
     if (h.def.queue !== queue) throw new Error(`a ${h.def.name} handler cannot consume the ${queue} queue: its jobs go on ${h.def.queue}`);
     byName.set(h.def.name, h);
   }
-  const deadlines = new Map<string, number | undefined>();
-  for (const h of handlers) deadlines.set(h.def.name, h.def.deadlineMs?.(options.settings));
   // One cancellation for every job of this consumer, ended by its close after the grace period.
   // Two-parameter processor: BullMQ then makes no AbortController per job (it would end only with
   // its own cancelJob/cancelAllJobs, which nothing here calls but the close, which ends this one).
   const cancellation = new AbortController();
   // Each running job's own signal and deadline listen to it while the job runs, and let go when it ends.
   setMaxListeners(0, cancellation.signal);
-  const cancelled = (): { reason: unknown } | undefined => (cancellation.signal.aborted ? { reason: cancellation.signal.reason } : undefined);
+  const deadlines = new Map<string, DeadlineSource>();
+  for (const h of handlers) {
+    const ms = h.def.deadlineMs?.(options.settings);
+    if (ms !== undefined) deadlines.set(h.def.name, options.deadlines(cancellation.signal, ms));
+  }
+  const clean = options.redactError ?? ((err: unknown) => err);
   const processor = async (job: Job, token: string | undefined): Promise<unknown> => {
     const handler = byName.get(job.name);
     if (!handler) throw new UnrecoverableError(`no handler for "${job.name}" jobs on the ${queue} queue`);
-    const clean = options.redactError ?? ((err: unknown) => err);
     let data: unknown;
     try {
       data = parseJobData(handler.def.schema, queue, job.data);
     } catch (err) {
       throw unrecoverable(clean(err));
     }
-    let own: JobSignal | undefined;
-    const signal = (): AbortSignal => (own ??= jobSignal(cancellation.signal)).signal;
-    const ms = deadlines.get(job.name);
-    const ctx: JobContext<W> = {
-      job,
-      work: options.work,
-      get signal() {
-        return signal();
-      },
-      cancelled,
-      deadline: (work) => (ms === undefined ? work(signal()) : options.withDeadline(cancellation.signal, ms, work)),
-    };
+    const ctx = new RunningJob(job, options.work, cancellation.signal, deadlines.get(job.name));
     try {
       return await handler.run(data, ctx);
     } catch (err) {
       throw await settle(clean(err), job, token, cancellation.signal);
     } finally {
-      own?.release();
+      ctx.release();
     }
   };
   const worker = new Worker(queue, processor, {

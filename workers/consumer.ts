@@ -3,13 +3,16 @@ import { redisOptions, type RedisTarget } from '../queues/connection.ts';
 import { consume, handle, openQueue, type Consumer, type JobContext, type JobHandler } from '../queues/consume.ts';
 import type { JobData, JobDefinition } from '../queues/jobs.ts';
 import type { QueueName } from '../queues/names.ts';
-import { withDeadline } from '../src/abort.ts';
+import { SharedDeadlines } from '../src/abort.ts';
 import type { AppConfig } from '../src/config/app.ts';
 import type { Logger } from '../src/logging.ts';
 import type { JobMetrics } from '../src/metrics/job-metrics.ts';
 import { redactError } from '../src/secrets/redact-error.ts';
 import type { Redactor } from '../src/secrets/secret-registry.ts';
 import type { WorkRequests } from '../src/work/work-requests.ts';
+
+/** Jobs whose deadline starts within this long share one deadline signal (src/abort.ts SharedDeadlines). */
+const DEADLINE_GRANULARITY_MS = 50;
 
 /** What every consumer of this project binds the job boundary to: configuration, Redis, metrics, logs. */
 export interface ConsumerDeps {
@@ -58,7 +61,7 @@ export function consumeJobs<W>(
     graceMs: config.shutdownGraceMs,
     observer: deps.jobMetrics,
     logger: deps.logger,
-    withDeadline,
+    deadlines: (cancellation, ms) => new SharedDeadlines(ms, DEADLINE_GRANULARITY_MS, undefined, cancellation),
     telemetry: deps.telemetry,
     redactError: secrets ? (err) => redactError(err, secrets) : undefined,
   });

@@ -1,4 +1,4 @@
-import { once } from 'node:events';
+import { getEventListeners, once } from 'node:events';
 import { describe, expect, test } from 'vitest';
 import { deadline, SharedDeadlines, withDeadline } from '../../src/abort.ts';
 import { DeadlineError } from '../../src/errors.ts';
@@ -80,5 +80,28 @@ describe('SharedDeadlines(ms, granularity)', () => {
     } finally {
       process.off('warning', onWarning);
     }
+  });
+
+  test('with a parent: a window ends with the parent, passing its reason on; one made after the parent ended is ended at once', () => {
+    const parent = new AbortController();
+    let now = 0;
+    const deadlines = new SharedDeadlines(60_000, 50, () => now, parent.signal);
+    const window = deadlines.signal();
+    parent.abort('shutdown');
+    expect(window.aborted).toBe(true);
+    expect(window.reason).toBe('shutdown');
+    now += 50;
+    const later = deadlines.signal();
+    expect(later).not.toBe(window);
+    expect(later.reason).toBe('shutdown');
+  });
+
+  test('a window that ended by its deadline no longer listens to the parent', async () => {
+    const parent = new AbortController();
+    const window = new SharedDeadlines(1, 1, undefined, parent.signal).signal();
+    expect(getEventListeners(parent.signal, 'abort')).toHaveLength(1);
+    await once(window, 'abort');
+    expect(window.reason).toBeInstanceOf(DeadlineError);
+    expect(getEventListeners(parent.signal, 'abort')).toHaveLength(0);
   });
 });

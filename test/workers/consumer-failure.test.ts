@@ -10,7 +10,7 @@ import { closeAllBounded, closeBounded, CloseError } from '../../queues/bounded-
 import { redisOptions } from '../../queues/connection.ts';
 import { consume, ConsumerFailedError, handle, type Consumer } from '../../queues/consume.ts';
 import { QUEUES } from '../../queues/names.ts';
-import { withDeadline } from '../../src/abort.ts';
+import { SharedDeadlines } from '../../src/abort.ts';
 import type { AppConfig } from '../../src/config/app.ts';
 import { silentLogger } from '../../src/logging.ts';
 import { startRedisChild, type RedisChild } from '../../src/redis/redis-server.ts';
@@ -41,7 +41,7 @@ describe('a consumer that cannot run', () => {
       graceMs: 500,
       observer: { observe: () => undefined, observeWait: () => undefined },
       logger: silentLogger(),
-      withDeadline,
+      deadlines: (cancellation, ms) => new SharedDeadlines(ms, 50, undefined, cancellation),
       telemetry,
     });
     consumers.push(consumer);

@@ -8,7 +8,7 @@ import { consume, handle, openQueue, waitSeconds, type Consumer, type JobObserve
 import { enqueue, type JobDefinition } from '../../queues/jobs.ts';
 import { QUEUES } from '../../queues/names.ts';
 import { LookAgainLater, retryVerdict } from '../../queues/retry.ts';
-import { withDeadline } from '../../src/abort.ts';
+import { SharedDeadlines } from '../../src/abort.ts';
 import type { AppConfig } from '../../src/config/app.ts';
 import { DeadlineError, EgressError } from '../../src/errors.ts';
 import { silentLogger } from '../../src/logging.ts';
@@ -125,7 +125,7 @@ describe('consume and enqueue on a real Redis', () => {
         graceMs: 1000,
         observer,
         logger: silentLogger(),
-        withDeadline,
+        deadlines: (cancellation, ms) => new SharedDeadlines(ms, 50, undefined, cancellation),
       },
     );
     consumers.push(consumer);
