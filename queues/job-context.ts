@@ -48,6 +48,7 @@ export class RunningJob<W> implements JobContext<W> {
   readonly #cancellation: AbortSignal;
   readonly #deadlines: DeadlineSource | undefined;
   #own: { controller: AbortController; onAbort: () => void } | undefined;
+  #released = false;
 
   constructor(job: Job, work: W, cancellation: AbortSignal, deadlines: DeadlineSource | undefined) {
     this.job = job;
@@ -62,7 +63,8 @@ export class RunningJob<W> implements JobContext<W> {
     const parent = this.#cancellation;
     const onAbort = (): void => controller.abort(parent.reason);
     if (parent.aborted) controller.abort(parent.reason);
-    else parent.addEventListener('abort', onAbort, { once: true });
+    // Read after the job ended (by work it left running), it no longer follows the cancellation: nothing would remove the listener.
+    else if (!this.#released) parent.addEventListener('abort', onAbort, { once: true });
     this.#own = { controller, onAbort };
     return controller.signal;
   }
@@ -77,6 +79,7 @@ export class RunningJob<W> implements JobContext<W> {
 
   /** The job ended: its own signal (if it was made) stops listening to the consumer's cancellation. */
   release(): void {
+    this.#released = true;
     if (this.#own) this.#cancellation.removeEventListener('abort', this.#own.onAbort);
   }
 }
