@@ -28,7 +28,7 @@ import { proxyEgressPolicy } from '../src/egress/policy-config.ts';
 import { silentLogger } from '../src/logging.ts';
 import { createLocalLifecycle } from '../src/providers/local/lifecycle.ts';
 import { runLoad, type LoadMode, type LoadResult } from './data-plane-load.ts';
-import { downloadRounds, downloadTable, type DownloadRow } from './support/downloads.ts';
+import { downloadRounds, downloadTable, type BenchTarget, type DownloadRow } from './support/downloads.ts';
 import { startSquid, startTinyproxy, type AnchorProxy } from './support/anchor-proxies.ts';
 import { childrenOf } from '../test/support/process-children.ts';
 import { fmt, median } from './stats.ts';
@@ -130,13 +130,6 @@ async function hostCpu(hostPid: number): Promise<number> {
   return (await Promise.all(pids.map((pid) => cpuSeconds(pid)))).reduce((a, b) => a + b, 0);
 }
 
-interface Target {
-  name: string;
-  port?: number;
-  /** Why its rows are skipped. */
-  note?: string;
-}
-
 export async function runDataPlaneBench(): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'egress-bench-data-plane-'));
   const origin = await startOrigin();
@@ -161,7 +154,7 @@ export async function runDataPlaneBench(): Promise<void> {
     );
     const hostPid = Number(instance.id.split(':')[0]);
     const offHostPid = Number(off.id.split(':')[0]);
-    const targets: Target[] = [
+    const targets: BenchTarget[] = [
       { name: 'egress local proxy', port: instance.endpoint!.port },
       { name: 'egress, accounting off', port: off.endpoint!.port },
     ];

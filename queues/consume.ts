@@ -135,7 +135,7 @@ function unrecoverable(err: unknown): UnrecoverableError {
 /** Turns what a handler threw into what BullMQ acts on, by the error's own retry data (queues/retry.ts). */
 async function settle(err: unknown, job: Job, token: string | undefined, signal: AbortSignal): Promise<unknown> {
   if (isBullmqSignal(err)) return err;
-  // The job itself was cancelled (shutdown, a lost lock): whatever the handler threw is no verdict.
+  // The job itself was cancelled (the consumer's shutdown): whatever the handler threw is no verdict.
   if (signal.aborted) return err;
   const verdict = retryVerdict(err);
   if (verdict.kind === 'final') return unrecoverable(err);

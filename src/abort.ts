@@ -21,43 +21,6 @@ export async function raceAbort<T>(work: Promise<T>, signal: AbortSignal): Promi
   }
 }
 
-/** A signal that ends with its parent or after `ms`, whichever comes first; `clear` releases its timer. */
-export interface Deadline {
-  readonly signal: AbortSignal;
-  clear(): void;
-}
-
-/**
- * `AbortSignal.any([parent, AbortSignal.timeout(ms)])` without their cost: on Node 20 each of
- * those signals is tracked for garbage collection, which is most of a no-op check's overhead
- * (docs/benchmarks.md). The deadline's reason is a DeadlineError saying how long it was; the
- * parent's reason is passed on unchanged. Call `clear` when the work is done.
- */
-export function deadline(parent: AbortSignal | undefined, ms: number): Deadline {
-  const controller = new AbortController();
-  const onParentAbort = (): void => controller.abort(parent?.reason);
-  const timer = setTimeout(() => controller.abort(new DeadlineError(`deadline of ${ms} ms passed`)), ms);
-  if (parent?.aborted) controller.abort(parent.reason);
-  else parent?.addEventListener('abort', onParentAbort, { once: true });
-  return {
-    signal: controller.signal,
-    clear() {
-      clearTimeout(timer);
-      parent?.removeEventListener('abort', onParentAbort);
-    },
-  };
-}
-
-/** Runs `work` under `deadline(parent, ms)` and releases the deadline when it settles. */
-export async function withDeadline<T>(parent: AbortSignal | undefined, ms: number, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
-  const limit = deadline(parent, ms);
-  try {
-    return await work(limit.signal);
-  } finally {
-    limit.clear();
-  }
-}
-
 /**
  * Deadlines for many short operations at a high rate (an API's reads, a worker's checks): the
  * operations that start within one `granularityMs` window share one signal, which ends `ms` to

@@ -34,7 +34,7 @@ function redactedTarget(t: TargetResult, secrets: Redactor): TargetResult {
   return { ...t, message: truncateMessage(secrets.redact(t.message)), details };
 }
 
-/** The job itself was cancelled (shutdown, a lost lock): not a verdict on the provider, so it is retried. */
+/** The job itself was cancelled (the worker's shutdown): not a verdict on the provider, so it is retried. */
 export class CheckInterruptedError extends EgressError {
   constructor(cause: unknown) {
     super('ERR_CHECK_INTERRUPTED', 'the check job was cancelled before it finished', { cause, retryable: true });

@@ -8,10 +8,11 @@
 import { runDownload, type DownloadOptions, type DownloadResult } from '../data-plane-load.ts';
 import { fmt, median } from '../stats.ts';
 
-export interface DownloadTarget {
+/** A proxy the data-plane bench measures: its port, or why its rows are skipped. */
+export interface BenchTarget {
   name: string;
   port?: number;
-  /** Why its row is skipped. */
+  /** Why its rows are skipped. */
   note?: string;
 }
 
@@ -27,7 +28,7 @@ export interface DownloadRow {
 const DIRECT = 'direct (no proxy)';
 
 export async function downloadRounds(
-  targets: readonly DownloadTarget[],
+  targets: readonly BenchTarget[],
   d: Omit<DownloadOptions, 'mode' | 'port'>,
   originPort: number,
   rounds: number,

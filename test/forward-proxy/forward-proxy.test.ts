@@ -354,6 +354,38 @@ describe('CONNECT', () => {
     expect(hash.digest('hex')).toBe(createHash('sha256').update(payload).digest('hex'));
   });
 
+  test('a client that stops reading and then vanishes releases its destination: the proxy closes that connection too', async () => {
+    const chunk = Buffer.alloc(1 << 20, 7);
+    let destination!: Socket;
+    let backedUp!: () => void;
+    const stalled = new Promise<void>((resolve) => (backedUp = resolve));
+    const server = createTcpServer((s) => {
+      destination = s;
+      s.on('error', () => undefined);
+      // Writes until its own write is refused: the proxy has stopped reading, or soon will.
+      s.once('data', () => {
+        const more = (): void => {
+          while (s.write(chunk));
+          backedUp();
+          s.once('drain', more);
+        };
+        more();
+      });
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    closers.push(() => new Promise((resolve) => server.close(resolve)));
+    const { proxy: p } = await proxy();
+    const t = await tunnel(p.port, `127.0.0.1:${(server.address() as AddressInfo).port}`, 'go');
+    t.socket.pause();
+    await stalled;
+    // The proxy may reset it (unread bytes on its side): an error on the way to 'close' is expected.
+    const destinationClosed = new Promise((resolve) => destination.once('close', resolve));
+    t.socket.destroy();
+    await destinationClosed;
+    expect(destination.destroyed).toBe(true);
+  });
+
   test('a refused destination answers 502 and closes; close() ends live tunnels', async () => {
     const echo = await echoServer();
     const { proxy: p } = await proxy();

@@ -1,56 +1,7 @@
 import { getEventListeners, once } from 'node:events';
 import { describe, expect, test } from 'vitest';
-import { deadline, SharedDeadlines, withDeadline } from '../../src/abort.ts';
+import { SharedDeadlines } from '../../src/abort.ts';
 import { DeadlineError } from '../../src/errors.ts';
-
-describe('deadline(parent, ms)', () => {
-  test('ends with a DeadlineError naming the time when the time is up', async () => {
-    const limit = deadline(new AbortController().signal, 1);
-    await once(limit.signal, 'abort');
-    expect(limit.signal.reason).toBeInstanceOf(DeadlineError);
-    expect((limit.signal.reason as DeadlineError).message).toBe('deadline of 1 ms passed');
-    expect((limit.signal.reason as DeadlineError).retryable).toBe(true);
-  });
-
-  test("ends with the parent, passing the parent's reason on unchanged", () => {
-    const parent = new AbortController();
-    const limit = deadline(parent.signal, 60_000);
-    const why = new Error('shutting down');
-    parent.abort(why);
-    expect(limit.signal.aborted).toBe(true);
-    expect(limit.signal.reason).toBe(why);
-    limit.clear();
-  });
-
-  test('a parent that has already ended ends it at once; after clear() neither the parent nor the timer reach it', () => {
-    const done = new AbortController();
-    done.abort('gone');
-    expect(deadline(done.signal, 60_000).signal.reason).toBe('gone');
-    const parent = new AbortController();
-    const limit = deadline(parent.signal, 60_000);
-    limit.clear();
-    parent.abort('late');
-    expect(limit.signal.aborted).toBe(false);
-  });
-
-  test('withDeadline hands the work the deadline and releases it once the work settles, even when it throws', async () => {
-    const parent = new AbortController();
-    let seen: AbortSignal | undefined;
-    await expect(
-      withDeadline(parent.signal, 60_000, (signal) => {
-        seen = signal;
-        return Promise.reject(new Error('boom'));
-      }),
-    ).rejects.toThrow('boom');
-    parent.abort('late');
-    expect(seen?.aborted).toBe(false);
-    const timedOut = await withDeadline(undefined, 1, async (signal) => {
-      await once(signal, 'abort');
-      return signal.reason as unknown;
-    });
-    expect(timedOut).toBeInstanceOf(DeadlineError);
-  });
-});
 
 describe('SharedDeadlines(ms, granularity)', () => {
   test('operations starting within one window share a signal; the next window gets its own', () => {
