@@ -100,7 +100,14 @@ beforeEach(async () => {
 afterEach(async () => {
   for (const pid of stopped) process.kill(pid, 'SIGCONT');
   stopped.clear();
-  for (const pid of await findHostProcesses(dataDir)) process.kill(pid, 'SIGTERM');
+  for (const pid of await findHostProcesses(dataDir)) {
+    try {
+      process.kill(pid, 'SIGTERM');
+    } catch (err) {
+      // Listed, then gone by itself before the signal (a host that was stopping): nothing left to stop.
+      if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+    }
+  }
   await waitFor('the host and its relays to exit', async () => (await findHostProcesses(dataDir)).length === 0 && (await relaysOf(dataDir)).length === 0);
   lifecycle.close();
 });
