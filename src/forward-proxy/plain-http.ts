@@ -1,6 +1,8 @@
 import { request, type Agent, type ClientRequest, type IncomingMessage, type RequestOptions, type ServerResponse } from 'node:http';
 import { request as tlsRequest } from 'node:https';
 import type { Socket } from 'node:net';
+import { bodyless, forwardDirect, METHODS_RETRIED } from './direct-request.ts';
+import type { OriginPool } from './origin-pool.ts';
 import { connectThroughHop, hopStatusCode } from './chain-connect.ts';
 import { hopAuthorization, type ChainHop } from './chain-hop.ts';
 import { CONNECT_TIMEOUT_MS } from './tunnel.ts';
@@ -8,16 +10,17 @@ import { answer } from './answers.ts';
 import { endToEndHeaders } from './hop-by-hop.ts';
 import type { AbsoluteTarget } from './request-target.ts';
 import type { Admitted } from './types.ts';
+import { UPSTREAM_IDLE_MS } from './upstream-agents.ts';
+import { takeBytes } from './upstream-bytes.ts';
 import { upstreamFailure, upstreamTimeout, type UpstreamFailure } from './upstream-failure.ts';
-
-/** An upstream that sends nothing for this long (no response head, or a pause in its body) is given up: 504 before the head. */
-export const UPSTREAM_IDLE_MS = 60_000;
 
 /** The client's Host is replaced by the target's; the rest of what is hop-by-hop goes in endToEndHeaders. */
 const DROP_FROM_REQUEST = new Set(['host']);
-const METHODS_RETRIED = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
 
 export interface ForwardContext {
+  /** The keep-alive connections of a request that goes straight to its destination. */
+  pool: OriginPool;
+  /** The keep-alive pool of a request that goes through an http(s) hop. */
   agent: Agent;
   admitted: Admitted;
   localAddress?: string;
@@ -36,42 +39,26 @@ export interface ForwardContext {
   onTraffic?: (sent: number, received: number) => void;
 }
 
-/** What each upstream connection had carried when its last request took its share (beside the socket: no new properties on it). */
-const taken = new WeakMap<Socket, { sent: number; received: number }>();
-
 /**
- * The bytes `socket` sent and received since they were last taken: a keep-alive connection carries
- * one request after another, each taking its own share when it ends (two numbers read, no listener
- * on its data). Taken at once after a hop's handshake, it leaves the handshake out.
- */
-export function takeBytes(socket: Socket | null | undefined): [sent: number, received: number] {
-  if (!socket) return [0, 0];
-  const { bytesWritten, bytesRead } = socket;
-  const before = taken.get(socket);
-  if (!before) {
-    taken.set(socket, { sent: bytesWritten, received: bytesRead });
-    return [bytesWritten, bytesRead];
-  }
-  const share: [number, number] = [bytesWritten - before.sent, bytesRead - before.received];
-  before.sent = bytesWritten;
-  before.received = bytesRead;
-  return share;
-}
-
-/** True when the request carries no body: it can be sent again as it was. */
-function bodyless(req: IncomingMessage): boolean {
-  const length = req.headers['content-length'];
-  return req.headers['transfer-encoding'] === undefined && (length === undefined || length === '0');
-}
-
-/**
- * Forwards one admitted plain-HTTP request over the keep-alive pool and relays the answer. An
+ * Forwards one admitted plain-HTTP request and relays the answer: straight to the destination on
+ * the origin pool (direct-request.ts), or through the hop on node's HTTP client. Either way, an
  * idempotent request without a body that fails on a reused connection before any answer (the
  * origin closed it as we sent) is sent once more on a new one; any other failure before the
  * answer's head is a 502 or 504 to the client, and after it the client connection is cut (the
  * answer cannot be completed honestly).
  */
 export function forwardRequest(req: IncomingMessage, res: ServerResponse, target: AbsoluteTarget, context: ForwardContext): void {
+  if (!context.hop) {
+    const { lookup } = context.admitted;
+    const address = {
+      host: target.connectHost,
+      port: target.port,
+      ...(lookup ? { lookup } : {}),
+      ...(context.localAddress ? { localAddress: context.localAddress, family: context.family } : {}),
+    };
+    const onTraffic = context.onTraffic;
+    return forwardDirect(req, res, target, { pool: context.pool, address, onFailure: context.onFailure, ...(onTraffic ? { onTraffic } : {}) });
+  }
   const headers = endToEndHeaders(req.rawHeaders, DROP_FROM_REQUEST);
   headers.push('Host', target.authority);
   // Transfer-Encoding is hop-by-hop, but the body it framed is not: sent on unframed (node frames

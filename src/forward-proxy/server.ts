@@ -66,7 +66,7 @@ export function createForwardProxy(options: Omit<ForwardProxyOptions, 'host' | '
   /** Keep-alive connections to an https:// hop (an http:// hop uses the generation's pool: its address is the key). */
   let tlsHopAgent: TlsAgent | undefined;
   const agentFor = (hop: ChainHop | undefined): Agent => {
-    if (hop?.scheme !== 'https') return agents.current();
+    if (hop?.scheme !== 'https') return agents.current().agent;
     tlsHopAgent ??= new TlsAgent({
       keepAlive: true,
       maxSockets: UPSTREAM_LIMITS.perDestination,
@@ -143,7 +143,8 @@ export function createForwardProxy(options: Omit<ForwardProxyOptions, 'host' | '
       (t) => ({ hostname: t.hostname, port: t.port, request: { method: req.method ?? '', path: t.path } }),
       (t, admitted, destination) => {
         const route = routeOf(destination.hostname, 'request');
-        forwardRequest(req, res, t, { agent: agentFor(route.hop), admitted, ...source, ...route, onFailure: failed(destination) });
+        const pool = agents.current().origins;
+        forwardRequest(req, res, t, { pool, agent: agentFor(route.hop), admitted, ...source, ...route, onFailure: failed(destination) });
       },
       options.answerOwn,
     );

@@ -21,6 +21,11 @@ const BY_CODE: Record<string, UpstreamFailure> = {
   EADDRNOTAVAIL: { status: 502, kind: 'unreachable' },
   ENOTFOUND: { status: 502, kind: 'unresolvable' },
   EAI_AGAIN: { status: 502, kind: 'unresolvable' },
+  // undici's (direct-request.ts): the origin closed the connection under the request, or said nothing in time.
+  UND_ERR_SOCKET: { status: 502, kind: 'reset' },
+  UND_ERR_HEADERS_TIMEOUT: { status: 504, kind: 'timeout' },
+  UND_ERR_BODY_TIMEOUT: { status: 504, kind: 'timeout' },
+  UND_ERR_CONNECT_TIMEOUT: { status: 504, kind: 'timeout' },
   // An upstream proxy's answers (chain-connect.ts).
   EPROXYAUTH: { status: 502, kind: 'upstream-auth' },
   EPROXYREFUSED: { status: 502, kind: 'upstream-refused' },

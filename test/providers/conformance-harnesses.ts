@@ -256,7 +256,12 @@ export function kvmHarness(): ProviderHarness {
     );
   const build = (hostConfig: KvmHostConfig): KvmProvider => {
     const registry = new Registry();
-    const config = kvmProviderSchema.parse({ name: 'kvm', type: 'kvm', hosts: [hostConfig], proxies: { baseImageVolume: baseVolume, memoryMiB: 64 } });
+    const config = kvmProviderSchema.parse({
+      name: 'kvm',
+      type: 'kvm',
+      hosts: [hostConfig],
+      proxies: { baseImageVolume: baseVolume, memoryMiB: 64, domainType: 'qemu' },
+    });
     const p = built.add(createKvmProvider(config, deps(registry)));
     registries.set(p, registry);
     return p;

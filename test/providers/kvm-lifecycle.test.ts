@@ -88,7 +88,7 @@ function lifecycle(options: Partial<KvmLifecycleOptions> = {}, egressPolicy?: Pa
     hosts: [host],
     logger,
     secrets,
-    options: { baseImageVolume: baseVolume, memoryMiB: 64, ...options },
+    options: { baseImageVolume: baseVolume, memoryMiB: 64, domainType: 'qemu', ...options },
     ...(egressPolicy ? { egressPolicy } : {}),
   });
 }
@@ -354,7 +354,7 @@ describe('KVM proxy lifecycle on the real test host', () => {
     const other = createKvmHostPool({ logger, metrics: createKvmPoolMetrics(new Registry()), idleTimeoutMs: 0 });
     try {
       const a = lifecycle();
-      const b = createKvmLifecycle({ pool: other, hosts: [host], logger, options: { baseImageVolume: baseVolume, memoryMiB: 64 } });
+      const b = createKvmLifecycle({ pool: other, hosts: [host], logger, options: { baseImageVolume: baseVolume, memoryMiB: 64, domainType: 'qemu' } });
       const s = spec(unique('race'));
       const [x, y] = await Promise.all([a.ensureInstance(s, sig()), b.ensureInstance(s, sig())]);
       expect(y.id).toBe(x.id);
@@ -445,7 +445,12 @@ describe('KVM proxy lifecycle on the real test host', () => {
         name: 'kvm',
         type: 'kvm',
         hosts: [host],
-        proxies: { baseImageVolume: baseVolume, memoryMiB: 64, egressPolicy: { allow: ['10.20.0.0/16'], deny: ['192.0.2.0/24', 'fd00::/8'] } },
+        proxies: {
+          baseImageVolume: baseVolume,
+          memoryMiB: 64,
+          domainType: 'qemu',
+          egressPolicy: { allow: ['10.20.0.0/16'], deny: ['192.0.2.0/24', 'fd00::/8'] },
+        },
       });
       const provider = createKvmProvider(config, { logger, registry: new Registry(), dataDir: '/nonexistent', egress: guards });
       const s = spec(unique('pol'));

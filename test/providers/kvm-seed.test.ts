@@ -58,7 +58,7 @@ function lifecycle(options: Partial<KvmLifecycleOptions> = {}) {
     pool,
     hosts: [host],
     logger,
-    options: { baseImageVolume: baseVolume, memoryMiB: 64, bootUserData: true, ...options },
+    options: { baseImageVolume: baseVolume, memoryMiB: 64, domainType: 'qemu', bootUserData: true, ...options },
     egressPolicy: proxyEgressPolicy(undefined, undefined),
   });
 }

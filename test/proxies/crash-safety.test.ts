@@ -282,9 +282,16 @@ describe('crash safety on the kvm provider (the real test host)', () => {
     baseVolume = `egt-crash-${randomUUID().slice(0, 8)}-base.qcow2`;
     await promisify(execFile)('qemu-img', ['create', '-q', '-f', 'qcow2', join(testHost.poolDir, baseVolume), '16M']);
     await lib(async (conn, s) => conn.storagePoolRefresh(await conn.storagePoolLookupByName(host.pool, s), s));
-    lifecycle = createKvmLifecycle({ pool, hosts: [host], logger: silentLogger(), options: { baseImageVolume: baseVolume, memoryMiB: 64 } });
+    lifecycle = createKvmLifecycle({
+      pool,
+      hosts: [host],
+      logger: silentLogger(),
+      options: { baseImageVolume: baseVolume, memoryMiB: 64, domainType: 'qemu' },
+    });
     const h = JSON.stringify(host);
-    c = await startCluster(`providers:\n  - { name: kvm, type: kvm, hosts: [ ${h} ], proxies: { baseImageVolume: "${baseVolume}", memoryMiB: 64 } }\n`);
+    c = await startCluster(
+      `providers:\n  - { name: kvm, type: kvm, hosts: [ ${h} ], proxies: { baseImageVolume: "${baseVolume}", memoryMiB: 64, domainType: qemu } }\n`,
+    );
   }, 360_000);
   afterEach(async () => {
     await deleteAllProxies(c);

@@ -49,7 +49,7 @@ describe('garbage collection on KVM', () => {
           pool: host.pool,
         },
       ],
-      proxies: { baseImageVolume: base, memoryMiB: 64 },
+      proxies: { baseImageVolume: base, memoryMiB: 64, domainType: 'qemu' },
     });
     hostConfig = () => config.hosts[0]!;
     provider = createKvmProvider(config, { logger: silentLogger(), registry: createRegistry(), dataDir: tmpdir() });
@@ -103,7 +103,7 @@ describe('garbage collection on KVM', () => {
         name: 'kvm',
         type: 'kvm',
         hosts: [hostConfig(), { ...hostConfig(), name: 'gone-kvm', port: closedPort }],
-        proxies: { baseImageVolume: base, memoryMiB: 64 },
+        proxies: { baseImageVolume: base, memoryMiB: 64, domainType: 'qemu' },
       }),
       { logger: silentLogger(), registry: createRegistry(), dataDir: tmpdir() },
     );
