@@ -22,8 +22,12 @@ interface Origin {
   server: Server;
 }
 
-async function origin(keepAliveTimeout = 30_000): Promise<Origin> {
-  const state: Origin = { port: 0, accepted: 0, open: new Set(), server: createServer((_req, res) => res.end('ok')) };
+async function origin(keepAliveTimeout = 30_000, closing = false): Promise<Origin> {
+  const answer = (_req: unknown, res: import('node:http').ServerResponse): void => {
+    if (closing) res.setHeader('connection', 'close');
+    res.end('ok');
+  };
+  const state: Origin = { port: 0, accepted: 0, open: new Set(), server: createServer(answer) };
   state.server.keepAliveTimeout = keepAliveTimeout;
   state.server.on('connection', (s: Socket) => {
     state.accepted++;
@@ -164,6 +168,20 @@ describe('origin pool', () => {
     // Its Client connects no more, even when asked directly: a new connection needs a new admission.
     await expect(get(a)).rejects.toThrow();
     expect([asked.length, o.accepted]).toEqual([1, 1]);
+  });
+
+  test('an answer that says Connection: close closes its connection, which leaves the pool; the next request connects anew', async () => {
+    const o = await origin(30_000, true);
+    const p = pool();
+    const a = await lease(p, to(o));
+    expect(await get(a)).toBe('ok');
+    p.release(a, true);
+    await closed(a.socket());
+    await new Promise((resolve) => setImmediate(resolve));
+    expect([p.size, o.open.size]).toEqual([0, 0]);
+    const b = await lease(p, to(o));
+    expect(await get(b)).toBe('ok');
+    expect([b.reused, o.accepted]).toEqual([false, 2]);
   });
 
   test('retired: idle connections close now, a lent one when it comes back, and new requests get an error', async () => {
