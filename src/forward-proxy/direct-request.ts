@@ -29,6 +29,8 @@ export interface DirectContext {
   onTraffic?: (sent: number, received: number) => void;
 }
 
+const clientGone = (): NodeJS.ErrnoException => Object.assign(new Error('the client went away'), { code: 'ECONNRESET' });
+
 /** True when the request carries no body: it can be sent again as it was. */
 export function bodyless(req: IncomingMessage): boolean {
   const length = req.headers['content-length'];
@@ -67,7 +69,7 @@ export function forwardDirect(req: IncomingMessage, res: ServerResponse, target:
   res.once('close', () => {
     if (res.writableFinished) return;
     withdraw?.();
-    abort?.(Object.assign(new Error('the client went away'), { code: 'ECONNRESET' }));
+    abort?.(clientGone());
   });
 
   const send = (retry: boolean): void => {
@@ -78,9 +80,12 @@ export function forwardDirect(req: IncomingMessage, res: ServerResponse, target:
       if (res.destroyed) return pool.release(mine, true);
       lease = mine;
       let answered = false;
+      let unrelayable = false;
       const handler: Dispatcher.DispatchHandlers = {
         onConnect(abortRequest) {
           abort = abortRequest;
+          // The client left while the connection was being made: nothing is sent.
+          if (res.destroyed) abortRequest(clientGone());
         },
         onHeaders(status, raw, resume, statusText) {
           // 1xx interim answers (103 Early Hints) are not relayed: node's server cannot send them ahead of the answer.
@@ -90,10 +95,9 @@ export function forwardDirect(req: IncomingMessage, res: ServerResponse, target:
           try {
             res.writeHead(status, statusText, endToEndHeaders(raw.map((b) => b.toString('latin1'))));
           } catch (err) {
-            // A head undici's parser took but node's writer refuses.
+            // A head undici's parser took but node's writer refuses: the request ends in onError.
+            unrelayable = true;
             abort?.(err as Error);
-            context.onFailure({ status: 502, kind: 'error' }, err);
-            answer(res, 502, 'The destination answered with a head that cannot be relayed\n');
             return false;
           }
           res.on('drain', resume);
@@ -112,7 +116,9 @@ export function forwardDirect(req: IncomingMessage, res: ServerResponse, target:
           // What a connection the origin had closed carried before is not this request's.
           if (retry && mine.reused && !answered && CLOSED_UNDER_US.has((err as NodeJS.ErrnoException).code ?? '') && !res.destroyed) return send(false);
           count();
-          fail(err);
+          if (!unrelayable) return fail(err);
+          context.onFailure({ status: 502, kind: 'error' }, err);
+          answer(res, 502, 'The destination answered with a head that cannot be relayed\n');
         },
       };
       got.client.dispatch({ path: target.path, method: method as Dispatcher.HttpMethod, headers, body }, handler);

@@ -204,6 +204,34 @@ describe('plain HTTP', () => {
     expect(failures).toEqual(['502 reset']);
   });
 
+  test('a client that leaves in the middle of an answer releases the upstream connection: the origin sees it closed, not paused', async () => {
+    let upstream: Socket | undefined;
+    const o = await origin((req, res) => {
+      upstream = req.socket;
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      // An endless answer: only the proxy's side closing ends it.
+      const more = (): void => {
+        while (res.write(Buffer.alloc(64 * 1024))) {
+          /* until the socket is full */
+        }
+        res.once('drain', more);
+      };
+      more();
+    });
+    const { proxy: p } = await proxy();
+    const client = connect(p.port, '127.0.0.1');
+    client.write(`GET http://127.0.0.1:${o.port}/ HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    await once(client, 'data');
+    const closed = new Promise<void>((resolve) => {
+      const socket = upstream as Socket;
+      if (socket.destroyed) resolve();
+      else socket.once('close', () => resolve());
+    });
+    client.destroy();
+    await closed;
+    expect(upstream?.destroyed).toBe(true);
+  });
+
   test('a chunked request body goes upstream chunked: a request hidden in a GET body reaches the origin as body, never as a request', async () => {
     const bodies: string[] = [];
     const o = await origin((req, res) => {

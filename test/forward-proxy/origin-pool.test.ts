@@ -4,7 +4,7 @@
  * is made with (and never made again with), and retiring.
  */
 import { once } from 'node:events';
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, LookupFunction, Socket } from 'node:net';
 import { afterEach, describe, expect, test } from 'vitest';
 import { OriginPool, type Lease, type OriginAddress } from '../../src/forward-proxy/origin-pool.ts';
@@ -23,7 +23,7 @@ interface Origin {
 }
 
 async function origin(keepAliveTimeout = 30_000, closing = false): Promise<Origin> {
-  const answer = (_req: unknown, res: import('node:http').ServerResponse): void => {
+  const answer = (_req: unknown, res: ServerResponse): void => {
     if (closing) res.setHeader('connection', 'close');
     res.end('ok');
   };
