@@ -48,7 +48,6 @@ interface Connection {
   readonly key: string;
   client: Client;
   socket: Socket | undefined;
-  served: number;
   dropped: boolean;
 }
 
@@ -164,7 +163,7 @@ export class OriginPool {
     const Client = ClientOf as ClientClass;
     const host = address.host.includes(':') ? `[${address.host}]` : address.host;
     let connects = 0;
-    const connection: Connection = { key, client: undefined as unknown as Client, socket: undefined, served: 0, dropped: false };
+    const connection: Connection = { key, client: undefined as unknown as Client, socket: undefined, dropped: false };
     connection.client = new Client(`http://${host}:${address.port}`, {
       pipelining: 1,
       keepAliveTimeout: this.#limits.idleMs,
@@ -180,13 +179,18 @@ export class OriginPool {
           ...(address.lookup ? { lookup: address.lookup } : {}),
           ...(address.localAddress ? { localAddress: address.localAddress, family: address.family } : {}),
         });
+        let settled = false;
         const failed = (err: Error): void => {
           socket.destroy();
+          if (settled) return;
+          settled = true;
           callback(err, null);
         };
         socket.setTimeout(this.#timeouts.connectMs, () => failed(connectTimedOut()));
         socket.once('error', failed);
         socket.once('connect', () => {
+          if (settled) return;
+          settled = true;
           socket.setTimeout(0);
           socket.removeListener('error', failed);
           connection.socket = socket;
@@ -204,7 +208,6 @@ export class OriginPool {
   #return(loan: Loan, reusable: boolean): void {
     const c = loan.connection;
     if (c.dropped) return;
-    c.served++;
     const alive = reusable && !this.#retired && c.socket !== undefined && !c.socket.destroyed && !c.client.destroyed && !c.client.closed;
     if (!alive) return this.#close(c);
     const next = this.#nextWaiter(c.key);

@@ -143,8 +143,14 @@ export function createForwardProxy(options: Omit<ForwardProxyOptions, 'host' | '
       (t) => ({ hostname: t.hostname, port: t.port, request: { method: req.method ?? '', path: t.path } }),
       (t, admitted, destination) => {
         const route = routeOf(destination.hostname, 'request');
-        const pool = agents.current().origins;
-        forwardRequest(req, res, t, { pool, agent: agentFor(route.hop), admitted, ...source, ...route, onFailure: failed(destination) });
+        forwardRequest(req, res, t, {
+          pool: agents.current().origins,
+          agent: agentFor(route.hop),
+          admitted,
+          ...source,
+          ...route,
+          onFailure: failed(destination),
+        });
       },
       options.answerOwn,
     );
