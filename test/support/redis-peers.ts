@@ -99,22 +99,30 @@ export async function startRedisCluster(): Promise<RedisClusterPeer> {
   try {
     const started = await Promise.allSettled(
       Array.from({ length: 6 }, async (_, i) => {
-        const { port, bus } = await nodePorts();
-        const child = await startRedisChild({
-          dir: join(dir, `node-${i}`),
-          appendOnly: false,
-          port,
-          password,
-          extraConfig: [
-            'cluster-enabled yes',
-            'cluster-config-file nodes.conf',
-            `cluster-port ${bus}`,
-            'cluster-node-timeout 1000',
-            `masterauth ${confString(password)}`,
-          ],
-        });
-        children.push(child);
-        return child;
+        // A port found free can be taken by another suite before redis-server binds it ("Address
+        // already in use"): a node that fails to start is tried again on other ports, twice at most.
+        for (let attempt = 1; ; attempt++) {
+          const { port, bus } = await nodePorts();
+          try {
+            const child = await startRedisChild({
+              dir: join(dir, `node-${i}-${attempt}`),
+              appendOnly: false,
+              port,
+              password,
+              extraConfig: [
+                'cluster-enabled yes',
+                'cluster-config-file nodes.conf',
+                `cluster-port ${bus}`,
+                'cluster-node-timeout 1000',
+                `masterauth ${confString(password)}`,
+              ],
+            });
+            children.push(child);
+            return child;
+          } catch (err) {
+            if (attempt >= 3 || (err as { code?: unknown }).code !== 'ERR_REDIS_START') throw err;
+          }
+        }
       }),
     );
     const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
