@@ -14,6 +14,7 @@
 import { connect as netConnect, type LookupFunction, type Socket } from 'node:net';
 import type { Client } from 'undici';
 import type { UpstreamLimits } from './types.ts';
+import { upstreamTimeout } from './upstream-failure.ts';
 
 /** Where one request's connection goes, and how it is made. */
 export interface OriginAddress {
@@ -63,8 +64,9 @@ function reconnectRefused(): NodeJS.ErrnoException {
   return Object.assign(new Error('the upstream connection closed'), { code: 'ECONNRESET' });
 }
 
-function connectTimedOut(): NodeJS.ErrnoException {
-  return Object.assign(new Error('connecting to the destination timed out'), { code: 'ETIMEDOUT' });
+/** What a request gets from a retired pool: a reset, as when its connection closes. */
+function poolClosing(): NodeJS.ErrnoException {
+  return Object.assign(new Error('the proxy is closing its upstream connections'), { code: 'ECONNRESET' });
 }
 
 type ClientClass = typeof Client;
@@ -140,12 +142,12 @@ export class OriginPool {
   #failWaiting(): void {
     const waiting = this.#waiting;
     this.#waiting = [];
-    for (const w of waiting) if (!w.cancelled) w.give(Object.assign(new Error('the proxy is closing its upstream connections'), { code: 'ECONNRESET' }));
+    for (const w of waiting) if (!w.cancelled) w.give(poolClosing());
   }
 
   #serve(waiter: Waiter): void {
     if (waiter.cancelled) return;
-    if (this.#retired) return waiter.give(Object.assign(new Error('the proxy is closing its upstream connections'), { code: 'ECONNRESET' }));
+    if (this.#retired) return waiter.give(poolClosing());
     const idle = this.#idle.get(waiter.key)?.pop();
     if (idle) return waiter.give(new Loan(idle, true));
     if (!this.#roomFor(waiter.key)) {
@@ -186,7 +188,7 @@ export class OriginPool {
           settled = true;
           callback(err, null);
         };
-        socket.setTimeout(this.#timeouts.connectMs, () => failed(connectTimedOut()));
+        socket.setTimeout(this.#timeouts.connectMs, () => failed(upstreamTimeout('connecting to the destination')));
         socket.once('error', failed);
         socket.once('connect', () => {
           if (settled) return;
