@@ -29,7 +29,7 @@ import { fmt, median, summarize } from './stats.ts';
 import { benchConfig } from './support/app-config.ts';
 import { startOtlpSink } from './support/otlp-sink.ts';
 import { freezeConfig } from '../src/config/app.ts';
-import { telemetryFromEnv } from '../src/telemetry/config.ts';
+import { telemetryFromEnv, type OtelEnv } from '../src/telemetry/config.ts';
 
 const N = Number(process.env.BENCH_JOBS ?? 20000);
 const LATENCY_SAMPLES = Number(process.env.BENCH_SAMPLES ?? 300);
@@ -80,16 +80,20 @@ export async function rawBullmq(
   return { jobsPerSecond, latency: summarize(samples) };
 }
 
-/** The check pipeline in this process (worker and publisher roles), or with the publisher in a child process; traced when `otlpEndpoint` is set. */
+/**
+ * The check pipeline in this process (worker and publisher roles), or with the publisher in a child
+ * process; traced as `otel` (the OTEL_* environment) says when it is set.
+ */
 export async function pipeline(
   redisUrl: string,
   dataDir: string,
   publisherProcess: boolean,
-  otlpEndpoint?: string,
+  otel?: OtelEnv,
   n = N,
 ): Promise<{ jobsPerSecond: number; latency: { p50: number; p99: number; n: number } }> {
-  const plain = config(redisUrl, publisherProcess ? '{bench-pipeline-2p}' : otlpEndpoint ? '{bench-pipeline-traced}' : '{bench-pipeline}', dataDir);
-  const cfg = otlpEndpoint ? freezeConfig({ ...plain, telemetry: telemetryFromEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: otlpEndpoint }) }) : plain;
+  const telemetry = otel ? telemetryFromEnv(otel) : undefined;
+  const plain = config(redisUrl, publisherProcess ? '{bench-pipeline-2p}' : telemetry ? '{bench-pipeline-traced}' : '{bench-pipeline}', dataDir);
+  const cfg = telemetry ? freezeConfig({ ...plain, telemetry }) : plain;
   let started: ((t: number) => void) | undefined;
   const noop: Provider = {
     name: 'noop',
@@ -176,7 +180,7 @@ export async function runPipelineBench(): Promise<void> {
     const run: Record<RowName, () => Promise<Row>> = {
       raw: () => rawBullmq(redis.url),
       pipeline: () => pipeline(redis.url, dir, false),
-      traced: () => pipeline(redis.url, dir, false, sink.url),
+      traced: () => pipeline(redis.url, dir, false, { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url }),
       split: () => pipeline(redis.url, dir, true),
     };
     // Rounds in alternating order (raw first, then last, …): a machine that drifts during the run

@@ -71,6 +71,7 @@ describe('traces of an ad-hoc check (OTLP http/json)', () => {
     const completed = process?.events.find((e) => e.name === 'job completed');
     expect(completed).toBeDefined();
     expect(completed?.attributes).not.toHaveProperty('bullmq.job.result');
+    expect(one(trace, (s) => s.name === 'complete checks')).toMatchObject({ service: 'egress-test-worker', parentSpanId: process?.spanId });
     const check = one(trace, (s) => s.name === 'check');
     expect(check).toMatchObject({
       service: 'egress-test-worker',
