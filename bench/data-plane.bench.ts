@@ -5,7 +5,11 @@
  * a CONNECT tunnel of each beside the same download direct.
  *
  *   apt-get install -y tinyproxy squid   (an anchor's rows are skipped, saying so, when it is missing)
- *   npm run bench -- data-plane          (BENCH_REQUESTS=20000, BENCH_CONCURRENCY=20, BENCH_DOWNLOAD_MB=1024, BENCH_DOWNLOAD_ROUNDS=5)
+ *   npm run bench -- data-plane          (BENCH_REQUESTS=20000, BENCH_CONCURRENCY=20, BENCH_ROW_ROUNDS=3, BENCH_DOWNLOAD_MB=1024, BENCH_DOWNLOAD_ROUNDS=5)
+ *
+ * Every request row runs BENCH_ROW_ROUNDS times, all rows once a round in alternating order; a row's
+ * figures are the medians of its rounds and every ratio the median of its rounds' ratios
+ * (bench/support/row-rounds.ts).
  *
  * - origin: a Node HTTP server in its own process on 127.0.0.1 (keep-alive, a 13-byte body; `/big`
  *   answers BENCH_DOWNLOAD_MB MiB from one buffer written over and over);
@@ -29,6 +33,7 @@ import { silentLogger } from '../src/logging.ts';
 import { createLocalLifecycle } from '../src/providers/local/lifecycle.ts';
 import { runLoad, type LoadMode, type LoadResult } from './data-plane-load.ts';
 import { downloadRounds, downloadTable, type BenchTarget, type DownloadRow } from './support/downloads.ts';
+import { rowRounds, rowTable, verdicts, type Row, type RowRun } from './support/row-rounds.ts';
 import { startSquid, startTinyproxy, type AnchorProxy } from './support/anchor-proxies.ts';
 import { childrenOf } from '../test/support/process-children.ts';
 import { fmt, median } from './stats.ts';
@@ -38,6 +43,8 @@ const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? '20');
 const DOWNLOAD_MB = Number(process.env.BENCH_DOWNLOAD_MB ?? '1024');
 /** Rounds of the downloads, direct and through each proxy in alternating order (BENCH_DOWNLOAD_ROUNDS). */
 const DOWNLOAD_ROUNDS = Number(process.env.BENCH_DOWNLOAD_ROUNDS ?? '5');
+/** Rounds of the request rows, every row once a round in alternating order (BENCH_ROW_ROUNDS; bench/support/row-rounds.ts). */
+const ROW_ROUNDS = Number(process.env.BENCH_ROW_ROUNDS ?? '3');
 const WARMUP = 500;
 /** Only the rows accounting's cost needs (direct, egress on and off, idle): BENCH_ACCOUNTING_ONLY=1. */
 const ACCOUNTING_ONLY = process.env.BENCH_ACCOUNTING_ONLY === '1';
@@ -85,15 +92,6 @@ async function rssMb(pid: number | undefined): Promise<number> {
   if (pid === undefined) return NaN;
   const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
   return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? NaN) / 1024;
-}
-
-interface Row {
-  row: string;
-  mode: LoadMode;
-  /** `idle`, or `one core busy` (a spinning process beside the rows). */
-  load: string;
-  result?: LoadResult;
-  note?: string;
 }
 
 /** Accounting's cost in one mode: req/s with accounting on and off, round by round. */
@@ -172,16 +170,24 @@ export async function runDataPlaneBench(): Promise<void> {
       }
     }
     const o = { host: '127.0.0.1', origin: { host: '127.0.0.1', port: origin.port }, auth: `${USER}:${PASSWORD}`, concurrency: CONCURRENCY };
-    const measure = async (row: string, mode: LoadMode, port: number | undefined, load: string, note?: string): Promise<void> => {
-      if (port === undefined) return void rows.push({ row, mode, load, note: note ?? '' });
+    const runs: RowRun[] = [
+      { row: 'direct (no proxy)', mode: 'direct', port: origin.port },
+      ...(['proxy', 'connect'] as const).flatMap((mode) =>
+        targets.map((t) => ({
+          row: `${t.name}, ${mode === 'proxy' ? 'plain HTTP' : 'CONNECT'}`,
+          mode,
+          ...(t.port !== undefined ? { port: t.port } : {}),
+          ...(t.note !== undefined ? { note: t.note } : {}),
+        })),
+      ),
+    ];
+    const measure = async (mode: LoadMode, port: number): Promise<LoadResult> => {
       await runLoad({ ...o, mode, port, requests: WARMUP });
-      rows.push({ row, mode, load, result: await runLoad({ ...o, mode, port, requests: REQUESTS }) });
+      return runLoad({ ...o, mode, port, requests: REQUESTS });
     };
     for (const load of ACCOUNTING_ONLY ? ['idle'] : ['idle', 'one core busy']) {
       if (load !== 'idle') spinner = busyCore();
-      await measure('direct (no proxy)', 'direct', origin.port, load);
-      for (const t of targets) await measure(`${t.name}, plain HTTP`, 'proxy', t.port, load, t.note);
-      for (const t of targets) await measure(`${t.name}, CONNECT`, 'connect', t.port, load, t.note);
+      rows.push(...(await rowRounds(runs, load, ACCOUNTING_ONLY ? 1 : ROW_ROUNDS, measure)));
       if (load === 'idle') {
         const core = { on: await startCoreProxy(dir, 'on'), off: await startCoreProxy(dir, 'off') };
         children.push(core.on.child, core.off.child);
@@ -231,17 +237,9 @@ export async function runDataPlaneBench(): Promise<void> {
     await rm(dir, { recursive: true, force: true });
   }
   console.log(
-    `data plane: ${REQUESTS} requests per row after ${WARMUP} of warm-up, ${CONCURRENCY} keep-alive connections, one load generator (bench/data-plane-load.ts) for every row`,
+    `data plane: ${REQUESTS} requests per row after ${WARMUP} of warm-up, ${CONCURRENCY} keep-alive connections, one load generator (bench/data-plane-load.ts) for every row; ${ACCOUNTING_ONLY ? 1 : ROW_ROUNDS} rounds, every row once a round in alternating order`,
   );
-  console.log('| load | row | req/s | p50 ms | p99 ms | errors | connections the server closed |');
-  console.log('|---|---|---|---|---|---|---|');
-  for (const r of rows) {
-    if (!r.result) console.log(`| ${r.load} | ${r.row} | n/a | n/a | n/a | ${r.note ?? ''} | |`);
-    else
-      console.log(
-        `| ${r.load} | ${r.row} | ${fmt(r.result.rps, 0)} | ${fmt(r.result.p50Ms)} | ${fmt(r.result.p99Ms)} | ${r.result.errors} | ${r.result.reconnects} |`,
-      );
-  }
+  for (const line of rowTable(rows)) console.log(line);
   console.log(
     `\naccounting's cost, idle: ${ACCOUNTING_ROUNDS} rounds of ${REQUESTS} requests each way, on and off alternating (on off, off on, …); CPU: the proxy's processes, from /proc`,
   );
@@ -269,7 +267,7 @@ export async function runDataPlaneBench(): Promise<void> {
       bench: 'data-plane',
       requests: REQUESTS,
       concurrency: CONCURRENCY,
-      rows: rows.map((r) => ({ row: r.row, mode: r.mode, load: r.load, ...(r.result ?? {}), ...(r.note ? { skipped: r.note } : {}) })),
+      rows: rows.map((r) => ({ row: r.row, mode: r.mode, load: r.load, ...(r.result ?? {}), rounds: r.rounds, ...(r.note ? { skipped: r.note } : {}) })),
       downloads: downloads.map((r) => ({ row: r.row, rounds: r.results, ratios: r.ratios, ...(r.note ? { skipped: r.note } : {}) })),
       accounting: paired,
       rssMb: rss,
@@ -280,29 +278,6 @@ export async function runDataPlaneBench(): Promise<void> {
 /** Microseconds of proxy CPU per request over all rounds. */
 function cpuPerRequest(cpu: number[], results: LoadResult[]): number {
   return (cpu.reduce((a, b) => a + b, 0) * 1e6) / results.reduce((n, r) => n + r.requests, 0);
-}
-
-/**
- * Issue 27's targets per load and mode: egress ≥ tinyproxy in req/s at ≤ 1.5× its p99; plain HTTP ≥ 0.3× direct.
- * (Issue 25's, accounting on ≥ 0.95× off, is read from the paired table.)
- */
-function verdicts(rows: Row[]): string[] {
-  const out: string[] = [];
-  for (const load of ['idle', 'one core busy']) {
-    const find = (prefix: string, mode: LoadMode) => rows.find((r) => r.load === load && r.mode === mode && r.row.startsWith(prefix))?.result;
-    const direct = find('direct', 'direct');
-    for (const mode of ['proxy', 'connect'] as const) {
-      const egress = find('egress local proxy', mode);
-      const tiny = find('tinyproxy', mode);
-      if (!egress || !tiny) continue;
-      const label = mode === 'proxy' ? 'plain HTTP' : 'CONNECT';
-      out.push(
-        `${load}, ${label}: egress/tinyproxy req/s ${fmt(egress.rps / tiny.rps)}×, p99 ${fmt(egress.p99Ms / tiny.p99Ms)}×` +
-          (mode === 'proxy' && direct ? `; egress/direct ${fmt(egress.rps / direct.rps)}×` : ''),
-      );
-    }
-  }
-  return out;
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) await runDataPlaneBench();
