@@ -22,10 +22,10 @@
  */
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { Session } from 'node:inspector/promises';
-import { context } from '@opentelemetry/api';
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { context } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { startRedisChild } from '../src/redis/redis-server.ts';
 import { pipeline, rawBullmq } from './pipeline.bench.ts';
 import { fmt, median } from './stats.ts';
@@ -76,7 +76,6 @@ async function cpuMicrosOf(pid: number): Promise<number> {
   }
 }
 
-/** The pipeline as `variant` has it (its OTEL_* environment, and the context manager alone for `context`). */
 /** Where the runs go: the private redis-server, its data directory, the OTLP endpoint. */
 interface Bench {
   redisUrl: string;
@@ -85,6 +84,7 @@ interface Bench {
   sinkUrl: string;
 }
 
+/** The pipeline as `variant` has it (its OTEL_* environment, and the context manager alone for `context`). */
 async function runVariant(b: Bench, variant: Variant, n: number): Promise<{ jobsPerSecond: number; latency: { p50: number; p99: number; n: number } }> {
   switch (variant) {
     case 'off':
