@@ -25,7 +25,7 @@ import type { AppConfig } from '../src/config/app.ts';
 import { silentLogger } from '../src/logging.ts';
 import type { Provider } from '../src/providers/types.ts';
 import { startRedisChild } from '../src/redis/redis-server.ts';
-import { fmt, median, summarize } from './stats.ts';
+import { alternating, fmt, median, summarize } from './stats.ts';
 import { benchConfig } from './support/app-config.ts';
 import { startOtlpSink } from './support/otlp-sink.ts';
 import { freezeConfig } from '../src/config/app.ts';
@@ -188,7 +188,7 @@ export async function runPipelineBench(): Promise<void> {
     const order: RowName[] = ['raw', 'pipeline', 'traced', 'split'];
     const rows: Record<RowName, Row[]> = { raw: [], pipeline: [], traced: [], split: [] };
     for (let round = 0; round < ROUNDS; round++) {
-      for (const name of round % 2 === 0 ? order : [...order].reverse()) rows[name].push(await run[name]());
+      for (const name of alternating(order, round)) rows[name].push(await run[name]());
     }
     const perRound = (a: RowName, b: RowName): number[] => rows[a].map((r, i) => r.jobsPerSecond / (rows[b][i]?.jobsPerSecond ?? NaN));
     const ratios = { ratio: perRound('pipeline', 'raw'), splitRatio: perRound('split', 'raw'), tracedRatio: perRound('traced', 'pipeline') };

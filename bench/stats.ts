@@ -19,3 +19,8 @@ export function median(values: readonly number[]): number {
   const mid = Math.floor(sorted.length / 2);
   return sorted.length % 2 === 1 ? (sorted[mid] ?? NaN) : ((sorted[mid - 1] ?? NaN) + (sorted[mid] ?? NaN)) / 2;
 }
+
+/** Round `round`'s order of `items`: as given in even rounds, reversed in odd ones, so a drifting machine weighs on every item alike. */
+export function alternating<T>(items: readonly T[], round: number): readonly T[] {
+  return round % 2 === 0 ? items : [...items].reverse();
+}

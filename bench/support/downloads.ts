@@ -6,7 +6,7 @@
  * the machine did in that second.
  */
 import { runDownload, type DownloadOptions, type DownloadResult } from '../data-plane-load.ts';
-import { fmt, median } from '../stats.ts';
+import { alternating, fmt, median } from '../stats.ts';
 
 /** A proxy the data-plane bench measures: its port, or why its rows are skipped. */
 export interface BenchTarget {
@@ -43,7 +43,7 @@ export async function downloadRounds(
     if (row && t.port !== undefined) runs.push({ row, port: t.port, mode: 'connect' });
   });
   for (let round = 0; round < rounds; round++) {
-    for (const run of round % 2 === 0 ? runs : [...runs].reverse()) {
+    for (const run of alternating(runs, round)) {
       if (run.row.note !== undefined) continue;
       const result = await runDownload({ ...d, mode: run.mode, port: run.port }).catch((err: Error) => err.message);
       if (typeof result === 'string') run.row.note = result;

@@ -7,7 +7,7 @@
  * (the same seconds of the machine) and reported as the median of the rounds.
  */
 import type { LoadMode, LoadResult } from '../data-plane-load.ts';
-import { fmt, median } from '../stats.ts';
+import { alternating, fmt, median } from '../stats.ts';
 
 /** One row to measure: where its load goes, or why it is skipped. */
 export interface RowRun {
@@ -31,7 +31,7 @@ export interface Row {
 }
 
 /** The rounds of `rs` as one result: medians of the rates and percentiles, sums of the counts. */
-export function medianResult(rs: readonly LoadResult[]): LoadResult {
+function medianResult(rs: readonly LoadResult[]): LoadResult {
   const sum = (of: (r: LoadResult) => number): number => rs.reduce((n, r) => n + of(r), 0);
   return {
     requests: sum((r) => r.requests),
@@ -54,7 +54,7 @@ export async function rowRounds(
   const rows: Row[] = runs.map((r) => ({ row: r.row, mode: r.mode, load, rounds: [], ...(r.port === undefined ? { note: r.note ?? '' } : {}) }));
   const forward = runs.map((_, i) => i);
   for (let round = 0; round < rounds; round++) {
-    for (const i of round % 2 === 0 ? forward : [...forward].reverse()) {
+    for (const i of alternating(forward, round)) {
       const run = runs[i];
       const row = rows[i];
       if (run?.port === undefined || !row) continue;
@@ -81,7 +81,10 @@ export function rowTable(rows: readonly Row[]): string[] {
 
 /** Round by round, `a`'s figure over `b`'s (the same round: the same state of the machine). */
 function perRound(a: Row, b: Row, of: (r: LoadResult) => number): number[] {
-  return a.rounds.map((r, i) => of(r) / of(b.rounds[i] ?? { rps: NaN, p99Ms: NaN, p50Ms: NaN, requests: 0, errors: 0, reconnects: 0, seconds: 0 }));
+  return a.rounds.map((r, i) => {
+    const other = b.rounds[i];
+    return other ? of(r) / of(other) : NaN;
+  });
 }
 
 /**
