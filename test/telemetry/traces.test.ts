@@ -129,13 +129,18 @@ describe('traces of a proxy’s apply → Ready (OTLP http/protobuf, the default
     );
     const password = decodeURIComponent(new URL(ready.proxyUrl ?? 'http://x').password);
     expect(password.length).toBeGreaterThan(10);
-    await roles.tracing.flush();
 
     const isAdd = (s: ReceivedSpan): boolean => s.name === 'add reconcile.reconcile' && s.service === 'egress-api';
     const isProbe = (s: ReceivedSpan): boolean => s.name === 'readiness probe' && s.attributes['egress.probe.ok'] === true;
-    const spans = await receiver.waitFor((all) => {
+    // The proxy shows Ready once the job wrote the status; the job's `process reconcile` span ends
+    // only after the job itself does, so it can miss a flush made at Ready: flush until it is there.
+    const spans = await waitFor('the reconcile’s process span holding its probe, exported', async () => {
+      await roles.tracing.flush();
+      const all = [...receiver.spans];
       const add = one(all, isAdd);
-      return !!add && all.some((s) => s.traceId === add.traceId && isProbe(s));
+      const trace = add ? all.filter((s) => s.traceId === add.traceId) : [];
+      const probe = one(trace, isProbe);
+      return probe && trace.some((s) => s.name === 'process reconcile' && descendsFrom(trace, probe, s)) ? all : undefined;
     });
     const add = one(spans, isAdd) as ReceivedSpan;
     const trace = spans.filter((s) => s.traceId === add.traceId);
